@@ -1,0 +1,163 @@
+// The execution event catalog: one zod schema per event, defined once. The machine, the
+// event store, the projections, the API and the docs all use these; TypeScript types are
+// inferred from them, never written twice.
+import { z } from 'zod';
+
+/** Who appends an event: the executor, or the worker that holds the baton. */
+export const ExecutorRef = z.literal('executor');
+export const WorkerRef = z
+  .string()
+  .regex(/^worker:[A-Za-z0-9._:-]+$/, 'must be "worker:<id>" (letters, digits, . _ : -)');
+export const ActorRef = z.union([ExecutorRef, WorkerRef]);
+export type ActorRef = z.infer<typeof ActorRef>;
+
+const IsoTime = z.iso.datetime({ offset: true });
+
+/**
+ * Metadata every event carries. `occurredAt` is the appender's clock reading: the machine
+ * never reads a clock, so any time it keeps in its context comes from here.
+ */
+const metadata = <B extends z.ZodType<string>>(by: B) =>
+  z.object({
+    by,
+    occurredAt: IsoTime,
+    correlationId: z.string().min(1).optional(),
+    causationId: z.string().min(1).optional(),
+    machineVersion: z.string().min(1).optional(),
+  });
+export const EventMetadata = metadata(ActorRef);
+export type EventMetadata = z.infer<typeof EventMetadata>;
+
+const event = <T extends string, D extends z.ZodType, B extends z.ZodType<string>>(
+  type: T,
+  data: D,
+  by: B,
+) => z.object({ type: z.literal(type), data, metadata: metadata(by) });
+
+export const ErrorInfo = z.object({
+  message: z.string(),
+  type: z.string().optional(),
+  stack: z.string().optional(),
+});
+export type ErrorInfo = z.infer<typeof ErrorInfo>;
+
+const Attempt = z.number().int().positive();
+
+export const ExecutionRequested = event(
+  'ExecutionRequested',
+  z.object({
+    action: z.string().min(1).max(200),
+    input: z.json(),
+    maxAttempts: z.number().int().min(1).max(1000),
+    idempotencyKey: z.string().min(1).max(500).optional(),
+    priority: z.number().int().optional(),
+    parentId: z.string().min(1).optional(),
+    workflowId: z.string().min(1).optional(),
+  }),
+  ExecutorRef,
+);
+export const SchedulingStarted = event('SchedulingStarted', z.object({}), ExecutorRef);
+export const ExecutionHandedOff = event(
+  'ExecutionHandedOff',
+  z.object({
+    workerId: z.string().min(1),
+    attempt: Attempt,
+    /** schedule-to-start deadline: the worker must start before this. */
+    deadline: IsoTime,
+  }),
+  ExecutorRef,
+);
+export const ExecutionStarted = event(
+  'ExecutionStarted',
+  z.object({
+    attempt: Attempt,
+    /** start-to-close deadline, when the action has one. */
+    deadline: IsoTime.optional(),
+  }),
+  WorkerRef,
+);
+export const ExecutionProgressed = event(
+  'ExecutionProgressed',
+  z.object({ details: z.json().optional() }),
+  WorkerRef,
+);
+export const ExecutionCompleted = event('ExecutionCompleted', z.object({ result: z.json() }), WorkerRef);
+export const ExecutionFailed = event(
+  'ExecutionFailed',
+  z.object({ error: ErrorInfo, retryable: z.boolean() }),
+  WorkerRef,
+);
+export const ExecutionCancelled = event(
+  'ExecutionCancelled',
+  z.object({ reason: z.string().min(1) }),
+  ActorRef,
+);
+export const ExecutionTimedOut = event(
+  'ExecutionTimedOut',
+  z.object({
+    limit: z.enum(['start-to-close', 'heartbeat', 'stall']),
+    deadline: IsoTime,
+  }),
+  ActorRef,
+);
+export const OwnershipReclaimed = event(
+  'OwnershipReclaimed',
+  z.object({
+    reason: z.enum(['schedule-to-start', 'worker-lost', 'heartbeat', 'drain', 'manual']),
+    workerId: z.string().min(1),
+    attempt: Attempt,
+  }),
+  ExecutorRef,
+);
+export const OwnershipReleased = event(
+  'OwnershipReleased',
+  z.object({ reason: z.string().min(1) }),
+  WorkerRef,
+);
+export const ExecutionRetryScheduled = event(
+  'ExecutionRetryScheduled',
+  z.object({
+    attempt: Attempt,
+    /** earliest time the next attempt may be scheduled (backoff). */
+    retryAt: IsoTime,
+    reason: z.string().min(1),
+  }),
+  ExecutorRef,
+);
+export const ExecutionAbandoned = event(
+  'ExecutionAbandoned',
+  z.object({ reason: z.string().min(1) }),
+  ExecutorRef,
+);
+
+export const ExecutionEvent = z.discriminatedUnion('type', [
+  ExecutionRequested,
+  SchedulingStarted,
+  ExecutionHandedOff,
+  ExecutionStarted,
+  ExecutionProgressed,
+  ExecutionCompleted,
+  ExecutionFailed,
+  ExecutionCancelled,
+  ExecutionTimedOut,
+  OwnershipReclaimed,
+  OwnershipReleased,
+  ExecutionRetryScheduled,
+  ExecutionAbandoned,
+]);
+export type ExecutionEvent = z.infer<typeof ExecutionEvent>;
+export type ExecutionEventType = ExecutionEvent['type'];
+export type ExecutionEventOf<T extends ExecutionEventType> = Extract<ExecutionEvent, { type: T }>;
+export const executionEventTypes = ExecutionEvent.options.map((o) => o.shape.type.value);
+
+/** The event types after which an execution never changes again. */
+export const terminalEventTypes = [
+  'ExecutionCompleted',
+  'ExecutionCancelled',
+  'ExecutionTimedOut',
+  'ExecutionAbandoned',
+] as const satisfies readonly ExecutionEventType[];
+// ExecutionFailed is terminal only when it is not retried; the machine decides.
+
+export const executionStreamId = (executionId: string) => `execution-${executionId}`;
+export const EXECUTION_STREAM_PREFIX = 'execution-';
