@@ -1,0 +1,75 @@
+// The EventStore port. Adapters: Postgres (default, ./postgres.ts); EventStoreDB later.
+// Every adapter passes the one contract suite in test/contract/event-store.contract.ts.
+
+/** An event as the caller hands it to append(). */
+export interface NewEvent {
+  /** Idempotency handle: appending the same eventIds again is a no-op that returns the first result. */
+  eventId: string;
+  type: string;
+  data: unknown;
+  metadata: Record<string, unknown>;
+}
+
+export interface StoredEvent {
+  eventId: string;
+  streamId: string;
+  /** 0-based position inside its stream; the fencing token for appends. */
+  revision: bigint;
+  /**
+   * Position across all streams. Unique; pass it back as `after` to resume readAll/subscribe
+   * right after this event. Delivery order is the store's commit order, which for Postgres is
+   * not always numeric order of this value (see postgres.ts), so never compare two positions
+   * numerically to decide which came first.
+   */
+  globalPosition: bigint;
+  type: string;
+  data: unknown;
+  metadata: Record<string, unknown>;
+  recordedAt: Date;
+}
+
+/**
+ * `no_stream`: the stream must not exist yet. A bigint: the stream's last revision must be
+ * exactly this. `any`: no check (use only for streams with a single writer).
+ */
+export type ExpectedRevision = bigint | 'no_stream' | 'any';
+
+export interface AppendResult {
+  /** Revision of the last event appended (the stream's new revision). */
+  nextExpectedRevision: bigint;
+  /** Global position of the last event appended. */
+  lastPosition: bigint;
+  /** True when every event was already stored by an earlier identical append. */
+  idempotentReplay: boolean;
+}
+
+/** Resume point for readAll/subscribe: the globalPosition of the last event seen, or START. */
+export const START = 0n;
+
+export interface ReadAllOptions {
+  /** Deliver events after the event at this position; START (0n) for the beginning. */
+  after: bigint;
+  limit: number;
+  /** Only streams whose id starts with one of these prefixes. */
+  streamPrefixes?: string[];
+}
+
+export interface SubscribeOptions {
+  after: bigint;
+  streamPrefixes?: string[];
+  signal?: AbortSignal;
+  /** Read batch size while catching up. */
+  batchSize?: number;
+}
+
+export interface EventStore {
+  /** Append a batch to one stream atomically, if it is at `expectedRevision`. */
+  append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
+  /** Read one stream forward from a revision (inclusive). Empty for a stream that does not exist. */
+  readStream(streamId: string, options?: { fromRevision?: bigint; limit?: number }): Promise<StoredEvent[]>;
+  /** Read all streams in commit order, never skipping an event that commits late. */
+  readAll(options: ReadAllOptions): Promise<StoredEvent[]>;
+  /** Catch up from a position, then follow live appends until the signal aborts. */
+  subscribe(options: SubscribeOptions): AsyncIterable<StoredEvent>;
+  close(): Promise<void>;
+}
