@@ -1,0 +1,317 @@
+// The Postgres EventStore adapter (the default).
+//
+// Reading all streams without skipping late commits. A bigserial position is handed out when
+// a row is inserted, not when its transaction commits: transaction A can take position 10,
+// transaction B position 11, B commits first, and a reader that saw 11 and checkpointed it
+// would never see 10. We order and filter by the writing transaction instead:
+//   - every event row records transaction_id = pg_current_xact_id();
+//   - readAll only returns rows whose transaction_id < pg_snapshot_xmin(pg_current_snapshot()),
+//     i.e. written by transactions older than every transaction still in progress, so nothing
+//     older can still appear; rows of newer transactions wait until that holds;
+//   - it delivers them in (transaction_id, global_position) order, and resumes strictly after the
+//     (transaction_id, global_position) of the checkpointed event.
+// Any row that becomes visible later has a transaction_id >= the horizon of every earlier read,
+// so it sorts after everything already delivered. The price: a long-running writing transaction
+// anywhere in the cluster holds back delivery until it ends, so keep transactions short.
+//
+// Per-stream order must agree with that delivery order: if T2 appends to a stream after T1
+// committed to it, T2 must have the larger transaction id. A transaction that got its id early
+// (by an earlier write) could break that, so every append also checks and moves the stream's
+// last_xid; an append that would go backwards is retried in a new transaction.
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { DuplicateEventIdError, WrongExpectedRevisionError, BatonError } from '../errors.ts';
+import type {
+  AppendResult,
+  EventStore,
+  ExpectedRevision,
+  NewEvent,
+  ReadAllOptions,
+  StoredEvent,
+  SubscribeOptions,
+} from './event-store.ts';
+import { PgWakeups } from './pg-wakeups.ts';
+
+export interface PostgresEventStoreOptions {
+  log?: Logger;
+  /** Fallback poll when no NOTIFY arrives (ms). Only a safety net: wake-ups are pushed. */
+  idlePollMs?: number;
+}
+
+export interface PostgresEventStore extends EventStore {
+  /** Append inside a transaction the caller controls (group commit, tests). Caller commits. */
+  appendWithin(client: pg.ClientBase, streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
+  /** Tell subscribers that the caller committed appends made with appendWithin. */
+  notifyAppended(): void;
+}
+
+/**
+ * Thrown by appendWithin when the caller's transaction id is older than the stream's last
+ * writer's (it wrote something before that writer committed). Roll back and retry in a new
+ * transaction; append() does this itself.
+ */
+export class TransactionOrderConflict extends BatonError {
+  constructor(readonly streamId: string) {
+    super(`${streamId}: this transaction is older than the stream's last writer; retry the append in a new transaction`);
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_ORDER_RETRIES = 5;
+
+interface EventRow {
+  global_position: string;
+  event_id: string;
+  stream_id: string;
+  revision: string;
+  type: string;
+  data: unknown;
+  metadata: Record<string, unknown>;
+  recorded_at: Date;
+  transaction_id: string;
+}
+
+interface Cursor {
+  xid: string;
+  position: bigint;
+}
+
+const EVENT_COLUMNS = 'global_position, event_id, stream_id, revision, type, data, metadata, recorded_at, transaction_id';
+
+const toStored = (r: EventRow): StoredEvent => ({
+  eventId: r.event_id,
+  streamId: r.stream_id,
+  revision: BigInt(r.revision),
+  globalPosition: BigInt(r.global_position),
+  type: r.type,
+  data: r.data,
+  metadata: r.metadata,
+  recordedAt: r.recorded_at,
+});
+
+function validateAppend(streamId: string, events: NewEvent[], expected: ExpectedRevision): void {
+  if (typeof streamId !== 'string' || streamId.length === 0) throw new BatonError('append: streamId must be a non-empty string');
+  if (!Array.isArray(events) || events.length === 0) throw new BatonError(`append to ${streamId}: events must be a non-empty array`);
+  if (typeof expected === 'bigint' && expected < 0n) throw new BatonError(`append to ${streamId}: expectedRevision must be >= 0, 'no_stream' or 'any'`);
+  const seen = new Set<string>();
+  events.forEach((e, i) => {
+    if (typeof e.eventId !== 'string' || !UUID.test(e.eventId)) throw new BatonError(`append to ${streamId}: events[${i}].eventId must be a uuid`);
+    if (seen.has(e.eventId)) throw new BatonError(`append to ${streamId}: events[${i}].eventId ${e.eventId} appears twice in one append`);
+    seen.add(e.eventId);
+    if (typeof e.type !== 'string' || e.type.length === 0) throw new BatonError(`append to ${streamId}: events[${i}].type must be a non-empty string`);
+    if (e.data === undefined) throw new BatonError(`append to ${streamId}: events[${i}].data is required (use {} or null)`);
+  });
+}
+
+/** `LIKE` patterns for stream prefixes, with LIKE's wildcards escaped. */
+const prefixPatterns = (prefixes?: string[]) =>
+  prefixes && prefixes.length > 0 ? prefixes.map((p) => p.replace(/[\\%_]/g, (c) => `\\${c}`) + '%') : null;
+
+export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventStoreOptions = {}): PostgresEventStore {
+  const log = options.log;
+  const idlePollMs = options.idlePollMs ?? 1000;
+  const wakeups = new PgWakeups(pool, log);
+
+  /** Move the stream row to its new revision: the compare-and-swap of an append. Returns the first new revision. */
+  async function advanceStream(client: pg.ClientBase, streamId: string, count: number, expected: ExpectedRevision): Promise<bigint> {
+    const n = BigInt(count);
+    if (expected === 'no_stream') {
+      const r = await client.query({
+        name: 'baton_stream_create',
+        text: `INSERT INTO baton_streams (stream_id, revision, last_xid) VALUES ($1, $2, pg_current_xact_id())
+               ON CONFLICT (stream_id) DO NOTHING RETURNING revision`,
+        values: [streamId, (n - 1n).toString()],
+      });
+      if (r.rowCount === 1) return 0n;
+    } else if (expected === 'any') {
+      const r = await client.query<{ revision: string }>({
+        name: 'baton_stream_upsert',
+        text: `INSERT INTO baton_streams AS s (stream_id, revision, last_xid) VALUES ($1, $2::bigint - 1, pg_current_xact_id())
+               ON CONFLICT (stream_id) DO UPDATE SET revision = s.revision + $2::bigint, last_xid = pg_current_xact_id()
+               WHERE s.last_xid <= pg_current_xact_id()
+               RETURNING revision`,
+        values: [streamId, n.toString()],
+      });
+      if (r.rowCount === 1) return BigInt(r.rows[0]!.revision) - n + 1n;
+      throw new TransactionOrderConflict(streamId);
+    } else {
+      const r = await client.query({
+        name: 'baton_stream_advance',
+        text: `UPDATE baton_streams SET revision = $3, last_xid = pg_current_xact_id()
+               WHERE stream_id = $1 AND revision = $2 AND last_xid <= pg_current_xact_id()
+               RETURNING revision`,
+        values: [streamId, expected.toString(), (expected + n).toString()],
+      });
+      if (r.rowCount === 1) return expected + 1n;
+    }
+    const cur = await client.query<{ revision: string; in_order: boolean }>(
+      'SELECT revision, last_xid <= pg_current_xact_id() AS in_order FROM baton_streams WHERE stream_id = $1',
+      [streamId],
+    );
+    const row = cur.rows[0];
+    const actual = row ? BigInt(row.revision) : ('no_stream' as const);
+    if (row && actual === expected && !row.in_order) throw new TransactionOrderConflict(streamId);
+    throw new WrongExpectedRevisionError(streamId, expected, actual);
+  }
+
+  async function insertEvents(client: pg.ClientBase, streamId: string, events: NewEvent[], firstRevision: bigint): Promise<bigint> {
+    // One statement for the whole batch; ORDER BY ordinality keeps positions in revision order.
+    const r = await client.query<{ last: string }>({
+      name: 'baton_events_insert',
+      text: `WITH ins AS (
+               INSERT INTO baton_events (event_id, stream_id, revision, type, data, metadata)
+               SELECT e.id, $1, $2::bigint + e.ord - 1, e.type, e.data, e.metadata
+               FROM unnest($3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
+               ORDER BY e.ord
+               RETURNING global_position)
+             SELECT max(global_position) AS last FROM ins`,
+      values: [
+        streamId,
+        firstRevision.toString(),
+        events.map((e) => e.eventId),
+        events.map((e) => e.type),
+        events.map((e) => JSON.stringify(e.data ?? null)),
+        events.map((e) => JSON.stringify(e.metadata ?? {})),
+      ],
+    });
+    return BigInt(r.rows[0]!.last);
+  }
+
+  async function appendWithin(client: pg.ClientBase, streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+    validateAppend(streamId, events, o.expectedRevision);
+    const first = await advanceStream(client, streamId, events.length, o.expectedRevision);
+    const lastPosition = await insertEvents(client, streamId, events, first);
+    return { nextExpectedRevision: first + BigInt(events.length) - 1n, lastPosition, idempotentReplay: false };
+  }
+
+  /**
+   * After a failed append: if every event is already stored, in this stream, in this order, the
+   * append is a retry of one that succeeded, and we return what it returned.
+   */
+  async function findEarlierAppend(streamId: string, events: NewEvent[]): Promise<AppendResult | 'none'> {
+    const ids = events.map((e) => e.eventId);
+    const r = await pool.query<{ event_id: string; stream_id: string; revision: string; global_position: string }>(
+      'SELECT event_id, stream_id, revision, global_position FROM baton_events WHERE event_id = ANY($1::uuid[]) ORDER BY revision',
+      [ids],
+    );
+    if (r.rowCount === 0) return 'none';
+    const byId = new Map(r.rows.map((row) => [row.event_id, row]));
+    const rows = ids.map((id) => byId.get(id));
+    const firstRevision = rows[0] ? BigInt(rows[0].revision) : -1n;
+    const sameAppend = rows.every((row, i) => row && row.stream_id === streamId && BigInt(row.revision) === firstRevision + BigInt(i));
+    if (!sameAppend) throw new DuplicateEventIdError(streamId, r.rows.map((row) => row.event_id));
+    const last = rows[rows.length - 1]!;
+    return { nextExpectedRevision: BigInt(last.revision), lastPosition: BigInt(last.global_position), idempotentReplay: true };
+  }
+
+  async function append(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+    validateAppend(streamId, events, o.expectedRevision);
+    for (let attempt = 1; ; attempt++) {
+      const client = await pool.connect();
+      let failure: unknown;
+      try {
+        await client.query('BEGIN');
+        const result = await appendWithin(client, streamId, events, o);
+        await client.query('COMMIT');
+        client.release();
+        wakeups.appended();
+        return result;
+      } catch (err) {
+        failure = err;
+        await client.query('ROLLBACK').catch(() => undefined);
+        client.release();
+      }
+      if (failure instanceof TransactionOrderConflict && attempt < MAX_ORDER_RETRIES) continue;
+      const duplicateId = (failure as { code?: string; constraint?: string }).constraint === 'baton_events_event_id_key';
+      if (failure instanceof WrongExpectedRevisionError || duplicateId) {
+        const earlier = await findEarlierAppend(streamId, events);
+        if (earlier !== 'none') return earlier;
+      }
+      throw failure;
+    }
+  }
+
+  async function readStream(streamId: string, o: { fromRevision?: bigint; limit?: number } = {}): Promise<StoredEvent[]> {
+    const r = await pool.query<EventRow>({
+      name: 'baton_read_stream',
+      text: `SELECT ${EVENT_COLUMNS} FROM baton_events WHERE stream_id = $1 AND revision >= $2 ORDER BY revision LIMIT $3`,
+      values: [streamId, (o.fromRevision ?? 0n).toString(), o.limit ?? null],
+    });
+    return r.rows.map(toStored);
+  }
+
+  async function cursorAfter(position: bigint): Promise<Cursor> {
+    if (position === 0n) return { xid: '0', position: 0n };
+    const r = await pool.query<{ transaction_id: string }>('SELECT transaction_id FROM baton_events WHERE global_position = $1', [position.toString()]);
+    if (r.rowCount === 0) throw new BatonError(`readAll: no event at global position ${position}; resume only from a position this store delivered`);
+    return { xid: r.rows[0]!.transaction_id, position };
+  }
+
+  async function readFrom(cursor: Cursor, limit: number, prefixes: string[] | null): Promise<EventRow[]> {
+    const r = await pool.query<EventRow>({
+      name: 'baton_read_all',
+      text: `SELECT ${EVENT_COLUMNS} FROM baton_events
+             WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+               AND (transaction_id, global_position) > ($1::xid8, $2::bigint)
+               AND ($4::text[] IS NULL OR stream_id LIKE ANY($4::text[]))
+             ORDER BY transaction_id, global_position
+             LIMIT $3`,
+      values: [cursor.xid, cursor.position.toString(), limit, prefixes],
+    });
+    return r.rows;
+  }
+
+  /** True when committed events exist that the horizon still holds back (an older transaction is open). */
+  async function heldBack(cursor: Cursor): Promise<boolean> {
+    const r = await pool.query<{ held: boolean }>({
+      name: 'baton_held_back',
+      text: `SELECT EXISTS (SELECT 1 FROM baton_events
+               WHERE transaction_id >= pg_snapshot_xmin(pg_current_snapshot())
+                 AND (transaction_id, global_position) > ($1::xid8, $2::bigint)) AS held`,
+      values: [cursor.xid, cursor.position.toString()],
+    });
+    return r.rows[0]!.held;
+  }
+
+  async function readAll(o: ReadAllOptions): Promise<StoredEvent[]> {
+    if (!Number.isInteger(o.limit) || o.limit < 1) throw new BatonError('readAll: limit must be a positive integer');
+    const rows = await readFrom(await cursorAfter(o.after), o.limit, prefixPatterns(o.streamPrefixes));
+    return rows.map(toStored);
+  }
+
+  async function* subscribe(o: SubscribeOptions): AsyncGenerator<StoredEvent> {
+    const batchSize = o.batchSize ?? 500;
+    const prefixes = prefixPatterns(o.streamPrefixes);
+    let cursor = await cursorAfter(o.after);
+    await wakeups.ensureListening();
+    let backoffMs = 1;
+    while (!o.signal?.aborted) {
+      const seq = wakeups.seq; // read before querying, so a wake-up during the query is not lost
+      const rows = await readFrom(cursor, batchSize, prefixes);
+      for (const row of rows) {
+        cursor = { xid: row.transaction_id, position: BigInt(row.global_position) };
+        yield toStored(row);
+        if (o.signal?.aborted) return;
+      }
+      if (rows.length === batchSize) continue;
+      if (await heldBack(cursor)) {
+        // Committed events wait behind an open transaction that may never NOTIFY: re-check soon.
+        await wakeups.waitSince(seq, backoffMs, o.signal);
+        backoffMs = Math.min(backoffMs * 2, 100);
+      } else {
+        backoffMs = 1;
+        await wakeups.waitSince(seq, idlePollMs, o.signal);
+      }
+    }
+  }
+
+  return {
+    append,
+    appendWithin,
+    notifyAppended: () => wakeups.appended(),
+    readStream,
+    readAll,
+    subscribe,
+    close: () => wakeups.close(),
+  };
+}
