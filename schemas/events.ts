@@ -5,6 +5,12 @@ import { z } from 'zod';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
 export const ExecutorRef = z.literal('executor');
+/** A worker's id: what `baton worker --id` takes and what `worker:<id>` refs carry. */
+export const WorkerId = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9._:-]+$/, 'may contain only letters, digits and . _ : -');
 export const WorkerRef = z
   .string()
   .regex(/^worker:[A-Za-z0-9._:-]+$/, 'must be "worker:<id>" (letters, digits, . _ : -)');
@@ -60,7 +66,7 @@ export const SchedulingStarted = event('SchedulingStarted', z.object({}), Execut
 export const ExecutionHandedOff = event(
   'ExecutionHandedOff',
   z.object({
-    workerId: z.string().min(1),
+    workerId: WorkerId,
     attempt: Attempt,
     /** schedule-to-start deadline: the worker must start before this. */
     deadline: IsoTime,
@@ -104,7 +110,7 @@ export const OwnershipReclaimed = event(
   'OwnershipReclaimed',
   z.object({
     reason: z.enum(['schedule-to-start', 'worker-lost', 'heartbeat', 'drain', 'manual']),
-    workerId: z.string().min(1),
+    workerId: WorkerId,
     attempt: Attempt,
   }),
   ExecutorRef,

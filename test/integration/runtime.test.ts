@@ -1,0 +1,174 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import {
+  AlreadyFinalError,
+  IdempotencyKeyConflictError,
+  InvalidEventError,
+  InvalidTransitionError,
+  NotFoundError,
+  NotOwnerError,
+} from '../../src/errors.ts';
+import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
+import { statusOf } from '../../actors/execution.machine.ts';
+import { createTestDatabase } from '../support/test-db.ts';
+import { generateExecutionPaths } from '../support/execution-paths.ts';
+
+const deadline = () => new Date(Date.now() + 30_000).toISOString();
+
+/** The command that re-creates a stored domain event through the runtime. */
+const commandOf = (e: ExecutionEvent): ExecutionCommand => ({ type: e.type, data: e.data, by: e.metadata.by } as ExecutionCommand);
+
+describe('execution runtime', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let store: PostgresEventStore;
+  let runtime: ExecutionRuntime;
+  beforeAll(async () => {
+    db = await createTestDatabase({ max: 30 });
+    store = createPostgresEventStore(db.pool);
+    runtime = createExecutionRuntime(store);
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  async function scheduledOn(worker: string) {
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: { n: 1 } });
+    await runtime.dispatch(executionId, [
+      { type: 'SchedulingStarted', data: {}, by: 'executor' },
+      { type: 'ExecutionHandedOff', data: { workerId: worker, attempt: 1, deadline: deadline() }, by: 'executor' },
+    ]);
+    return executionId;
+  }
+
+  it('submits an execution and loads it back by folding its stream', async () => {
+    const r = await runtime.submit({ action: 'core.echo', input: { hello: 'world' } });
+    expect(r.created).toBe(true);
+    const loaded = await runtime.load(r.executionId);
+    expect(statusOf(loaded.snapshot)).toBe('Requested');
+    expect(loaded.snapshot.context).toMatchObject({ action: 'core.echo', input: { hello: 'world' }, owner: 'executor', attempt: 1, maxAttempts: 3 });
+    expect(loaded.revision).toBe(0n);
+    expect(loaded.events[0]!.metadata).toMatchObject({ by: 'executor', machineVersion: '1' });
+  });
+
+  it('moves an execution through its lifecycle, each event appended by its owner', async () => {
+    const id = await scheduledOn('w1');
+    await runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });
+    const done = await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: { ok: 1 } }, by: 'worker:w1' });
+    expect(statusOf(done.snapshot)).toBe('Completed');
+    expect(done.revision).toBe(4n);
+    const steps = await runtime.history(id);
+    expect(steps.map((s) => s.stateAfter)).toEqual(['Requested', 'Scheduling', 'Scheduled', 'Running', 'Completed']);
+    expect(steps.map((s) => s.ownerAfter)).toEqual(['executor', 'executor', 'worker:w1', 'worker:w1', 'worker:w1']);
+  });
+
+  it('refuses commands with typed errors and writes nothing', async () => {
+    const id = await scheduledOn('w1');
+    await expect(runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w2' })).rejects.toBeInstanceOf(NotOwnerError);
+    await expect(runtime.dispatch(id, { type: 'ExecutionCancelled', data: { reason: 'not yours' }, by: 'executor' })).rejects.toBeInstanceOf(NotOwnerError);
+    await expect(runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: null }, by: 'worker:w1' })).rejects.toBeInstanceOf(InvalidTransitionError);
+    await runtime.dispatch(id, { type: 'ExecutionCancelled', data: { reason: 'test' }, by: 'worker:w1' });
+    await expect(runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' })).rejects.toBeInstanceOf(AlreadyFinalError);
+    await expect(runtime.load(randomUUID())).rejects.toBeInstanceOf(NotFoundError);
+    await expect(runtime.dispatch(randomUUID(), { type: 'SchedulingStarted', data: {}, by: 'executor' })).rejects.toBeInstanceOf(NotFoundError);
+    expect((await store.readStream(executionStreamId(id))).length).toBe(4);
+  });
+
+  it('rejects malformed event data with an error naming the field', async () => {
+    const { executionId } = await runtime.submit({ action: 'core.noop' });
+    await runtime.dispatch(executionId, { type: 'SchedulingStarted', data: {}, by: 'executor' });
+    const err = await runtime
+      .dispatch(executionId, { type: 'ExecutionHandedOff', data: { workerId: 'w', attempt: 0, deadline: 'soon' }, by: 'executor' })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidEventError);
+    expect((err as InvalidEventError).issues.map((i) => i.path).sort()).toEqual(['data.attempt', 'data.deadline']);
+    await expect(runtime.submit({ action: '', input: 1 })).rejects.toThrow(/data\.action/);
+    await expect(runtime.submit({ action: 'x', maxAttempts: 0 })).rejects.toThrow(/data\.maxAttempts/);
+    expect((await store.readStream(executionStreamId(executionId))).length).toBe(2);
+  });
+
+  it('treats a retried command (same eventId) as already applied', async () => {
+    const id = await scheduledOn('w1');
+    const eventId = randomUUID();
+    const start: ExecutionCommand = { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1', eventId };
+    expect((await runtime.dispatch(id, start)).appended).toBe(true);
+    const again = await runtime.dispatch(id, start);
+    expect(again.appended).toBe(false);
+    expect(statusOf(again.snapshot)).toBe('Running');
+    expect((await store.readStream(executionStreamId(id))).length).toBe(4);
+  });
+
+  it('keeps a valid, contiguous stream when conflicting commands race', async () => {
+    const id = await scheduledOn('w1');
+    // The worker starts while the executor reclaims (schedule-to-start): exactly one may win.
+    const racers: ExecutionCommand[] = [
+      ...Array.from({ length: 10 }, (): ExecutionCommand => ({ type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' })),
+      ...Array.from({ length: 10 }, (): ExecutionCommand => ({ type: 'OwnershipReclaimed', data: { reason: 'schedule-to-start', workerId: 'w1', attempt: 1 }, by: 'executor' })),
+    ];
+    const results = await Promise.allSettled(racers.map((c) => runtime.dispatch(id, c)));
+    const ok = results.filter((r) => r.status === 'fulfilled');
+    expect(ok.length).toBe(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(Error);
+    const events = await store.readStream(executionStreamId(id));
+    expect(events.map((e) => e.revision)).toEqual([0n, 1n, 2n, 3n]);
+    expect(['ExecutionStarted', 'OwnershipReclaimed']).toContain(events[3]!.type);
+    const loaded = await runtime.load(id); // folds cleanly
+    expect(statusOf(loaded.snapshot)).toBe(events[3]!.type === 'ExecutionStarted' ? 'Running' : 'Requested');
+  });
+
+  it('schedules an execution once when many executors race', async () => {
+    const { executionId } = await runtime.submit({ action: 'core.noop' });
+    const results = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) =>
+        runtime.dispatch(executionId, [
+          { type: 'SchedulingStarted', data: {}, by: 'executor' },
+          { type: 'ExecutionHandedOff', data: { workerId: `w${i}`, attempt: 1, deadline: deadline() }, by: 'executor' },
+        ]),
+      ),
+    );
+    expect(results.filter((r) => r.status === 'fulfilled').length).toBe(1);
+    const events = await store.readStream(executionStreamId(executionId));
+    expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff']);
+  });
+
+  it('creates one execution for one idempotency key, even under concurrent submission', async () => {
+    const key = `order-${randomUUID()}`;
+    const results = await Promise.all(Array.from({ length: 20 }, () => runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key })));
+    expect(new Set(results.map((r) => r.executionId)).size).toBe(1);
+    expect(results.filter((r) => r.created).length).toBe(1);
+    const again = await runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key });
+    expect(again).toMatchObject({ executionId: results[0]!.executionId, created: false });
+    expect((await store.readStream(executionStreamId(again.executionId))).length).toBe(1);
+  });
+
+  it('refuses the same idempotency key with a different request', async () => {
+    const key = `k-${randomUUID()}`;
+    await runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key });
+    const err = await runtime.submit({ action: 'core.echo', input: { a: 2 }, idempotencyKey: key }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdempotencyKeyConflictError);
+    expect((err as Error).message).toMatch(/differs in input/);
+  });
+
+  it('replays every path generated through the machine to the same state through the runtime', async () => {
+    const paths = generateExecutionPaths();
+    expect(paths.length).toBeGreaterThan(20);
+    // A clock that reads each path event's own time, so contexts match exactly.
+    let now = new Date(0);
+    const replaying = createExecutionRuntime(store, { clock: () => now });
+    for (const path of paths) {
+      const [requested, ...rest] = path.events as [ExecutionEvent & { type: 'ExecutionRequested' }, ...ExecutionEvent[]];
+      now = new Date(requested.metadata.occurredAt);
+      const { executionId } = await replaying.submit({ action: requested.data.action, input: requested.data.input, maxAttempts: requested.data.maxAttempts });
+      for (const e of rest) {
+        now = new Date(e.metadata.occurredAt);
+        await replaying.dispatch(executionId, commandOf(e));
+      }
+      const loaded = await replaying.load(executionId);
+      expect(statusOf(loaded.snapshot)).toBe(path.finalStatus);
+      expect(loaded.snapshot.context).toEqual(path.finalContext);
+      expect(loaded.revision).toBe(BigInt(path.events.length - 1));
+    }
+  }, 120_000);
+});
