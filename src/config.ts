@@ -1,0 +1,137 @@
+// The only module that reads process.env. Every variable is parsed once, here, into a
+// complete typed Config (defaults applied, paths resolved), in the spirit of Temporal's
+// WorkerOptions -> CompiledWorkerOptions; the rest of the code takes a Config.
+import path from 'node:path';
+import { z } from 'zod';
+import { ConfigError } from './errors.ts';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  /** BATON_DATABASE_URL. Unset: Baton runs its embedded Postgres (src/db/embedded.ts). */
+  readonly databaseUrl: string | undefined;
+  /** BATON_DATA_DIR, absolute. Holds the embedded Postgres cluster (`<dataDir>/postgres`). */
+  readonly dataDir: string;
+  /** BATON_EMBEDDED_PG_PORT: where the embedded Postgres listens (127.0.0.1 only). */
+  readonly embeddedPgPort: number;
+  /** BATON_NATS_URL. Unset: work goes through the Postgres queue. */
+  readonly natsUrl: string | undefined;
+  /** BATON_EVENTSTORE_URL. Unset: the event store is Postgres. */
+  readonly eventStoreUrl: string | undefined;
+  readonly logLevel: LogLevel;
+  readonly nodeEnv: 'development' | 'production' | 'test';
+}
+
+export const DEFAULT_DATA_DIR = './.baton';
+export const DEFAULT_EMBEDDED_PG_PORT = 54329;
+export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+
+// `FOO=` in a shell, a compose file or a .env means "not set", not "set to the empty string".
+const unsetIfEmpty = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+
+const urlWith = (protocols: string[], example: string) =>
+  z.string().refine(
+    (value) => {
+      try {
+        return protocols.includes(new URL(value).protocol.replace(/:$/, ''));
+      } catch {
+        return false;
+      }
+    },
+    // Never echo the value: a database URL carries a password.
+    { message: `Invalid url: expected ${example}` },
+  );
+
+const port = z.coerce
+  .number({ message: 'Invalid port: expected an integer from 1 to 65535' })
+  .int('Invalid port: expected an integer from 1 to 65535')
+  .min(1, 'Invalid port: expected an integer from 1 to 65535')
+  .max(65535, 'Invalid port: expected an integer from 1 to 65535');
+
+const EnvSchema = z.object({
+  BATON_DATABASE_URL: z.preprocess(
+    unsetIfEmpty,
+    urlWith(['postgres', 'postgresql'], 'postgres://user:password@host:5432/database').optional(),
+  ),
+  BATON_DATA_DIR: z.preprocess(unsetIfEmpty, z.string().default(DEFAULT_DATA_DIR)),
+  BATON_EMBEDDED_PG_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_EMBEDDED_PG_PORT)),
+  BATON_NATS_URL: z.preprocess(unsetIfEmpty, urlWith(['nats', 'tls'], 'nats://host:4222').optional()),
+  BATON_EVENTSTORE_URL: z.preprocess(
+    unsetIfEmpty,
+    urlWith(
+      ['esdb', 'esdb+discover', 'kurrentdb', 'kurrentdb+discover', 'kurrent', 'kurrent+discover'],
+      'esdb://host:2113?tls=false',
+    ).optional(),
+  ),
+  BATON_LOG_LEVEL: z.preprocess(
+    (v) => (typeof v === 'string' ? unsetIfEmpty(v.toLowerCase()) : v),
+    z.enum(LOG_LEVELS, { message: `Invalid log level: expected one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+  ),
+  NODE_ENV: z.preprocess(
+    unsetIfEmpty,
+    z
+      .enum(['development', 'production', 'test'], {
+        message: 'Invalid value: expected development, production or test',
+      })
+      .default('production'),
+  ),
+});
+
+function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.map(String).join('.') || '(environment)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  }
+  return result.data;
+}
+
+/**
+ * Parse the environment into a complete Config. Throws ConfigError naming every bad
+ * variable (`BATON_DATABASE_URL: Invalid url: expected postgres://…`).
+ * `cwd` is what a relative BATON_DATA_DIR is resolved against.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Config {
+  const e = parseEnv(EnvSchema, env);
+  return Object.freeze({
+    databaseUrl: e.BATON_DATABASE_URL,
+    dataDir: path.resolve(cwd, e.BATON_DATA_DIR),
+    embeddedPgPort: e.BATON_EMBEDDED_PG_PORT,
+    natsUrl: e.BATON_NATS_URL,
+    eventStoreUrl: e.BATON_EVENTSTORE_URL,
+    logLevel: e.BATON_LOG_LEVEL,
+    nodeEnv: e.NODE_ENV,
+  });
+}
+
+/** What the test harness (test/support) reads besides Config. */
+export interface TestHarnessConfig {
+  /** BATON_REQUIRE_NATS=1: fail the whole test run when NATS is unreachable instead of skipping NATS tests. */
+  readonly requireNats: boolean;
+  /** BATON_NATS_URL, or nats://127.0.0.1:4222. */
+  readonly natsUrl: string;
+  /** CI is set (to anything but "" / "0" / "false"). */
+  readonly ci: boolean;
+}
+
+const flag = (name: string) =>
+  z.preprocess(
+    (v) => (typeof v === 'string' ? unsetIfEmpty(v.toLowerCase()) : v),
+    z
+      .enum(['1', '0', 'true', 'false', 'yes', 'no'], { message: `Invalid flag: expected 1 or 0 (${name})` })
+      .optional()
+      .transform((v) => v === '1' || v === 'true' || v === 'yes'),
+  );
+
+const TestEnvSchema = z.object({
+  BATON_REQUIRE_NATS: flag('BATON_REQUIRE_NATS'),
+  BATON_NATS_URL: z.preprocess(unsetIfEmpty, urlWith(['nats', 'tls'], 'nats://host:4222').default(DEFAULT_NATS_URL)),
+  // CI systems set CI to all sorts of values ("true", "1", "woodpecker"); only "", "0" and "false" mean no.
+  CI: z.preprocess(unsetIfEmpty, z.string().optional()).transform((v) => v !== undefined && !['0', 'false'].includes(v.toLowerCase())),
+});
+
+export function loadTestHarnessConfig(env: NodeJS.ProcessEnv = process.env): TestHarnessConfig {
+  const e = parseEnv(TestEnvSchema, env);
+  return Object.freeze({ requireNats: e.BATON_REQUIRE_NATS, natsUrl: e.BATON_NATS_URL, ci: e.CI });
+}

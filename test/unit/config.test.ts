@@ -1,0 +1,98 @@
+// Config parsing and the root logger: pure, no servers (kept here beside the db plumbing it feeds).
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../src/errors.ts';
+import { loadConfig, loadTestHarnessConfig } from '../../src/config.ts';
+import { createLogger, loggerOptions } from '../../src/log.ts';
+
+describe('loadConfig', () => {
+  it('fills in every default, resolving the data dir against cwd', () => {
+    expect(loadConfig({}, '/srv/app')).toEqual({
+      databaseUrl: undefined,
+      dataDir: '/srv/app/.baton',
+      embeddedPgPort: 54329,
+      natsUrl: undefined,
+      eventStoreUrl: undefined,
+      logLevel: 'info',
+      nodeEnv: 'production',
+    });
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig(
+      {
+        BATON_DATABASE_URL: 'postgresql://u:p@db:5432/baton',
+        BATON_DATA_DIR: 'var/baton',
+        BATON_EMBEDDED_PG_PORT: '6000',
+        BATON_NATS_URL: 'nats://nats:4222',
+        BATON_EVENTSTORE_URL: 'esdb://esdb:2113?tls=false',
+        BATON_LOG_LEVEL: 'DEBUG',
+        NODE_ENV: 'development',
+      },
+      '/home/me',
+    );
+    expect(config).toMatchObject({
+      databaseUrl: 'postgresql://u:p@db:5432/baton',
+      dataDir: path.resolve('/home/me', 'var/baton'),
+      embeddedPgPort: 6000,
+      natsUrl: 'nats://nats:4222',
+      eventStoreUrl: 'esdb://esdb:2113?tls=false',
+      logLevel: 'debug',
+      nodeEnv: 'development',
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('treats empty variables as unset', () => {
+    expect(loadConfig({ BATON_DATABASE_URL: '', BATON_EMBEDDED_PG_PORT: ' ', NODE_ENV: '' }, '/x')).toMatchObject({
+      databaseUrl: undefined,
+      embeddedPgPort: 54329,
+      nodeEnv: 'production',
+    });
+  });
+
+  it('names every bad variable, and never echoes a value (URLs carry passwords)', () => {
+    const err = (() => {
+      try {
+        loadConfig({
+          BATON_DATABASE_URL: 'mysql://root:hunter2@db/x',
+          BATON_EMBEDDED_PG_PORT: '70000',
+          BATON_NATS_URL: 'not a url',
+          BATON_LOG_LEVEL: 'loud',
+        });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    const message = (err as Error).message;
+    expect(message).toMatch(/BATON_DATABASE_URL: Invalid url: expected postgres:\/\//);
+    expect(message).toMatch(/BATON_EMBEDDED_PG_PORT: Invalid port/);
+    expect(message).toMatch(/BATON_NATS_URL: Invalid url/);
+    expect(message).toMatch(/BATON_LOG_LEVEL: Invalid log level/);
+    expect(message).not.toContain('hunter2');
+  });
+
+  it('reads the test harness flags', () => {
+    expect(loadTestHarnessConfig({})).toEqual({ requireNats: false, natsUrl: 'nats://127.0.0.1:4222', ci: false });
+    expect(loadTestHarnessConfig({ BATON_REQUIRE_NATS: '1', CI: 'true', BATON_NATS_URL: 'nats://n:4222' })).toEqual({
+      requireNats: true,
+      natsUrl: 'nats://n:4222',
+      ci: true,
+    });
+    expect(() => loadTestHarnessConfig({ BATON_REQUIRE_NATS: 'maybe' })).toThrow(/BATON_REQUIRE_NATS: Invalid flag/);
+  });
+});
+
+describe('createLogger', () => {
+  it('is pretty only in development, and logs where it is told', () => {
+    expect(loggerOptions({ logLevel: 'warn', nodeEnv: 'production' })).toEqual({ level: 'warn', pretty: false, destination: 'stdout' });
+    expect(loggerOptions({ logLevel: 'info', nodeEnv: 'development' }, { destination: 'stderr' })).toMatchObject({
+      pretty: true,
+      destination: 'stderr',
+    });
+    const log = createLogger({ logLevel: 'warn', nodeEnv: 'test' }, { destination: 'stderr' });
+    expect(log.level).toBe('warn');
+    expect(createLogger({ level: 'debug' }).isLevelEnabled('debug')).toBe(true);
+  });
+});
