@@ -1,0 +1,163 @@
+// `baton bench eventstore`: append throughput and rehydration time, on a scratch database
+// created next to the configured one and dropped afterwards, so a bench never touches real data.
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { migrateAll } from '../db/all-migrations.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import type { NewEvent } from '../eventstore/event-store.ts';
+import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
+import { table } from '../cli/format.ts';
+
+export interface AppendPhaseResult {
+  phase: string;
+  streams: number;
+  eventsPerAppend: number;
+  appends: number;
+  appendsPerSec: number;
+  eventsPerSec: number;
+  latencyMs: { p50: number; p99: number };
+}
+
+export interface RehydrateResult {
+  events: number;
+  runs: number;
+  ms: { p50: number; p95: number };
+}
+
+export interface EventStoreBenchResult {
+  database: string;
+  postgres: string;
+  seconds: number;
+  appends: AppendPhaseResult[];
+  rehydrate: RehydrateResult[];
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
+const round = (n: number, digits = 2) => Number(n.toFixed(digits));
+
+function benchEvent(i: number): NewEvent {
+  return { eventId: randomUUID(), type: 'BenchEvent', data: { i }, metadata: { by: 'executor', occurredAt: new Date().toISOString() } };
+}
+
+async function appendPhase(store: PostgresEventStore, phase: string, streams: number, batch: number, seconds: number): Promise<AppendPhaseResult> {
+  const latencies: number[] = [];
+  const deadline = performance.now() + seconds * 1000;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: streams }, async () => {
+      const stream = `bench-${randomUUID()}`;
+      let expected: bigint | 'no_stream' = 'no_stream';
+      let i = 0;
+      while (performance.now() < deadline) {
+        const t0 = performance.now();
+        const r = await store.append(stream, Array.from({ length: batch }, () => benchEvent(i++)), { expectedRevision: expected });
+        latencies.push(performance.now() - t0);
+        expected = r.nextExpectedRevision;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    phase,
+    streams,
+    eventsPerAppend: batch,
+    appends: latencies.length,
+    appendsPerSec: Math.round(latencies.length / elapsed),
+    eventsPerSec: Math.round((latencies.length * batch) / elapsed),
+    latencyMs: { p50: round(percentile(latencies, 0.5)), p99: round(percentile(latencies, 0.99)) },
+  };
+}
+
+/** A valid execution history of `count` events: the lifecycle up to Running, then progress reports. */
+function executionHistory(count: number): NewEvent[] {
+  const meta = (by: string) => ({ by, occurredAt: new Date().toISOString(), machineVersion: MACHINE_VERSION });
+  const head: NewEvent[] = [
+    { eventId: randomUUID(), type: 'ExecutionRequested', data: { action: 'bench.long', input: null, maxAttempts: 1 }, metadata: meta('executor') },
+    { eventId: randomUUID(), type: 'SchedulingStarted', data: {}, metadata: meta('executor') },
+    { eventId: randomUUID(), type: 'ExecutionHandedOff', data: { workerId: 'bench', attempt: 1, deadline: new Date(Date.now() + 60_000).toISOString() }, metadata: meta('executor') },
+    { eventId: randomUUID(), type: 'ExecutionStarted', data: { attempt: 1 }, metadata: meta('worker:bench') },
+  ];
+  const progress = Array.from({ length: count - head.length }, (_, i) => ({
+    eventId: randomUUID(),
+    type: 'ExecutionProgressed',
+    data: { details: { step: i } },
+    metadata: meta('worker:bench'),
+  }));
+  return [...head, ...progress];
+}
+
+async function rehydratePhase(store: PostgresEventStore, count: number, runs: number): Promise<RehydrateResult> {
+  const id = randomUUID();
+  const history = executionHistory(count);
+  let expected: bigint | 'no_stream' = 'no_stream';
+  for (let i = 0; i < history.length; i += 1000) {
+    expected = (await store.append(executionStreamId(id), history.slice(i, i + 1000), { expectedRevision: expected })).nextExpectedRevision;
+  }
+  const runtime = createExecutionRuntime(store);
+  await runtime.load(id); // warm up: prepared statements, JIT
+  const times: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const t0 = performance.now();
+    const loaded = await runtime.load(id);
+    times.push(performance.now() - t0);
+    if (loaded.revision !== BigInt(count - 1)) throw new Error(`rehydrated ${loaded.revision + 1n} events, expected ${count}`);
+  }
+  times.sort((a, b) => a - b);
+  return { events: count, runs, ms: { p50: round(percentile(times, 0.5)), p95: round(percentile(times, 0.95)) } };
+}
+
+export async function runEventStoreBench(
+  ctx: { pool: pg.Pool; databaseUrl: string },
+  o: { seconds: number; progress: (line: string) => void },
+): Promise<EventStoreBenchResult> {
+  const name = `baton_bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const url = new URL(ctx.databaseUrl);
+  url.pathname = `/${name}`;
+  const version = (await ctx.pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
+  await ctx.pool.query(`CREATE DATABASE ${name}`);
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 70 });
+  pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE … FORCE
+  const store = createPostgresEventStore(pool);
+  try {
+    await migrateAll(pool);
+    const phases: [string, number, number][] = [
+      ['1 stream, single events', 1, 1],
+      ['1 stream, batches of 6', 1, 6],
+      ['64 streams, single events', 64, 1],
+      ['64 streams, batches of 6', 64, 6],
+    ];
+    const appends: AppendPhaseResult[] = [];
+    for (const [i, [label, streams, batch]] of phases.entries()) {
+      o.progress(`[${i + 1}/${phases.length + 2}] appending: ${label} for ${o.seconds}s …`);
+      appends.push(await appendPhase(store, label, streams, batch, o.seconds));
+    }
+    o.progress(`[${phases.length + 1}/${phases.length + 2}] rehydrating a 1,000-event execution …`);
+    const small = await rehydratePhase(store, 1_000, 30);
+    o.progress(`[${phases.length + 2}/${phases.length + 2}] rehydrating a 100,000-event execution …`);
+    const large = await rehydratePhase(store, 100_000, 3);
+    return { database: 'postgres (scratch database, dropped)', postgres: version, seconds: o.seconds, appends, rehydrate: [small, large] };
+  } finally {
+    await store.close();
+    await pool.end();
+    await ctx.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  }
+}
+
+export function printEventStoreBench(r: EventStoreBenchResult): string {
+  return [
+    `event store bench — Postgres ${r.postgres}, ${r.seconds}s per phase`,
+    '',
+    table(
+      ['PHASE', 'APPENDS/S', 'EVENTS/S', 'P50 MS', 'P99 MS'],
+      r.appends.map((a) => [a.phase, String(a.appendsPerSec), String(a.eventsPerSec), String(a.latencyMs.p50), String(a.latencyMs.p99)]),
+    ),
+    '',
+    table(
+      ['REHYDRATE', 'RUNS', 'P50 MS', 'P95 MS'],
+      r.rehydrate.map((h) => [`${h.events.toLocaleString('en')} events`, String(h.runs), String(h.ms.p50), String(h.ms.p95)]),
+    ),
+  ].join('\n');
+}

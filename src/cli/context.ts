@@ -1,0 +1,31 @@
+// What a CLI command needs: config, a logger on stderr (stdout is for results), the database
+// (embedded unless BATON_DATABASE_URL is set), the event store and the execution runtime.
+import { loadConfig, type Config } from '../config.ts';
+import { createLogger } from '../log.ts';
+import { openDatabase } from '../db/connect.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { Logger } from 'pino';
+import type pg from 'pg';
+
+export interface CliContext {
+  config: Config;
+  log: Logger;
+  databaseUrl: string;
+  pool: pg.Pool;
+  store: PostgresEventStore;
+  runtime: ExecutionRuntime;
+}
+
+export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const log = createLogger(config, { destination: 'stderr' }).child({ component: 'cli' });
+  const db = await openDatabase(config, log);
+  const store = createPostgresEventStore(db.pool, { log });
+  try {
+    return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store) });
+  } finally {
+    await store.close();
+    await db.close();
+  }
+}
