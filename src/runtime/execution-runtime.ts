@@ -96,10 +96,17 @@ export interface ExecutionRuntimeOptions {
 
 export const DEFAULT_MAX_ATTEMPTS = 3;
 
-/** Stored event → domain event, validated against the catalog. */
+/** Stored event → domain event, validated against the catalog (for tools that must not trust the store). */
 export function toDomainEvent(e: StoredEvent): ExecutionEvent {
   return parseOrThrow(ExecutionEvent, { type: e.type, data: e.data, metadata: e.metadata }, `stored event ${e.streamId}@${e.revision} (${e.type})`);
 }
+
+/**
+ * Stored event → domain event without re-validating: every event was validated when it was
+ * appended (dispatch and submit parse before appending), and re-parsing costs ~3.5 µs an
+ * event (350 ms on a 100,000-event stream). The fold still refuses anything out of place.
+ */
+const asDomainEvent = (e: StoredEvent): ExecutionEvent => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent;
 
 /** Fold a stored stream through the machine, keeping the state after each event. */
 export function foldHistory(executionId: string, events: StoredEvent[]): { snapshot: ExecutionSnapshot; steps: HistoryStep[] } {
@@ -141,7 +148,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     let snapshot: ExecutionSnapshot;
     try {
       // The machine's one-actor fold: ~4 µs an event against ~25 µs for decide-per-event.
-      snapshot = foldExecution(events.map(toDomainEvent));
+      snapshot = foldExecution(events.map(asDomainEvent));
     } catch (err) {
       throw new InvalidTransitionError(executionId, '(stored history)', '?', `stream does not fold through machine version ${MACHINE_VERSION}: ${(err as Error).message}`, { cause: err });
     }
