@@ -19,7 +19,7 @@ export interface CliContext {
 
 export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  const log = createLogger(config, { destination: 'stderr' }).child({ component: 'cli' });
+  const log = createLogger(config, { destination: 'stderr' });
   const db = await openDatabase(config, log);
   const store = createPostgresEventStore(db.pool, { log });
   try {

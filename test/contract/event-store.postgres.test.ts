@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { START } from '../../src/eventstore/event-store.ts';
+import { START, type EventStore, type StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createTestDatabase } from '../support/test-db.ts';
 import { eventStoreContract, newEvent, type EventStoreHarness } from './event-store.contract.ts';
 
@@ -56,4 +56,79 @@ describe('postgres event store: per-stream order matches commit order', () => {
     }
   });
 
+});
+
+describe('postgres event store: wake-ups across processes', () => {
+  /** First event of `prefix` seen by `store`'s subscription, and how long it took. */
+  function firstDelivery(store: EventStore, prefix: string): { ready: Promise<void>; delivered: Promise<StoredEvent>; stop(): void } {
+    const ac = new AbortController();
+    let markReady!: () => void;
+    const ready = new Promise<void>((r) => (markReady = r));
+    const delivered = (async () => {
+      const iterator = store.subscribe({ after: START, streamPrefixes: [prefix], signal: ac.signal })[Symbol.asyncIterator]();
+      const next = iterator.next();
+      // The subscription has read once and now waits: only a wake-up can deliver what comes next.
+      setTimeout(markReady, 100);
+      const r = await Promise.race([
+        next,
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('nothing delivered within 10 s: no wake-up reached the subscription')), 10_000).unref()),
+      ]);
+      await iterator.return?.();
+      if (r.done) throw new Error('subscription ended before delivering');
+      return r.value;
+    })();
+    return { ready, delivered, stop: () => ac.abort() };
+  }
+
+  it('wakes a subscriber of another store (another process) through NOTIFY, not the fallback poll', async () => {
+    const db = await createTestDatabase();
+    const subscriberPool = new (await import('pg')).default.Pool({ connectionString: db.url, max: 3 });
+    // A one-minute fallback poll: delivery within seconds can only come from NOTIFY.
+    const subscriber = createPostgresEventStore(subscriberPool, { idlePollMs: 60_000 });
+    const appender = createPostgresEventStore(db.pool);
+    try {
+      const prefix = `xp${randomUUID().slice(0, 8)}`;
+      const d = firstDelivery(subscriber, prefix);
+      await d.ready;
+      const t0 = performance.now();
+      await appender.append(`${prefix}-1`, [newEvent('Remote')], { expectedRevision: 'no_stream' });
+      const e = await d.delivered;
+      const ms = performance.now() - t0;
+      console.log(`[postgres] cross-process wake-up (NOTIFY) latency: ${ms.toFixed(2)} ms`);
+      expect(e.type).toBe('Remote');
+      expect(ms).toBeLessThan(5_000);
+      d.stop();
+    } finally {
+      await subscriber.close();
+      await appender.close();
+      await subscriberPool.end();
+      await db.drop();
+    }
+  });
+
+  it('re-listens after its LISTEN connection is killed, and delivers what was appended meanwhile', async () => {
+    const db = await createTestDatabase();
+    const subscriberPool = new (await import('pg')).default.Pool({ connectionString: db.url, max: 3, application_name: 'baton-listener-test' });
+    subscriberPool.on('error', () => undefined);
+    const subscriber = createPostgresEventStore(subscriberPool, { idlePollMs: 60_000 });
+    const appender = createPostgresEventStore(db.pool);
+    try {
+      const prefix = `rl${randomUUID().slice(0, 8)}`;
+      const d = firstDelivery(subscriber, prefix);
+      await d.ready;
+      const killed = await db.pool.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'baton-listener-test' AND query LIKE 'LISTEN%'",
+      );
+      expect(killed.rowCount).toBe(1);
+      await appender.append(`${prefix}-1`, [newEvent('WhileDown')], { expectedRevision: 'no_stream' });
+      const e = await d.delivered; // the reconnect re-reads, so nothing waits for the 60 s poll
+      expect(e.type).toBe('WhileDown');
+      d.stop();
+    } finally {
+      await subscriber.close();
+      await appender.close();
+      await subscriberPool.end();
+      await db.drop();
+    }
+  });
 });
