@@ -253,6 +253,44 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return r.rows;
   }
 
+  /**
+   * A subscription's read: scan the next `limit` deliverable events of every stream and return
+   * those matching the prefixes, plus where the scan ended. The cursor moves past events that
+   * did not match, so a narrow subscription never rescans what it already passed over (a
+   * filter in the plain readFrom would leave the cursor behind and rescan on every wake-up).
+   */
+  async function scanFrom(cursor: Cursor, limit: number, prefixes: string[] | null): Promise<{ rows: EventRow[]; end: Cursor | null; scanned: number }> {
+    if (!prefixes) {
+      const rows = await readFrom(cursor, limit, null);
+      const last = rows[rows.length - 1];
+      return { rows, end: last ? { xid: last.transaction_id, position: BigInt(last.global_position) } : null, scanned: rows.length };
+    }
+    const r = await pool.query<EventRow & { scan_end: boolean; scanned: string }>({
+      name: 'baton_scan_all',
+      text: `WITH scanned AS (
+               SELECT transaction_id, global_position, stream_id FROM baton_events
+               WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                 AND (transaction_id, global_position) > ($1::xid8, $2::bigint)
+               ORDER BY transaction_id, global_position
+               LIMIT $3)
+             SELECT ${EVENT_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ')}, false AS scan_end, NULL::bigint AS scanned
+               FROM scanned s JOIN baton_events e ON e.global_position = s.global_position
+               WHERE s.stream_id LIKE ANY($4::text[])
+             UNION ALL
+             (SELECT global_position, NULL, NULL, NULL, NULL, NULL, NULL, NULL, transaction_id, true, (SELECT count(*) FROM scanned)
+                FROM scanned ORDER BY transaction_id DESC, global_position DESC LIMIT 1)
+             ORDER BY transaction_id, global_position, scan_end`,
+      values: [cursor.xid, cursor.position.toString(), limit, prefixes],
+    });
+    const marker = r.rows[r.rows.length - 1];
+    if (!marker?.scan_end) return { rows: [], end: null, scanned: 0 };
+    return {
+      rows: r.rows.slice(0, -1),
+      end: { xid: marker.transaction_id, position: BigInt(marker.global_position) },
+      scanned: Number(marker.scanned),
+    };
+  }
+
   /** True when committed events exist that the horizon still holds back (an older transaction is open). */
   async function heldBack(cursor: Cursor): Promise<boolean> {
     const r = await pool.query<{ held: boolean }>({
@@ -279,13 +317,13 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     let backoffMs = 1;
     while (!o.signal?.aborted) {
       const seq = wakeups.seq; // read before querying, so a wake-up during the query is not lost
-      const rows = await readFrom(cursor, batchSize, prefixes);
+      const { rows, end, scanned } = await scanFrom(cursor, batchSize, prefixes);
       for (const row of rows) {
-        cursor = { xid: row.transaction_id, position: BigInt(row.global_position) };
         yield toStored(row);
         if (o.signal?.aborted) return;
       }
-      if (rows.length === batchSize) continue;
+      if (end) cursor = end;
+      if (scanned === batchSize) continue;
       if (await heldBack(cursor)) {
         // Committed events wait behind an open transaction that may never NOTIFY: re-check soon.
         await wakeups.waitSince(seq, backoffMs, o.signal);

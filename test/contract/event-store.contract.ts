@@ -226,6 +226,24 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       expect(latencies[Math.floor(latencies.length / 2)]!).toBeLessThan(250);
     });
 
+    it('a narrow subscription passes over many other streams’ events in small batches', async () => {
+      const prefix = `narrow${randomUUID().slice(0, 8)}`;
+      const noise = uniqueStream('noise');
+      await store.append(noise, events(120), { expectedRevision: 'no_stream' });
+      const target = uniqueStream(prefix);
+      await store.append(target, events(2), { expectedRevision: 'no_stream' });
+      const ac = new AbortController();
+      const seen: StoredEvent[] = [];
+      const timer = setTimeout(() => ac.abort(), 5000);
+      for await (const e of store.subscribe({ after: START, streamPrefixes: [prefix], signal: ac.signal, batchSize: 7 })) {
+        seen.push(e);
+        if (seen.length === 2) break;
+      }
+      clearTimeout(timer);
+      ac.abort();
+      expect(seen.map((e) => [e.streamId, e.revision])).toEqual([[target, 0n], [target, 1n]]);
+    });
+
     it('ends a subscription promptly when its signal aborts', async () => {
       const ac = new AbortController();
       const done = (async () => {
