@@ -4,6 +4,7 @@ import { validate as isUuid } from 'uuid';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
+import { waitForFinal } from './wait.ts';
 import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
 
@@ -40,12 +41,30 @@ program
     if (!Number.isInteger(n)) throw new InvalidArgumentError('must be an integer');
     return n;
   })
+  .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
+  .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
   .option('--json', 'print JSON')
-  .action(async (action: string, o: { input?: unknown; key?: string; maxAttempts?: number; priority?: number; json?: boolean }) => {
-    await withContext(async ({ runtime }) => {
+  .action(async (action: string, o: { input?: unknown; key?: string; maxAttempts?: number; priority?: number; wait?: boolean; timeout?: number; json?: boolean }) => {
+    await withContext(async ({ runtime, store }) => {
       const r = await runtime.submit({ action, input: o.input, idempotencyKey: o.key, maxAttempts: o.maxAttempts, priority: o.priority });
-      if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision }));
-      else console.log(`${r.created ? 'submitted' : 'already submitted (same idempotency key)'}: ${r.executionId} (${statusOf(r.snapshot)})`);
+      if (!o.wait) {
+        if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision }));
+        else console.log(`${r.created ? 'submitted' : 'already submitted (same idempotency key)'}: ${r.executionId} (${statusOf(r.snapshot)})`);
+        return;
+      }
+      if (!o.json) process.stderr.write(`submitted ${r.executionId}; waiting for it to finish …\n`);
+      const done = await waitForFinal(store, runtime, r.executionId, o.timeout);
+      if (!done) {
+        process.stderr.write(`baton: execution ${r.executionId} did not finish within ${o.timeout} ms\n`);
+        process.exitCode = 2;
+        return;
+      }
+      const c = done.snapshot.context;
+      const status = statusOf(done.snapshot);
+      if (o.json) console.log(toJson({ executionId: r.executionId, status, attempt: c.attempt, result: c.result, error: c.error }));
+      else if (status === 'Completed') console.log(JSON.stringify(c.result ?? null));
+      else console.log(`${status}${c.error ? `: ${c.error.message}` : ''}${c.abandonReason ? `: ${c.abandonReason}` : ''}${c.cancelReason ? `: ${c.cancelReason}` : ''}`);
+      if (status !== 'Completed') process.exitCode = 1;
     });
   });
 

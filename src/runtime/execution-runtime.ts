@@ -170,14 +170,20 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * that is no longer valid is then refused with a typed error, and one that was already
    * appended (same eventId) is reported as applied, so retrying a command is harmless.
    */
-  async function dispatch(executionId: string, commands: ExecutionCommand | ExecutionCommand[]): Promise<DispatchResult> {
+  async function dispatch(
+    executionId: string,
+    commands: ExecutionCommand | ExecutionCommand[],
+    options: { known?: { snapshot: ExecutionSnapshot; revision: bigint } } = {},
+  ): Promise<DispatchResult> {
     const list = Array.isArray(commands) ? commands : [commands];
     if (list.length === 0) throw new InvalidTransitionError(executionId, '(none)', '?', 'dispatch needs at least one command');
     const eventIds = list.map((c) => c.eventId ?? randomUUID());
     const events = list.map(toEvent);
     for (let attempt = 1; ; attempt++) {
-      const loaded = await load(executionId);
-      if (eventIds.every((id) => loaded.events.some((e) => e.eventId === id))) {
+      // A caller that just loaded (or just dispatched) may pass what it knows and save a read;
+      // if that is stale the append conflicts and we reload.
+      const loaded = attempt === 1 && options.known ? { executionId, ...options.known, events: [] } : await load(executionId);
+      if (loaded.events.length > 0 && eventIds.every((id) => loaded.events.some((e) => e.eventId === id))) {
         return { executionId, snapshot: loaded.snapshot, revision: loaded.revision, appended: false };
       }
       let snapshot = loaded.snapshot;
