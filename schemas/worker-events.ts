@@ -1,0 +1,56 @@
+// The worker event catalog: a worker's lifecycle, one stream per worker id (`worker-<id>`).
+// History only: what the worker announced (started, draining, stopped) and what the
+// executor concluded (lost). Heartbeats are liveness, not history, and never come here
+// (src/liveness/ keeps them in a table).
+import { z } from 'zod';
+import { EventMetadata, ExecutorRef, WorkerRef } from './events.ts';
+
+const IsoTime = z.iso.datetime({ offset: true });
+
+/** Same metadata as execution events, with `by` narrowed to who may append each event. */
+const event = <T extends string, D extends z.ZodType, B extends z.ZodType<string>>(type: T, data: D, by: B) =>
+  z.object({ type: z.literal(type), data, metadata: EventMetadata.extend({ by }) });
+
+/** Action names (`core.noop`) and runtime tags (`node`) a worker advertises. */
+const Names = z.array(z.string().min(1).max(200)).min(1).max(10_000);
+
+/** A worker process came up (first start, or a restart of the same worker id) and takes work. */
+export const WorkerStarted = event(
+  'WorkerStarted',
+  z.object({
+    actions: Names,
+    runtimes: Names,
+    /** Executions it runs at once. */
+    capacity: z.number().int().min(1).max(100_000),
+    host: z.string().min(1).max(255).optional(),
+    pid: z.number().int().positive().optional(),
+  }),
+  WorkerRef,
+);
+/** The worker stopped taking new work (SIGTERM, `baton worker drain`); it finishes or releases what it holds. */
+export const WorkerDraining = event('WorkerDraining', z.object({ reason: z.string().min(1).max(1_000) }), WorkerRef);
+/** The worker exited cleanly; it holds nothing. */
+export const WorkerStopped = event('WorkerStopped', z.object({ reason: z.string().min(1).max(1_000) }), WorkerRef);
+/**
+ * The executor concluded the worker is gone (no heartbeat for too long) and will reclaim
+ * what it held. `lastHeartbeatAt` is the last beat the executor saw.
+ */
+export const WorkerLost = event(
+  'WorkerLost',
+  z.object({ lastHeartbeatAt: IsoTime, reason: z.string().min(1).max(1_000) }),
+  ExecutorRef,
+);
+
+export const WorkerEvent = z.discriminatedUnion('type', [WorkerStarted, WorkerDraining, WorkerStopped, WorkerLost]);
+export type WorkerEvent = z.infer<typeof WorkerEvent>;
+export type WorkerEventType = WorkerEvent['type'];
+export type WorkerEventOf<T extends WorkerEventType> = Extract<WorkerEvent, { type: T }>;
+export const workerEventTypes = WorkerEvent.options.map((o) => o.shape.type.value);
+
+export const WORKER_STREAM_PREFIX = 'worker-';
+export const workerStreamId = (workerId: string) => `${WORKER_STREAM_PREFIX}${workerId}`;
+/** The worker id of a `worker-<id>` stream; undefined for any other stream. */
+export const workerIdOfStream = (streamId: string): string | undefined =>
+  streamId.startsWith(WORKER_STREAM_PREFIX) && streamId.length > WORKER_STREAM_PREFIX.length
+    ? streamId.slice(WORKER_STREAM_PREFIX.length)
+    : undefined;

@@ -1,0 +1,260 @@
+// Actions: the named units of work a worker runs. An action is a zod input schema plus a
+// function; `defineAction` checks the definition once, up front, so a typo in a name or a
+// negative timeout fails when the worker loads its actions, not when the first execution
+// arrives.
+//
+//   export const resize = defineAction({
+//     name: 'images.resize',
+//     input: z.object({ url: z.url(), width: z.number().int().positive() }),
+//     timeoutMs: 60_000,
+//     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
+//   });
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { ErrorInfo } from '../../schemas/events.ts';
+import { BatonError, InvalidEventError, zodIssues } from '../errors.ts';
+
+/**
+ * Dotted lowercase names: a namespace, then one or more `.part`s (`core.noop`,
+ * `http.request`, `billing.invoice.send`). The dot keeps user actions out of the `core.`
+ * and `http.` namespaces by convention, and the name stays a single NATS subject token
+ * neither `*`, `>` nor whitespace can break.
+ */
+export const ACTION_NAME = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
+/** Same limit as ExecutionRequested.action. */
+const MAX_NAME_LENGTH = 200;
+/**
+ * A runtime tag is one token of the work subject `work.<runtime>.<workerId>`, so no dots:
+ * `node` (the default), `python`, `gpu`, …
+ */
+export const RUNTIME_NAME = /^[a-z][a-z0-9_-]*$/;
+export const DEFAULT_RUNTIME = 'node';
+
+export interface RetryPolicy {
+  /** Attempts in total, the first included; 1 means never retry. */
+  maxAttempts: number;
+  /** Delay before the second attempt. */
+  initialIntervalMs: number;
+  /** Each further delay is the previous one times this (≥ 1). */
+  multiplier: number;
+  /** No delay is ever longer than this. */
+  maxIntervalMs: number;
+  /** Error types (ActionError.type, else the error's name) that are never retried. */
+  nonRetryable?: string[];
+}
+
+export interface ActionContext {
+  executionId: string;
+  /** 1-based. */
+  attempt: number;
+  /** Aborted when the run must stop: cancelled, timed out, ownership lost, worker shutting down. */
+  signal: AbortSignal;
+  /** "Still alive" (and optional progress details): keeps the heartbeat timeout from firing. */
+  heartbeat(details?: unknown): void;
+  /** Already bound to the execution (executionId, attempt). */
+  log: Logger;
+}
+
+/** What `defineAction` takes. `input`'s output type is what `run` receives. */
+export interface ActionSpec<S extends z.ZodType, O> {
+  name: string;
+  /** Runtime tag the action needs (`node` unless said otherwise). */
+  runtime?: string;
+  input: S;
+  /** start-to-close limit for one attempt. */
+  timeoutMs?: number;
+  /** The run fails when it goes this long without ctx.heartbeat(). */
+  heartbeatTimeoutMs?: number;
+  retry?: RetryPolicy;
+  run(input: z.output<S>, ctx: ActionContext): O | Promise<O>;
+}
+
+const BRAND = Symbol.for('baton.action-definition');
+
+/** A checked action; only `defineAction` makes one (`isActionDefinition` tells). */
+export interface ActionDefinition<I = unknown, O = unknown> {
+  readonly name: string;
+  readonly runtime: string;
+  readonly input: z.ZodType<I>;
+  readonly timeoutMs?: number;
+  readonly heartbeatTimeoutMs?: number;
+  readonly retry?: Readonly<RetryPolicy>;
+  /** Always async, whether the spec's run was or not. Call through `runAction`, which validates first. */
+  run(input: I, ctx: ActionContext): Promise<O>;
+  readonly [BRAND]: true;
+}
+
+/** An action of any input and output: what registries and loaders hold. */
+// `any`, not `unknown`: `run` takes I, so an ActionDefinition<{ ms: number }> is not an
+// ActionDefinition<unknown> under strict variance, yet a registry must hold both.
+export type AnyActionDefinition = ActionDefinition<any, any>;
+
+/** A definition that cannot work: the message names the action and the field. */
+export class InvalidActionDefinitionError extends BatonError {
+  constructor(
+    readonly action: string,
+    readonly issues: { path: string; message: string }[],
+  ) {
+    super(`invalid action definition${action ? ` "${action}"` : ''}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+  }
+}
+
+const positiveMs = z.number().int().positive().max(2_147_483_647); // setTimeout's limit (~24.8 days)
+
+const SpecShape = z.object({
+  name: z
+    .string({ error: 'must be a string like "core.noop"' })
+    .max(MAX_NAME_LENGTH)
+    .regex(
+      ACTION_NAME,
+      'must be lowercase dotted segments like "core.noop" or "http.request": ' +
+        'a namespace, then one or more ".part"s, using a-z, 0-9, _ and -',
+    ),
+  runtime: z
+    .string()
+    .max(100)
+    .regex(RUNTIME_NAME, 'must be one lowercase token like "node" or "python" (a-z, 0-9, _ and -; no dots)'),
+  input: z.custom<z.ZodType>(
+    (v) => typeof v === 'object' && v !== null && typeof (v as { safeParse?: unknown }).safeParse === 'function',
+    'must be a zod schema (e.g. z.object({ … }))',
+  ),
+  timeoutMs: positiveMs.optional(),
+  heartbeatTimeoutMs: positiveMs.optional(),
+  retry: z
+    .object({
+      maxAttempts: z.number().int().min(1).max(1000),
+      initialIntervalMs: z.number().int().min(0),
+      multiplier: z.number().min(1),
+      maxIntervalMs: z.number().int().min(0),
+      nonRetryable: z.array(z.string().min(1)).optional(),
+    })
+    .refine((r) => r.maxIntervalMs >= r.initialIntervalMs, {
+      message: 'maxIntervalMs must be at least initialIntervalMs',
+      path: ['maxIntervalMs'],
+    })
+    .optional(),
+  run: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function (input, ctx) => result'),
+});
+
+/**
+ * Checks the definition and returns the action. Throws InvalidActionDefinitionError naming
+ * each bad field (`name: must be lowercase dotted segments…`, `timeoutMs: Too small…`).
+ */
+export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): ActionDefinition<z.output<S>, Awaited<O>> {
+  const parsed = SpecShape.safeParse({ ...spec, runtime: spec?.runtime ?? DEFAULT_RUNTIME });
+  if (!parsed.success) {
+    const name = typeof spec?.name === 'string' ? spec.name : '';
+    throw new InvalidActionDefinitionError(name, zodIssues(parsed.error));
+  }
+  const { name, runtime, timeoutMs, heartbeatTimeoutMs, retry } = parsed.data;
+  const run = spec.run;
+  return Object.freeze({
+    name,
+    runtime,
+    input: spec.input as z.ZodType<z.output<S>>,
+    // Only present keys, so a definition prints (and compares) without undefined noise.
+    ...(timeoutMs !== undefined && { timeoutMs }),
+    ...(heartbeatTimeoutMs !== undefined && { heartbeatTimeoutMs }),
+    ...(retry !== undefined && { retry: Object.freeze({ ...retry }) }),
+    // `async` so a run that throws synchronously still yields a rejected promise.
+    run: async (input: z.output<S>, ctx: ActionContext): Promise<Awaited<O>> => await run(input, ctx),
+    [BRAND]: true as const,
+  });
+}
+
+export function isActionDefinition(value: unknown): value is AnyActionDefinition {
+  return typeof value === 'object' && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+}
+
+// ---------------------------------------------------------------------------
+// Failing an action.
+
+export interface ActionErrorOptions extends ErrorOptions {
+  /** What kind of failure, for RetryPolicy.nonRetryable and for readers of the history. Default "ActionError". */
+  type?: string;
+  /** False: retrying cannot help (bad input, permission denied); the execution fails at once. Default true. */
+  retryable?: boolean;
+}
+
+/**
+ * Throw this from an action to say what kind of failure it was and whether a retry could
+ * help: `throw new ActionError('card declined', { type: 'CardDeclined', retryable: false })`.
+ * Any other thrown value is a retryable failure typed by its name (`TypeError`, …).
+ */
+export class ActionError extends BatonError {
+  readonly type: string;
+  readonly retryable: boolean;
+  constructor(message: string, options: ActionErrorOptions = {}) {
+    const { type, retryable, ...errorOptions } = options;
+    super(message, errorOptions);
+    this.type = type ?? 'ActionError';
+    this.retryable = retryable ?? true;
+  }
+}
+
+// History is forever; a runaway message or stack must not bloat every read of the stream.
+const MAX_MESSAGE_CHARS = 4_096;
+const MAX_STACK_CHARS = 16_384;
+const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}… (${s.length - max} more chars)` : s);
+
+/** The failure's type: ActionError.type, else the error's name, else "NonError" for a thrown non-Error. */
+export function errorType(err: unknown): string {
+  if (err instanceof ActionError) return err.type;
+  if (err instanceof Error) return err.name || 'Error';
+  return 'NonError';
+}
+
+/** What ExecutionFailed records: `{ message, type, stack? }` (ErrorInfo in schemas/events.ts). */
+export function toErrorInfo(err: unknown): ErrorInfo & { type: string } {
+  const type = errorType(err);
+  if (err instanceof Error) {
+    const info: ErrorInfo & { type: string } = { message: clip(err.message, MAX_MESSAGE_CHARS), type };
+    if (typeof err.stack === 'string' && err.stack !== '') info.stack = clip(err.stack, MAX_STACK_CHARS);
+    return info;
+  }
+  let message: string;
+  try {
+    message = typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err));
+  } catch {
+    message = String(err);
+  }
+  return { message: clip(`non-error thrown: ${message}`, MAX_MESSAGE_CHARS), type };
+}
+
+/**
+ * The execution's input does not match the action's schema. Thrown by validateInput before
+ * any action code runs; never retryable (the input is the same on every attempt). Paths
+ * start at `input`: `invalid input for action core.sleep: input.ms: Too small: …`.
+ */
+export class InvalidActionInputError extends InvalidEventError {
+  constructor(
+    readonly action: string,
+    issues: { path: string; message: string }[],
+  ) {
+    super(
+      `input for action ${action}`,
+      issues.map((i) => ({ path: i.path ? `input.${i.path}` : 'input', message: i.message })),
+    );
+  }
+}
+
+/**
+ * Whether a failed attempt may be retried (attempts left is the machine's question, not
+ * this one's). Non-retryable when the error says so (ActionError.retryable false), when
+ * the action's retry.nonRetryable lists its type, or when the input was invalid; every
+ * other failure is retryable.
+ */
+export function isRetryable(err: unknown, action: Pick<AnyActionDefinition, 'retry'>): boolean {
+  if (err instanceof ActionError && !err.retryable) return false;
+  if (err instanceof InvalidActionInputError) return false;
+  return !(action.retry?.nonRetryable ?? []).includes(errorType(err));
+}
+
+/**
+ * The delay before attempt `nextAttempt` (2 for the first retry) under `policy`:
+ * initialIntervalMs × multiplier^(nextAttempt − 2), capped at maxIntervalMs.
+ */
+export function retryDelayMs(policy: RetryPolicy, nextAttempt: number): number {
+  const exponent = Math.max(0, nextAttempt - 2);
+  return Math.min(policy.maxIntervalMs, Math.round(policy.initialIntervalMs * policy.multiplier ** exponent));
+}

@@ -1,0 +1,116 @@
+// The actions one worker offers, and the one way to run one: validate the input against
+// the action's schema first (so bad input fails the execution before any action code
+// runs), then run under the action's time limit.
+import { BatonError, zodIssues } from '../errors.ts';
+import {
+  InvalidActionInputError,
+  isActionDefinition,
+  type ActionContext,
+  type ActionDefinition,
+  type AnyActionDefinition,
+} from './action.ts';
+import { runSignal } from './abort.ts';
+
+export interface ActionRegistry {
+  /** The action called `name`, or undefined when this registry does not offer it. */
+  get(name: string): AnyActionDefinition | undefined;
+  has(name: string): boolean;
+  /** Every action name, sorted: what WorkerStarted.actions and the liveness row advertise. */
+  names(): string[];
+  /** Every runtime tag the actions need, sorted and unique. */
+  runtimes(): string[];
+}
+
+/** Two actions with one name: which one runs would be an accident of load order. */
+export class DuplicateActionError extends BatonError {
+  constructor(readonly action: string) {
+    super(`action "${action}" is defined more than once; action names must be unique within a worker`);
+  }
+}
+
+/** Thrown by createActionRegistry for an entry that did not come from defineAction(). */
+export class NotAnActionError extends BatonError {}
+
+export function createActionRegistry(actions: readonly AnyActionDefinition[]): ActionRegistry {
+  const byName = new Map<string, AnyActionDefinition>();
+  actions.forEach((action, i) => {
+    if (!isActionDefinition(action)) {
+      throw new NotAnActionError(`actions[${i}] is not an action: build it with defineAction({ name, input, run })`);
+    }
+    if (byName.has(action.name)) throw new DuplicateActionError(action.name);
+    byName.set(action.name, action);
+  });
+  const names = [...byName.keys()].sort();
+  const runtimes = [...new Set([...byName.values()].map((a) => a.runtime))].sort();
+  return {
+    get: (name) => byName.get(name),
+    has: (name) => byName.has(name),
+    names: () => [...names],
+    runtimes: () => [...runtimes],
+  };
+}
+
+/**
+ * The input as the action's schema parses it (defaults applied, unknown keys stripped when
+ * the schema strips them). Throws InvalidActionInputError naming each bad field
+ * (`input.ms: Too small: expected number to be >=0`). Input schemas must be synchronous:
+ * a schema with async refinements throws zod's own error here.
+ */
+export function validateInput<I>(action: ActionDefinition<I, unknown>, input: unknown): I {
+  const r = action.input.safeParse(input);
+  if (!r.success) throw new InvalidActionInputError(action.name, zodIssues(r.error));
+  return r.data;
+}
+
+/** One attempt ran longer than the action's timeoutMs. Retryable like any other failure. */
+export class ActionTimeoutError extends BatonError {
+  constructor(
+    readonly action: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`action ${action} timed out after ${timeoutMs} ms (its timeoutMs)`);
+  }
+}
+
+/**
+ * The caller's signal aborted the run (cancelled, ownership lost, shutdown); `cause` is the
+ * signal's reason. The caller knows why, so it decides what to append, if anything.
+ */
+export class ActionAbortedError extends BatonError {
+  constructor(
+    readonly action: string,
+    options?: ErrorOptions,
+  ) {
+    const why = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(`action ${action} was aborted${why}`, options);
+  }
+}
+
+/**
+ * Validates `input`, then runs the action with `ctx.signal` replaced by one that also aborts
+ * when `action.timeoutMs` passes. Settles as soon as either happens: with
+ * ActionTimeoutError, or with ActionAbortedError when the caller's signal aborted; an
+ * action that ignores its signal may still be running then, and whatever it settles with
+ * later is dropped. Leaves no timer or listener behind.
+ */
+export async function runAction<I, O>(action: ActionDefinition<I, O>, input: unknown, ctx: ActionContext): Promise<O> {
+  const parsed = validateInput(action, input);
+  if (ctx.signal.aborted) throw new ActionAbortedError(action.name, { cause: ctx.signal.reason });
+  const run = runSignal(ctx.signal, action.timeoutMs, () => new ActionTimeoutError(action.name, action.timeoutMs ?? 0));
+  const { signal } = run;
+  let onAbort!: () => void;
+  const stopped = new Promise<never>((_, reject) => {
+    onAbort = () =>
+      reject(run.timedOut() ? signal.reason : new ActionAbortedError(action.name, { cause: ctx.signal.reason }));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    const running = action.run(parsed, { ...ctx, signal });
+    // A run that settles after we stopped waiting for it must not become an unhandled rejection.
+    running.catch(() => undefined);
+    return await Promise.race([running, stopped]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    run.dispose();
+  }
+}

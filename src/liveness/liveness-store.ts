@@ -1,0 +1,146 @@
+// Worker liveness in Postgres (table baton_worker_liveness, migration set `liveness`).
+// Workers upsert their row on every heartbeat; the executor asks which live workers can
+// take an action. Every time comparison uses the database's clock, never the caller's.
+import type pg from 'pg';
+import { z } from 'zod';
+import { WorkerId } from '../../schemas/events.ts';
+import { parseOrThrow } from '../errors.ts';
+
+/** How often a worker beats by default. */
+export const HEARTBEAT_INTERVAL_MS = 10_000;
+/** A worker is stale after this many missed intervals: one late beat is noise, three are an outage. */
+export const STALE_AFTER_INTERVALS = 3;
+/** The staleness limit that goes with an interval: 30 s for the default 10 s. */
+export const staleAfterMs = (intervalMs: number = HEARTBEAT_INTERVAL_MS) => intervalMs * STALE_AFTER_INTERVALS;
+
+/** What a worker reports in each heartbeat. */
+export interface WorkerBeat {
+  workerId: string;
+  actions: string[];
+  runtimes: string[];
+  capacity: number;
+  /** Executions it is running (or holding) right now. */
+  inFlight: number;
+  draining: boolean;
+  pid?: number;
+  host?: string;
+}
+
+const WorkerBeat = z.object({
+  workerId: WorkerId,
+  actions: z.array(z.string().min(1)),
+  runtimes: z.array(z.string().min(1)),
+  capacity: z.number().int().min(1),
+  inFlight: z.number().int().min(0),
+  draining: z.boolean(),
+  pid: z.number().int().positive().optional(),
+  host: z.string().min(1).optional(),
+});
+
+export interface BeatOptions {
+  /** The process's first beat: started_at becomes now. Otherwise started_at keeps its value. */
+  starting?: boolean;
+}
+
+export interface WorkerLiveness extends Omit<WorkerBeat, 'pid' | 'host'> {
+  pid: number | null;
+  host: string | null;
+  heartbeatAt: Date;
+  startedAt: Date;
+  /** now() − heartbeat_at by the database's clock, in ms. */
+  ageMs: number;
+}
+
+export interface LivenessStore {
+  /** Upsert the worker's row with heartbeat_at = now(). Throws InvalidEventError for a malformed beat. */
+  beat(worker: WorkerBeat, options?: BeatOptions): Promise<void>;
+  /** Delete the worker's row (clean shutdown); false when there was none. */
+  remove(workerId: string): Promise<boolean>;
+  /** Every row, stale ones included, by worker id. */
+  list(): Promise<WorkerLiveness[]>;
+  /**
+   * Workers that can take `action` now: heartbeat within `staleAfterMs`, not draining,
+   * offering the action, in_flight < capacity; least loaded first (in_flight/capacity,
+   * then in_flight, then worker id).
+   */
+  candidates(action: string, staleAfterMs: number): Promise<WorkerLiveness[]>;
+}
+
+interface Row {
+  worker_id: string;
+  actions: string[];
+  runtimes: string[];
+  capacity: number;
+  in_flight: number;
+  draining: boolean;
+  heartbeat_at: Date;
+  started_at: Date;
+  pid: number | null;
+  host: string | null;
+  age_ms: number;
+}
+
+const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host,
+  (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms`;
+
+const toLiveness = (r: Row): WorkerLiveness => ({
+  workerId: r.worker_id,
+  actions: r.actions,
+  runtimes: r.runtimes,
+  capacity: r.capacity,
+  inFlight: r.in_flight,
+  draining: r.draining,
+  heartbeatAt: r.heartbeat_at,
+  startedAt: r.started_at,
+  pid: r.pid,
+  host: r.host,
+  ageMs: r.age_ms,
+});
+
+export function createLivenessStore(pool: pg.Pool): LivenessStore {
+  return {
+    async beat(worker, options = {}) {
+      const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
+      await pool.query(
+        `INSERT INTO baton_worker_liveness
+           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host)
+         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8)
+         ON CONFLICT (worker_id) DO UPDATE SET
+           actions = EXCLUDED.actions, runtimes = EXCLUDED.runtimes, capacity = EXCLUDED.capacity,
+           in_flight = EXCLUDED.in_flight, draining = EXCLUDED.draining, heartbeat_at = now(),
+           started_at = CASE WHEN $9 THEN now() ELSE baton_worker_liveness.started_at END,
+           pid = EXCLUDED.pid, host = EXCLUDED.host`,
+        [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true],
+      );
+    },
+
+    async remove(workerId) {
+      const { rowCount } = await pool.query('DELETE FROM baton_worker_liveness WHERE worker_id = $1', [workerId]);
+      return (rowCount ?? 0) > 0;
+    },
+
+    async list() {
+      const { rows } = await pool.query<Row>(
+        `SELECT ${COLUMNS} FROM baton_worker_liveness ORDER BY worker_id COLLATE "C"`,
+      );
+      return rows.map(toLiveness);
+    },
+
+    async candidates(action, staleAfterMs) {
+      if (!(Number.isFinite(staleAfterMs) && staleAfterMs > 0)) {
+        throw new RangeError(`candidates(): staleAfterMs must be a positive number of milliseconds, got ${staleAfterMs}`);
+      }
+      // COLLATE "C": the tie-break must not depend on the server's locale.
+      const { rows } = await pool.query<Row>(
+        `SELECT ${COLUMNS} FROM baton_worker_liveness
+          WHERE $1 = ANY (actions)
+            AND NOT draining
+            AND in_flight < capacity
+            AND heartbeat_at > now() - $2::float8 * interval '1 millisecond'
+          ORDER BY in_flight::float8 / capacity, in_flight, worker_id COLLATE "C"`,
+        [action, staleAfterMs],
+      );
+      return rows.map(toLiveness);
+    },
+  };
+}
