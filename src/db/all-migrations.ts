@@ -7,6 +7,7 @@ import { applyMigrations, type MigrationSet } from './migrate.ts';
 export const migrationSets: readonly MigrationSet[] = [
   { name: 'eventstore', dir: new URL('../eventstore/migrations/', import.meta.url) },
   { name: 'liveness', dir: new URL('../liveness/migrations/', import.meta.url) },
+  { name: 'transport', dir: new URL('../transport/migrations/', import.meta.url) },
 ];
 
 /** Bring the database up to date; returns the ids applied (`<set>/<file>`), [] when current. */

@@ -1,5 +1,6 @@
-// Wake-ups for Postgres subscriptions: one LISTEN connection per store, shared by every
-// subscription, and a notifier that coalesces NOTIFYs.
+// Wake-ups over Postgres LISTEN/NOTIFY: one LISTEN connection per instance, shared by every
+// waiter, and a notifier that coalesces NOTIFYs. Used by the event store (channel
+// `baton_events`, subscriptions) and the Postgres work queue (`baton_work`, consumers).
 //
 // Why NOTIFY is sent after the append's commit instead of inside it: a NOTIFY inside a
 // transaction takes a cluster-wide lock at commit, which serialises commits. Measured here
@@ -10,8 +11,13 @@
 // notify, listener reconnecting) only delays delivery until the subscriber's fallback poll.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { BatonError } from '../errors.ts';
 
+/** The event store's channel (the default). */
 export const NOTIFY_CHANNEL = 'baton_events';
+
+// Channels are interpolated into LISTEN/NOTIFY (identifiers cannot be bound), so only plain names.
+const CHANNEL_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export interface Waiter {
   /** A counter that changes on every wake-up; read it before a query, pass it to waitSince after. */
@@ -33,7 +39,11 @@ export class PgWakeups implements Waiter {
   constructor(
     private readonly pool: pg.Pool,
     private readonly log?: Logger,
-  ) {}
+    /** The LISTEN/NOTIFY channel: a lower-case identifier. Default: the event store's. */
+    readonly channel: string = NOTIFY_CHANNEL,
+  ) {
+    if (!CHANNEL_NAME.test(channel)) throw new BatonError(`PgWakeups: channel must match ${CHANNEL_NAME} (got ${JSON.stringify(channel)})`);
+  }
 
   get seq(): number {
     return this.#seq;
@@ -44,7 +54,7 @@ export class PgWakeups implements Waiter {
     if (this.#closed) return Promise.resolve();
     this.#listening ??= this.#listen().catch((err) => {
       this.#listening = undefined;
-      this.log?.warn({ err }, 'event store LISTEN failed; subscriptions fall back to polling until it reconnects');
+      this.log?.warn({ err, channel: this.channel }, 'LISTEN failed; waiters fall back to polling until it reconnects');
       this.#scheduleReconnect();
     });
     return this.#listening;
@@ -54,11 +64,11 @@ export class PgWakeups implements Waiter {
     const client = await this.pool.connect();
     client.on('notification', () => this.wake());
     client.on('error', (err) => {
-      this.log?.warn({ err }, 'event store LISTEN connection lost; reconnecting');
+      this.log?.warn({ err, channel: this.channel }, 'LISTEN connection lost; reconnecting');
       this.#dropListener(err);
       this.#scheduleReconnect();
     });
-    await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
+    await client.query(`LISTEN ${this.channel}`);
     this.#listener = client;
     // Anything committed while we were not listening is found by the re-read this triggers.
     this.wake();
@@ -91,7 +101,7 @@ export class PgWakeups implements Waiter {
     for (const w of waiters) w();
   }
 
-  /** Called after an append commits: wake local subscribers now, other processes via NOTIFY. */
+  /** Called after a write commits (an append, a publish): wake local waiters now, other processes via NOTIFY. */
   appended(): void {
     this.wake();
     if (this.#closed) return;
@@ -108,10 +118,10 @@ export class PgWakeups implements Waiter {
     do {
       this.#notifyAgain = false;
       try {
-        await this.pool.query(`SELECT pg_notify('${NOTIFY_CHANNEL}', '')`);
+        await this.pool.query(`SELECT pg_notify('${this.channel}', '')`);
       } catch (err) {
-        // Subscribers elsewhere will still catch up on their fallback poll.
-        this.log?.warn({ err }, 'event store NOTIFY failed');
+        // Waiters elsewhere will still catch up on their fallback poll.
+        this.log?.warn({ err, channel: this.channel }, 'NOTIFY failed');
         return;
       }
     } while (this.#notifyAgain && !this.#closed);
@@ -138,7 +148,7 @@ export class PgWakeups implements Waiter {
     await this.#listening?.catch(() => undefined);
     await this.#notifyInFlight;
     if (this.#listener) {
-      await this.#listener.query(`UNLISTEN ${NOTIFY_CHANNEL}`).catch(() => undefined);
+      await this.#listener.query(`UNLISTEN ${this.channel}`).catch(() => undefined);
       this.#dropListener();
     }
     this.wake();

@@ -1,0 +1,161 @@
+// What both WorkTransport adapters share that the port leaves to them: the message schema they
+// check on publish (and NATS on decode), option compilation, and how one delivery is handed
+// to a handler (settled at most once; nak'ed when the handler throws or leaves it unsettled).
+// Not part of the port: only ./nats.ts and ./postgres.ts import this.
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { BatonError, ConfigError, InvalidEventError, zodIssues } from '../errors.ts';
+import type { ConsumeOptions, Delivery, WorkMessage, WorkTransportOptions } from './work-transport.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const nonEmpty = z.string().min(1, 'must be a non-empty string');
+
+export const WorkMessageSchema = z.object({
+  messageId: z.string().regex(UUID, 'must be a uuid (the eventId of the handoff)'),
+  executionId: nonEmpty,
+  workerId: nonEmpty,
+  runtime: nonEmpty,
+  action: nonEmpty,
+  attempt: z.number().int().positive(),
+  handoffRevision: z.string().regex(/^\d+$/, 'must be a decimal stream revision'),
+  publishedAt: z.iso.datetime({ offset: true }),
+}) satisfies z.ZodType<WorkMessage>;
+
+/** Throws InvalidEventError naming the message's index and field. */
+export function validateForPublish(messages: readonly WorkMessage[]): void {
+  if (!Array.isArray(messages)) throw new BatonError('publish: messages must be an array of WorkMessage');
+  messages.forEach((m, i) => {
+    const r = WorkMessageSchema.safeParse(m);
+    if (!r.success) throw new InvalidEventError(`work message messages[${i}]`, zodIssues(r.error));
+  });
+}
+
+export interface CompiledTransportOptions {
+  ackWaitMs: number;
+  maxDeliver: number;
+}
+
+export const DEFAULT_ACK_WAIT_MS = 30_000;
+export const DEFAULT_MAX_DELIVER = 5;
+
+export function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isInteger(v) || v < 1) throw new ConfigError(`${name} must be a positive integer, got ${String(value)}`);
+  return v;
+}
+
+export function compileTransportOptions(o: WorkTransportOptions): CompiledTransportOptions {
+  return {
+    ackWaitMs: positiveInteger('ackWaitMs', o.ackWaitMs, DEFAULT_ACK_WAIT_MS),
+    maxDeliver: positiveInteger('maxDeliver', o.maxDeliver, DEFAULT_MAX_DELIVER),
+  };
+}
+
+export function validateConsume(workerId: string, handler: unknown, options: ConsumeOptions): void {
+  if (typeof workerId !== 'string' || workerId.length === 0) throw new BatonError('consume: workerId must be a non-empty string');
+  if (typeof handler !== 'function') throw new BatonError('consume: handler must be a function');
+  if (!Number.isInteger(options?.concurrency) || options.concurrency < 1) {
+    throw new BatonError(`consume: concurrency must be a positive integer, got ${String(options?.concurrency)}`);
+  }
+}
+
+/** The adapter's side of one delivery; runDelivery guarantees at most one of ack/nak/term is called. */
+export interface Settlement {
+  ack(): Promise<void>;
+  nak(delayMs: number): Promise<void>;
+  term(): Promise<void>;
+  working(): Promise<void>;
+}
+
+/**
+ * Run the handler on one delivery. Never rejects: a handler that throws, or returns without
+ * settling, gets its delivery nak'ed (redelivered at once, up to max-deliver), and that is logged.
+ * Settling twice is a no-op, like JetStream's own messages.
+ */
+export async function runDelivery(
+  handler: (delivery: Delivery) => Promise<void>,
+  message: WorkMessage,
+  deliveryCount: number,
+  settlement: Settlement,
+  log: Logger | undefined,
+): Promise<void> {
+  let settled = false;
+  const once = (settle: () => Promise<void>) => (): Promise<void> => {
+    if (settled) return Promise.resolve();
+    settled = true;
+    return settle();
+  };
+  const delivery: Delivery = {
+    message,
+    deliveryCount,
+    ack: once(() => settlement.ack()),
+    nak: (delayMs = 0) => {
+      if (!Number.isFinite(delayMs) || delayMs < 0) return Promise.reject(new BatonError(`nak: delayMs must be a non-negative number of ms, got ${String(delayMs)}`));
+      return once(() => settlement.nak(Math.round(delayMs)))();
+    },
+    term: once(() => settlement.term()),
+    working: () => (settled ? Promise.resolve() : settlement.working()),
+  };
+  const about = { messageId: message.messageId, executionId: message.executionId, deliveryCount };
+  let threw = false;
+  try {
+    await handler(delivery);
+  } catch (err) {
+    threw = true;
+    if (settled) log?.warn({ err, ...about }, 'work handler threw after settling its delivery');
+    else log?.warn({ err, ...about }, 'work handler threw; nak for redelivery');
+  }
+  if (settled) return;
+  if (!threw) log?.warn(about, 'work handler returned without ack, nak or term; nak for redelivery');
+  settled = true;
+  try {
+    await settlement.nak(0);
+  } catch (err) {
+    log?.warn({ err, ...about }, 'nak failed; the message is redelivered when its ack-wait runs out');
+  }
+}
+
+/** The handlers a consumer is running: counts them, tells who waits when one finishes, drains. */
+export class HandlerSlots {
+  readonly #running = new Set<Promise<void>>();
+  readonly #listeners = new Set<() => void>();
+
+  get count(): number {
+    return this.#running.size;
+  }
+
+  start(task: () => Promise<void>): void {
+    const p: Promise<void> = task()
+      .catch(() => undefined)
+      .finally(() => {
+        this.#running.delete(p);
+        for (const l of [...this.#listeners]) l();
+      });
+    this.#running.add(p);
+  }
+
+  /** Called after every handler finishes. Returns an unsubscribe function. */
+  onRelease(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Resolves when a handler finishes or the signal aborts. */
+  nextRelease(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        off();
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const off = this.onRelease(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Resolves once no handler is running. */
+  async drained(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all([...this.#running]);
+  }
+}
