@@ -5,6 +5,11 @@ import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
 import { waitForFinal } from './wait.ts';
+import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startDev } from './hosts.ts';
+import { startExecutor } from '../executor/executor.ts';
+import { startWorkerHost } from '../worker/worker-host.ts';
+import { createActionRegistry } from '../actions/index.ts';
+import { startHealthServer } from '../observability/http.ts';
 import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
 
@@ -120,6 +125,75 @@ program
         ),
       );
     });
+  });
+
+const transportOption = () =>
+  new Option('--transport <kind>', 'work transport (default: nats when BATON_NATS_URL is set, else postgres)').choices(['nats', 'postgres']);
+const portOption = (fallback: number) =>
+  new Option('--metrics-port <port>', '/healthz and /metrics port on 127.0.0.1 (0 picks a free one)')
+    .argParser((v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)');
+      return n;
+    })
+    .default(fallback);
+
+program
+  .command('dev')
+  .description('run everything in one process on the embedded default: Postgres, work queue, executor and workers')
+  .addOption(new Option('--workers <n>', 'worker hosts').argParser(positiveInt).default(2))
+  .addOption(new Option('--capacity <n>', 'concurrent runs per worker').argParser(positiveInt).default(10))
+  .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
+  .option('--actions <module>', 'a module exporting more actions (besides the built-ins)')
+  .addOption(portOption(9464))
+  .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish').argParser(positiveInt).default(30_000))
+  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; shutdownTimeout: number }) => {
+    const options = { ...o, shutdownTimeoutMs: o.shutdownTimeout };
+    const { env, hosts } = await startDev(options);
+    console.log(describeDev(env, hosts, options));
+    await runUntilSignalled(env, hosts);
+  });
+
+program
+  .command('executor')
+  .description('run an executor: schedules executions to workers, retries, re-publishes lost handoffs')
+  .addOption(transportOption())
+  .addOption(portOption(9464))
+  .action(async (o: { transport?: 'nats' | 'postgres'; metricsPort: number }) => {
+    const env = await openHostEnvironment({ transport: o.transport, component: 'executor' });
+    const executor = startExecutor({ store: env.store, runtime: env.runtime, transport: env.transport, workers: env.liveness, log: env.log, registry: env.registry });
+    await executor.ready;
+    const health = await startHealthServer({ port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
+    env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'executor running');
+    await runUntilSignalled(env, { executor, workers: [], health });
+  });
+
+program
+  .command('worker')
+  .description('run a worker: pulls its work, runs actions, appends outcomes; SIGTERM drains')
+  .option('--id <id>', 'worker id (default: <hostname>-<pid>)')
+  .option('--actions <module>', 'a module exporting actions (besides the built-ins)')
+  .addOption(new Option('--capacity <n>', 'concurrent runs').argParser(positiveInt).default(10))
+  .addOption(transportOption())
+  .addOption(portOption(9465))
+  .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish').argParser(positiveInt).default(30_000))
+  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; shutdownTimeout: number }) => {
+    const env = await openHostEnvironment({ transport: o.transport, component: 'worker' });
+    const worker = await startWorkerHost({
+      workerId: o.id ?? defaultWorkerId(),
+      store: env.store,
+      runtime: env.runtime,
+      transport: env.transport,
+      liveness: env.liveness,
+      actions: createActionRegistry(await loadActions(o.actions)),
+      capacity: o.capacity,
+      log: env.log,
+      registry: env.registry,
+      shutdownTimeoutMs: o.shutdownTimeout,
+    });
+    const health = await startHealthServer({ port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
+    env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'worker running');
+    await runUntilSignalled(env, { workers: [worker], health });
   });
 
 const bench = program.command('bench').description('benchmarks (run on a scratch database, dropped afterwards)');

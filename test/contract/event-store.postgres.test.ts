@@ -6,7 +6,7 @@ import { createTestDatabase } from '../support/test-db.ts';
 import { eventStoreContract, newEvent, type EventStoreHarness } from './event-store.contract.ts';
 
 async function postgresHarness(): Promise<EventStoreHarness & { store: PostgresEventStore; db: Awaited<ReturnType<typeof createTestDatabase>> }> {
-  const db = await createTestDatabase({ max: 60 });
+  const db = await createTestDatabase({ max: 25 });
   const store = createPostgresEventStore(db.pool);
   return {
     db,

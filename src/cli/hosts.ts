@@ -1,0 +1,181 @@
+// Long-running hosts started from the CLI: `baton executor`, `baton worker`, and `baton dev`
+// (all of them in one process on the embedded default). Each exposes /healthz and /metrics
+// and drains on SIGTERM/SIGINT, then exits 0.
+import os from 'node:os';
+import type { NatsConnection } from 'nats';
+import type { Logger } from 'pino';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { builtinActions, createActionRegistry, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
+import { loadConfig, type Config } from '../config.ts';
+import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
+import { ConfigError } from '../errors.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import { startExecutor, type Executor } from '../executor/executor.ts';
+import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
+import { staleAfterMs as staleAfter, HEARTBEAT_INTERVAL_MS } from '../liveness/liveness-store.ts';
+import { createLogger } from '../log.ts';
+import { startHealthServer, type HealthServer } from '../observability/http.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { connectNats, createNatsWorkTransport } from '../transport/nats.ts';
+import { createPostgresWorkTransport } from '../transport/postgres.ts';
+import type { WorkTransport } from '../transport/work-transport.ts';
+import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
+
+export type TransportKind = 'nats' | 'postgres';
+
+export interface HostEnvironment {
+  config: Config;
+  log: Logger;
+  db: Database;
+  store: PostgresEventStore;
+  runtime: ExecutionRuntime;
+  liveness: LivenessStore;
+  transport: WorkTransport;
+  transportKind: TransportKind;
+  registry: Registry;
+  close(): Promise<void>;
+}
+
+/** Open everything a host needs. The transport defaults to NATS when BATON_NATS_URL is set. */
+export async function openHostEnvironment(o: { transport?: TransportKind; component: string }): Promise<HostEnvironment> {
+  const config = loadConfig();
+  const log = createLogger(config).child({ component: o.component });
+  const kind: TransportKind = o.transport ?? (config.natsUrl ? 'nats' : 'postgres');
+  if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
+  // Small pools: a host's appends are one statement each, and a database serves many hosts.
+  const db = await openDatabase(config, log, { max: 8, applicationName: `baton-${o.component}` });
+  const store = createPostgresEventStore(db.pool, { log });
+  let nc: NatsConnection | undefined;
+  let transport: WorkTransport;
+  if (kind === 'nats') {
+    nc = await connectNats(config.natsUrl!, log);
+    transport = await createNatsWorkTransport(nc, { log });
+  } else {
+    transport = createPostgresWorkTransport(db.pool, { log });
+  }
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    config,
+    log,
+    db,
+    store,
+    runtime: createExecutionRuntime(store),
+    liveness: createLivenessStore(db.pool),
+    transport,
+    transportKind: kind,
+    registry,
+    async close() {
+      await transport.close();
+      await nc?.drain();
+      await store.close();
+      await db.close();
+    },
+  };
+}
+
+export async function loadActions(modulePath?: string): Promise<AnyActionDefinition[]> {
+  const extra = modulePath ? await loadActionsModule(modulePath) : [];
+  return [...builtinActions, ...extra];
+}
+
+/** A default worker id: stable per host and process, and valid as `worker:<id>`. */
+export const defaultWorkerId = () => `${os.hostname().replace(/[^A-Za-z0-9._-]/g, '-')}-${process.pid}`;
+
+export interface RunningHosts {
+  executor?: Executor;
+  workers: WorkerHost[];
+  health: HealthServer;
+}
+
+/** Run until SIGTERM/SIGINT, then drain in order: workers, executor, connections. */
+export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHosts): Promise<void> {
+  await new Promise<void>((resolve) => {
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (signalled) {
+        env.log.warn({ signal }, 'second signal: exiting without finishing the drain');
+        process.exit(1);
+      }
+      signalled = true;
+      env.log.info({ signal }, 'draining');
+      void (async () => {
+        try {
+          await Promise.all(hosts.workers.map((w) => w.stop(`received ${signal}`)));
+          await hosts.executor?.stop();
+          await hosts.health.close();
+          await env.close();
+        } catch (err) {
+          env.log.error({ err }, 'error while draining');
+          process.exitCode = 1;
+        }
+        resolve();
+      })();
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}
+
+export interface DevOptions {
+  workers: number;
+  capacity: number;
+  metricsPort: number;
+  transport?: TransportKind;
+  actions?: string;
+  shutdownTimeoutMs: number;
+}
+
+export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; hosts: RunningHosts }> {
+  const env = await openHostEnvironment({ transport: o.transport ?? 'postgres', component: 'dev' });
+  try {
+    const actions = createActionRegistry(await loadActions(o.actions));
+    const executor = startExecutor({
+      store: env.store,
+      runtime: env.runtime,
+      transport: env.transport,
+      workers: env.liveness,
+      log: env.log.child({ component: 'executor' }),
+      registry: env.registry,
+      staleAfterMs: staleAfter(HEARTBEAT_INTERVAL_MS),
+    });
+    await executor.ready;
+    const workers = await Promise.all(
+      Array.from({ length: o.workers }, (_, i) =>
+        startWorkerHost({
+          workerId: `dev-${i + 1}`,
+          store: env.store,
+          runtime: env.runtime,
+          transport: env.transport,
+          liveness: env.liveness,
+          actions,
+          capacity: o.capacity,
+          log: env.log,
+          registry: env.registry,
+          shutdownTimeoutMs: o.shutdownTimeoutMs,
+        }),
+      ),
+    );
+    const health = await startHealthServer({
+      port: o.metricsPort,
+      registry: env.registry,
+      problems: () => [],
+      log: env.log,
+    });
+    return { env, hosts: { executor, workers, health } };
+  } catch (err) {
+    await env.close();
+    throw err;
+  }
+}
+
+export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: DevOptions): string {
+  return [
+    `Baton dev is running (${env.db.embedded ? 'embedded Postgres' : 'Postgres'}, ${env.transportKind === 'nats' ? 'NATS JetStream' : 'Postgres work queue'})`,
+    `  database  ${redactUrl(env.db.url)}${env.db.embedded ? ` (data in ${env.config.dataDir})` : ''}`,
+    `  workers   ${hosts.workers.map((w) => w.workerId).join(', ')} (capacity ${o.capacity} each)`,
+    `  metrics   ${hosts.health.url}/metrics   health ${hosts.health.url}/healthz`,
+    `Try, from another terminal:  npx baton submit core.sleep --input '{"ms":50}' --wait`,
+    'Ctrl-C drains and stops.',
+  ].join('\n');
+}

@@ -1,0 +1,171 @@
+// One delivery, start to finish: check the baton is still ours, append ExecutionStarted at the
+// handoff's revision (losing that race means we are no longer the owner: drop the work
+// unrun), validate the input, run the action, append the outcome, and only then ack.
+import type { Logger } from 'pino';
+import { statusOf } from '../../actors/execution.machine.ts';
+import { InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
+import { NotFoundError, RejectedCommandError } from '../errors.ts';
+import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { Delivery } from '../transport/work-transport.ts';
+import type { ErrorInfo } from '../../schemas/events.ts';
+
+export interface RunDeliveryDeps {
+  workerId: string;
+  runtime: ExecutionRuntime;
+  actions: ActionRegistry;
+  log: Logger;
+  /** Aborts every run of this worker (shutdown past its grace time). */
+  shutdown: AbortSignal;
+  /** Executions this worker is running now. */
+  running: Set<string>;
+  onStarted?: (pickupMs: number) => void;
+  onFinished?: (outcome: 'completed' | 'failed' | 'lost' | 'released') => void;
+  /** Append ExecutionProgressed at most this often per run (ms). */
+  progressEveryMs?: number;
+}
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+/** Results are stored as JSON: anything else is turned into what JSON.stringify would keep. */
+function asJson(value: unknown): Json {
+  return value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
+}
+
+/** Retry a transient failure (not a refusal) a few times: an outcome must not be lost to a blip. */
+async function persistently<T>(what: string, log: Logger, fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof RejectedCommandError || attempt >= 10) throw err;
+      log.warn({ err, attempt }, `${what} failed; retrying`);
+      await new Promise((r) => setTimeout(r, Math.min(2_000, 50 * 2 ** attempt)));
+    }
+  }
+}
+
+export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Promise<void> {
+  const { message } = delivery;
+  const { workerId, runtime } = deps;
+  const me = `worker:${workerId}` as const;
+  const log = deps.log.child({ executionId: message.executionId, attempt: message.attempt });
+
+  let loaded;
+  try {
+    loaded = await runtime.load(message.executionId);
+  } catch (err) {
+    if (err instanceof NotFoundError) {
+      log.error('work for an execution that does not exist; dropping it');
+      await delivery.term();
+      return;
+    }
+    throw err; // the transport naks: a database hiccup is worth another delivery
+  }
+  const ctx = loaded.snapshot.context;
+  if (deps.running.has(message.executionId)) {
+    // A redelivery while we still run it (ack-wait passed): the run in progress will settle it.
+    await delivery.term();
+    return;
+  }
+  if (statusOf(loaded.snapshot) === 'Running' && ctx.owner === me && ctx.attempt === message.attempt) {
+    // We started this attempt but no run of ours holds it: this process lost it (its outcome could
+    // not be recorded, or an earlier incarnation of this worker died). Hand the baton back so the
+    // executor retries it as a new, visible attempt instead of leaving it Running.
+    try {
+      await runtime.dispatch(
+        message.executionId,
+        { type: 'OwnershipReleased', data: { reason: `worker ${workerId} lost track of attempt ${ctx.attempt} (its outcome was never recorded)` }, by: me },
+        { known: loaded },
+      );
+      log.warn('found an attempt of ours that no run holds; released it for a retry');
+      deps.onFinished?.('released');
+    } catch (err) {
+      if (!(err instanceof RejectedCommandError)) throw err;
+    }
+    await delivery.term();
+    return;
+  }
+  if (statusOf(loaded.snapshot) !== 'Scheduled' || ctx.owner !== me || ctx.attempt !== message.attempt) {
+    log.info({ status: statusOf(loaded.snapshot), owner: ctx.owner, currentAttempt: ctx.attempt }, 'not ours to run any more; dropping the message');
+    await delivery.term();
+    return;
+  }
+
+  const action = deps.actions.get(ctx.action);
+  let started;
+  try {
+    started = await runtime.dispatch(message.executionId, { type: 'ExecutionStarted', data: { attempt: ctx.attempt }, by: me }, { known: loaded });
+  } catch (err) {
+    if (err instanceof RejectedCommandError) {
+      log.info({ reason: err.message }, 'lost the baton before starting (reclaimed or cancelled); not running it');
+      await delivery.term();
+      return;
+    }
+    throw err;
+  }
+  deps.running.add(message.executionId);
+  deps.onStarted?.(Date.now() - Date.parse(ctx.requestedAt));
+  let known = { snapshot: started.snapshot, revision: started.revision };
+
+  const abort = new AbortController();
+  const onShutdown = () => abort.abort(deps.shutdown.reason);
+  deps.shutdown.addEventListener('abort', onShutdown, { once: true });
+  let lastProgress = 0;
+  let progressing: Promise<unknown> = Promise.resolve();
+  const progressEveryMs = deps.progressEveryMs ?? 1_000;
+
+  let outcome: { type: 'ExecutionCompleted'; data: { result: Json } } | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } };
+  try {
+    if (!action) throw Object.assign(new Error(`worker ${workerId} does not offer action ${ctx.action}`), { name: 'UnknownAction' });
+    const result = await runAction(action, ctx.input, {
+      executionId: message.executionId,
+      attempt: ctx.attempt,
+      signal: abort.signal,
+      log,
+      heartbeat(details?: unknown) {
+        void delivery.working().catch(() => undefined);
+        if (details === undefined || Date.now() - lastProgress < progressEveryMs) return;
+        lastProgress = Date.now();
+        // Progress is history: append it, in order, without blocking the action.
+        progressing = progressing.then(async () => {
+          try {
+            const r = await runtime.dispatch(message.executionId, { type: 'ExecutionProgressed', data: { details: asJson(details) }, by: me }, { known });
+            known = { snapshot: r.snapshot, revision: r.revision };
+          } catch (err) {
+            if (err instanceof RejectedCommandError) abort.abort(err); // fenced: someone else owns it now
+            else log.warn({ err }, 'could not record progress');
+          }
+        });
+      },
+    });
+    outcome = { type: 'ExecutionCompleted', data: { result: asJson(result) } };
+  } catch (err) {
+    const retryable = !(err instanceof InvalidActionInputError) && (action ? isRetryable(err, action) : false);
+    outcome = { type: 'ExecutionFailed', data: { error: toErrorInfo(err), retryable } };
+  } finally {
+    deps.shutdown.removeEventListener('abort', onShutdown);
+  }
+  await progressing;
+
+  try {
+    if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed') {
+      // Stopped by our own shutdown, not by the action: hand the baton back for another worker.
+      await persistently('releasing the execution', log, () =>
+        runtime.dispatch(message.executionId, { type: 'OwnershipReleased', data: { reason: `worker ${workerId} shut down before the run finished` }, by: me }, { known }),
+      );
+      deps.onFinished?.('released');
+    } else {
+      await persistently('recording the outcome', log, () => runtime.dispatch(message.executionId, { ...outcome, by: me }, { known }));
+      deps.onFinished?.(outcome.type === 'ExecutionCompleted' ? 'completed' : 'failed');
+      log.debug({ outcome: outcome.type }, 'run finished');
+    }
+  } catch (err) {
+    if (!(err instanceof RejectedCommandError)) throw err;
+    // Fenced: the executor reclaimed the execution while we ran; our result is not history.
+    log.warn({ reason: err.message }, 'lost the baton during the run; discarding its outcome');
+    deps.onFinished?.('lost');
+  } finally {
+    deps.running.delete(message.executionId);
+  }
+  await delivery.ack();
+}

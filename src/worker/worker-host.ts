@@ -1,0 +1,128 @@
+// The worker host: announces itself on its stream, heartbeats to the liveness table, pulls its
+// work from the transport (at most `capacity` runs at once) and runs each delivery. On stop
+// (SIGTERM) it drains: takes no new work, lets runs finish up to the shutdown timeout, then
+// aborts the rest, which hand their executions back (OwnershipReleased) for another worker.
+import os from 'node:os';
+import type { Logger } from 'pino';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { ActionRegistry } from '../actions/index.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
+import type { LivenessStore } from '../liveness/liveness-store.ts';
+import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
+import { recordWorkerEvent } from './worker-lifecycle.ts';
+import { runDelivery } from './run-delivery.ts';
+
+export interface WorkerHostOptions {
+  workerId: string;
+  store: EventStore;
+  runtime: ExecutionRuntime;
+  transport: WorkTransport;
+  liveness: LivenessStore;
+  actions: ActionRegistry;
+  capacity: number;
+  log: Logger;
+  registry?: Registry;
+  heartbeatIntervalMs?: number;
+  /** How long a drain waits for runs to finish before aborting them. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface WorkerHost {
+  workerId: string;
+  inFlight(): number;
+  /** Drain and stop; resolves when the worker holds nothing. */
+  stop(reason?: string): Promise<void>;
+}
+
+function createWorkerMetrics(registry: Registry) {
+  return {
+    runs: new Counter({ name: 'baton_worker_runs_total', help: 'Action runs by outcome', labelNames: ['worker', 'outcome'], registers: [registry] }),
+    inFlight: new Gauge({ name: 'baton_worker_in_flight', help: 'Executions running now', labelNames: ['worker'], registers: [registry] }),
+    pickup: new Histogram({
+      name: 'baton_pickup_latency_seconds',
+      help: 'Submit (ExecutionRequested) to ExecutionStarted',
+      buckets: [0.001, 0.002, 0.003, 0.005, 0.008, 0.013, 0.021, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+  };
+}
+// One set per registry: several worker hosts in one process (baton dev) share it, labelled by worker.
+const metricsByRegistry = new WeakMap<Registry, ReturnType<typeof createWorkerMetrics>>();
+function workerMetrics(registry: Registry) {
+  let m = metricsByRegistry.get(registry);
+  if (!m) metricsByRegistry.set(registry, (m = createWorkerMetrics(registry)));
+  return m;
+}
+
+export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost> {
+  const { workerId, capacity } = o;
+  const log = o.log.child({ component: 'worker', workerId });
+  const running = new Set<string>();
+  const shutdown = new AbortController();
+  let draining = false;
+  const metrics = o.registry ? workerMetrics(o.registry) : undefined;
+  const actions = o.actions.names();
+  const runtimes = o.actions.runtimes();
+
+  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', { actions, runtimes, capacity, host: os.hostname(), pid: process.pid });
+  const heartbeat = new HeartbeatLoop({
+    store: o.liveness,
+    state: () => ({ workerId, actions, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),
+    intervalMs: o.heartbeatIntervalMs,
+    log,
+  });
+  heartbeat.start();
+  await heartbeat.beatNow(); // visible to executors before the first message can arrive
+
+  const consumer: Consumer = await o.transport.consume(
+    workerId,
+    (delivery) =>
+      runDelivery(delivery, {
+        workerId,
+        runtime: o.runtime,
+        actions: o.actions,
+        log,
+        shutdown: shutdown.signal,
+        running,
+        onStarted: (ms) => {
+          metrics?.pickup.observe(ms / 1000);
+          metrics?.inFlight.set({ worker: workerId }, running.size);
+        },
+        onFinished: (outcome) => {
+          metrics?.runs.inc({ worker: workerId, outcome });
+          metrics?.inFlight.set({ worker: workerId }, running.size - 1);
+        },
+      }),
+    { concurrency: capacity },
+  );
+  log.info({ capacity, actions }, `worker ${workerId} started`);
+
+  let stopping: Promise<void> | undefined;
+  return {
+    workerId,
+    inFlight: () => running.size,
+    stop(reason = 'stopped') {
+      stopping ??= (async () => {
+        draining = true;
+        log.info({ inFlight: running.size, reason }, 'draining: no new work; finishing what runs');
+        await recordWorkerEvent(o.store, workerId, 'WorkerDraining', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerDraining'));
+        await heartbeat.beatNow();
+        const timeoutMs = o.shutdownTimeoutMs ?? 30_000;
+        const grace = setTimeout(() => {
+          log.warn({ inFlight: running.size, timeoutMs }, 'shutdown timeout: aborting runs still in progress; their executions are released');
+          shutdown.abort(new Error(`worker ${workerId} shutdown timeout`));
+        }, timeoutMs);
+        grace.unref();
+        await consumer.stop();
+        clearTimeout(grace);
+        await heartbeat.stop();
+        await o.liveness.remove(workerId);
+        await recordWorkerEvent(o.store, workerId, 'WorkerStopped', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerStopped'));
+        log.info(`worker ${workerId} stopped`);
+      })();
+      return stopping;
+    },
+  };
+}
