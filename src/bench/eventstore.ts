@@ -1,8 +1,8 @@
 // `baton bench eventstore`: append throughput and rehydration time, on a scratch database
 // created next to the configured one and dropped afterwards, so a bench never touches real data.
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
-import { migrateAll } from '../db/all-migrations.ts';
+import type pg from 'pg';
+import { withScratchDatabase } from './scratch-database.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
 import type { NewEvent } from '../eventstore/event-store.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -113,37 +113,29 @@ export async function runEventStoreBench(
   ctx: { pool: pg.Pool; databaseUrl: string },
   o: { seconds: number; progress: (line: string) => void },
 ): Promise<EventStoreBenchResult> {
-  const name = `baton_bench_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
-  const url = new URL(ctx.databaseUrl);
-  url.pathname = `/${name}`;
-  const version = (await ctx.pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
-  await ctx.pool.query(`CREATE DATABASE ${name}`);
-  const pool = new pg.Pool({ connectionString: url.toString(), max: 70 });
-  pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE … FORCE
-  const store = createPostgresEventStore(pool);
-  try {
-    await migrateAll(pool);
-    const phases: [string, number, number][] = [
-      ['1 stream, single events', 1, 1],
-      ['1 stream, batches of 6', 1, 6],
-      ['64 streams, single events', 64, 1],
-      ['64 streams, batches of 6', 64, 6],
-    ];
-    const appends: AppendPhaseResult[] = [];
-    for (const [i, [label, streams, batch]] of phases.entries()) {
-      o.progress(`[${i + 1}/${phases.length + 2}] appending: ${label} for ${o.seconds}s …`);
-      appends.push(await appendPhase(store, label, streams, batch, o.seconds));
+  return withScratchDatabase(ctx, 70, async ({ pool, postgresVersion }) => {
+    const store = createPostgresEventStore(pool);
+    try {
+      const phases: [string, number, number][] = [
+        ['1 stream, single events', 1, 1],
+        ['1 stream, batches of 6', 1, 6],
+        ['64 streams, single events', 64, 1],
+        ['64 streams, batches of 6', 64, 6],
+      ];
+      const appends: AppendPhaseResult[] = [];
+      for (const [i, [label, streams, batch]] of phases.entries()) {
+        o.progress(`[${i + 1}/${phases.length + 2}] appending: ${label} for ${o.seconds}s …`);
+        appends.push(await appendPhase(store, label, streams, batch, o.seconds));
+      }
+      o.progress(`[${phases.length + 1}/${phases.length + 2}] rehydrating a 1,000-event execution …`);
+      const small = await rehydratePhase(store, 1_000, 30);
+      o.progress(`[${phases.length + 2}/${phases.length + 2}] rehydrating a 100,000-event execution …`);
+      const large = await rehydratePhase(store, 100_000, 3);
+      return { database: 'postgres (scratch database, dropped)', postgres: postgresVersion, seconds: o.seconds, appends, rehydrate: [small, large] };
+    } finally {
+      await store.close();
     }
-    o.progress(`[${phases.length + 1}/${phases.length + 2}] rehydrating a 1,000-event execution …`);
-    const small = await rehydratePhase(store, 1_000, 30);
-    o.progress(`[${phases.length + 2}/${phases.length + 2}] rehydrating a 100,000-event execution …`);
-    const large = await rehydratePhase(store, 100_000, 3);
-    return { database: 'postgres (scratch database, dropped)', postgres: version, seconds: o.seconds, appends, rehydrate: [small, large] };
-  } finally {
-    await store.close();
-    await pool.end();
-    await ctx.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  }
+  });
 }
 
 export function printEventStoreBench(r: EventStoreBenchResult): string {

@@ -12,6 +12,7 @@ import { createActionRegistry } from '../actions/index.ts';
 import { startHealthServer } from '../observability/http.ts';
 import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
+import { runEndToEndBench, printEndToEndBench } from '../bench/end-to-end.ts';
 
 const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
@@ -196,7 +197,21 @@ program
     await runUntilSignalled(env, { workers: [worker], health });
   });
 
-const bench = program.command('bench').description('benchmarks (run on a scratch database, dropped afterwards)');
+const bench = program
+  .command('bench')
+  .description('end-to-end benchmark: executor and workers in this process, full event history (scratch database, dropped afterwards)')
+  .addOption(new Option('--executions <n>', 'executions for the throughput run').argParser(positiveInt).default(10_000))
+  .addOption(new Option('--concurrency <n>', 'runs at once across all workers').argParser(positiveInt).default(64))
+  .addOption(new Option('--workers <n>', 'worker hosts').argParser(positiveInt).default(2))
+  .addOption(new Option('--latency-samples <n>', 'executions submitted one at a time for pickup latency').argParser(positiveInt).default(200))
+  .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
+  .option('--json', 'print JSON')
+  .action(async (o: { executions: number; concurrency: number; workers: number; latencySamples: number; transport: 'nats' | 'postgres'; json?: boolean }) => {
+    await withContext(async (ctx) => {
+      const result = await runEndToEndBench(ctx, { ...o, natsUrl: ctx.config.natsUrl, progress: (line) => process.stderr.write(`${line}\n`) });
+      console.log(o.json ? toJson(result) : printEndToEndBench(result));
+    });
+  });
 bench
   .command('eventstore')
   .description('append throughput (1 and 64 streams, single events and batches of 6) and rehydration time')

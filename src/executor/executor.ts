@@ -60,6 +60,15 @@ export function startExecutor(o: ExecutorOptions): Executor {
     scheduled: new Counter({ name: 'baton_executor_handoffs_total', help: 'Executions handed off to a worker', registers: [o.registry] }),
     terminal: new Counter({ name: 'baton_executions_terminal_total', help: 'Executions that reached a terminal state', labelNames: ['status'], registers: [o.registry] }),
     waiting: new Gauge({ name: 'baton_executor_waiting', help: 'Executions waiting for a worker', registers: [o.registry], collect() { this.set(index.waitingCount()); } }),
+    handedOff: new Gauge({ name: 'baton_executor_handed_off', help: 'Executions handed off and not yet started', registers: [o.registry], collect() { this.set(index.handedOff().length); } }),
+    queueDepth: new Gauge({
+      name: 'baton_work_queue_depth',
+      help: 'Work messages published and not yet acknowledged',
+      registers: [o.registry],
+      async collect() {
+        this.set(await o.transport.depth());
+      },
+    }),
   };
 
   // --- the scheduling pass: coalesced, so a burst of events causes one pass, not one per event
