@@ -1,0 +1,19 @@
+// An actions module: `npx baton dev --actions ./examples/actions.ts`
+// (or `npx baton worker --actions ./examples/actions.ts`).
+import { z } from 'zod';
+import { ActionError, defineAction } from '../src/actions/index.ts';
+
+export const actions = [
+  defineAction({
+    name: 'billing.charge',
+    input: z.object({ customerId: z.string().min(1), cents: z.number().int().positive() }),
+    timeoutMs: 30_000,
+    retry: { maxAttempts: 5, initialIntervalMs: 1_000, multiplier: 2, maxIntervalMs: 60_000, nonRetryable: ['CardDeclined'] },
+    async run(input, ctx) {
+      ctx.log.info({ customerId: input.customerId }, 'charging');
+      ctx.heartbeat({ step: 'calling the processor' }); // recorded as ExecutionProgressed
+      if (input.customerId === 'declined') throw new ActionError('card declined', { type: 'CardDeclined', retryable: false });
+      return { chargedCents: input.cents };
+    },
+  }),
+];
