@@ -121,6 +121,7 @@ export interface DevOptions {
   workers: number;
   capacity: number;
   metricsPort: number;
+  metricsHost?: string;
   transport?: TransportKind;
   actions?: string;
   shutdownTimeoutMs: number;
@@ -157,6 +158,7 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
       ),
     );
     const health = await startHealthServer({
+      host: o.metricsHost,
       port: o.metricsPort,
       registry: env.registry,
       problems: () => [],

@@ -130,6 +130,7 @@ program
 
 const transportOption = () =>
   new Option('--transport <kind>', 'work transport (default: nats when BATON_NATS_URL is set, else postgres)').choices(['nats', 'postgres']);
+const hostOption = () => new Option('--metrics-host <address>', 'address for /healthz and /metrics (0.0.0.0 in a container)').default('127.0.0.1');
 const portOption = (fallback: number) =>
   new Option('--metrics-port <port>', '/healthz and /metrics port on 127.0.0.1 (0 picks a free one)')
     .argParser((v) => {
@@ -147,8 +148,9 @@ program
   .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
   .option('--actions <module>', 'a module exporting more actions (besides the built-ins)')
   .addOption(portOption(9464))
+  .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish').argParser(positiveInt).default(30_000))
-  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; shutdownTimeout: number }) => {
+  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout: number }) => {
     const options = { ...o, shutdownTimeoutMs: o.shutdownTimeout };
     const { env, hosts } = await startDev(options);
     console.log(describeDev(env, hosts, options));
@@ -160,11 +162,12 @@ program
   .description('run an executor: schedules executions to workers, retries, re-publishes lost handoffs')
   .addOption(transportOption())
   .addOption(portOption(9464))
-  .action(async (o: { transport?: 'nats' | 'postgres'; metricsPort: number }) => {
+  .addOption(hostOption())
+  .action(async (o: { transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string }) => {
     const env = await openHostEnvironment({ transport: o.transport, component: 'executor' });
     const executor = startExecutor({ store: env.store, runtime: env.runtime, transport: env.transport, workers: env.liveness, log: env.log, registry: env.registry });
     await executor.ready;
-    const health = await startHealthServer({ port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
+    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
     env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'executor running');
     await runUntilSignalled(env, { executor, workers: [], health });
   });
@@ -177,8 +180,9 @@ program
   .addOption(new Option('--capacity <n>', 'concurrent runs').argParser(positiveInt).default(10))
   .addOption(transportOption())
   .addOption(portOption(9465))
+  .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish').argParser(positiveInt).default(30_000))
-  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; shutdownTimeout: number }) => {
+  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout: number }) => {
     const env = await openHostEnvironment({ transport: o.transport, component: 'worker' });
     const worker = await startWorkerHost({
       workerId: o.id ?? defaultWorkerId(),
@@ -192,7 +196,7 @@ program
       registry: env.registry,
       shutdownTimeoutMs: o.shutdownTimeout,
     });
-    const health = await startHealthServer({ port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
+    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
     env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'worker running');
     await runUntilSignalled(env, { workers: [worker], health });
   });
