@@ -6,12 +6,12 @@ import {
   and,
   assertEvent,
   assign,
-  createActor,
   initialTransition,
   setup,
   transition,
   type SnapshotFrom,
 } from 'xstate';
+import { acceptedEventTypes, foldWithActor } from './fold.ts';
 import {
   WorkerRef,
   type ErrorInfo,
@@ -329,9 +329,7 @@ export type ExecutionStatus = ExecutionSnapshot['value'];
 
 // Read from the machine definition once, so the classifier and allowedEventTypes cannot
 // drift from the config.
-const acceptedTypes = new Map<ExecutionStatus, readonly string[]>(
-  Object.entries(executionMachine.root.states).map(([status, node]) => [status as ExecutionStatus, node.ownEvents]),
-);
+const acceptedTypes = acceptedEventTypes(executionMachine) as Map<ExecutionStatus, readonly string[]>;
 
 /** Every state, in definition order. */
 export const executionStatuses: readonly ExecutionStatus[] = [...acceptedTypes.keys()];
@@ -396,49 +394,17 @@ function classifyRefusal(
   };
 }
 
-/**
- * Folds a stored history. Stored histories were decided by this machine when appended,
- * so any refusal means corruption or an incompatible machine change: it throws, naming
- * the event's index, type and the reason.
- *
- * One short-lived actor does the folding rather than `transition()` per event: the pure
- * function builds a throwaway actor on every call (~25 µs), which would put a
- * 1,000-event rehydration over its 20 ms budget; one actor takes the same transitions at
- * ~4 µs. It has nothing to run but `assign`, so folding stays free of effects.
- */
+/** Folds a stored history (see foldWithActor); it must start with ExecutionRequested. */
 export function foldExecution(events: readonly ExecutionEvent[]): ExecutionSnapshot {
-  const first = events[0];
+  const [first, ...rest] = events;
   if (first === undefined) throw new Error('cannot fold an empty history: event 0 must be ExecutionRequested');
   if (first.type !== 'ExecutionRequested') {
     throw new Error(`event 0 (${first.type}) refused: a history must start with ExecutionRequested`);
   }
-  const actor = createActor(executionMachine, { input: first });
-  // An observer keeps xstate from rethrowing an error asynchronously; `check` throws it here.
-  actor.subscribe({ error: () => {} });
-  const check = (i: number) => {
-    const snapshot = actor.getSnapshot();
-    if (snapshot.status === 'error') {
-      throw new Error(`event ${i} (${events[i]?.type}) could not be applied: ${String(snapshot.error)}`);
-    }
-  };
-  try {
-    actor.start();
-    check(0);
-    for (let i = 1; i < events.length; i++) {
-      const event = events[i] as ExecutionEvent;
-      const snapshot = actor.getSnapshot();
-      if (!snapshot.can(event)) {
-        const decision = decideExecution(snapshot, event);
-        const why = decision.ok ? 'the machine did not take it' : `${decision.rejection}: ${decision.reason}`;
-        throw new Error(`event ${i} (${event.type}) refused in state ${statusOf(snapshot)}: ${why}`);
-      }
-      actor.send(event);
-      check(i);
-    }
-    return actor.getSnapshot();
-  } finally {
-    actor.stop();
-  }
+  return foldWithActor(executionMachine, first, rest, (snapshot, event) => {
+    const decision = decideExecution(snapshot, event);
+    return decision.ok ? 'the machine did not take it' : `${decision.rejection}: ${decision.reason}`;
+  }, first);
 }
 
 /**

@@ -16,7 +16,8 @@
 // previous incarnation's executions are dead without waiting for heartbeats to go stale.
 // (Two live processes sharing one id would also look like this; the worker host guards
 // against that with the liveness table before it appends WorkerStarted.)
-import { assertEvent, assign, createActor, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
+import { assertEvent, assign, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
+import { acceptedEventTypes, foldWithActor } from './fold.ts';
 import { WorkerId, type ActorRef } from '../schemas/events.ts';
 import type { WorkerEvent, WorkerEventType } from '../schemas/worker-events.ts';
 
@@ -190,9 +191,7 @@ export const workerMachine = setup({
 export type WorkerSnapshot = SnapshotFrom<typeof workerMachine>;
 export type WorkerStatus = WorkerSnapshot['value'];
 
-const acceptedTypes = new Map<WorkerStatus, readonly string[]>(
-  Object.entries(workerMachine.root.states).map(([status, node]) => [status as WorkerStatus, node.ownEvents]),
-);
+const acceptedTypes = acceptedEventTypes(workerMachine) as Map<WorkerStatus, readonly string[]>;
 
 /** Every state, in definition order. */
 export const workerStatuses: readonly WorkerStatus[] = [...acceptedTypes.keys()];
@@ -248,26 +247,10 @@ export function decideWorker(snapshot: WorkerSnapshot, event: WorkerEvent): Work
  */
 export function foldWorker(workerId: string, events: readonly WorkerEvent[]): WorkerSnapshot {
   startWorker(workerId); // validates the id
-  const actor = createActor(workerMachine, { input: { workerId } });
-  actor.subscribe({ error: () => {} });
-  try {
-    actor.start();
-    for (let i = 0; i < events.length; i++) {
-      const event = events[i] as WorkerEvent;
-      const snapshot = actor.getSnapshot();
-      if (!snapshot.can(event)) {
-        const decision = decideWorker(snapshot, event);
-        const why = decision.ok ? 'the machine did not take it' : `${decision.rejection}: ${decision.reason}`;
-        throw new Error(`event ${i} (${event.type}) refused in state ${statusOf(snapshot)}: ${why}`);
-      }
-      actor.send(event);
-      const after = actor.getSnapshot();
-      if (after.status === 'error') throw new Error(`event ${i} (${event.type}) could not be applied: ${String(after.error)}`);
-    }
-    return actor.getSnapshot();
-  } finally {
-    actor.stop();
-  }
+  return foldWithActor(workerMachine, { workerId }, events, (snapshot, event) => {
+    const decision = decideWorker(snapshot, event);
+    return decision.ok ? 'the machine did not take it' : `${decision.rejection}: ${decision.reason}`;
+  });
 }
 
 /** Event types the machine could accept next, each only from its expectedAppender. */
