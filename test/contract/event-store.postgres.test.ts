@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { START, type EventStore, type StoredEvent } from '../../src/eventstore/event-store.ts';
-import { createTestDatabase } from '../support/test-db.ts';
+import pg from 'pg';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { eventStoreContract, newEvent, type EventStoreHarness } from './event-store.contract.ts';
 
 async function postgresHarness(): Promise<EventStoreHarness & { store: PostgresEventStore; db: Awaited<ReturnType<typeof createTestDatabase>> }> {
@@ -80,13 +81,28 @@ describe('postgres event store: wake-ups across processes', () => {
     return { ready, delivered, stop: () => ac.abort() };
   }
 
-  it('wakes a subscriber of another store (another process) through NOTIFY, not the fallback poll', async () => {
+  /**
+   * Two stores on one database, as two processes would have: a subscriber with its own pool and a
+   * one-minute fallback poll (so delivery within seconds can only come from a wake-up), and an appender.
+   */
+  async function twoProcesses(test: (p: { db: TestDatabase; subscriber: EventStore; appender: EventStore }) => Promise<void>) {
     const db = await createTestDatabase();
-    const subscriberPool = new (await import('pg')).default.Pool({ connectionString: db.url, max: 3 });
-    // A one-minute fallback poll: delivery within seconds can only come from NOTIFY.
+    const subscriberPool = new pg.Pool({ connectionString: db.url, max: 3, application_name: 'baton-listener-test' });
+    subscriberPool.on('error', () => undefined); // the listener may be killed on purpose
     const subscriber = createPostgresEventStore(subscriberPool, { idlePollMs: 60_000 });
     const appender = createPostgresEventStore(db.pool);
     try {
+      await test({ db, subscriber, appender });
+    } finally {
+      await subscriber.close();
+      await appender.close();
+      await subscriberPool.end();
+      await db.drop();
+    }
+  }
+
+  it('wakes a subscriber of another store (another process) through NOTIFY, not the fallback poll', () =>
+    twoProcesses(async ({ subscriber, appender }) => {
       const prefix = `xp${randomUUID().slice(0, 8)}`;
       const d = firstDelivery(subscriber, prefix);
       await d.ready;
@@ -98,21 +114,10 @@ describe('postgres event store: wake-ups across processes', () => {
       expect(e.type).toBe('Remote');
       expect(ms).toBeLessThan(5_000);
       d.stop();
-    } finally {
-      await subscriber.close();
-      await appender.close();
-      await subscriberPool.end();
-      await db.drop();
-    }
-  });
+    }));
 
-  it('re-listens after its LISTEN connection is killed, and delivers what was appended meanwhile', async () => {
-    const db = await createTestDatabase();
-    const subscriberPool = new (await import('pg')).default.Pool({ connectionString: db.url, max: 3, application_name: 'baton-listener-test' });
-    subscriberPool.on('error', () => undefined);
-    const subscriber = createPostgresEventStore(subscriberPool, { idlePollMs: 60_000 });
-    const appender = createPostgresEventStore(db.pool);
-    try {
+  it('re-listens after its LISTEN connection is killed, and delivers what was appended meanwhile', () =>
+    twoProcesses(async ({ db, subscriber, appender }) => {
       const prefix = `rl${randomUUID().slice(0, 8)}`;
       const d = firstDelivery(subscriber, prefix);
       await d.ready;
@@ -124,11 +129,5 @@ describe('postgres event store: wake-ups across processes', () => {
       const e = await d.delivered; // the reconnect re-reads, so nothing waits for the 60 s poll
       expect(e.type).toBe('WhileDown');
       d.stop();
-    } finally {
-      await subscriber.close();
-      await appender.close();
-      await subscriberPool.end();
-      await db.drop();
-    }
-  });
+    }));
 });
