@@ -72,19 +72,18 @@ export function startExecutor(o: ExecutorOptions): Executor {
   };
 
   // --- the scheduling pass: coalesced, so a burst of events causes one pass, not one per event
-  let passRunning = false;
+  let pass: Promise<void> | undefined;
   let passAgain = false;
   let retryTimer: NodeJS.Timeout | undefined;
   let safetyTimer: NodeJS.Timeout | undefined;
 
   function kick(): void {
     if (ac.signal.aborted) return;
-    if (passRunning) {
+    if (pass) {
       passAgain = true;
       return;
     }
-    passRunning = true;
-    void (async () => {
+    pass = (async () => {
       try {
         do {
           passAgain = false;
@@ -94,7 +93,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       } catch (err) {
         log.error({ err }, 'scheduling pass failed');
       } finally {
-        passRunning = false;
+        pass = undefined;
         armTimers();
       }
     })();
@@ -285,7 +284,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);
       await following.catch(() => undefined);
-      while (passRunning) await new Promise((r) => setTimeout(r, 5));
+      await pass;
     },
   };
 }
