@@ -37,9 +37,20 @@ export interface WorkerHost {
 }
 
 function createWorkerMetrics(registry: Registry) {
+  /** Each worker host's running set, read when metrics are scraped. */
+  const running = new Map<string, Set<string>>();
   return {
+    running,
     runs: new Counter({ name: 'baton_worker_runs_total', help: 'Action runs by outcome', labelNames: ['worker', 'outcome'], registers: [registry] }),
-    inFlight: new Gauge({ name: 'baton_worker_in_flight', help: 'Executions running now', labelNames: ['worker'], registers: [registry] }),
+    inFlight: new Gauge({
+      name: 'baton_worker_in_flight',
+      help: 'Executions running now',
+      labelNames: ['worker'],
+      registers: [registry],
+      collect() {
+        for (const [worker, set] of running) this.set({ worker }, set.size);
+      },
+    }),
     pickup: new Histogram({
       name: 'baton_pickup_latency_seconds',
       help: 'Submit (ExecutionRequested) to ExecutionStarted',
@@ -63,6 +74,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const shutdown = new AbortController();
   let draining = false;
   const metrics = o.registry ? workerMetrics(o.registry) : undefined;
+  metrics?.running.set(workerId, running);
   const actions = o.actions.names();
   const runtimes = o.actions.runtimes();
 
@@ -86,14 +98,8 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         log,
         shutdown: shutdown.signal,
         running,
-        onStarted: (ms) => {
-          metrics?.pickup.observe(ms / 1000);
-          metrics?.inFlight.set({ worker: workerId }, running.size);
-        },
-        onFinished: (outcome) => {
-          metrics?.runs.inc({ worker: workerId, outcome });
-          metrics?.inFlight.set({ worker: workerId }, running.size - 1);
-        },
+        onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
+        onFinished: (outcome) => metrics?.runs.inc({ worker: workerId, outcome }),
       }),
     { concurrency: capacity },
   );
@@ -119,6 +125,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         clearTimeout(grace);
         await heartbeat.stop();
         await o.liveness.remove(workerId);
+        metrics?.running.delete(workerId);
         await recordWorkerEvent(o.store, workerId, 'WorkerStopped', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerStopped'));
         log.info(`worker ${workerId} stopped`);
       })();
