@@ -67,7 +67,11 @@ export interface EventStore {
   append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
   /** Read one stream forward from a revision (inclusive). Empty for a stream that does not exist. */
   readStream(streamId: string, options?: { fromRevision?: bigint; limit?: number }): Promise<StoredEvent[]>;
-  /** Read all streams in commit order, never skipping an event that commits late. */
+  /**
+   * Read all streams in commit order, never skipping an event that commits late. An event just
+   * appended may not be returned yet: it is delivered once every older transaction has finished
+   * (Postgres; see postgres.ts). Follow with subscribe() to see everything as it becomes safe.
+   */
   readAll(options: ReadAllOptions): Promise<StoredEvent[]>;
   /** Catch up from a position, then follow live appends until the signal aborts. */
   subscribe(options: SubscribeOptions): AsyncIterable<StoredEvent>;

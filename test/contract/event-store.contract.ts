@@ -40,6 +40,20 @@ async function collect(store: EventStore, after: bigint, prefixes: string[], unt
   return seen;
 }
 
+/**
+ * readAll delivers an event only once every older transaction has finished, so events just
+ * appended can be held back while another test holds a transaction open. Read until `count`
+ * events are deliverable (bounded), the way a subscriber would wait.
+ */
+export async function readAllDeliverable(store: EventStore, prefix: string, count: number): Promise<StoredEvent[]> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const got = await store.readAll({ after: START, limit: 10_000, streamPrefixes: [prefix] });
+    if (got.length >= count || Date.now() > deadline) return got;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 async function expectRejection(p: Promise<unknown>): Promise<unknown> {
   try {
     await p;
@@ -177,7 +191,7 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       await store.append(b, events(3), { expectedRevision: 'no_stream' });
       await store.append(uniqueStream('other'), events(1), { expectedRevision: 'no_stream' });
       await store.append(a, events(1), { expectedRevision: 1n });
-      const all = await store.readAll({ after: START, limit: 10_000, streamPrefixes: [prefix] });
+      const all = await readAllDeliverable(store, prefix, 6);
       expect(all.map((e) => `${e.streamId === a ? 'a' : 'b'}${e.revision}`)).toEqual(['a0', 'a1', 'b0', 'b1', 'b2', 'a2']);
       const page1 = await store.readAll({ after: START, limit: 4, streamPrefixes: [prefix] });
       const page2 = await store.readAll({ after: page1[3]!.globalPosition, limit: 4, streamPrefixes: [prefix] });
@@ -275,7 +289,7 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
           // Nothing more arrives: exactly once.
           const after = await store.readAll({ after: got[1]!.globalPosition, limit: 10, streamPrefixes: [prefix] });
           expect(after).toEqual([]);
-          const replay = await store.readAll({ after: START, limit: 10, streamPrefixes: [prefix] });
+          const replay = await readAllDeliverable(store, prefix, 2);
           expect(replay.map((e) => e.eventId)).toEqual(got.map((e) => e.eventId));
         });
       }
