@@ -2,15 +2,22 @@
 // projections' read model, say) is appended here and nowhere else.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { ensureReadModel } from '../readmodel/tables.ts';
 import { applyMigrations, type MigrationSet } from './migrate.ts';
 
 export const migrationSets: readonly MigrationSet[] = [
   { name: 'eventstore', dir: new URL('../eventstore/migrations/', import.meta.url) },
   { name: 'liveness', dir: new URL('../liveness/migrations/', import.meta.url) },
   { name: 'transport', dir: new URL('../transport/migrations/', import.meta.url) },
+  { name: 'projections', dir: new URL('../../projections/migrations/', import.meta.url) },
 ];
 
 /** Bring the database up to date; returns the ids applied (`<set>/<file>`), [] when current. */
-export function migrateAll(pool: pg.Pool, options: { log?: Logger } = {}): Promise<string[]> {
-  return applyMigrations(pool, [...migrationSets], options);
+export async function migrateAll(pool: pg.Pool, options: { log?: Logger } = {}): Promise<string[]> {
+  const applied = await applyMigrations(pool, [...migrationSets], options);
+  // The read model's live tables: created from each projection's DDL, not from migration
+  // files, because a changed projection is rebuilt rather than altered (src/readmodel/).
+  const created = await ensureReadModel(pool);
+  if (created.length > 0) options.log?.info({ projections: created }, 'read model tables created');
+  return [...applied, ...created.map((name) => `read-model/${name}`)];
 }

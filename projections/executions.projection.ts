@@ -1,0 +1,79 @@
+// Applying the executions fold to Postgres: load the batch's rows, fold, write back the rows
+// and their actions' stats. Rows are loaded once per batch and written once, whatever the
+// number of events.
+import type pg from 'pg';
+import { EXECUTION_STREAM_PREFIX } from '../schemas/events.ts';
+import type { StoredEvent } from '../src/eventstore/event-store.ts';
+import { applyRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
+import { executionIdOfStream, foldExecutionRow, type ExecutionRow } from './executions.ts';
+import type { BatchResult, Projection } from './projection.ts';
+import { fromColumns, qualified, snakeCase, upsertRows } from './rows.ts';
+
+const EXECUTION_BIGINTS = ['revision', 'run_ms', 'total_ms'];
+const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 'cancelled', 'timed_out', 'abandoned', 'retried'];
+
+// Column lists from the row types' keys, so a field added to the fold cannot be forgotten here.
+const sampleExecution: Record<keyof ExecutionRow, true> = {
+  executionId: true, revision: true, status: true, action: true, input: true, owner: true, workerId: true,
+  attempt: true, maxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
+  result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
+  lastProgress: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
+  runMs: true, totalMs: true, owners: true, cancelReason: true, timedOutLimit: true, abandonReason: true,
+  refusedEvents: true,
+};
+const EXECUTION_COLUMNS = Object.keys(sampleExecution).map(snakeCase);
+const STATS_COLUMNS = Object.keys(emptyActionStats('x')).map(snakeCase);
+
+export const executionRowFromDb = (r: Record<string, unknown>) => fromColumns<ExecutionRow>(r, EXECUTION_BIGINTS);
+export const actionStatsFromDb = (r: Record<string, unknown>) => fromColumns<ActionStatsRow>(r, STATS_BIGINTS);
+
+export async function loadExecutionRows(client: pg.ClientBase, schema: string, ids: readonly string[]): Promise<Map<string, ExecutionRow>> {
+  if (ids.length === 0) return new Map();
+  const r = await client.query(`SELECT * FROM ${qualified(schema, 'executions')} WHERE execution_id = ANY($1::uuid[])`, [ids]);
+  return new Map(r.rows.map((row) => [row.execution_id as string, executionRowFromDb(row)]));
+}
+
+export const executionsProjection: Projection = {
+  name: 'executions',
+  version: 1,
+  streamPrefixes: [EXECUTION_STREAM_PREFIX],
+  tables: [
+    { name: 'executions', key: ['execution_id'] },
+    { name: 'action_stats', key: ['action'] },
+  ],
+  ddl: new URL('./executions.sql', import.meta.url),
+  async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[]): Promise<BatchResult> {
+    const ids = [...new Set(events.map((e) => executionIdOfStream(e.streamId)).filter((id) => id !== undefined))];
+    const rows = await loadExecutionRows(client, schema, ids);
+    const changed = new Set<string>();
+    const changes: { before: ExecutionRow | undefined; after: ExecutionRow }[] = [];
+    const refused: BatchResult['refused'] = [];
+    for (const e of events) {
+      const id = executionIdOfStream(e.streamId);
+      if (id === undefined) continue;
+      const before = rows.get(id);
+      const outcome = foldExecutionRow(before, e);
+      if (outcome.kind === 'skipped') continue;
+      if (outcome.kind === 'refused') refused.push({ streamId: e.streamId, revision: e.revision, reason: outcome.reason });
+      if (!outcome.row) continue;
+      rows.set(id, outcome.row);
+      changed.add(id);
+      if (outcome.kind === 'applied') changes.push({ before, after: outcome.row });
+    }
+    await upsertRows(client, qualified(schema, 'executions'), ['execution_id'], EXECUTION_COLUMNS, [...changed].map((id) => rows.get(id)!));
+    await applyStats(client, schema, changes);
+    return { changedExecutions: [...changed], refused };
+  },
+};
+
+async function applyStats(client: pg.ClientBase, schema: string, changes: { before: ExecutionRow | undefined; after: ExecutionRow }[]) {
+  if (changes.length === 0) return;
+  const table = qualified(schema, 'action_stats');
+  const actions = [...new Set(changes.map((c) => c.after.action))];
+  const r = await client.query(`SELECT * FROM ${table} WHERE action = ANY($1::text[])`, [actions]);
+  const stats = new Map(r.rows.map((row) => [row.action as string, actionStatsFromDb(row)]));
+  for (const { before, after } of changes) {
+    stats.set(after.action, applyRowChange(stats.get(after.action) ?? emptyActionStats(after.action), before, after));
+  }
+  await upsertRows(client, table, ['action'], STATS_COLUMNS, [...stats.values()]);
+}

@@ -1,0 +1,184 @@
+// The `executions` projection: each execution's current state, folded through the execution
+// machine itself, so the read model can never disagree with the rules that wrote the events.
+// The row holds the machine's whole context as columns; the next event resumes from it.
+import {
+  decideExecution,
+  executionMachine,
+  startExecution,
+  statusOf,
+  type ExecutionContext,
+  type ExecutionSnapshot,
+  type Owner,
+} from '../actors/execution.machine.ts';
+import type { ErrorInfo, ExecutionEvent, ExecutionEventOf } from '../schemas/events.ts';
+import { EXECUTION_STREAM_PREFIX } from '../schemas/events.ts';
+import type { StoredEvent } from '../src/eventstore/event-store.ts';
+
+type Json = ExecutionContext['input'];
+
+/** One `executions` row. Times are canonical ISO strings (what timestamptz gives back). */
+export interface ExecutionRow {
+  executionId: string;
+  revision: number;
+  status: string;
+  action: string;
+  input: Json | null;
+  owner: string;
+  workerId: string | null;
+  attempt: number;
+  maxAttempts: number;
+  priority: number | null;
+  idempotencyKey: string | null;
+  parentId: string | null;
+  workflowId: string | null;
+  result: Json | null;
+  error: ErrorInfo | null;
+  retryPending: boolean;
+  retryAt: string | null;
+  leaseDeadline: string | null;
+  lastProgressAt: string | null;
+  lastProgress: Json | null;
+  requestedAt: string;
+  scheduledAt: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  updatedAt: string;
+  runMs: number | null;
+  totalMs: number | null;
+  owners: string[];
+  cancelReason: string | null;
+  timedOutLimit: string | null;
+  abandonReason: string | null;
+  refusedEvents: number;
+}
+
+/** The execution id of an `execution-<id>` stream; undefined for any other stream. */
+export const executionIdOfStream = (streamId: string): string | undefined =>
+  streamId.startsWith(EXECUTION_STREAM_PREFIX) ? streamId.slice(EXECUTION_STREAM_PREFIX.length) : undefined;
+
+const canonicalTime = (t: string): string => new Date(t).toISOString();
+const time = (t: string | undefined | null): string | null => (t ? canonicalTime(t) : null);
+const between = (from: string | null, to: string | null): number | null =>
+  from && to ? Date.parse(to) - Date.parse(from) : null;
+
+function rowFromSnapshot(executionId: string, revision: number, snapshot: ExecutionSnapshot, refusedEvents: number): ExecutionRow {
+  const c = snapshot.context;
+  const startedAt = time(c.startedAt);
+  const finishedAt = time(c.finishedAt);
+  const requestedAt = canonicalTime(c.requestedAt);
+  return {
+    executionId,
+    revision,
+    status: statusOf(snapshot),
+    action: c.action,
+    input: c.input ?? null,
+    owner: c.owner,
+    workerId: c.workerId,
+    attempt: c.attempt,
+    maxAttempts: c.maxAttempts,
+    priority: c.priority ?? null,
+    idempotencyKey: c.idempotencyKey ?? null,
+    parentId: c.parentId ?? null,
+    workflowId: c.workflowId ?? null,
+    result: c.result ?? null,
+    error: c.error ?? null,
+    retryPending: c.retryPending,
+    retryAt: time(c.retryAt),
+    leaseDeadline: time(c.deadline),
+    lastProgressAt: time(c.lastProgressAt),
+    lastProgress: c.lastProgress ?? null,
+    requestedAt,
+    scheduledAt: time(c.scheduledAt),
+    startedAt,
+    finishedAt,
+    updatedAt: canonicalTime(c.updatedAt),
+    runMs: finishedAt ? between(startedAt, finishedAt) : null,
+    totalMs: between(requestedAt, finishedAt),
+    owners: [...c.owners],
+    cancelReason: c.cancelReason ?? null,
+    timedOutLimit: c.timedOutLimit ?? null,
+    abandonReason: c.abandonReason ?? null,
+    refusedEvents,
+  };
+}
+
+/** The machine snapshot a row stands for: its context rebuilt from the columns. */
+export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
+  const optional = <K extends string, V>(key: K, value: V | null) => (value === null ? {} : ({ [key]: value } as Record<K, V>));
+  const context: ExecutionContext = {
+    action: row.action,
+    input: row.input,
+    owner: row.owner as Owner,
+    workerId: row.workerId,
+    attempt: row.attempt,
+    maxAttempts: row.maxAttempts,
+    ...optional('idempotencyKey', row.idempotencyKey),
+    ...optional('priority', row.priority),
+    ...optional('parentId', row.parentId),
+    ...optional('workflowId', row.workflowId),
+    result: row.result ?? undefined,
+    error: row.error ?? undefined,
+    retryPending: row.retryPending,
+    ...optional('retryAt', row.retryAt),
+    deadline: row.leaseDeadline,
+    ...optional('lastProgressAt', row.lastProgressAt),
+    ...optional('lastProgress', row.lastProgress),
+    requestedAt: row.requestedAt,
+    ...optional('scheduledAt', row.scheduledAt),
+    ...optional('startedAt', row.startedAt),
+    ...optional('finishedAt', row.finishedAt),
+    updatedAt: row.updatedAt,
+    owners: row.owners as Owner[],
+    ...optional('cancelReason', row.cancelReason),
+    ...optional('timedOutLimit', row.timedOutLimit as ExecutionContext['timedOutLimit'] | null),
+    ...optional('abandonReason', row.abandonReason),
+  };
+  return executionMachine.resolveState({ value: row.status as never, context });
+}
+
+const asDomainEvent = (e: StoredEvent) => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent;
+
+export type ExecutionFoldOutcome =
+  | { kind: 'applied'; row: ExecutionRow }
+  /** A duplicate or replay (revision already folded in), or a stream's events arriving before its first. */
+  | { kind: 'skipped'; row: ExecutionRow | undefined }
+  /** The machine refused a stored event: the row stays, its revision moves on, refusedEvents counts it. */
+  | { kind: 'refused'; row: ExecutionRow | undefined; reason: string };
+
+/**
+ * Fold one stored event of an execution stream into its row (undefined before the first event).
+ * Pure. Events at or below the row's revision change nothing, so duplicates and replays are safe.
+ */
+export function foldExecutionRow(row: ExecutionRow | undefined, stored: StoredEvent): ExecutionFoldOutcome {
+  const executionId = executionIdOfStream(stored.streamId);
+  if (executionId === undefined) return { kind: 'skipped', row };
+  const revision = Number(stored.revision);
+  if (row && revision <= row.revision) return { kind: 'skipped', row };
+  const event = asDomainEvent(stored);
+  if (!row) {
+    if (revision !== 0 || event.type !== 'ExecutionRequested') {
+      return { kind: 'refused', row, reason: `revision ${revision} (${event.type}) arrived before the stream's ExecutionRequested` };
+    }
+    try {
+      return { kind: 'applied', row: rowFromSnapshot(executionId, 0, startExecution(event as ExecutionEventOf<'ExecutionRequested'>), 0) };
+    } catch (err) {
+      return { kind: 'refused', row, reason: (err as Error).message };
+    }
+  }
+  const decision = decideExecution(snapshotFromRow(row), event);
+  if (!decision.ok) {
+    return {
+      kind: 'refused',
+      row: { ...row, revision, refusedEvents: row.refusedEvents + 1 },
+      reason: `${decision.rejection}: ${decision.reason}`,
+    };
+  }
+  return { kind: 'applied', row: rowFromSnapshot(executionId, revision, decision.snapshot, row.refusedEvents) };
+}
+
+/** Fold a whole stream from nothing: what a rebuild gives for one execution. */
+export function foldExecutionStream(events: readonly StoredEvent[]): ExecutionRow | undefined {
+  let row: ExecutionRow | undefined;
+  for (const e of events) row = foldExecutionRow(row, e).row;
+  return row;
+}

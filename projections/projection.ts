@@ -1,0 +1,32 @@
+// What a projection is: a pure fold from events to rows (its own module's functions), its
+// tables, and how to apply a batch of events to those tables inside the projector's
+// transaction. The projector (src/readmodel/projector.ts) owns checkpoints, batching,
+// rebuilds and verification; a projection never touches those.
+import type pg from 'pg';
+import type { StoredEvent } from '../src/eventstore/event-store.ts';
+
+export interface ProjectionTable {
+  name: string;
+  /** Primary key columns: verify names differing rows by these. */
+  key: readonly string[];
+}
+
+export interface BatchResult {
+  /** Executions whose row changed (the API pushes these to `executionUpdated` subscribers). */
+  changedExecutions: string[];
+  /** Events the machine refused, each with why (logged and counted; normally none). */
+  refused: { streamId: string; revision: bigint; reason: string }[];
+}
+
+export interface Projection {
+  /** Checkpoint key and the name `baton projections rebuild <name>` takes. Never rename. */
+  readonly name: string;
+  /** Bump when the fold or the tables change: the projector then rebuilds aside and swaps. */
+  readonly version: number;
+  readonly streamPrefixes: readonly string[];
+  readonly tables: readonly ProjectionTable[];
+  /** CREATE statements with unqualified names; run with search_path at the target schema. */
+  readonly ddl: URL;
+  /** Apply a batch (in commit order) to the tables in `schema`, inside the caller's transaction. */
+  apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[]): Promise<BatchResult>;
+}

@@ -1,0 +1,51 @@
+// Moving fold rows (camelCase, ISO-string times, numbers) in and out of Postgres in bulk:
+// one jsonb parameter per batch, expanded by jsonb_populate_recordset, so a batch of any
+// size is one statement and no SQL is ever built from values.
+import pg from 'pg';
+
+export const snakeCase = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+export const camelCase = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+
+/** `"schema"."table"`, quoted, for a schema name the projector chose. */
+export const qualified = (schema: string, table: string) => `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(table)}`;
+
+/** Fold row → JSON object keyed by column name. */
+export function toColumns(row: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(row).map(([k, v]) => [snakeCase(k), v]));
+}
+
+/**
+ * Database row → fold row: timestamps to ISO strings, bigints to numbers (counts and
+ * durations stay far below 2^53), column names to camelCase.
+ */
+export function fromColumns<T>(dbRow: Record<string, unknown>, bigintColumns: readonly string[] = []): T {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(dbRow)) {
+    let value = v;
+    if (v instanceof Date) value = v.toISOString();
+    else if (v !== null && bigintColumns.includes(k)) value = Number(v);
+    out[camelCase(k)] = value;
+  }
+  return out as T;
+}
+
+/** `INSERT … SELECT` of every row from one jsonb parameter, followed by `onConflict`. */
+async function insertRows(client: pg.ClientBase, table: string, columns: readonly string[], rows: readonly object[], onConflict: string): Promise<void> {
+  if (rows.length === 0) return;
+  const list = columns.map((c) => pg.escapeIdentifier(c)).join(', ');
+  await client.query(
+    `INSERT INTO ${table} (${list}) SELECT ${list} FROM jsonb_populate_recordset(NULL::${table}, $1::jsonb) ${onConflict}`,
+    [JSON.stringify(rows.map(toColumns))],
+  );
+}
+
+/** Insert or replace whole rows, keyed by `key`, in one statement. */
+export function upsertRows(client: pg.ClientBase, table: string, key: readonly string[], columns: readonly string[], rows: readonly object[]): Promise<void> {
+  const updates = columns.filter((c) => !key.includes(c)).map((c) => `${pg.escapeIdentifier(c)} = EXCLUDED.${pg.escapeIdentifier(c)}`);
+  return insertRows(client, table, columns, rows, `ON CONFLICT (${key.map((c) => pg.escapeIdentifier(c)).join(', ')}) DO UPDATE SET ${updates.join(', ')}`);
+}
+
+/** Insert rows; a row whose key already exists is left as it is (a replayed event). */
+export function insertRowsIgnoringDuplicates(client: pg.ClientBase, table: string, columns: readonly string[], rows: readonly object[]): Promise<void> {
+  return insertRows(client, table, columns, rows, 'ON CONFLICT DO NOTHING');
+}

@@ -1,0 +1,68 @@
+// Where a projection's tables live. The live read model is one schema (baton_read); a rebuild
+// builds aside in its own schema and swaps the finished tables in; verify builds into a
+// scratch schema and compares. The same DDL creates them anywhere (search_path decides).
+import fs from 'node:fs/promises';
+import pg from 'pg';
+import { projections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import { BatonError } from '../errors.ts';
+
+const ddlCache = new Map<string, string>();
+async function ddlOf(p: Projection): Promise<string> {
+  let sql = ddlCache.get(p.name);
+  if (sql === undefined) ddlCache.set(p.name, (sql = await fs.readFile(p.ddl, 'utf8')));
+  return sql;
+}
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+export function checkSchemaName(schema: string): string {
+  if (!SCHEMA_NAME.test(schema)) throw new BatonError(`schema name "${schema}" must match ${SCHEMA_NAME}`);
+  return schema;
+}
+
+/** Create a projection's tables in `schema` (which must exist), inside the caller's transaction. */
+export async function createProjectionTables(client: pg.ClientBase, schema: string, p: Projection): Promise<void> {
+  await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(checkSchemaName(schema))}`);
+  await client.query(await ddlOf(p));
+  await client.query('SET LOCAL search_path TO DEFAULT');
+}
+
+/** Run `fn` in a transaction on one client; roll back on any error. */
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+// Serialises table creation between processes starting at once (dev, projector, api).
+const LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('baton_read_model', 0))`;
+
+/**
+ * Give every projection its live tables and checkpoint row, if it has none yet (a fresh
+ * database, or a projection added in a new release). Existing tables are never touched here:
+ * a projection whose version changed is rebuilt by the projector (aside, then swapped).
+ */
+export async function ensureReadModel(pool: pg.Pool): Promise<string[]> {
+  return inTransaction(pool, async (client) => {
+    await client.query(LOCK);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${READ_MODEL_SCHEMA}`);
+    const r = await client.query<{ projection: string }>('SELECT projection FROM baton_projection_checkpoints');
+    const known = new Set(r.rows.map((row) => row.projection));
+    const created: string[] = [];
+    for (const p of projections) {
+      if (known.has(p.name)) continue;
+      await createProjectionTables(client, READ_MODEL_SCHEMA, p);
+      await client.query('INSERT INTO baton_projection_checkpoints (projection, version) VALUES ($1, $2)', [p.name, p.version]);
+      created.push(p.name);
+    }
+    return created;
+  });
+}
