@@ -1,0 +1,58 @@
+// Building a projection's tables from the events into any schema: a rebuild's aside schema or
+// verify's scratch schema. No checkpoint row: the caller keeps the position.
+import type pg from 'pg';
+import type { Projection } from '../../projections/index.ts';
+import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
+import { BatonError } from '../errors.ts';
+import { DEFAULT_BATCH_SIZE, readBatches } from './projector.ts';
+import { inTransaction } from './tables.ts';
+
+export interface BuildProgress {
+  projection: string;
+  events: number;
+}
+
+export interface BuildOptions {
+  pool: pg.Pool;
+  store: EventStore;
+  projection: Projection;
+  schema: string;
+  /** Resume after this position (START for a build from nothing). */
+  from: bigint;
+  /** Stop right after applying the event at this position; it must come. Absent: to the current end. */
+  until?: bigint;
+  /** Apply inside this client's open transaction instead of one transaction per batch. */
+  client?: pg.ClientBase;
+  batchSize?: number;
+  onProgress?(p: BuildProgress): void;
+}
+
+export interface BuildResult {
+  position: bigint;
+  events: number;
+  lastRecordedAt: Date | null;
+}
+
+export async function buildInto(o: BuildOptions): Promise<BuildResult> {
+  let position = o.from;
+  let count = 0;
+  let lastRecordedAt: Date | null = null;
+  const apply = (events: StoredEvent[]) =>
+    o.client ? o.projection.apply(o.client, o.schema, events) : inTransaction(o.pool, (c) => o.projection.apply(c, o.schema, events));
+  if (o.until !== undefined && o.until === o.from) return { position, events: 0, lastRecordedAt };
+  for await (const batch of readBatches(o.store, o.projection, o.from, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
+    const stopAt = o.until === undefined ? -1 : batch.findIndex((e) => e.globalPosition === o.until);
+    const events = stopAt >= 0 ? batch.slice(0, stopAt + 1) : batch;
+    await apply(events);
+    const last = events[events.length - 1]!;
+    position = last.globalPosition;
+    lastRecordedAt = last.recordedAt;
+    count += events.length;
+    o.onProgress?.({ projection: o.projection.name, events: count });
+    if (stopAt >= 0) return { position, events: count, lastRecordedAt };
+  }
+  if (o.until !== undefined && o.until !== 0n) {
+    throw new BatonError(`projection ${o.projection.name}: the store ended before position ${o.until}, where the live checkpoint is`);
+  }
+  return { position, events: count, lastRecordedAt };
+}

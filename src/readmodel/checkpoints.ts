@@ -1,0 +1,52 @@
+// Projection checkpoints (table baton_projection_checkpoints, migration set `projections`).
+import type pg from 'pg';
+import { BatonError } from '../errors.ts';
+
+export interface Checkpoint {
+  projection: string;
+  position: bigint;
+  version: number;
+  eventsApplied: bigint;
+  lastRecordedAt: Date | null;
+}
+
+export async function readCheckpoint(db: pg.Pool | pg.ClientBase, projection: string, options: { lock?: boolean } = {}): Promise<Checkpoint> {
+  const r = await db.query<{ position: string; version: number; events_applied: string; last_recorded_at: Date | null }>(
+    `SELECT position, version, events_applied, last_recorded_at FROM baton_projection_checkpoints WHERE projection = $1${options.lock ? ' FOR UPDATE' : ''}`,
+    [projection],
+  );
+  const row = r.rows[0];
+  if (!row) throw new BatonError(`projection "${projection}" has no checkpoint row: run the migrations (any baton command does)`);
+  return {
+    projection,
+    position: BigInt(row.position),
+    version: row.version,
+    eventsApplied: BigInt(row.events_applied),
+    lastRecordedAt: row.last_recorded_at,
+  };
+}
+
+export async function readCheckpoints(db: pg.Pool | pg.ClientBase): Promise<Checkpoint[]> {
+  const r = await db.query<{ projection: string }>('SELECT projection FROM baton_projection_checkpoints ORDER BY projection');
+  return Promise.all(r.rows.map((row) => readCheckpoint(db, row.projection)));
+}
+
+/**
+ * Move a checkpoint from `expected` to `next`, only if it is still at `expected`. The row lock
+ * taken here is held until the caller's transaction ends, so a concurrent mover waits and then
+ * finds the position changed. False: someone else moved it; roll back.
+ */
+export async function advanceCheckpoint(
+  client: pg.ClientBase,
+  projection: string,
+  expected: bigint,
+  next: { position: bigint; events: number; lastRecordedAt: Date },
+): Promise<boolean> {
+  const r = await client.query(
+    `UPDATE baton_projection_checkpoints
+        SET position = $3, events_applied = events_applied + $4, last_recorded_at = $5, updated_at = now()
+      WHERE projection = $1 AND position = $2`,
+    [projection, expected.toString(), next.position.toString(), next.events, next.lastRecordedAt],
+  );
+  return r.rowCount === 1;
+}

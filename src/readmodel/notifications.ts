@@ -1,0 +1,3 @@
+// The channel the projector NOTIFYs after committing changed execution rows; the API listens
+// on it to push `executionUpdated` to subscribers. Payload: comma-separated execution ids.
+export const EXECUTIONS_CHANGED_CHANNEL = 'baton_executions_changed';

@@ -1,0 +1,127 @@
+// The projector: follows the event store in commit order and applies each projection's batch
+// together with its checkpoint in one transaction, so every event counts exactly once even if
+// the process dies at any point, and a second projector (or a rebuild's swap) moving the same
+// checkpoint makes this one start over from the stored position instead of applying twice.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { projections as allProjections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import type { BatchResult } from '../../projections/projection.ts';
+import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
+import { availableBatches } from './batches.ts';
+import { advanceCheckpoint, readCheckpoint } from './checkpoints.ts';
+import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
+import { inTransaction } from './tables.ts';
+
+export const DEFAULT_BATCH_SIZE = 500;
+// pg_notify payloads are limited to 8,000 bytes: 200 uuids and commas fit.
+const IDS_PER_NOTIFICATION = 200;
+
+/** Read batches of a projection's events after `after`, until the store has no more deliverable. */
+export async function* readBatches(store: EventStore, p: Projection, after: bigint, batchSize = DEFAULT_BATCH_SIZE): AsyncGenerator<StoredEvent[]> {
+  for (;;) {
+    const events = await store.readAll({ after, limit: batchSize, streamPrefixes: [...p.streamPrefixes] });
+    if (events.length === 0) return;
+    yield events;
+    after = events[events.length - 1]!.globalPosition;
+    if (events.length < batchSize) return;
+  }
+}
+
+async function notifyChanged(client: pg.ClientBase, ids: readonly string[]): Promise<void> {
+  for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION) {
+    await client.query('SELECT pg_notify($1, $2)', [EXECUTIONS_CHANGED_CHANNEL, ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')]);
+  }
+}
+
+/**
+ * Apply a batch to the live tables and move the checkpoint from `expected`, in one transaction.
+ * Returns null, having written nothing, when the checkpoint was no longer at `expected`.
+ */
+export async function applyLiveBatch(pool: pg.Pool, p: Projection, expected: bigint, events: readonly StoredEvent[]): Promise<BatchResult | null> {
+  const last = events[events.length - 1]!;
+  return inTransaction(pool, async (client) => {
+    // The checkpoint first: its row lock orders us against any other mover before we write rows.
+    const moved = await advanceCheckpoint(client, p.name, expected, { position: last.globalPosition, events: events.length, lastRecordedAt: last.recordedAt });
+    if (!moved) return null;
+    const result = await p.apply(client, READ_MODEL_SCHEMA, events);
+    // NOTIFY is transactional: listeners hear of the change only once the rows are committed.
+    await notifyChanged(client, result.changedExecutions);
+    return result;
+  });
+}
+
+function logRefused(log: Logger | undefined, p: Projection, result: BatchResult) {
+  for (const r of result.refused) {
+    log?.warn({ projection: p.name, streamId: r.streamId, revision: String(r.revision), reason: r.reason }, 'stored event refused by the machine; row left as it was');
+  }
+}
+
+/** Bring one projection's live tables up to the current end of the store, then return. */
+export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; projection: Projection; log?: Logger; batchSize?: number }): Promise<number> {
+  let applied = 0;
+  for (let restarts = 0; restarts < 100; restarts++) {
+    let position = (await readCheckpoint(o.pool, o.projection.name)).position;
+    let conflict = false;
+    for await (const events of readBatches(o.store, o.projection, position, o.batchSize)) {
+      const result = await applyLiveBatch(o.pool, o.projection, position, events);
+      if (!result) {
+        conflict = true; // someone else moved it: start again from where they left it
+        break;
+      }
+      logRefused(o.log, o.projection, result);
+      applied += events.length;
+      position = events[events.length - 1]!.globalPosition;
+    }
+    if (!conflict) return applied;
+  }
+  throw new Error(`projection ${o.projection.name}: checkpoint kept moving under us; is another projector running flat out?`);
+}
+
+/** Bring every projection's live tables up to the current end of the store (tests, CLI). */
+export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; log?: Logger; projections?: readonly Projection[] }): Promise<void> {
+  for (const projection of o.projections ?? allProjections) await catchUpProjection({ ...o, projection });
+}
+
+export interface FollowHooks {
+  /** After each committed batch. */
+  onBatch?(p: Projection, events: readonly StoredEvent[], result: BatchResult): void;
+}
+
+/**
+ * Follow the store for one projection until `signal` aborts: subscribe from the checkpoint,
+ * apply what is available in batches. Returns 'moved' when another writer moved the checkpoint
+ * (the caller re-reads it and follows again).
+ */
+export async function followProjection(o: {
+  pool: pg.Pool;
+  store: EventStore;
+  projection: Projection;
+  from: bigint;
+  signal: AbortSignal;
+  log?: Logger;
+  batchSize?: number;
+  hooks?: FollowHooks;
+}): Promise<'stopped' | 'moved'> {
+  const inner = new AbortController();
+  const stop = () => inner.abort();
+  o.signal.addEventListener('abort', stop, { once: true });
+  let position = o.from;
+  try {
+    const events = o.store.subscribe({ after: o.from, streamPrefixes: [...o.projection.streamPrefixes], signal: inner.signal, batchSize: o.batchSize ?? DEFAULT_BATCH_SIZE });
+    for await (const batch of availableBatches(events, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
+      const result = await applyLiveBatch(o.pool, o.projection, position, batch);
+      if (!result) {
+        inner.abort();
+        return 'moved';
+      }
+      logRefused(o.log, o.projection, result);
+      position = batch[batch.length - 1]!.globalPosition;
+      o.hooks?.onBatch?.(o.projection, batch, result);
+      if (o.signal.aborted) break;
+    }
+    return 'stopped';
+  } finally {
+    o.signal.removeEventListener('abort', stop);
+    inner.abort();
+  }
+}

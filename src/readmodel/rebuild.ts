@@ -1,0 +1,74 @@
+// `baton projections rebuild [name]`, and what the projector does when a projection's version
+// changed: build the tables from position 0 in an aside schema while the live ones keep
+// serving, then swap them in and move the checkpoint in one short transaction.
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { START } from '../eventstore/event-store.ts';
+import { buildInto, type BuildProgress } from './build.ts';
+import { readCheckpoint } from './checkpoints.ts';
+import { createProjectionTables, inTransaction } from './tables.ts';
+
+export interface RebuildResult {
+  projection: string;
+  events: number;
+  position: bigint;
+  ms: number;
+}
+
+/** Run `fn` holding a session advisory lock named `name`: one rebuild of a projection at a time. */
+async function withNamedLock<T>(pool: pg.Pool, name: string, fn: () => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [name]);
+    return await fn();
+  } finally {
+    // Destroy the session rather than unlock: it also frees the lock if the unlock itself fails.
+    client.release(true);
+  }
+}
+
+export async function rebuildProjection(o: {
+  pool: pg.Pool;
+  store: EventStore;
+  projection: Projection;
+  log?: Logger;
+  batchSize?: number;
+  onProgress?(p: BuildProgress): void;
+}): Promise<RebuildResult> {
+  const p = o.projection;
+  const aside = `baton_rebuild_${p.name}`;
+  const started = performance.now();
+  return withNamedLock(o.pool, aside, async () => {
+    // A rebuild that died half-way left its aside schema: start it afresh.
+    await inTransaction(o.pool, async (client) => {
+      await client.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(aside)} CASCADE`);
+      await client.query(`CREATE SCHEMA ${pg.escapeIdentifier(aside)}`);
+      await createProjectionTables(client, aside, p);
+    });
+    o.log?.info({ projection: p.name, schema: aside }, 'rebuilding aside');
+    const built = await buildInto({ ...o, schema: aside, from: START });
+    const result = await inTransaction(o.pool, async (client) => {
+      // Holding the checkpoint row stops the live projector between batches while we swap.
+      await readCheckpoint(client, p.name, { lock: true });
+      const tail = await buildInto({ ...o, schema: aside, from: built.position, client });
+      for (const t of p.tables) {
+        await client.query(`DROP TABLE IF EXISTS ${pg.escapeIdentifier(READ_MODEL_SCHEMA)}.${pg.escapeIdentifier(t.name)}`);
+        await client.query(`ALTER TABLE ${pg.escapeIdentifier(aside)}.${pg.escapeIdentifier(t.name)} SET SCHEMA ${pg.escapeIdentifier(READ_MODEL_SCHEMA)}`);
+      }
+      const events = built.events + tail.events;
+      const position = tail.events > 0 ? tail.position : built.position;
+      await client.query(
+        `UPDATE baton_projection_checkpoints
+            SET position = $2, version = $3, events_applied = $4, last_recorded_at = $5, updated_at = now()
+          WHERE projection = $1`,
+        [p.name, position.toString(), p.version, events, tail.lastRecordedAt ?? built.lastRecordedAt],
+      );
+      await client.query(`DROP SCHEMA ${pg.escapeIdentifier(aside)}`);
+      return { projection: p.name, events, position, ms: Math.round(performance.now() - started) };
+    });
+    o.log?.info({ ...result, position: String(result.position) }, 'rebuilt and swapped in');
+    return result;
+  });
+}

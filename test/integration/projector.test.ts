@@ -1,0 +1,148 @@
+// The projector against a real Postgres: batches with their checkpoint, rebuild aside and
+// swap, verify, drift sampling, and the live follower with its notifications.
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { statusOf } from '../../actors/execution.machine.ts';
+import { executionsProjection } from '../../projections/executions.projection.ts';
+import { workerStreamId } from '../../schemas/worker-events.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { createLogger } from '../../src/log.ts';
+import { loadConfig } from '../../src/config.ts';
+import { readCheckpoint } from '../../src/readmodel/checkpoints.ts';
+import { sampleExecutionDrift } from '../../src/readmodel/drift.ts';
+import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/readmodel/notifications.ts';
+import { startProjector } from '../../src/readmodel/projector-host.ts';
+import { applyLiveBatch } from '../../src/readmodel/projector.ts';
+import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
+import { verifyReadModel } from '../../src/readmodel/verify.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { catchUpUntil, countExecutionEvents } from '../support/read-model.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const log = createLogger({ ...loadConfig(), logLevel: 'silent' });
+const deadline = () => new Date(Date.now() + 30_000).toISOString();
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | false>, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('projector', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+  let runtime: ExecutionRuntime;
+  const ids: Record<string, string> = {};
+
+  /** Drive executions into a spread of states, a worker stream included. */
+  async function seed() {
+    await store.append(workerStreamId('w1'), [{ eventId: randomUUID(), type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 2 }, metadata: { by: 'worker:w1', occurredAt: new Date().toISOString() } }], { expectedRevision: 'no_stream' });
+    ids.requested = (await runtime.submit({ action: 'core.noop', input: { n: 1 }, idempotencyKey: `k-${randomUUID()}` })).executionId;
+    for (const name of ['completed', 'running', 'failed']) {
+      const { executionId } = await runtime.submit({ action: 'core.echo', input: { name }, maxAttempts: 1 });
+      ids[name] = executionId;
+      await runtime.dispatch(executionId, [
+        { type: 'SchedulingStarted', data: {}, by: 'executor' },
+        { type: 'ExecutionHandedOff', data: { workerId: 'w1', attempt: 1, deadline: deadline() }, by: 'executor' },
+      ]);
+      await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });
+    }
+    await runtime.dispatch(ids.completed!, { type: 'ExecutionCompleted', data: { result: { ok: 1 } }, by: 'worker:w1' });
+    await runtime.dispatch(ids.failed!, { type: 'ExecutionFailed', data: { error: { message: 'boom', type: 'Boom' }, retryable: false }, by: 'worker:w1' });
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ max: 12 });
+    store = createPostgresEventStore(db.pool);
+    runtime = createExecutionRuntime(store);
+    await seed();
+    await catchUpUntil(db.pool, store, await countExecutionEvents(db.pool));
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  it('projects every execution as the machine folds it', async () => {
+    for (const [name, id] of Object.entries(ids)) {
+      const { rows } = await db.pool.query('SELECT status, worker_id, owners, revision FROM baton_read.executions WHERE execution_id = $1', [id]);
+      const loaded = await runtime.load(id);
+      expect(rows[0], name).toMatchObject({ status: statusOf(loaded.snapshot), revision: String(loaded.revision) });
+    }
+    const stats = await db.pool.query(`SELECT * FROM baton_read.action_stats WHERE action = 'core.echo'`);
+    expect(stats.rows[0]).toMatchObject({ requested: '3', running: '1', completed: '1', failed: '1', queued: '0' });
+    const workers = await db.pool.query(`SELECT * FROM baton_read.workers WHERE worker_id = 'w1'`);
+    expect(workers.rows[0]).toMatchObject({ status: 'active', started: '3', completed: '1', failed: '1', capacity: 2 });
+    const timeline = await db.pool.query('SELECT type FROM baton_read.execution_events WHERE execution_id = $1 ORDER BY revision', [ids.completed]);
+    expect(timeline.rows.map((r) => r.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+  });
+
+  it('verify finds the live tables equal to a rebuild, and names every row that is not', async () => {
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+    await db.pool.query(`UPDATE baton_read.executions SET status = 'Cancelled' WHERE execution_id = $1`, [ids.running]);
+    await db.pool.query(`DELETE FROM baton_read.workers WHERE worker_id = 'w1'`);
+    const report = await verifyReadModel({ pool: db.pool, store });
+    expect(report.ok).toBe(false);
+    expect(report.differences).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ table: 'executions', differing: [ids.running], missing: [], extra: [] }),
+        expect.objectContaining({ table: 'workers', missing: ['w1'] }),
+      ]),
+    );
+    // The drift sampler sees the tampered execution too.
+    const drift = await sampleExecutionDrift({ pool: db.pool, store, sampleSize: 100 });
+    expect(drift.drifted).toEqual([{ executionId: ids.running, fields: ['status'] }]);
+  });
+
+  it('rebuild builds aside and swaps in tables equal to the events', async () => {
+    const before = await readCheckpoint(db.pool, 'executions');
+    for (const p of ['executions', 'workers'] as const) {
+      const { projections } = await import('../../projections/index.ts');
+      await rebuildProjection({ pool: db.pool, store, projection: projections.find((x) => x.name === p)! });
+    }
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true });
+    const after = await readCheckpoint(db.pool, 'executions');
+    expect(after.position).toBe(before.position);
+    const schemas = await db.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'baton_rebuild%' OR nspname LIKE 'baton_verify%'`);
+    expect(schemas.rows).toEqual([]);
+  });
+
+  it('applies a batch only from the checkpoint it read: a stale one writes nothing', async () => {
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
+    const [event] = await store.readStream(`execution-${executionId}`);
+    const stale = await applyLiveBatch(db.pool, executionsProjection, 0n, [event!]);
+    expect(stale).toBeNull();
+    const { rowCount } = await db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId]);
+    expect(rowCount).toBe(0);
+    await catchUpUntil(db.pool, store, await countExecutionEvents(db.pool));
+  });
+
+  it('follows live appends, notifies after commit, and rebuilds a projection whose version changed', async () => {
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(...(n.payload ?? '').split(',')));
+    await listener.query(`LISTEN ${EXECUTIONS_CHANGED_CHANNEL}`);
+    await db.pool.query(`UPDATE baton_projection_checkpoints SET version = 0 WHERE projection = 'workers'`);
+    const projector = startProjector({ pool: db.pool, store, log, driftIntervalMs: 0 });
+    try {
+      const { executionId } = await runtime.submit({ action: 'core.noop', input: { live: true } });
+      await until('the row', async () => (await db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId])).rowCount === 1);
+      await until('the notification', async () => heard.includes(executionId));
+      await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'test' }, by: 'executor' });
+      await until('the cancellation', async () => (await db.pool.query(`SELECT 1 FROM baton_read.executions WHERE execution_id = $1 AND status = 'Cancelled'`, [executionId])).rowCount === 1);
+      await until('the workers rebuild', async () => (await readCheckpoint(db.pool, 'workers')).version === 1);
+      await projector.checkDrift();
+      expect(projector.problems()).toEqual([]);
+    } finally {
+      await projector.stop();
+      await listener.end();
+    }
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true });
+  });
+});
