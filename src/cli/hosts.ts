@@ -20,6 +20,7 @@ import { connectNats, createNatsWorkTransport } from '../transport/nats.ts';
 import { createPostgresWorkTransport } from '../transport/postgres.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
+import { startProjector, type Projector } from '../readmodel/projector-host.ts';
 
 export type TransportKind = 'nats' | 'postgres';
 
@@ -85,10 +86,12 @@ export const defaultWorkerId = () => `${os.hostname().replace(/[^A-Za-z0-9._-]/g
 export interface RunningHosts {
   executor?: Executor;
   workers: WorkerHost[];
+  projector?: Projector;
+  api?: { close(): Promise<void> };
   health: HealthServer;
 }
 
-/** Run until SIGTERM/SIGINT, then drain in order: workers, executor, connections. */
+/** Run until SIGTERM/SIGINT, then drain in order: API, workers, executor, projector, connections. */
 export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHosts): Promise<void> {
   await new Promise<void>((resolve) => {
     let signalled = false;
@@ -101,8 +104,10 @@ export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHost
       env.log.info({ signal }, 'draining');
       void (async () => {
         try {
+          await hosts.api?.close();
           await Promise.all(hosts.workers.map((w) => w.stop(`received ${signal}`)));
           await hosts.executor?.stop();
+          await hosts.projector?.stop();
           await hosts.health.close();
           await env.close();
         } catch (err) {
@@ -141,6 +146,7 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
       staleAfterMs: staleAfter(HEARTBEAT_INTERVAL_MS),
     });
     await executor.ready;
+    const projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry });
     const workers = await Promise.all(
       Array.from({ length: o.workers }, (_, i) =>
         startWorkerHost({
@@ -161,10 +167,10 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
       host: o.metricsHost,
       port: o.metricsPort,
       registry: env.registry,
-      problems: () => [],
+      problems: () => projector.problems(),
       log: env.log,
     });
-    return { env, hosts: { executor, workers, health } };
+    return { env, hosts: { executor, workers, projector, health } };
   } catch (err) {
     await env.close();
     throw err;

@@ -13,6 +13,12 @@ import { startHealthServer } from '../observability/http.ts';
 import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
 import { runEndToEndBench, printEndToEndBench } from '../bench/end-to-end.ts';
+import { projections, type Projection } from '../../projections/index.ts';
+import { readCheckpoints } from '../readmodel/checkpoints.ts';
+import { startProjector } from '../readmodel/projector-host.ts';
+import { rebuildProjection } from '../readmodel/rebuild.ts';
+import { verifyReadModel } from '../readmodel/verify.ts';
+import { progressLine } from './progress.ts';
 
 const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
@@ -199,6 +205,94 @@ program
     const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
     env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'worker running');
     await runUntilSignalled(env, { workers: [worker], health });
+  });
+
+program
+  .command('projector')
+  .description('run the projector: keeps the read model (baton_read.*) up to date from the events')
+  .addOption(portOption(9466))
+  .addOption(hostOption())
+  .action(async (o: { metricsPort: number; metricsHost: string }) => {
+    const env = await openHostEnvironment({ transport: 'postgres', component: 'projector' });
+    const projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log, registry: env.registry });
+    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => projector.problems(), log: env.log });
+    env.log.info({ metrics: `${health.url}/metrics` }, 'projector running');
+    await runUntilSignalled(env, { projector, workers: [], health });
+  });
+
+const projectionsCommand = program.command('projections').description('inspect, rebuild and verify the read model');
+const projectionName = (value: string): string => {
+  if (!projections.some((p) => p.name === value)) {
+    throw new InvalidArgumentError(`unknown projection "${value}"; one of: ${projections.map((p) => p.name).join(', ')} (action_stats is part of executions)`);
+  }
+  return value;
+};
+/** Matching events in the store, for a progress bar's total. */
+const eventsFor = async (pool: import('pg').Pool, p: Projection) =>
+  Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM baton_events WHERE stream_id LIKE ANY($1::text[])`, [p.streamPrefixes.map((x) => `${x}%`)])).rows[0]!.n);
+
+projectionsCommand
+  .command('status')
+  .description('where each projection is, and how far behind')
+  .option('--json', 'print JSON')
+  .action(async (o: { json?: boolean }) => {
+    await withContext(async ({ pool, store }) => {
+      const rows = await Promise.all(
+        (await readCheckpoints(pool)).map(async (c) => {
+          const p = projections.find((x) => x.name === c.projection);
+          const [next] = p ? await store.readAll({ after: c.position, limit: 1, streamPrefixes: [...p.streamPrefixes] }) : [];
+          return { ...c, lagSeconds: next ? (Date.now() - next.recordedAt.getTime()) / 1000 : 0, codeVersion: p?.version };
+        }),
+      );
+      if (o.json) return console.log(toJson(rows));
+      console.log(table(['PROJECTION', 'POSITION', 'EVENTS APPLIED', 'VERSION', 'LAG'], rows.map((r) => [r.projection, String(r.position), r.eventsApplied.toLocaleString('en'), r.codeVersion === r.version ? String(r.version) : `${r.version} (code: ${r.codeVersion ?? 'gone'}; rebuild)`, `${r.lagSeconds.toFixed(1)} s`])));
+    });
+  });
+
+projectionsCommand
+  .command('rebuild')
+  .description('rebuild projections from position 0 aside, then swap them in (the API keeps serving)')
+  .argument('[name]', 'one projection (default: all)', projectionName)
+  .action(async (name: string | undefined) => {
+    await withContext(async ({ pool, store, log }) => {
+      for (const p of projections.filter((x) => name === undefined || x.name === name)) {
+        const progress = progressLine(`rebuilding ${p.name}`, await eventsFor(pool, p));
+        const r = await rebuildProjection({ pool, store, projection: p, log, onProgress: (x) => progress.update(x.events) });
+        progress.finish(`${r.events.toLocaleString('en')} events in ${(r.ms / 1000).toFixed(1)} s, swapped in`);
+      }
+    });
+  });
+
+projectionsCommand
+  .command('verify')
+  .description('rebuild into a scratch schema and compare with the live read model; exit 1 on any difference')
+  .option('--json', 'print JSON')
+  .action(async (o: { json?: boolean }) => {
+    await withContext(async ({ pool, store }) => {
+      const total = (await Promise.all(projections.map((p) => eventsFor(pool, p)))).reduce((a, b) => a + b, 0);
+      const progress = progressLine('verifying', total);
+      const done = new Map<string, number>();
+      const report = await verifyReadModel({
+        pool,
+        store,
+        onProgress: (x) => {
+          done.set(x.projection, x.events);
+          progress.update([...done.values()].reduce((a, b) => a + b, 0));
+        },
+      });
+      progress.finish(report.ok ? 'the read model equals a rebuild from the events' : 'DIFFERENCES FOUND');
+      if (o.json) console.log(toJson(report));
+      else {
+        for (const p of report.projections) {
+          console.log(`${p.projection}: ${p.problem ?? `${p.events.toLocaleString('en')} events to position ${p.position}; rows ${Object.entries(p.rows).map(([t, n]) => `${t} ${n}`).join(', ')}`}`);
+        }
+        for (const d of report.differences) {
+          const list = (what: string, keys: string[]) => (keys.length > 0 ? `\n  ${what}: ${keys.join(', ')}` : '');
+          console.log(`${d.projection}.${d.table} differs:${list('rows that differ', d.differing)}${list('rows missing from the live table', d.missing)}${list('rows the events do not produce', d.extra)}`);
+        }
+      }
+      if (!report.ok) process.exitCode = 1;
+    });
   });
 
 const bench = program

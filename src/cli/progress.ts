@@ -1,0 +1,29 @@
+// A one-line progress indicator on stderr for long CLI work: rewritten in place on a terminal,
+// one line every few seconds otherwise (CI logs), and nothing on stdout, which is for results.
+export interface Progress {
+  update(done: number): void;
+  finish(message: string): void;
+}
+
+export function progressLine(label: string, total?: number, stream: NodeJS.WriteStream = process.stderr): Progress {
+  const started = performance.now();
+  const tty = stream.isTTY === true;
+  let lastDraw = 0;
+  const render = (done: number) => {
+    const seconds = (performance.now() - started) / 1000;
+    const rate = seconds > 0 ? Math.round(done / seconds) : 0;
+    const share = total ? ` ${Math.min(100, Math.floor((done / total) * 100))}% (${done.toLocaleString('en')}/${total.toLocaleString('en')})` : ` ${done.toLocaleString('en')}`;
+    return `${label}:${share} events, ${rate.toLocaleString('en')}/s`;
+  };
+  return {
+    update(done) {
+      const now = performance.now();
+      if (now - lastDraw < (tty ? 100 : 5_000)) return;
+      lastDraw = now;
+      stream.write(tty ? `\r${render(done)}\u001b[K` : `${render(done)}\n`);
+    },
+    finish(message) {
+      stream.write(`${tty ? '\r\u001b[K' : ''}${label}: ${message}\n`);
+    },
+  };
+}
