@@ -13,6 +13,7 @@ import { startHealthServer } from '../observability/http.ts';
 import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
 import { runEndToEndBench, printEndToEndBench } from '../bench/end-to-end.ts';
+import { runProjectionBench, printProjectionBench } from '../bench/projections.ts';
 import { projections, type Projection } from '../../projections/index.ts';
 import { readCheckpoints } from '../readmodel/checkpoints.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
@@ -319,6 +320,20 @@ bench
     await withContext(async (ctx) => {
       const result = await runEventStoreBench(ctx, { seconds: o.seconds, progress: (line) => process.stderr.write(`${line}\n`) });
       console.log(o.json ? toJson(result) : printEventStoreBench(result));
+    });
+  });
+
+bench
+  .command('projections')
+  .description('projector speed: catch-up from position 0 per projection, and live lag under a steady load')
+  .addOption(new Option('--executions <n>', 'execution histories to catch up on').argParser(positiveInt).default(20_000))
+  .addOption(new Option('--live-seconds <n>', 'duration of the live phase').argParser(positiveInt).default(10))
+  .addOption(new Option('--live-rate <n>', 'executions appended per second in the live phase').argParser(positiveInt).default(300))
+  .option('--json', 'print JSON')
+  .action(async (o: { executions: number; liveSeconds: number; liveRate: number; json?: boolean }) => {
+    await withContext(async (ctx) => {
+      const result = await runProjectionBench(ctx, { ...o, progress: (line) => process.stderr.write(`${line}\n`) });
+      console.log(o.json ? toJson(result) : printProjectionBench(result));
     });
   });
 

@@ -70,9 +70,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
 
   async function verifyExitCode(): Promise<number | null> {
     const v = start('verify', ['projections', 'verify']);
-    const code = await v.exited;
-    if (code !== 0) console.error(v.output.join(''));
-    return code;
+    return v.exited;
   }
 
   beforeAll(async () => {
@@ -129,5 +127,10 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
     await until('the timeline to catch up', async () => (await count('SELECT count(*) AS n FROM baton_read.execution_events')) === events);
     await until('the executions checkpoint to catch up', async () => (await count(`SELECT events_applied AS n FROM baton_projection_checkpoints WHERE projection = 'executions'`)) === events);
     expect(await verifyExitCode()).toBe(0);
+
+    // And verify does fail, with exit code 1, when a row is not what the events say.
+    await db.pool.query(`UPDATE baton_read.action_stats SET completed = completed + 1 WHERE action = 'core.noop'`);
+    expect(await verifyExitCode()).toBe(1);
+    expect(children.at(-1)!.output.join('')).toMatch(/executions\.action_stats differs:\n  rows that differ: core\.noop/);
   });
 });
