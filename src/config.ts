@@ -20,12 +20,22 @@ export interface Config {
   /** BATON_EVENTSTORE_URL. Unset: the event store is Postgres. */
   readonly eventStoreUrl: string | undefined;
   readonly logLevel: LogLevel;
+  /** BATON_API_HOST: where `baton api` listens. Anything but loopback needs BATON_API_TOKEN. */
+  readonly apiHost: string;
+  /** BATON_API_PORT. */
+  readonly apiPort: number;
+  /** BATON_API_TOKEN: the admin bearer token (mutations). Secret: never log it. */
+  readonly apiToken: string | undefined;
+  /** BATON_API_READ_TOKEN: a bearer token for queries and subscriptions only. Secret: never log it. */
+  readonly apiReadToken: string | undefined;
   readonly nodeEnv: 'development' | 'production' | 'test';
 }
 
 export const DEFAULT_DATA_DIR = './.baton';
 export const DEFAULT_EMBEDDED_PG_PORT = 54329;
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+export const DEFAULT_API_HOST = '127.0.0.1';
+export const DEFAULT_API_PORT = 4000;
 
 // `FOO=` in a shell, a compose file or a .env means "not set", not "set to the empty string".
 const unsetIfEmpty = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
@@ -49,6 +59,12 @@ const port = z.coerce
   .min(1, 'Invalid port: expected an integer from 1 to 65535')
   .max(65535, 'Invalid port: expected an integer from 1 to 65535');
 
+// A token travels in an Authorization header: one visible-ASCII word. Messages never echo it.
+const token = z
+  .string()
+  .regex(/^[\x21-\x7e]+$/, 'Invalid token: expected printable ASCII without spaces')
+  .max(1024, 'Invalid token: expected at most 1024 characters');
+
 const EnvSchema = z.object({
   BATON_DATABASE_URL: z.preprocess(
     unsetIfEmpty,
@@ -68,6 +84,10 @@ const EnvSchema = z.object({
     (v) => (typeof v === 'string' ? unsetIfEmpty(v.toLowerCase()) : v),
     z.enum(LOG_LEVELS, { message: `Invalid log level: expected one of ${LOG_LEVELS.join(', ')}` }).default('info'),
   ),
+  BATON_API_HOST: z.preprocess(unsetIfEmpty, z.string().trim().default(DEFAULT_API_HOST)),
+  BATON_API_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_API_PORT)),
+  BATON_API_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
+  BATON_API_READ_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -94,15 +114,24 @@ function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.inf
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Config {
   const e = parseEnv(EnvSchema, env);
-  return Object.freeze({
+  const config = {
     databaseUrl: e.BATON_DATABASE_URL,
     dataDir: path.resolve(cwd, e.BATON_DATA_DIR),
     embeddedPgPort: e.BATON_EMBEDDED_PG_PORT,
     natsUrl: e.BATON_NATS_URL,
     eventStoreUrl: e.BATON_EVENTSTORE_URL,
     logLevel: e.BATON_LOG_LEVEL,
+    apiHost: e.BATON_API_HOST,
+    apiPort: e.BATON_API_PORT,
     nodeEnv: e.NODE_ENV,
+  } as Config;
+  // Secrets are not enumerable: logging or serialising the Config (JSON, pino, util.inspect)
+  // leaves them out, while code that asks for config.apiToken still gets it.
+  Object.defineProperties(config, {
+    apiToken: { value: e.BATON_API_TOKEN, enumerable: false },
+    apiReadToken: { value: e.BATON_API_READ_TOKEN, enumerable: false },
   });
+  return Object.freeze(config);
 }
 
 /** What the test harness (test/support) reads besides Config. */

@@ -1,5 +1,6 @@
 // Config parsing and the root logger: pure, no servers (kept here beside the db plumbing it feeds).
 import path from 'node:path';
+import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
 import { loadConfig, loadTestHarnessConfig } from '../../src/config.ts';
@@ -14,8 +15,13 @@ describe('loadConfig', () => {
       natsUrl: undefined,
       eventStoreUrl: undefined,
       logLevel: 'info',
+      apiHost: '127.0.0.1',
+      apiPort: 4000,
       nodeEnv: 'production',
     });
+    const config = loadConfig({}, '/srv/app');
+    expect(config.apiToken).toBeUndefined();
+    expect(config.apiReadToken).toBeUndefined();
   });
 
   it('reads every variable', () => {
@@ -71,6 +77,39 @@ describe('loadConfig', () => {
     expect(message).toMatch(/BATON_NATS_URL: Invalid url/);
     expect(message).toMatch(/BATON_LOG_LEVEL: Invalid log level/);
     expect(message).not.toContain('hunter2');
+  });
+
+  it('reads the API variables, keeping its tokens out of anything that serialises the Config', () => {
+    const config = loadConfig({
+      BATON_API_HOST: '0.0.0.0',
+      BATON_API_PORT: '8080',
+      BATON_API_TOKEN: 'admin-s3cret-token',
+      BATON_API_READ_TOKEN: 'read-s3cret-token',
+    });
+    expect(config).toMatchObject({ apiHost: '0.0.0.0', apiPort: 8080 });
+    expect(config.apiToken).toBe('admin-s3cret-token');
+    expect(config.apiReadToken).toBe('read-s3cret-token');
+    expect(JSON.stringify(config)).not.toMatch(/s3cret/);
+    expect(inspect(config)).not.toMatch(/s3cret/);
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(loadConfig({ BATON_API_TOKEN: ' ', BATON_API_HOST: '' })).toMatchObject({ apiHost: '127.0.0.1' });
+    expect(loadConfig({ BATON_API_TOKEN: '' }).apiToken).toBeUndefined();
+  });
+
+  it('names a bad API variable without echoing a token', () => {
+    expect(() => loadConfig({ BATON_API_PORT: '0' })).toThrow(/BATON_API_PORT: Invalid port/);
+    expect(() => loadConfig({ BATON_API_PORT: 'http' })).toThrow(/BATON_API_PORT: Invalid port/);
+    const err = (() => {
+      try {
+        loadConfig({ BATON_API_TOKEN: 'two words-hunter2', BATON_API_READ_TOKEN: 'x'.repeat(2000) });
+      } catch (e) {
+        return e as Error;
+      }
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err!.message).toMatch(/BATON_API_TOKEN: Invalid token/);
+    expect(err!.message).toMatch(/BATON_API_READ_TOKEN: Invalid token/);
+    expect(err!.message).not.toContain('hunter2');
   });
 
   it('reads the test harness flags', () => {
