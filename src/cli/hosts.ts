@@ -38,13 +38,13 @@ export interface HostEnvironment {
 }
 
 /** Open everything a host needs. The transport defaults to NATS when BATON_NATS_URL is set. */
-export async function openHostEnvironment(o: { transport?: TransportKind; component: string }): Promise<HostEnvironment> {
+export async function openHostEnvironment(o: { transport?: TransportKind; component: string; poolSize?: number }): Promise<HostEnvironment> {
   const config = loadConfig();
   const log = createLogger(config).child({ component: o.component });
   const kind: TransportKind = o.transport ?? (config.natsUrl ? 'nats' : 'postgres');
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
-  const db = await openDatabase(config, log, { max: 8, applicationName: `baton-${o.component}` });
+  const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}` });
   const store = createPostgresEventStore(db.pool, { log });
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;
@@ -133,7 +133,8 @@ export interface DevOptions {
 }
 
 export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; hosts: RunningHosts }> {
-  const env = await openHostEnvironment({ transport: o.transport ?? 'postgres', component: 'dev' });
+  // One process runs every role here, so it gets the connections of several hosts.
+  const env = await openHostEnvironment({ transport: o.transport ?? 'postgres', component: 'dev', poolSize: 20 });
   try {
     const actions = createActionRegistry(await loadActions(o.actions));
     const executor = startExecutor({
