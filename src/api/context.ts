@@ -1,0 +1,18 @@
+// What every resolver gets: the request's role and loaders, and the server's shared parts.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { ActionRegistry } from '../actions/registry.ts';
+import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { Role } from './auth.ts';
+import type { ExecutionUpdates } from './live-updates.ts';
+import type { Loaders } from './loaders.ts';
+
+export interface ApiContext {
+  role: Role;
+  loaders: Loaders;
+  pool: pg.Pool;
+  runtime: ExecutionRuntime;
+  actions: ActionRegistry;
+  updates: ExecutionUpdates;
+  log: Logger;
+}

@@ -1,0 +1,103 @@
+// What a client sees when something goes wrong: a message that names the bad argument and an
+// `extensions.code`, never a stack trace or SQL. Resolvers throw Baton's typed errors (or
+// `badInput`); `maskApiError` (yoga's maskedErrors hook) turns each into a coded GraphQLError,
+// a database outage into SERVICE_UNAVAILABLE (HTTP 503), and anything else into yoga's masked
+// "Unexpected error.".
+import type { GraphQLError } from 'graphql';
+import { createGraphQLError, maskError as yogaMaskError } from 'graphql-yoga';
+import { InvalidActionInputError } from '../actions/action.ts';
+import {
+  BatonError,
+  IdempotencyKeyConflictError,
+  InvalidEventError,
+  NotFoundError,
+  RejectedCommandError,
+} from '../errors.ts';
+
+export type ApiErrorCode =
+  | 'BAD_USER_INPUT'
+  | 'NOT_FOUND'
+  | 'CONFLICT'
+  | 'IDEMPOTENCY_CONFLICT'
+  | 'UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'SERVICE_UNAVAILABLE';
+
+const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  SERVICE_UNAVAILABLE: 503,
+};
+
+/** An error meant for the client: its message is shown as is. */
+export class ApiError extends BatonError {
+  constructor(
+    readonly code: ApiErrorCode,
+    message: string,
+    /** The argument at fault (`first`, `after`, `input.ms`), also in extensions.argument. */
+    readonly argument?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A bad argument: the message starts with its name (`first: must be from 1 to 100`). */
+export const badInput = (argument: string, problem: string) => new ApiError('BAD_USER_INPUT', `${argument}: ${problem}`, argument);
+
+/** A GraphQLError with a code, and an HTTP status for the codes that have one. */
+export function codedError(code: ApiErrorCode, message: string, extra: Record<string, unknown> = {}, located?: GraphQLError): GraphQLError {
+  const status = HTTP_STATUS[code];
+  return createGraphQLError(message, {
+    ...(located && { nodes: located.nodes, source: located.source, positions: located.positions, path: located.path }),
+    extensions: { code, ...extra, ...(status !== undefined && { http: { status, ...(extra['http'] as object | undefined) } }) },
+  });
+}
+
+// pg error classes: 08 connection exception, 57P admin shutdown / crash / cannot connect now,
+// 53 insufficient resources (too many connections, out of memory, disk full).
+const OUTAGE_SQLSTATE = /^(08|57P|53)/;
+const OUTAGE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+// node-postgres reports a dropped connection or a pool checkout timeout with these messages only.
+const OUTAGE_MESSAGES = [/^Connection terminated/, /timeout exceeded when trying to connect/i, /Client has encountered a connection error/];
+
+/** The database could not be reached or refused work for lack of resources: worth retrying later. */
+export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
+  if (depth > 5 || typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown; originalError?: unknown };
+  if (typeof e.code === 'string' && (OUTAGE_NODE_CODES.has(e.code) || (e.code.length === 5 && OUTAGE_SQLSTATE.test(e.code)))) return true;
+  if (typeof e.message === 'string' && OUTAGE_MESSAGES.some((m) => m.test(e.message as string))) return true;
+  // Node's happy-eyeballs connect gives an AggregateError; wrappers keep the pg error as cause.
+  const inner = [e.cause, e.originalError, ...(Array.isArray(e.errors) ? e.errors : [])];
+  return inner.some((x) => isDatabaseUnavailable(x, depth + 1));
+}
+
+/** Baton's typed error → code and client-safe message; undefined for errors that must be masked. */
+export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
+  if (err instanceof ApiError) return { code: err.code, message: err.message, extra: err.argument ? { argument: err.argument } : {} };
+  if (err instanceof InvalidActionInputError) {
+    return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', issues: err.issues } };
+  }
+  if (err instanceof InvalidEventError) return { code: 'BAD_USER_INPUT', message: err.message, extra: { issues: err.issues } };
+  if (err instanceof IdempotencyKeyConflictError) {
+    return { code: 'IDEMPOTENCY_CONFLICT', message: err.message, extra: { argument: 'idempotencyKey', executionId: err.executionId } };
+  }
+  if (err instanceof NotFoundError) return { code: 'NOT_FOUND', message: err.message, extra: {} };
+  if (err instanceof RejectedCommandError) return { code: 'CONFLICT', message: err.message, extra: { state: err.state } };
+  return undefined;
+}
+
+// graphql can be loaded twice, as its ESM and its CJS build (vitest does: ESM for our code, CJS
+// for yoga's), and then instanceof fails across the two; the name does not.
+const asGraphQLError = (e: unknown): GraphQLError | undefined => (e instanceof Error && e.name === 'GraphQLError' ? (e as GraphQLError) : undefined);
+
+/** yoga's `maskedErrors.maskError`. Never passes isDev on: development mode must not leak either. */
+export function maskApiError(error: unknown, fallbackMessage: string): Error {
+  const located = asGraphQLError(error);
+  const original = located?.originalError ?? error;
+  if (isDatabaseUnavailable(original)) {
+    return codedError('SERVICE_UNAVAILABLE', 'the database is unavailable; try again shortly', {}, located);
+  }
+  const known = describeApiError(original);
+  if (known) return codedError(known.code, known.message, known.extra, located);
+  return yogaMaskError(error, fallbackMessage, false);
+}

@@ -1,0 +1,161 @@
+// Live execution rows for `executionUpdated`. The projector NOTIFYs EXECUTIONS_CHANGED_CHANNEL
+// with the ids of the rows each committed batch changed; one LISTEN connection per server hears
+// them for every subscriber (a connection per subscriber would exhaust the pool), reads the
+// changed rows that someone follows in one query, and hands each subscriber its row.
+//
+// Notifications can be lost (the LISTEN connection drops; nobody is listening yet), so the
+// row is read again on every (re)connect and on every subscribe; revisions make repeats harmless.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { Repeater, SlidingBuffer } from 'graphql-yoga';
+import type { ExecutionRow } from '../../projections/executions.ts';
+
+/** The projector's NOTIFY channel; payload: comma-separated execution ids (≤ 200 per notification). */
+export const EXECUTIONS_CHANGED_CHANNEL = 'baton_executions_changed';
+
+const FINAL_STATUSES = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
+const RECONNECT_DELAY_MS = 1_000;
+
+export interface ExecutionUpdates {
+  /** Start listening if not yet; rejects when the database cannot be reached. */
+  ready(): Promise<void>;
+  /** The row now (once it exists) and after each change; ends after a final status. */
+  follow(executionId: string): AsyncIterableIterator<ExecutionRow>;
+  /** Stop listening and end every follower. */
+  close(): Promise<void>;
+}
+
+interface Follower {
+  lastRevision: number;
+  deliver(row: ExecutionRow): void;
+  end(): void;
+}
+
+export function createExecutionUpdates(o: {
+  pool: pg.Pool;
+  readRows: (ids: readonly string[]) => Promise<ExecutionRow[]>;
+  log: Logger;
+}): ExecutionUpdates {
+  const followers = new Map<string, Set<Follower>>();
+  let listener: pg.PoolClient | undefined;
+  let listening: Promise<void> | undefined;
+  let reconnectTimer: NodeJS.Timeout | undefined;
+  let closed = false;
+  // Refresh coalescing: ids noted while a read is in flight are read together right after it.
+  const pending = new Set<string>();
+  let reading: Promise<void> | undefined;
+
+  async function listen(): Promise<void> {
+    const client = await o.pool.connect();
+    client.on('notification', (msg) => {
+      if (msg.channel === EXECUTIONS_CHANGED_CHANNEL) refresh((msg.payload ?? '').split(','));
+    });
+    client.on('error', (err) => {
+      o.log.warn({ err }, 'LISTEN connection lost; reconnecting');
+      drop(client, err);
+      scheduleReconnect();
+    });
+    try {
+      await client.query(`LISTEN ${EXECUTIONS_CHANGED_CHANNEL}`);
+    } catch (err) {
+      drop(client, err as Error);
+      throw err;
+    }
+    if (closed) return drop(client);
+    listener = client;
+    // Whatever changed while nobody listened.
+    refresh([...followers.keys()]);
+  }
+
+  function drop(client: pg.PoolClient, err?: Error): void {
+    if (listener === client) listener = undefined;
+    listening = undefined;
+    client.removeAllListeners('notification');
+    client.release(err ?? true);
+  }
+
+  function scheduleReconnect(): void {
+    if (closed || reconnectTimer || followers.size === 0) return;
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = undefined;
+      ready().catch(() => scheduleReconnect());
+    }, RECONNECT_DELAY_MS);
+    reconnectTimer.unref();
+  }
+
+  function ready(): Promise<void> {
+    if (closed) return Promise.resolve();
+    listening ??= listen().catch((err: unknown) => {
+      listening = undefined;
+      throw err;
+    });
+    return listening;
+  }
+
+  function refresh(ids: readonly string[]): void {
+    for (const id of ids) if (followers.has(id)) pending.add(id);
+    if (reading || pending.size === 0) return;
+    reading = (async () => {
+      while (pending.size > 0 && !closed) {
+        const batch = [...pending];
+        pending.clear();
+        try {
+          for (const row of await o.readRows(batch)) deliver(row);
+        } catch (err) {
+          // The next notification or reconnect reads them again.
+          o.log.warn({ err, executions: batch.length }, 'could not read changed executions for subscribers');
+        }
+      }
+    })().finally(() => {
+      reading = undefined;
+    });
+  }
+
+  function deliver(row: ExecutionRow): void {
+    for (const f of followers.get(row.executionId) ?? []) {
+      if (row.revision <= f.lastRevision) continue;
+      f.lastRevision = row.revision;
+      f.deliver(row);
+      if (FINAL_STATUSES.has(row.status)) f.end();
+    }
+  }
+
+  function follow(executionId: string): AsyncIterableIterator<ExecutionRow> {
+    // A slow client gets the newest row, not a backlog: only the latest state matters, and the
+    // final row, being the last, is never the one dropped.
+    return new Repeater<ExecutionRow>(async (push, stop) => {
+      const follower: Follower = {
+        lastRevision: -1,
+        deliver: (row) => void push(row).catch(() => undefined),
+        end: () => stop(),
+      };
+      let set = followers.get(executionId);
+      if (!set) followers.set(executionId, (set = new Set()));
+      set.add(follower);
+      try {
+        refresh([executionId]); // the current row, read after registering so no change slips between
+        await stop;
+      } finally {
+        set.delete(follower);
+        if (set.size === 0) followers.delete(executionId);
+      }
+    }, new SlidingBuffer(1));
+  }
+
+  return {
+    ready,
+    follow,
+    async close() {
+      closed = true;
+      clearTimeout(reconnectTimer);
+      for (const set of followers.values()) for (const f of set) f.end();
+      await listening?.catch(() => undefined);
+      await reading;
+      const client = listener;
+      if (client) {
+        await client.query(`UNLISTEN ${EXECUTIONS_CHANGED_CHANNEL}`).catch(() => undefined);
+        drop(client);
+      }
+    },
+  };
+}

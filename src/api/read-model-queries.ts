@@ -1,0 +1,176 @@
+// The API's reads of the read model (schema baton_read) and of worker liveness. Every value is a
+// bound parameter; the only SQL assembled at run time is a choice among fixed fragments.
+// Batch readers take many ids at once: the per-request DataLoaders (loaders.ts) call them.
+import type pg from 'pg';
+import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
+import { actionStatsFromDb, executionRowFromDb } from '../../projections/executions.projection.ts';
+import type { ExecutionRow } from '../../projections/executions.ts';
+import { percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
+import { qualified, fromColumns } from '../../projections/rows.ts';
+import { workerRowFromDb, type WorkerRow } from '../../projections/workers.ts';
+import { staleAfterMs } from '../liveness/liveness-store.ts';
+import type { ExecutionCursor } from './cursor.ts';
+
+const EXECUTIONS = qualified(READ_MODEL_SCHEMA, 'executions');
+const EXECUTION_EVENTS = qualified(READ_MODEL_SCHEMA, 'execution_events');
+const WORKERS = qualified(READ_MODEL_SCHEMA, 'workers');
+const ACTION_STATS = qualified(READ_MODEL_SCHEMA, 'action_stats');
+// Unqualified like the liveness store's own queries: it lives wherever the migrations put it.
+const LIVENESS = 'baton_worker_liveness';
+
+/** Statuses in which a worker holds an execution. */
+export const HELD_STATUSES = ['Scheduled', 'Running'] as const;
+
+export async function findExecutions(pool: pg.Pool, ids: readonly string[]): Promise<ExecutionRow[]> {
+  if (ids.length === 0) return [];
+  const r = await pool.query(`SELECT * FROM ${EXECUTIONS} WHERE execution_id = ANY($1::uuid[])`, [ids]);
+  return r.rows.map(executionRowFromDb);
+}
+
+export interface ExecutionFilter {
+  status?: string | null;
+  action?: string | null;
+  workerId?: string | null;
+  /** ISO times, already validated. */
+  since?: string | null;
+  until?: string | null;
+}
+
+export interface ExecutionPage {
+  rows: { row: ExecutionRow; cursor: ExecutionCursor }[];
+  hasNextPage: boolean;
+}
+
+// Column → comparison, in a fixed order; only their $n placeholders vary.
+const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
+  { key: 'status', sql: (n) => `status = $${n}` },
+  { key: 'action', sql: (n) => `action = $${n}` },
+  { key: 'workerId', sql: (n) => `worker_id = $${n}` },
+  { key: 'since', sql: (n) => `requested_at >= $${n}::timestamptz` },
+  { key: 'until', sql: (n) => `requested_at < $${n}::timestamptz` },
+];
+
+/**
+ * Newest first, keyset-paginated on (requested_at DESC, execution_id DESC) — the order of the
+ * executions_requested/_status/_action/_worker indexes — so page 1,000 costs what page 1 does.
+ * Reads one row more than asked to learn whether another page follows.
+ */
+export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter; first: number; after?: ExecutionCursor }): Promise<ExecutionPage> {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  for (const f of FILTERS) {
+    const value = o.filter[f.key];
+    if (value === undefined || value === null) continue;
+    values.push(value);
+    where.push(f.sql(values.length));
+  }
+  if (o.after) {
+    values.push(o.after.requestedAt, o.after.executionId);
+    where.push(`(requested_at, execution_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
+  }
+  values.push(o.first + 1);
+  const r = await pool.query(
+    `SELECT *, to_char(requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_requested_at
+       FROM ${EXECUTIONS}
+      ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY requested_at DESC, execution_id DESC
+      LIMIT $${values.length}`,
+    values,
+  );
+  const rows = r.rows.slice(0, o.first).map(({ cursor_requested_at, ...db }) => {
+    const row = executionRowFromDb(db);
+    return { row, cursor: { requestedAt: cursor_requested_at as string, executionId: row.executionId } };
+  });
+  return { rows, hasNextPage: r.rows.length > o.first };
+}
+
+export interface EventRow {
+  eventId: string;
+  executionId: string;
+  streamId: string;
+  revision: number;
+  globalPosition: number;
+  type: string;
+  by: string | null;
+  data: unknown;
+  metadata: unknown;
+  occurredAt: string | null;
+  recordedAt: string;
+}
+
+/** Each execution's events from `fromRevision` in stream order, at most `limit` each (one index range scan per execution). */
+export async function listEvents(pool: pg.Pool, executionIds: readonly string[], fromRevision: number, limit: number): Promise<Map<string, EventRow[]>> {
+  const byExecution = new Map<string, EventRow[]>(executionIds.map((id) => [id, []]));
+  if (executionIds.length === 0) return byExecution;
+  const r = await pool.query(
+    `SELECT e.* FROM unnest($1::uuid[]) AS x(id)
+       CROSS JOIN LATERAL (
+         SELECT * FROM ${EXECUTION_EVENTS}
+          WHERE execution_id = x.id AND revision >= $2
+          ORDER BY revision LIMIT $3
+       ) e
+      ORDER BY e.execution_id, e.revision`,
+    [executionIds, fromRevision, limit],
+  );
+  for (const db of r.rows) {
+    const row = fromColumns<EventRow>(db, ['revision', 'global_position']);
+    byExecution.get(row.executionId)?.push(row);
+  }
+  return byExecution;
+}
+
+/** worker id → its last heartbeat (ISO), for the workers that have a liveness row. */
+export async function findHeartbeats(pool: pg.Pool, workerIds: readonly string[]): Promise<Map<string, string>> {
+  if (workerIds.length === 0) return new Map();
+  const r = await pool.query<{ worker_id: string; heartbeat_at: Date }>(
+    `SELECT worker_id, heartbeat_at FROM ${LIVENESS} WHERE worker_id = ANY($1::text[])`,
+    [workerIds],
+  );
+  return new Map(r.rows.map((row) => [row.worker_id, row.heartbeat_at.toISOString()]));
+}
+
+export interface WorkerView extends WorkerRow {
+  inFlight: number;
+  lastHeartbeatAt: string | null;
+  alive: boolean;
+}
+
+/**
+ * Every projected worker with its liveness and in-flight count, in one statement. Alive is
+ * judged by the database's clock, like the executor's own choice of candidates.
+ */
+export async function listWorkers(pool: pg.Pool): Promise<WorkerView[]> {
+  const r = await pool.query(
+    `SELECT w.*, l.heartbeat_at AS live_heartbeat_at,
+            COALESCE(l.heartbeat_at > now() - $1::float8 * interval '1 millisecond', false) AS live_alive,
+            COALESCE(f.in_flight, 0)::int AS live_in_flight
+       FROM ${WORKERS} w
+       LEFT JOIN ${LIVENESS} l ON l.worker_id = w.worker_id
+       LEFT JOIN (SELECT worker_id, count(*) AS in_flight FROM ${EXECUTIONS}
+                   WHERE status = ANY($2::text[]) AND worker_id IS NOT NULL GROUP BY worker_id) f
+              ON f.worker_id = w.worker_id
+      ORDER BY w.worker_id COLLATE "C"`,
+    [staleAfterMs(), HELD_STATUSES],
+  );
+  return r.rows.map(({ live_heartbeat_at, live_alive, live_in_flight, ...db }) => ({
+    ...workerRowFromDb(db),
+    inFlight: live_in_flight as number,
+    lastHeartbeatAt: live_heartbeat_at ? (live_heartbeat_at as Date).toISOString() : null,
+    alive: live_alive as boolean,
+  }));
+}
+
+export interface ActionStatsView extends Omit<ActionStatsRow, 'durationHistogram'> {
+  p50Ms: number | null;
+  p95Ms: number | null;
+}
+
+export async function listActionStats(pool: pg.Pool, action?: string | null): Promise<ActionStatsView[]> {
+  const r = action
+    ? await pool.query(`SELECT * FROM ${ACTION_STATS} WHERE action = $1`, [action])
+    : await pool.query(`SELECT * FROM ${ACTION_STATS} ORDER BY action COLLATE "C"`);
+  return r.rows.map((db) => {
+    const { durationHistogram, ...counters } = actionStatsFromDb(db);
+    return { ...counters, p50Ms: percentile(durationHistogram, 0.5), p95Ms: percentile(durationHistogram, 0.95) };
+  });
+}

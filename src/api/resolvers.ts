@@ -1,0 +1,83 @@
+// Query, subscription and type resolvers over the read model. Fields whose names match the row
+// (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
+import type { ExecutionRow } from '../../projections/executions.ts';
+import type { WorkerRow } from '../../projections/workers.ts';
+import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
+import type { ApiContext } from './context.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import { mutationResolvers } from './mutations.ts';
+import { HELD_STATUSES, listActionStats, listExecutions, listWorkers, type ExecutionFilter } from './read-model-queries.ts';
+import { DateTimeScalar, JsonScalar, LongScalar } from './scalars.ts';
+
+interface EventWindow {
+  fromRevision: number;
+  limit: number;
+}
+
+function eventWindow(a: EventWindow): EventWindow {
+  return {
+    fromRevision: intInRange(a.fromRevision, 'fromRevision', 0, Number.MAX_SAFE_INTEGER),
+    limit: intInRange(a.limit, 'limit', 1, MAX_EVENTS_LIMIT),
+  };
+}
+
+// Names and worker ids are bounded by the event schemas; longer values can match nothing.
+const filterText = (value: string | null | undefined, name: string) => (value == null ? value : textArg(value, name, 500));
+
+export const resolvers = {
+  JSON: JsonScalar,
+  DateTime: DateTimeScalar,
+  Long: LongScalar,
+
+  Query: {
+    execution: (_: unknown, a: { id: string }, ctx: ApiContext) => ctx.loaders.execution.load(uuidArg(a.id, 'id')),
+
+    async executions(_: unknown, a: { filter?: ExecutionFilter | null; first: number; after?: string | null }, ctx: ApiContext) {
+      const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
+      const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
+      const f = a.filter ?? {};
+      const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId') };
+      const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }) });
+      const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
+      return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
+    },
+
+    events(_: unknown, a: { executionId: string } & EventWindow, ctx: ApiContext) {
+      const w = eventWindow(a);
+      return ctx.loaders.events(w.fromRevision, w.limit).load(uuidArg(a.executionId, 'executionId'));
+    },
+
+    workers: (_: unknown, _a: unknown, ctx: ApiContext) => listWorkers(ctx.pool),
+
+    actionStats: (_: unknown, a: { action?: string | null }, ctx: ApiContext) => listActionStats(ctx.pool, filterText(a.action, 'action')),
+  },
+
+  Execution: {
+    id: (row: ExecutionRow) => row.executionId,
+    lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
+      const held = row.workerId !== null && (HELD_STATUSES as readonly string[]).includes(row.status);
+      return held ? ctx.loaders.heartbeat.load(row.workerId!) : null;
+    },
+    events(row: ExecutionRow, a: EventWindow, ctx: ApiContext) {
+      const w = eventWindow(a);
+      return ctx.loaders.events(w.fromRevision, w.limit).load(row.executionId);
+    },
+  },
+
+  Worker: {
+    id: (row: WorkerRow) => row.workerId,
+  },
+
+  Mutation: mutationResolvers,
+
+  Subscription: {
+    executionUpdated: {
+      async subscribe(_: unknown, a: { id: string }, ctx: ApiContext) {
+        const id = uuidArg(a.id, 'id');
+        await ctx.updates.ready();
+        return ctx.updates.follow(id);
+      },
+      resolve: (row: ExecutionRow) => row,
+    },
+  },
+};

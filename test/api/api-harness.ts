@@ -1,0 +1,134 @@
+// One API server per test file over a fresh database, and a fetch-based GraphQL client.
+// Events go in through the runtime; catchUp() projects them, as the projector would.
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { projections } from '../../projections/index.ts';
+import { afterAll, beforeAll } from 'vitest';
+import { builtinActions } from '../../src/actions/builtin.ts';
+import { createActionRegistry } from '../../src/actions/registry.ts';
+import { CSRF_HEADER, startApiServer, type ApiServer, type ApiServerOptions } from '../../src/api/server.ts';
+import type { EventStore } from '../../src/eventstore/event-store.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { silentLogger } from '../../src/log.ts';
+import { catchUpReadModel } from '../../src/readmodel/projector.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+export const actions = createActionRegistry([...builtinActions]);
+export const log: Logger = silentLogger();
+
+export interface GqlResponse<D = Record<string, any>> {
+  status: number;
+  headers: Headers;
+  data: D | null | undefined;
+  errors: { message: string; path?: string[]; extensions?: Record<string, any> }[] | undefined;
+  text: string;
+}
+
+export interface GqlOptions {
+  token?: string;
+  /** Extra headers; by default a JSON POST (which passes CSRF prevention). */
+  headers?: Record<string, string>;
+}
+
+/** POST one operation as JSON, as any GraphQL client does. */
+export async function gql<D = Record<string, any>>(url: string, query: string, variables: Record<string, unknown> = {}, o: GqlOptions = {}): Promise<GqlResponse<D>> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/graphql-response+json, application/json',
+      ...(o.token && { authorization: `Bearer ${o.token}` }),
+      ...o.headers,
+    },
+    body: JSON.stringify({ query, variables }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await res.text();
+  let body: { data?: D | null; errors?: GqlResponse['errors'] } = {};
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON (a 413 page, say); the test looks at status and text
+  }
+  return { status: res.status, headers: res.headers, data: body.data, errors: body.errors, text };
+}
+
+export { CSRF_HEADER };
+
+export interface ApiFixture {
+  db: TestDatabase;
+  store: PostgresEventStore;
+  runtime: ExecutionRuntime;
+  server: ApiServer;
+  url: string;
+  /** Project everything appended so far (the lead's projector, run to the end of the store). */
+  catchUp(): Promise<void>;
+}
+
+/** A database, runtime and API server for the file (or describe block), torn down after it. */
+export function useApi(options: Partial<Omit<ApiServerOptions, 'pool' | 'runtime' | 'actions' | 'log'>> = {}): () => ApiFixture {
+  let fixture: ApiFixture | undefined;
+  beforeAll(async () => {
+    const db = await createTestDatabase({ max: 20 });
+    const store = createPostgresEventStore(db.pool);
+    const runtime = createExecutionRuntime(store);
+    const server = await startApiServer({ pool: db.pool, runtime, actions, log, port: 0, ...options });
+    fixture = { db, store, runtime, server, url: server.url, catchUp: () => catchUpFully(db.pool, store) };
+  });
+  afterAll(async () => {
+    const f = fixture;
+    fixture = undefined;
+    await f?.server.close();
+    await f?.store.close();
+    await f?.db.drop();
+  });
+  return () => {
+    if (!fixture) throw new Error('useApi(): only inside tests and hooks');
+    return fixture;
+  };
+}
+
+/**
+ * Catch up until every projection's checkpoint has passed the last event it follows. readAll
+ * holds events back while any older transaction on the server is open (another test file's),
+ * so one catch-up can stop short. Bounded: 10 s.
+ */
+export async function catchUpFully(pool: pg.Pool, store: EventStore): Promise<void> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    await catchUpReadModel({ pool, store });
+    let behind = 0;
+    for (const p of projections) {
+      const r = await pool.query<{ behind: boolean }>(
+        `SELECT coalesce(max(e.global_position), 0) > (SELECT position FROM baton_projection_checkpoints WHERE projection = $1) AS behind
+           FROM baton_events e WHERE e.stream_id LIKE ANY ($2::text[])`,
+        [p.name, p.streamPrefixes.map((prefix) => `${prefix}%`)],
+      );
+      if (r.rows[0]!.behind) behind++;
+    }
+    if (behind === 0) return;
+    if (Date.now() > until) throw new Error(`${behind} projection(s) still behind the store after 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export const deadline = () => new Date(Date.now() + 60_000).toISOString();
+
+/** Take an execution through scheduling and hand it to `workerId` (the executor's part). */
+export async function handOff(runtime: ExecutionRuntime, executionId: string, workerId: string): Promise<void> {
+  await runtime.dispatch(executionId, [
+    { type: 'SchedulingStarted', data: {}, by: 'executor' },
+    { type: 'ExecutionHandedOff', data: { workerId, attempt: 1, deadline: deadline() }, by: 'executor' },
+  ]);
+}
+
+/** Announce a worker in its own stream, as a worker host does at start. */
+export async function startWorker(store: PostgresEventStore, workerId: string): Promise<void> {
+  await store.append(
+    `worker-${workerId}`,
+    [{ eventId: randomUUID(), type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 4, host: 'test' }, metadata: { by: `worker:${workerId}`, occurredAt: new Date().toISOString() } }],
+    { expectedRevision: 'any' },
+  );
+}
