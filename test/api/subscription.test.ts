@@ -1,0 +1,130 @@
+// executionUpdated over SSE: the current row, then each change the projector commits, until a
+// final status; every subscriber shares one LISTEN connection per server.
+import { describe, expect, it } from 'vitest';
+import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/api/live-updates.ts';
+import { handOff, useApi } from './api-harness.ts';
+
+const api = useApi();
+const SUBSCRIBE = `subscription($id: ID!) { executionUpdated(id: $id) { id status revision owner } }`;
+
+interface SseEvent {
+  event: string;
+  data: any;
+}
+
+/** Open a GraphQL-over-SSE subscription; `next()` resolves with the next event (bounded). */
+async function subscribe(url: string, id: string, headers: Record<string, string> = {}) {
+  const controller = new AbortController();
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...headers },
+    body: JSON.stringify({ query: SUBSCRIBE, variables: { id } }),
+    signal: controller.signal,
+  });
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  let pending: Promise<ReadableStreamReadResult<string>> | undefined;
+  async function next(timeoutMs = 5_000): Promise<SseEvent | undefined> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const end = buffered.indexOf('\n\n');
+      if (end >= 0) {
+        const block = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        const lines = block.split('\n');
+        if (lines.every((l) => l.startsWith(':'))) continue; // keep-alive comment
+        const field = (name: string) => lines.find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim();
+        const data = field('data');
+        return { event: field('event') ?? 'message', data: data ? JSON.parse(data) : undefined };
+      }
+      const left = until - Date.now();
+      if (left <= 0) throw new Error(`no SSE event within ${timeoutMs} ms (buffered: ${JSON.stringify(buffered)})`);
+      let timer: NodeJS.Timeout | undefined;
+      // A read that outlived an earlier timeout still holds the next chunk: reuse it.
+      pending ??= reader.read();
+      const chunk = await Promise.race([
+        pending,
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no SSE event within ${timeoutMs} ms`)), left))),
+      ]).finally(() => clearTimeout(timer));
+      pending = undefined;
+      if (chunk.done) return undefined;
+      buffered += chunk.value;
+    }
+  }
+  const close = () => {
+    controller.abort();
+    return reader.cancel().catch(() => undefined);
+  };
+  return { res, next, close };
+}
+
+const listeners = async () => {
+  const r = await api().db.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE $1`,
+    [`LISTEN ${EXECUTIONS_CHANGED_CHANNEL}`],
+  );
+  return r.rows[0]!.n;
+};
+
+describe('executionUpdated', () => {
+  it('pushes the current row, then each projected change, and ends after the final status', async () => {
+    const { runtime, url } = api();
+    const { executionId: id } = await runtime.submit({ action: 'core.noop' });
+    await api().catchUp();
+    const sub = await subscribe(url, id);
+    try {
+      expect(sub.res.status).toBe(200);
+      expect(sub.res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      expect(await sub.next()).toEqual({ event: 'next', data: { data: { executionUpdated: { id, status: 'Requested', revision: 0, owner: 'executor' } } } });
+
+      await handOff(runtime, id, 'w1');
+      await api().catchUp();
+      expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ status: 'Scheduled', revision: 2, owner: 'worker:w1' });
+
+      await runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });
+      await api().catchUp();
+      expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ status: 'Running', revision: 3 });
+
+      await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: 42 }, by: 'worker:w1' });
+      await api().catchUp();
+      expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ status: 'Completed', revision: 4 });
+      expect((await sub.next())?.event).toBe('complete');
+    } finally {
+      await sub.close();
+    }
+  });
+
+  it('waits for an execution the read model has not seen yet, and shares one LISTEN connection', async () => {
+    const { runtime, url } = api();
+    const { executionId: id } = await runtime.submit({ action: 'core.noop' });
+    const a = await subscribe(url, id);
+    const b = await subscribe(url, id);
+    try {
+      expect(a.res.status).toBe(200);
+      expect(b.res.status).toBe(200);
+      await expect(a.next(300)).rejects.toThrow(/no SSE event/); // nothing projected yet
+      await api().catchUp();
+      for (const sub of [a, b]) expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ id, status: 'Requested' });
+      expect(await listeners()).toBe(1);
+      await runtime.dispatch(id, { type: 'ExecutionCancelled', data: { reason: 'test' }, by: 'executor' });
+      await api().catchUp();
+      for (const sub of [a, b]) {
+        expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ status: 'Cancelled' });
+        expect((await sub.next())?.event).toBe('complete');
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('refuses an id that is not a UUID, naming it', async () => {
+    const sub = await subscribe(api().url, 'not-a-uuid');
+    try {
+      const first = await sub.next();
+      expect(first!.data.errors[0].message).toMatch(/^id: must be an execution id/);
+    } finally {
+      await sub.close();
+    }
+  });
+});
