@@ -2,7 +2,8 @@
 // final status; every subscriber shares one LISTEN connection per server.
 import { describe, expect, it } from 'vitest';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/api/live-updates.ts';
-import { handOff, useApi } from './api-harness.ts';
+import { startApiServer } from '../../src/api/server.ts';
+import { actions, catchUpFully, handOff, log, useApi } from './api-harness.ts';
 
 const api = useApi();
 const SUBSCRIBE = `subscription($id: ID!) { executionUpdated(id: $id) { id status revision owner } }`;
@@ -115,6 +116,48 @@ describe('executionUpdated', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('keeps following after the LISTEN connection dies (reconnects, then reads what it missed)', async () => {
+    const { runtime, url, db } = api();
+    const { executionId: id } = await runtime.submit({ action: 'core.noop' });
+    await api().catchUp();
+    const sub = await subscribe(url, id);
+    try {
+      expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ status: 'Requested' });
+      const killed = await db.pool.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE $1`,
+        [`LISTEN ${EXECUTIONS_CHANGED_CHANNEL}`],
+      );
+      expect(killed.rowCount).toBe(1);
+      await runtime.dispatch(id, { type: 'SchedulingStarted', data: {}, by: 'executor' });
+      await api().catchUp(); // its NOTIFY finds nobody listening
+      expect((await sub.next(5_000))!.data.data.executionUpdated).toMatchObject({ status: 'Scheduling' });
+      expect(await listeners()).toBe(1);
+    } finally {
+      await sub.close();
+    }
+  });
+
+  it('close() ends open subscriptions and releases the LISTEN connection at once', async () => {
+    const { runtime, store, db } = api();
+    const before = await listeners(); // the file's own server may be listening already
+    const server = await startApiServer({ pool: db.pool, runtime, actions, log, port: 0 });
+    const { executionId: id } = await runtime.submit({ action: 'core.noop' });
+    await catchUpFully(db.pool, store);
+    const sub = await subscribe(server.url, id);
+    try {
+      expect((await sub.next())!.data.data.executionUpdated).toMatchObject({ id });
+      expect(await listeners()).toBe(before + 1);
+      const started = Date.now();
+      await server.close();
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect((await sub.next())?.event).toBe('complete');
+      expect(await listeners()).toBe(before);
+    } finally {
+      await sub.close();
+      await server.close();
     }
   });
 
