@@ -151,6 +151,12 @@ describe('open on loopback (no token)', () => {
     expect(tokens.errors![0]!.message).toMatch(/Token limit of 2000 exceeded/);
   });
 
+  it('refuses a query over the cost limit', async () => {
+    const costly = Array.from({ length: 15 }, (_, i) => `c${i}: executions(first: 100) { edges { node { events { ${'type '.repeat(40)}} } } }`).join(' ');
+    const r = await gql(api().url, `{ ${costly} }`);
+    expect(r.errors![0]!.message).toMatch(/Query Cost limit of 5000 exceeded/);
+  });
+
   it('does not suggest field names', async () => {
     const r = await gql(api().url, `{ executionz(first: 1) { edges { cursor } } }`);
     expect(r.errors![0]!.message).toMatch(/Cannot query field "executionz"/);
