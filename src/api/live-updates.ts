@@ -10,8 +10,9 @@ import type { Logger } from 'pino';
 import { Repeater, SlidingBuffer } from 'graphql-yoga';
 import type { ExecutionRow } from '../../projections/executions.ts';
 
-/** The projector's NOTIFY channel; payload: comma-separated execution ids (≤ 200 per notification). */
-export const EXECUTIONS_CHANGED_CHANNEL = 'baton_executions_changed';
+import { EXECUTIONS_CHANGED_CHANNEL } from '../readmodel/notifications.ts';
+
+export { EXECUTIONS_CHANGED_CHANNEL };
 
 const FINAL_STATUSES = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
 const RECONNECT_DELAY_MS = 1_000;

@@ -21,6 +21,8 @@ import { createPostgresWorkTransport } from '../transport/postgres.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
 import { startProjector, type Projector } from '../readmodel/projector-host.ts';
+import { startApiServer, type ApiServer } from '../api/server.ts';
+import type { ActionRegistry } from '../actions/registry.ts';
 
 export type TransportKind = 'nats' | 'postgres';
 
@@ -87,7 +89,7 @@ export interface RunningHosts {
   executor?: Executor;
   workers: WorkerHost[];
   projector?: Projector;
-  api?: { close(): Promise<void> };
+  api?: ApiServer;
   health: HealthServer;
 }
 
@@ -124,6 +126,8 @@ export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHost
 
 export interface DevOptions {
   workers: number;
+  /** GraphQL API port (BATON_API_PORT, default 4000); 0 picks a free one. */
+  apiPort?: number;
   capacity: number;
   metricsPort: number;
   metricsHost?: string;
@@ -135,9 +139,10 @@ export interface DevOptions {
 export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; hosts: RunningHosts }> {
   // One process runs every role here, so it gets the connections of several hosts.
   const env = await openHostEnvironment({ transport: o.transport ?? 'postgres', component: 'dev', poolSize: 20 });
+  const hosts: Partial<RunningHosts> & { workers: WorkerHost[] } = { workers: [] };
   try {
     const actions = createActionRegistry(await loadActions(o.actions));
-    const executor = startExecutor({
+    hosts.executor = startExecutor({
       store: env.store,
       runtime: env.runtime,
       transport: env.transport,
@@ -146,9 +151,9 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
       registry: env.registry,
       staleAfterMs: staleAfter(HEARTBEAT_INTERVAL_MS),
     });
-    await executor.ready;
-    const projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry });
-    const workers = await Promise.all(
+    await hosts.executor.ready;
+    const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry }));
+    hosts.workers = await Promise.all(
       Array.from({ length: o.workers }, (_, i) =>
         startWorkerHost({
           workerId: `dev-${i + 1}`,
@@ -164,18 +169,38 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
         }),
       ),
     );
-    const health = await startHealthServer({
+    hosts.api = await startApi(env, actions, o.apiPort);
+    hosts.health = await startHealthServer({
       host: o.metricsHost,
       port: o.metricsPort,
       registry: env.registry,
       problems: () => projector.problems(),
       log: env.log,
     });
-    return { env, hosts: { executor, workers, projector, health } };
+    return { env, hosts: hosts as RunningHosts };
   } catch (err) {
+    // Stop whatever started, so a failed start (a port in use, say) leaves nothing running.
+    await hosts.api?.close().catch(() => undefined);
+    await Promise.all(hosts.workers.map((w) => w.stop('dev failed to start').catch(() => undefined)));
+    await hosts.executor?.stop().catch(() => undefined);
+    await hosts.projector?.stop().catch(() => undefined);
     await env.close();
     throw err;
   }
+}
+
+/** The GraphQL API on the configured address (BATON_API_HOST/PORT, tokens from the environment). */
+export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number): Promise<ApiServer> {
+  return startApiServer({
+    pool: env.db.pool,
+    runtime: env.runtime,
+    actions,
+    log: env.log,
+    host: env.config.apiHost,
+    port: port ?? env.config.apiPort,
+    adminToken: env.config.apiToken,
+    readToken: env.config.apiReadToken,
+  });
 }
 
 export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: DevOptions): string {
@@ -183,6 +208,7 @@ export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: DevOpt
     `Baton dev is running (${env.db.embedded ? 'embedded Postgres' : 'Postgres'}, ${env.transportKind === 'nats' ? 'NATS JetStream' : 'Postgres work queue'})`,
     `  database  ${redactUrl(env.db.url)}${env.db.embedded ? ` (data in ${env.config.dataDir})` : ''}`,
     `  workers   ${hosts.workers.map((w) => w.workerId).join(', ')} (capacity ${o.capacity} each)`,
+    `  GraphQL   ${hosts.api?.url ?? '(off)'}   (GraphiQL: open it in a browser)`,
     `  metrics   ${hosts.health.url}/metrics   health ${hosts.health.url}/healthz`,
     `Try, from another terminal:  npx baton submit core.sleep --input '{"ms":50}' --wait`,
     'Ctrl-C drains and stops.',

@@ -5,7 +5,7 @@ import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
 import { waitForFinal } from './wait.ts';
-import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startDev } from './hosts.ts';
+import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startApi, startDev } from './hosts.ts';
 import { startExecutor } from '../executor/executor.ts';
 import { startWorkerHost } from '../worker/worker-host.ts';
 import { createActionRegistry } from '../actions/index.ts';
@@ -138,14 +138,14 @@ program
 const transportOption = () =>
   new Option('--transport <kind>', 'work transport (default: nats when BATON_NATS_URL is set, else postgres)').choices(['nats', 'postgres']);
 const hostOption = () => new Option('--metrics-host <address>', 'address for /healthz and /metrics (0.0.0.0 in a container)').default('127.0.0.1');
+const portNumber = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)');
+  return n;
+};
 const portOption = (fallback: number) =>
-  new Option('--metrics-port <port>', '/healthz and /metrics port on 127.0.0.1 (0 picks a free one)')
-    .argParser((v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)');
-      return n;
-    })
-    .default(fallback);
+  new Option('--metrics-port <port>', '/healthz and /metrics port on 127.0.0.1 (0 picks a free one)').argParser(portNumber).default(fallback);
+const apiPortOption = () => new Option('--port <port>', 'GraphQL API port (default: BATON_API_PORT or 4000; 0 picks a free one)').argParser(portNumber);
 
 program
   .command('dev')
@@ -157,8 +157,9 @@ program
   .addOption(portOption(9464))
   .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish').argParser(positiveInt).default(30_000))
-  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout: number }) => {
-    const options = { ...o, shutdownTimeoutMs: o.shutdownTimeout };
+  .addOption(apiPortOption())
+  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout: number; port?: number }) => {
+    const options = { ...o, shutdownTimeoutMs: o.shutdownTimeout, apiPort: o.port };
     const { env, hosts } = await startDev(options);
     console.log(describeDev(env, hosts, options));
     await runUntilSignalled(env, hosts);
@@ -219,6 +220,21 @@ program
     const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => projector.problems(), log: env.log });
     env.log.info({ metrics: `${health.url}/metrics` }, 'projector running');
     await runUntilSignalled(env, { projector, workers: [], health });
+  });
+
+program
+  .command('api')
+  .description('serve the GraphQL API (and GraphiQL) at /graphql over the read model')
+  .addOption(apiPortOption())
+  .option('--actions <module>', 'a module exporting more actions, so submitExecution can check their input')
+  .addOption(portOption(9467))
+  .addOption(hostOption())
+  .action(async (o: { port?: number; actions?: string; metricsPort: number; metricsHost: string }) => {
+    const env = await openHostEnvironment({ transport: 'postgres', component: 'api' });
+    const api = await startApi(env, createActionRegistry(await loadActions(o.actions)), o.port);
+    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
+    env.log.info({ graphql: api.url, metrics: `${health.url}/metrics` }, 'API running');
+    await runUntilSignalled(env, { workers: [], api, health });
   });
 
 const projectionsCommand = program.command('projections').description('inspect, rebuild and verify the read model');
