@@ -4,7 +4,15 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import type { ExecutionRow } from '../../projections/executions.ts';
+import { badInput } from './errors.ts';
 import { findExecutions, findHeartbeats, listEvents, type EventRow } from './read-model-queries.ts';
+
+/**
+ * Events one request may return in all. `first` and `limit` each have caps, but 100 executions
+ * × 1,000 events each (× aliases) would still be a very large answer; past this the request
+ * is refused rather than served.
+ */
+export const EVENTS_PER_REQUEST = 10_000;
 
 export interface Loaders {
   execution: DataLoader<string, ExecutionRow | null>;
@@ -14,8 +22,9 @@ export interface Loaders {
   events(fromRevision: number, limit: number): DataLoader<string, EventRow[]>;
 }
 
-export function createLoaders(pool: pg.Pool): Loaders {
+export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST): Loaders {
   const eventLoaders = new Map<string, DataLoader<string, EventRow[]>>();
+  let eventsLeft = eventBudget;
   return {
     execution: new DataLoader(async (ids) => {
       const rows = new Map((await findExecutions(pool, ids)).map((r) => [r.executionId, r]));
@@ -30,7 +39,13 @@ export function createLoaders(pool: pg.Pool): Loaders {
       let loader = eventLoaders.get(key);
       if (!loader) {
         loader = new DataLoader(async (ids) => {
-          const byExecution = await listEvents(pool, ids, fromRevision, limit);
+          // One more than is left: getting it means the request asked for too much.
+          const byExecution = await listEvents(pool, ids, fromRevision, limit, eventsLeft + 1);
+          const got = [...byExecution.values()].reduce((n, rows) => n + rows.length, 0);
+          if (got > eventsLeft) {
+            throw badInput('limit', `this request would return more than ${eventBudget} events in all; ask for fewer executions (first) or fewer events each (limit)`);
+          }
+          eventsLeft -= got;
           return ids.map((id) => byExecution.get(id) ?? []);
         });
         eventLoaders.set(key, loader);

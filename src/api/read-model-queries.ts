@@ -99,7 +99,8 @@ export interface EventRow {
 }
 
 /** Each execution's events from `fromRevision` in stream order, at most `limit` each (one index range scan per execution). */
-export async function listEvents(pool: pg.Pool, executionIds: readonly string[], fromRevision: number, limit: number): Promise<Map<string, EventRow[]>> {
+/** Each execution's events from `fromRevision`, at most `limit` each and `total` in all. */
+export async function listEvents(pool: pg.Pool, executionIds: readonly string[], fromRevision: number, limit: number, total: number): Promise<Map<string, EventRow[]>> {
   const byExecution = new Map<string, EventRow[]>(executionIds.map((id) => [id, []]));
   if (executionIds.length === 0) return byExecution;
   const r = await pool.query(
@@ -109,8 +110,9 @@ export async function listEvents(pool: pg.Pool, executionIds: readonly string[],
           WHERE execution_id = x.id AND revision >= $2
           ORDER BY revision LIMIT $3
        ) e
-      ORDER BY e.execution_id, e.revision`,
-    [executionIds, fromRevision, limit],
+      ORDER BY e.execution_id, e.revision
+      LIMIT $4`,
+    [executionIds, fromRevision, limit, total],
   );
   for (const db of r.rows) {
     const row = fromColumns<EventRow>(db, ['revision', 'global_position']);

@@ -209,3 +209,14 @@ describe('workers and actionStats', () => {
     expect(one.data!.actionStats).toEqual([{ action: 'core.noop' }]);
   });
 });
+
+describe('events per request', () => {
+  it('refuses a request whose nested events would pass the per-request budget, naming `limit`', async () => {
+    const { createLoaders } = await import('../../src/api/loaders.ts');
+    const { db } = api();
+    const within = createLoaders(db.pool, 5);
+    expect(await within.events(0, 1000).load(ids[5]!)).toHaveLength(5); // exactly the budget
+    const over = createLoaders(db.pool, 4);
+    await expect(over.events(0, 1000).load(ids[5]!)).rejects.toThrow(/^limit: this request would return more than 4 events/);
+  });
+});
