@@ -29,7 +29,33 @@ export interface Config {
   /** BATON_API_READ_TOKEN: a bearer token for queries and subscriptions only. Secret: never log it. */
   readonly apiReadToken: string | undefined;
   readonly nodeEnv: 'development' | 'production' | 'test';
+  /** Timeouts and retry defaults; each action may override its own (see src/actions/action.ts). */
+  readonly timeouts: TimeoutConfig;
 }
+
+export interface TimeoutConfig {
+  /** BATON_SCHEDULE_TO_START_TIMEOUT: a handed-off execution not started by then is reclaimed. */
+  readonly scheduleToStartMs: number;
+  /** BATON_START_TO_CLOSE_TIMEOUT: a run longer than this is aborted and timed out. */
+  readonly startToCloseMs: number;
+  /** BATON_HEARTBEAT_INTERVAL: how often workers beat. */
+  readonly heartbeatIntervalMs: number;
+  /** BATON_HEARTBEAT_STALE_AFTER: missed intervals after which a worker is declared lost. */
+  readonly heartbeatStaleAfter: number;
+  /** BATON_SHUTDOWN_TIMEOUT: how long a draining worker lets runs finish. */
+  readonly shutdownTimeoutMs: number;
+  /** BATON_MAX_ATTEMPTS: attempts of a submission that does not say. */
+  readonly maxAttempts: number;
+}
+
+export const DEFAULT_TIMEOUTS: TimeoutConfig = Object.freeze({
+  scheduleToStartMs: 30_000,
+  startToCloseMs: 10 * 60_000,
+  heartbeatIntervalMs: 10_000,
+  heartbeatStaleAfter: 3,
+  shutdownTimeoutMs: 30_000,
+  maxAttempts: 3,
+});
 
 export const DEFAULT_DATA_DIR = './.baton';
 export const DEFAULT_EMBEDDED_PG_PORT = 54329;
@@ -58,6 +84,40 @@ const port = z.coerce
   .int('Invalid port: expected an integer from 1 to 65535')
   .min(1, 'Invalid port: expected an integer from 1 to 65535')
   .max(65535, 'Invalid port: expected an integer from 1 to 65535');
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+/** `250ms`, `5s`, `1.5m`, `2h`; a bare number is milliseconds. */
+export function parseDuration(text: string): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text);
+  if (!m) return undefined;
+  const ms = Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!;
+  return Number.isFinite(ms) ? Math.round(ms) : undefined;
+}
+const duration = (fallback: number) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .transform((v, ctx) => {
+        const ms = parseDuration(v);
+        if (ms === undefined || ms < 1 || ms > 7 * 24 * 3_600_000) {
+          ctx.addIssue({ code: 'custom', message: `Invalid duration "${v}": expected e.g. 500ms, 5s, 2m or 1h (at least 1 ms, at most 7 days)` });
+          return z.NEVER;
+        }
+        return ms;
+      })
+      .optional(),
+  ).transform((v) => v ?? fallback);
+const count = (fallback: number, what: string) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z.coerce
+      .number({ message: `Invalid ${what}: expected a whole number from 1 to 1000` })
+      .int(`Invalid ${what}: expected a whole number from 1 to 1000`)
+      .min(1, `Invalid ${what}: expected a whole number from 1 to 1000`)
+      .max(1000, `Invalid ${what}: expected a whole number from 1 to 1000`)
+      .default(fallback),
+  );
 
 // A token travels in an Authorization header: one visible-ASCII word. Messages never echo it.
 const token = z
@@ -88,6 +148,12 @@ const EnvSchema = z.object({
   BATON_API_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_API_PORT)),
   BATON_API_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
   BATON_API_READ_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
+  BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
+  BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
+  BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
+  BATON_HEARTBEAT_STALE_AFTER: count(DEFAULT_TIMEOUTS.heartbeatStaleAfter, 'number of missed heartbeat intervals'),
+  BATON_SHUTDOWN_TIMEOUT: duration(DEFAULT_TIMEOUTS.shutdownTimeoutMs),
+  BATON_MAX_ATTEMPTS: count(DEFAULT_TIMEOUTS.maxAttempts, 'number of attempts'),
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -124,6 +190,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiHost: e.BATON_API_HOST,
     apiPort: e.BATON_API_PORT,
     nodeEnv: e.NODE_ENV,
+    timeouts: Object.freeze({
+      scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,
+      startToCloseMs: e.BATON_START_TO_CLOSE_TIMEOUT,
+      heartbeatIntervalMs: e.BATON_HEARTBEAT_INTERVAL,
+      heartbeatStaleAfter: e.BATON_HEARTBEAT_STALE_AFTER,
+      shutdownTimeoutMs: e.BATON_SHUTDOWN_TIMEOUT,
+      maxAttempts: e.BATON_MAX_ATTEMPTS,
+    }),
   } as Config;
   // Secrets are not enumerable: logging or serialising the Config (JSON, pino, util.inspect)
   // leaves them out, while code that asks for config.apiToken still gets it.

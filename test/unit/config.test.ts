@@ -3,7 +3,7 @@ import path from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
-import { loadConfig, loadTestHarnessConfig } from '../../src/config.ts';
+import { loadConfig, loadTestHarnessConfig, DEFAULT_TIMEOUTS, parseDuration } from '../../src/config.ts';
 import { createLogger, loggerOptions } from '../../src/log.ts';
 
 describe('loadConfig', () => {
@@ -18,6 +18,7 @@ describe('loadConfig', () => {
       apiHost: '127.0.0.1',
       apiPort: 4000,
       nodeEnv: 'production',
+      timeouts: DEFAULT_TIMEOUTS,
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();
@@ -110,6 +111,26 @@ describe('loadConfig', () => {
     expect(err!.message).toMatch(/BATON_API_TOKEN: Invalid token/);
     expect(err!.message).toMatch(/BATON_API_READ_TOKEN: Invalid token/);
     expect(err!.message).not.toContain('hunter2');
+  });
+
+  it('reads timeouts as durations, with defaults, and names a bad one', () => {
+    expect(loadConfig({}).timeouts).toEqual(DEFAULT_TIMEOUTS);
+    const t = loadConfig({
+      BATON_SCHEDULE_TO_START_TIMEOUT: '2s',
+      BATON_START_TO_CLOSE_TIMEOUT: '1.5m',
+      BATON_HEARTBEAT_INTERVAL: '500ms',
+      BATON_HEARTBEAT_STALE_AFTER: '4',
+      BATON_SHUTDOWN_TIMEOUT: '1h',
+      BATON_MAX_ATTEMPTS: '7',
+    }).timeouts;
+    expect(t).toEqual({ scheduleToStartMs: 2_000, startToCloseMs: 90_000, heartbeatIntervalMs: 500, heartbeatStaleAfter: 4, shutdownTimeoutMs: 3_600_000, maxAttempts: 7 });
+    expect(loadConfig({ BATON_SHUTDOWN_TIMEOUT: '250' }).timeouts.shutdownTimeoutMs).toBe(250);
+    expect(() => loadConfig({ BATON_SCHEDULE_TO_START_TIMEOUT: 'soon' })).toThrow(/BATON_SCHEDULE_TO_START_TIMEOUT: Invalid duration "soon"/);
+    expect(() => loadConfig({ BATON_HEARTBEAT_INTERVAL: '0s' })).toThrow(/BATON_HEARTBEAT_INTERVAL: Invalid duration/);
+    expect(() => loadConfig({ BATON_MAX_ATTEMPTS: '0' })).toThrow(/BATON_MAX_ATTEMPTS: Invalid number of attempts/);
+    expect(() => loadConfig({ BATON_HEARTBEAT_STALE_AFTER: '2.5' })).toThrow(/BATON_HEARTBEAT_STALE_AFTER/);
+    expect(parseDuration('5s')).toBe(5_000);
+    expect(parseDuration('5 sec')).toBeUndefined();
   });
 
   it('reads the test harness flags', () => {
