@@ -21,7 +21,8 @@ import {
 } from '../schemas/events.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '1';
+export const MACHINE_VERSION = '2';
+// 2: the executor may time out a run whose recorded start-to-close deadline passed.
 
 export const EXECUTOR = 'executor' as const;
 export type Owner = typeof EXECUTOR | `worker:${string}`;
@@ -75,13 +76,15 @@ export interface ExecutionContext {
 // can never disagree.
 
 /**
- * The ownership rule, the one place it is written. Only the owner may append, with one
- * exception: the executor may reclaim from a worker (the worker may be dead, so it
- * cannot be asked). Whether there is anything to reclaim is a state question, not an
- * ownership one.
+ * The ownership rule, the one place it is written. Only the owner may append, with two
+ * exceptions, both because the worker may be dead and cannot be asked: the executor may
+ * reclaim from a worker, and it may time out a run whose recorded start-to-close deadline
+ * passed (dataProblem checks it names that deadline). Whether there is anything to reclaim
+ * or time out is a state question, not an ownership one.
  */
 export function mayAppend(context: ExecutionContext, event: ExecutionEvent): boolean {
   if (event.type === 'OwnershipReclaimed') return event.metadata.by === EXECUTOR;
+  if (event.type === 'ExecutionTimedOut' && event.metadata.by === EXECUTOR) return true;
   return event.metadata.by === context.owner;
 }
 
@@ -143,6 +146,15 @@ function dataProblem(context: ExecutionContext, event: ExecutionEvent): string |
       return event.data.attempt === context.attempt + 1
         ? null
         : `ExecutionRetryScheduled attempt ${event.data.attempt} must be ${context.attempt + 1} (current attempt ${context.attempt})`;
+    case 'ExecutionTimedOut': {
+      // The owner knows its own limits; the executor may only enforce the one the history holds.
+      if (event.metadata.by !== EXECUTOR) return null;
+      if (event.data.limit !== 'start-to-close') return `the executor may only enforce a start-to-close deadline, not a ${event.data.limit} limit`;
+      if (context.deadline === null) return 'no start-to-close deadline was recorded for this run';
+      return Date.parse(event.data.deadline) === Date.parse(context.deadline)
+        ? null
+        : `ExecutionTimedOut deadline ${event.data.deadline} is not the run's recorded deadline ${context.deadline}`;
+    }
     default:
       return null;
   }
@@ -307,7 +319,7 @@ export const executionMachine = setup({
           { guard: 'mayAppend', target: 'Failed', actions: ['touch', 'fail'] },
         ],
         ExecutionCancelled: { guard: 'mayAppend', target: 'Cancelled', actions: ['touch', 'cancel'] },
-        ExecutionTimedOut: { guard: 'mayAppend', target: 'TimedOut', actions: ['touch', 'timeOut'] },
+        ExecutionTimedOut: { guard: and(['mayAppend', 'fits']), target: 'TimedOut', actions: ['touch', 'timeOut'] },
         OwnershipReleased: { guard: 'mayAppend', target: 'Requested', actions: ['touch', 'giveBack'] },
         OwnershipReclaimed: {
           guard: and(['mayAppend', 'fits', ({ event }) => stateProblem('Running', event) === null]),

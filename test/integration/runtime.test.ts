@@ -11,7 +11,7 @@ import {
   NotOwnerError,
 } from '../../src/errors.ts';
 import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
-import { statusOf } from '../../actors/execution.machine.ts';
+import { MACHINE_VERSION, statusOf } from '../../actors/execution.machine.ts';
 import { createTestDatabase } from '../support/test-db.ts';
 import { generateExecutionPaths } from '../support/execution-paths.ts';
 
@@ -50,7 +50,7 @@ describe('execution runtime', () => {
     expect(statusOf(loaded.snapshot)).toBe('Requested');
     expect(loaded.snapshot.context).toMatchObject({ action: 'core.echo', input: { hello: 'world' }, owner: 'executor', attempt: 1, maxAttempts: 3 });
     expect(loaded.revision).toBe(0n);
-    expect(loaded.events[0]!.metadata).toMatchObject({ by: 'executor', machineVersion: '1' });
+    expect(loaded.events[0]!.metadata).toMatchObject({ by: 'executor', machineVersion: MACHINE_VERSION });
   });
 
   it('moves an execution through its lifecycle, each event appended by its owner', async () => {

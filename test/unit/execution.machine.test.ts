@@ -120,7 +120,7 @@ describe('start', () => {
   });
 
   it('exports the machine version appenders record', () => {
-    expect(MACHINE_VERSION).toBe('1');
+    expect(MACHINE_VERSION).toBe('2');
   });
 });
 
@@ -246,6 +246,19 @@ describe('legal transitions', () => {
   it('Running → Cancelled on the owner’s ExecutionCancelled', () => {
     const s = accept(foldExecution(running()), ev.cancelled('a'));
     expect(statusOf(s)).toBe('Cancelled');
+  });
+
+  it('Running → TimedOut when the executor enforces the recorded start-to-close deadline, and only that', () => {
+    const s = foldExecution(running()); // started with deadline at(303)
+    const enforced = accept(s, withBy(ev.timedOut('a', 'start-to-close', { at: at(400) }), 'executor'));
+    expect(statusOf(enforced)).toBe('TimedOut');
+    expect(enforced.context).toMatchObject({ timedOutLimit: 'start-to-close', finishedAt: at(400), owner: 'worker:a' });
+    const otherDeadline = withBy({ ...ev.timedOut('a'), data: { limit: 'start-to-close' as const, deadline: at(999) } }, 'executor');
+    expectRefused(s, otherDeadline, 'InvalidTransition', /is not the run's recorded deadline/);
+    expectRefused(s, withBy(ev.timedOut('a', 'heartbeat'), 'executor'), 'InvalidTransition', /only enforce a start-to-close deadline/);
+    const noDeadline = foldExecution([...scheduled(), ev.started('a', 1, { deadline: null })]);
+    expectRefused(noDeadline, withBy(ev.timedOut('a'), 'executor'), 'InvalidTransition', /no start-to-close deadline was recorded/);
+    expectRefused(s, withBy(ev.timedOut('a'), 'worker:b'), 'NotOwner');
   });
 
   it('Running → TimedOut on the owner’s ExecutionTimedOut', () => {
