@@ -14,6 +14,24 @@ const event = <T extends string, D extends z.ZodType, B extends z.ZodType<string
 /** Action names (`core.noop`) and runtime tags (`node`) a worker advertises. */
 const Names = z.array(z.string().min(1).max(200)).min(1).max(10_000);
 
+/**
+ * What the executor needs to know of an action to schedule and retry it: the worker that runs
+ * it advertises this, so the executor never has to load action code.
+ */
+export const ActionPolicy = z.object({
+  retry: z
+    .object({
+      maxAttempts: z.number().int().min(1).max(1000),
+      initialIntervalMs: z.number().int().min(0),
+      multiplier: z.number().min(1),
+      maxIntervalMs: z.number().int().min(0),
+    })
+    .optional(),
+  scheduleToStartTimeoutMs: z.number().int().positive().optional(),
+  timeoutMs: z.number().int().positive().optional(),
+});
+export type ActionPolicy = z.infer<typeof ActionPolicy>;
+
 /** A worker process came up (first start, or a restart of the same worker id) and takes work. */
 export const WorkerStarted = event(
   'WorkerStarted',
@@ -24,6 +42,8 @@ export const WorkerStarted = event(
     capacity: z.number().int().min(1).max(100_000),
     host: z.string().min(1).max(255).optional(),
     pid: z.number().int().positive().optional(),
+    /** Per action, when it sets any: retry policy and timeouts. */
+    policies: z.record(z.string(), ActionPolicy).optional(),
   }),
   WorkerRef,
 );

@@ -61,10 +61,12 @@ export interface ActionSpec<S extends z.ZodType, O> {
   /** Runtime tag the action needs (`node` unless said otherwise). */
   runtime?: string;
   input: S;
-  /** start-to-close limit for one attempt. */
+  /** start-to-close limit for one attempt (default BATON_START_TO_CLOSE_TIMEOUT, 10 min). */
   timeoutMs?: number;
-  /** The run fails when it goes this long without ctx.heartbeat(). */
+  /** The run times out when it goes this long without ctx.heartbeat(). */
   heartbeatTimeoutMs?: number;
+  /** A handoff not started within this long is reclaimed and retried elsewhere (default BATON_SCHEDULE_TO_START_TIMEOUT, 30 s). */
+  scheduleToStartTimeoutMs?: number;
   retry?: RetryPolicy;
   run(input: z.output<S>, ctx: ActionContext): O | Promise<O>;
 }
@@ -78,6 +80,7 @@ export interface ActionDefinition<I = unknown, O = unknown> {
   readonly input: z.ZodType<I>;
   readonly timeoutMs?: number;
   readonly heartbeatTimeoutMs?: number;
+  readonly scheduleToStartTimeoutMs?: number;
   readonly retry?: Readonly<RetryPolicy>;
   /** Always async, whether the spec's run was or not. Call through `runAction`, which validates first. */
   run(input: I, ctx: ActionContext): Promise<O>;
@@ -120,6 +123,7 @@ const SpecShape = z.object({
   ),
   timeoutMs: positiveMs.optional(),
   heartbeatTimeoutMs: positiveMs.optional(),
+  scheduleToStartTimeoutMs: positiveMs.optional(),
   retry: z
     .object({
       maxAttempts: z.number().int().min(1).max(1000),
@@ -146,7 +150,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodIssues(parsed.error));
   }
-  const { name, runtime, timeoutMs, heartbeatTimeoutMs, retry } = parsed.data;
+  const { name, runtime, timeoutMs, heartbeatTimeoutMs, scheduleToStartTimeoutMs, retry } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
@@ -155,6 +159,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     // Only present keys, so a definition prints (and compares) without undefined noise.
     ...(timeoutMs !== undefined && { timeoutMs }),
     ...(heartbeatTimeoutMs !== undefined && { heartbeatTimeoutMs }),
+    ...(scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs }),
     ...(retry !== undefined && { retry: Object.freeze({ ...retry }) }),
     // `async` so a run that throws synchronously still yields a rejected promise.
     run: async (input: z.output<S>, ctx: ActionContext): Promise<Awaited<O>> => await run(input, ctx),

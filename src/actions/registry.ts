@@ -10,6 +10,7 @@ import {
   type AnyActionDefinition,
 } from './action.ts';
 import { runSignal } from './abort.ts';
+import type { ActionPolicy } from '../../schemas/worker-events.ts';
 
 export interface ActionRegistry {
   /** The action called `name`, or undefined when this registry does not offer it. */
@@ -19,6 +20,8 @@ export interface ActionRegistry {
   names(): string[];
   /** Every runtime tag the actions need, sorted and unique. */
   runtimes(): string[];
+  /** Retry policy and timeouts of each action that sets any: what WorkerStarted advertises. */
+  policies(): Record<string, ActionPolicy>;
 }
 
 /** Two actions with one name: which one runs would be an accident of load order. */
@@ -47,6 +50,18 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
     has: (name) => byName.has(name),
     names: () => [...names],
     runtimes: () => [...runtimes],
+    policies: () => {
+      const out: Record<string, ActionPolicy> = {};
+      for (const a of byName.values()) {
+        const policy: ActionPolicy = {
+          ...(a.retry && { retry: { maxAttempts: a.retry.maxAttempts, initialIntervalMs: a.retry.initialIntervalMs, multiplier: a.retry.multiplier, maxIntervalMs: a.retry.maxIntervalMs } }),
+          ...(a.scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs: a.scheduleToStartTimeoutMs }),
+          ...(a.timeoutMs !== undefined && { timeoutMs: a.timeoutMs }),
+        };
+        if (Object.keys(policy).length > 0) out[a.name] = policy;
+      }
+      return out;
+    },
   };
 }
 

@@ -1,12 +1,15 @@
-// What the executor needs to know to schedule, folded from the events it follows: which
-// executions wait for a worker (in priority, then FIFO order), which are handed off but not
-// yet started, and how many executions each worker holds. Pure: events in, state out.
+// What the executor needs to know to schedule and to enforce deadlines, folded from the events
+// it follows: which executions wait for a worker (in priority, then FIFO order), which are
+// handed off but not yet started (with their schedule-to-start deadline), which run where
+// (with their start-to-close deadline), how many executions each worker holds, each worker's
+// lifecycle status, and the policies workers advertise per action. Pure: events in, state out.
 //
 // The executor rebuilds this from the event store when it starts and keeps it current from
 // its subscription. Every executor holds its own copy; compare-and-swap appends settle races
 // between them.
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
+import { workerIdOfStream, type ActionPolicy } from '../../schemas/worker-events.ts';
 
 export interface WaitingExecution {
   executionId: string;
@@ -16,6 +19,8 @@ export interface WaitingExecution {
   seq: number;
   /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
   notBefore: number;
+  /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
+  avoid: readonly string[];
 }
 
 export interface HandedOffExecution {
@@ -26,7 +31,25 @@ export interface HandedOffExecution {
   handoffEventId: string;
   handoffRevision: bigint;
   handedOffAt: number;
+  /** The schedule-to-start deadline (ms since epoch). */
+  deadline: number;
 }
+
+export interface RunningExecution {
+  executionId: string;
+  workerId: string;
+  attempt: number;
+  /** The recorded start-to-close deadline, as written (the executor must name it exactly); null when none. */
+  deadline: string | null;
+}
+
+export type WorkerStatus = 'active' | 'draining' | 'stopped' | 'lost';
+const WORKER_STATUS: Record<string, WorkerStatus> = {
+  WorkerStarted: 'active',
+  WorkerDraining: 'draining',
+  WorkerStopped: 'stopped',
+  WorkerLost: 'lost',
+};
 
 const TERMINAL_STATUS: Record<string, string> = {
   ExecutionCompleted: 'Completed',
@@ -45,6 +68,7 @@ interface Tracked {
   workerId: string | null;
   attempt: number;
   maxAttempts: number;
+  avoid: Set<string>;
 }
 
 /** An execution whose baton came back: the executor must schedule a retry or abandon it. */
@@ -61,7 +85,10 @@ export class SchedulingIndex {
   readonly #waiting = new Map<string, WaitingExecution>();
   readonly #handedOff = new Map<string, HandedOffExecution>();
   readonly #retryPending = new Map<string, RetryDecision>();
+  readonly #running = new Map<string, RunningExecution>();
   readonly #load = new Map<string, number>();
+  readonly #workers = new Map<string, WorkerStatus>();
+  readonly #policies = new Map<string, ActionPolicy>();
   #seq = 0;
 
   /**
@@ -69,6 +96,8 @@ export class SchedulingIndex {
    * status it led to, if any.
    */
   apply(event: StoredEvent): { unblocks: boolean; terminal: string | null } {
+    const workerId = workerIdOfStream(event.streamId);
+    if (workerId !== undefined) return { unblocks: this.#applyWorker(workerId, event), terminal: null };
     if (!event.streamId.startsWith(EXECUTION_STREAM_PREFIX)) return { unblocks: false, terminal: null };
     const id = event.streamId.slice(EXECUTION_STREAM_PREFIX.length);
     const before = this.#executions.has(id);
@@ -89,6 +118,7 @@ export class SchedulingIndex {
           workerId: null,
           attempt: 1,
           maxAttempts: Number(data.maxAttempts ?? 1),
+          avoid: new Set(),
         };
         this.#executions.set(id, t);
         this.#wait(id, t, 0);
@@ -119,16 +149,26 @@ export class SchedulingIndex {
           handoffEventId: event.eventId,
           handoffRevision: event.revision,
           handedOffAt: event.recordedAt.getTime(),
+          deadline: Date.parse(String(data.deadline)),
         });
         return false;
       }
       case 'ExecutionStarted':
-        if (tracked) tracked.phase = 'running';
+        if (tracked) {
+          tracked.phase = 'running';
+          if (tracked.workerId) {
+            const deadline = typeof data.deadline === 'string' ? data.deadline : null;
+            this.#running.set(id, { executionId: id, workerId: tracked.workerId, attempt: Number(data.attempt), deadline });
+          }
+        }
         this.#handedOff.delete(id);
         return false;
       case 'OwnershipReclaimed':
+        if (tracked && data.reason === 'schedule-to-start') tracked.avoid.add(String(data.workerId));
+        this.#release(id, tracked, 'retry-pending', `reclaimed: ${String(data.reason)}`);
+        return true;
       case 'OwnershipReleased':
-        this.#release(id, tracked, 'retry-pending', `${event.type === 'OwnershipReclaimed' ? 'reclaimed' : 'released'}: ${String(data.reason)}`);
+        this.#release(id, tracked, 'retry-pending', `released: ${String(data.reason)}`);
         return true;
       case 'ExecutionFailed': {
         // Mirrors the machine: a retryable failure with attempts left returns the baton.
@@ -151,13 +191,25 @@ export class SchedulingIndex {
     }
   }
 
+  #applyWorker(workerId: string, event: StoredEvent): boolean {
+    const status = WORKER_STATUS[event.type];
+    if (!status) return false;
+    this.#workers.set(workerId, status);
+    if (event.type === 'WorkerStarted') {
+      const policies = (event.data as { policies?: Record<string, ActionPolicy> }).policies ?? {};
+      for (const [action, policy] of Object.entries(policies)) this.#policies.set(action, policy);
+    }
+    return true; // a worker came, went or changed: scheduling may change
+  }
+
   #wait(id: string, t: Tracked, notBefore: number): void {
-    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: this.#seq++, notBefore });
+    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: this.#seq++, notBefore, avoid: [...t.avoid] });
   }
 
   #release(id: string, tracked: Tracked | undefined, phase: Phase, reason?: string): void {
     this.#waiting.delete(id);
     this.#handedOff.delete(id);
+    this.#running.delete(id);
     if (!tracked) return;
     if (phase === 'retry-pending') {
       this.#retryPending.set(id, { executionId: id, action: tracked.action, attempt: tracked.attempt, maxAttempts: tracked.maxAttempts, reason: reason ?? 'returned' });
@@ -207,6 +259,32 @@ export class SchedulingIndex {
 
   waitingCount(): number {
     return this.#waiting.size;
+  }
+
+  /** Handoffs whose schedule-to-start deadline passed before the worker started. */
+  expiredHandoffs(now: number): HandedOffExecution[] {
+    return [...this.#handedOff.values()].filter((h) => h.deadline <= now);
+  }
+
+  /** Runs whose recorded start-to-close deadline is more than `graceMs` past. */
+  overdueRuns(now: number, graceMs: number): RunningExecution[] {
+    return [...this.#running.values()].filter((r) => r.deadline !== null && Date.parse(r.deadline) + graceMs <= now);
+  }
+
+  /** What a worker holds: handed off to it, or running on it. */
+  heldBy(workerId: string): { executionId: string; attempt: number }[] {
+    const held = [...this.#handedOff.values(), ...this.#running.values()].filter((x) => x.workerId === workerId);
+    return held.map((x) => ({ executionId: x.executionId, attempt: x.attempt }));
+  }
+
+  /** The worker's lifecycle status from its stream; undefined before its first event. */
+  workerStatus(workerId: string): WorkerStatus | undefined {
+    return this.#workers.get(workerId);
+  }
+
+  /** The latest policy a worker advertised for the action, if any. */
+  policyOf(action: string): ActionPolicy | undefined {
+    return this.#policies.get(action);
   }
 
   /** Drop a waiting entry this executor found it cannot schedule (another executor took it). */

@@ -78,7 +78,15 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const actions = o.actions.names();
   const runtimes = o.actions.runtimes();
 
-  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', { actions, runtimes, capacity, host: os.hostname(), pid: process.pid });
+  const policies = o.actions.policies();
+  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', {
+    actions,
+    runtimes,
+    capacity,
+    host: os.hostname(),
+    pid: process.pid,
+    ...(Object.keys(policies).length > 0 && { policies }),
+  });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
     state: () => ({ workerId, actions, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),

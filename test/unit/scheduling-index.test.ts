@@ -75,6 +75,47 @@ describe('SchedulingIndex', () => {
     index.apply(stored(id, 3, 'OwnershipReclaimed', { reason: 'schedule-to-start', workerId: 'w1', attempt: 1 }));
     expect(index.retryPending()[0]).toMatchObject({ executionId: id, reason: 'reclaimed: schedule-to-start' });
     expect(index.loadOf('w1')).toBe(0);
-    expect(index.apply({ ...stored(id, 0, 'WorkerStarted'), streamId: 'worker-w1' })).toEqual({ unblocks: false, terminal: null });
+    expect(index.apply({ ...stored(id, 0, 'SomethingElse'), streamId: 'other-w1' })).toEqual({ unblocks: false, terminal: null });
+  });
+
+  it('knows deadlines: expired handoffs, overdue runs, and what each worker holds', () => {
+    const index = new SchedulingIndex();
+    const a = requested(index);
+    const b = requested(index);
+    for (const [id, w] of [[a, 'w1'], [b, 'w1']] as const) {
+      index.apply(stored(id, 1, 'SchedulingStarted'));
+      index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: w, attempt: 1, deadline: new Date(1_000).toISOString() }));
+    }
+    index.apply(stored(b, 3, 'ExecutionStarted', { attempt: 1, deadline: new Date(5_000).toISOString() }));
+    expect(index.expiredHandoffs(999)).toEqual([]);
+    expect(index.expiredHandoffs(1_000).map((h) => h.executionId)).toEqual([a]);
+    expect(index.overdueRuns(5_999, 1_000)).toEqual([]);
+    expect(index.overdueRuns(6_000, 1_000)).toEqual([{ executionId: b, workerId: 'w1', attempt: 1, deadline: new Date(5_000).toISOString() }]);
+    expect(index.heldBy('w1').map((x) => x.executionId).sort()).toEqual([a, b].sort());
+    index.apply(stored(b, 4, 'ExecutionCompleted', { result: null }));
+    expect(index.overdueRuns(10_000, 0)).toEqual([]);
+    expect(index.heldBy('w1').map((x) => x.executionId)).toEqual([a]);
+  });
+
+  it('avoids the worker that let a handoff expire, when the retry waits again', () => {
+    const index = new SchedulingIndex();
+    const id = requested(index);
+    index.apply(stored(id, 1, 'SchedulingStarted'));
+    index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    index.apply(stored(id, 3, 'OwnershipReclaimed', { reason: 'schedule-to-start', workerId: 'w1', attempt: 1 }));
+    index.apply(stored(id, 4, 'ExecutionRetryScheduled', { attempt: 2, retryAt: new Date(0).toISOString(), reason: 'r' }));
+    expect(index.ready(1)[0]).toMatchObject({ executionId: id, avoid: ['w1'] });
+  });
+
+  it('follows worker streams: lifecycle status and advertised action policies', () => {
+    const index = new SchedulingIndex();
+    const policy = { retry: { maxAttempts: 5, initialIntervalMs: 10, multiplier: 2, maxIntervalMs: 100 }, scheduleToStartTimeoutMs: 500 };
+    const started = { ...stored('x', 0, 'WorkerStarted', { actions: ['a.b'], runtimes: ['node'], capacity: 1, policies: { 'a.b': policy } }), streamId: 'worker-w1' };
+    expect(index.apply(started)).toEqual({ unblocks: true, terminal: null });
+    expect(index.workerStatus('w1')).toBe('active');
+    expect(index.policyOf('a.b')).toEqual(policy);
+    index.apply({ ...stored('x', 1, 'WorkerLost', { lastHeartbeatAt: new Date(0).toISOString(), reason: 'r' }), streamId: 'worker-w1' });
+    expect(index.workerStatus('w1')).toBe('lost');
+    expect(index.workerStatus('w2')).toBeUndefined();
   });
 });
