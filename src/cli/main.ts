@@ -20,6 +20,7 @@ import { startProjector } from '../readmodel/projector-host.ts';
 import { rebuildProjection } from '../readmodel/rebuild.ts';
 import { verifyReadModel } from '../readmodel/verify.ts';
 import { progressLine } from './progress.ts';
+import { registerVerifyCommand } from './verify-command.ts';
 
 const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
@@ -352,6 +353,8 @@ bench
       console.log(o.json ? toJson(result) : printProjectionBench(result));
     });
   });
+
+registerVerifyCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -41,9 +41,12 @@ export interface CheckInvariantsOptions {
 }
 
 export interface CheckProgress {
+  /** scan: events of the log read; streams: executions checked; read-model: events rebuilt. */
   phase: 'scan' | 'streams' | 'read-model';
   done: number;
   total?: number;
+  /** streams: events read so far (a progress bar's unit, with the scan's count as total). */
+  events?: number;
 }
 
 export interface InvariantReport {
@@ -110,12 +113,14 @@ export async function checkInvariants(store: EventStore, options: CheckInvariant
   const byKey = new Map<string, string[]>();
   let next = 0;
   let done = 0;
+  let eventsRead = 0;
   await Promise.all(
     Array.from({ length: Math.max(1, Math.min(concurrency, ids.length)) }, async () => {
       while (next < ids.length) {
         const id = ids[next++]!;
         const events = await store.readStream(executionStreamId(id));
-        if (++done % 500 === 0 || done === ids.length) progress({ phase: 'streams', done, total: ids.length });
+        eventsRead += events.length;
+        if (++done % 500 === 0 || done === ids.length) progress({ phase: 'streams', done, total: ids.length, events: eventsRead });
         if (events.length === 0) {
           report.lost.push(id);
           continue;
