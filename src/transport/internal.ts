@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BatonError, ConfigError, InvalidEventError, zodIssues } from '../errors.ts';
-import type { ConsumeOptions, Delivery, WorkMessage, WorkTransportOptions } from './work-transport.ts';
+import type { ConsumeOptions, Delivery, ListDeadLettersOptions, WorkMessage, WorkTransportOptions } from './work-transport.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const nonEmpty = z.string().min(1, 'must be a non-empty string');
@@ -159,3 +159,34 @@ export class HandlerSlots {
     while (this.#running.size > 0) await Promise.all([...this.#running]);
   }
 }
+
+// ---- dead letters ----
+
+/** The same words from both adapters (the contract checks them). */
+export const deadLetterReason = (deliveries: number): string => `not acknowledged after ${deliveries} deliveries`;
+
+export const MAX_DEAD_LETTER_PAGE = 1_000;
+
+/** Both adapters' cursors are a decimal position (a stream sequence, a row's seq). */
+export function validateListDeadLetters(o: ListDeadLettersOptions): { limit: number; after: bigint } {
+  if (!Number.isInteger(o?.limit) || o.limit < 1 || o.limit > MAX_DEAD_LETTER_PAGE) {
+    throw new BatonError(`listDeadLetters: limit must be an integer from 1 to ${MAX_DEAD_LETTER_PAGE}, got ${String(o?.limit)}`);
+  }
+  if (o.after !== undefined && (typeof o.after !== 'string' || !/^\d{1,19}$/.test(o.after))) {
+    throw new BatonError(`listDeadLetters: after must be the cursor of a dead letter from an earlier page, got ${JSON.stringify(o.after)}`);
+  }
+  return { limit: o.limit, after: BigInt(o.after ?? '0') };
+}
+
+/** Message ids are uuids (the handoff's eventId); anything else can name no dead letter. */
+export function validateMessageId(what: string, messageId: string): string {
+  if (typeof messageId !== 'string' || !UUID.test(messageId)) throw new BatonError(`${what}: messageId must be a uuid, got ${JSON.stringify(messageId)}`);
+  return messageId.toLowerCase();
+}
+
+export function validateDeadLetterHandler(handler: unknown): void {
+  if (typeof handler !== 'function') throw new BatonError('onDeadLetter: handler must be a function');
+}
+
+/** How long a dead letter whose handler failed waits before it is handed over again: 1 s, doubling, at most 1 min. */
+export const deadLetterRetryDelayMs = (failures: number): number => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 60_000);

@@ -4,9 +4,30 @@
 // `<prefix>.<runtime>.<workerId>` until it is acked. Each worker id has one durable pull consumer,
 // `worker-<workerId>`, filtered to `<prefix>.*.<workerId>`: every consumer of that worker id (one
 // per process, or several) pulls from it, so JetStream hands each message to one of them at a
-// time, redelivers after ack-wait, honours nak delays and stops at max-deliver. A message that
-// reaches max-deliver stays in the stream (work-queue retention keeps what was never acked) for
-// the dead-letter step; it is no longer counted by depth(workerId).
+// time, redelivers after ack-wait, honours nak delays and stops at max-deliver.
+//
+// Dead letters. When a message reaches max-deliver, JetStream publishes the max-deliveries
+// advisory ($JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.<consumer>, with the message's
+// stream sequence) and leaves the message in the work stream (work-queue retention keeps what was
+// never acked). Whoever hears the advisory (every consumer watches its own worker's; every
+// onDeadLetter subscriber watches all) moves it: reads it by sequence, publishes it to the
+// dead-letter stream (default <stream>_DLQ, subject `<prefix>_dlq.<messageId>`: not under
+// `<prefix>.>`, which the work stream owns), then deletes it from the work stream. The move is
+// idempotent: the dead-letter publish carries Nats-Msg-Id `<messageId>:<work stream sequence>`
+// and the dead-letter stream keeps one message per subject, so two movers, or a mover that died
+// between the publish and the delete, leave one dead letter. onDeadLetter subscribers share one
+// durable consumer on the dead-letter stream and ack after their handler resolves.
+//
+// Advisories are plain NATS messages: one published while nobody listens is gone. So subscribers
+// also sweep, at start and every deadLetterSweepMs: for each worker consumer with nothing awaiting
+// an ack, every message of its subjects at or below its delivered sequence that is still in the
+// stream must be exhausted (acked and terminated ones are deleted by work-queue retention), and
+// is moved. The gap (the server tells no per-message delivery counts): while a consumer still
+// has unacked messages the sweep cannot tell its exhausted ones from those in flight, and skips
+// it until it is idle. And JetStream only notices exhaustion when that consumer is pulled from
+// again: a last delivery whose ack-wait ran out after its worker stopped pulling for good stays
+// in the work stream and never becomes a dead letter here. The execution is not stuck by it: the
+// executor's lease expiry retries it from the event store.
 //
 // Publishing is idempotent: `Nats-Msg-Id` = messageId, deduplicated by the stream within its
 // duplicate window (default 2 min). Publishes are pipelined, PUBLISH_WINDOW in flight; measured
@@ -22,12 +43,49 @@
 //
 // NATS is a doorbell, not a record: a message lost here is re-published from the event store.
 import { connect, AckPolicy, DeliverPolicy, DiscardPolicy, ErrorCode, Events, nanos, RetentionPolicy, StorageType, NatsError } from 'nats';
-import type { ConsumerConfig, ConsumerInfo, ConsumerMessages, Consumer as JsConsumer, JetStreamManager, JsMsg, NatsConnection, StreamConfig } from 'nats';
+import type {
+  ConsumerConfig,
+  ConsumerInfo,
+  ConsumerMessages,
+  Consumer as JsConsumer,
+  JetStreamManager,
+  JsMsg,
+  MsgRequest,
+  NatsConnection,
+  StoredMsg,
+  StreamConfig,
+  Subscription,
+} from 'nats';
 import type { Logger } from 'pino';
-import { BatonError, ConfigError } from '../errors.ts';
+import { z } from 'zod';
+import { BatonError, ConfigError, NotFoundError } from '../errors.ts';
 import { redactUrl } from '../db/connect.ts';
-import { compileTransportOptions, HandlerSlots, positiveInteger, runDelivery, validateConsume, validateForPublish, WorkMessageSchema, type Settlement } from './internal.ts';
-import type { ConsumeOptions, Consumer, Delivery, WorkMessage, WorkTransport, WorkTransportOptions } from './work-transport.ts';
+import {
+  compileTransportOptions,
+  deadLetterReason,
+  deadLetterRetryDelayMs,
+  HandlerSlots,
+  positiveInteger,
+  runDelivery,
+  validateConsume,
+  validateDeadLetterHandler,
+  validateForPublish,
+  validateListDeadLetters,
+  validateMessageId,
+  WorkMessageSchema,
+  type Settlement,
+} from './internal.ts';
+import type {
+  ConsumeOptions,
+  Consumer,
+  DeadLetter,
+  DeadLetterSubscription,
+  Delivery,
+  ListDeadLettersOptions,
+  WorkMessage,
+  WorkTransport,
+  WorkTransportOptions,
+} from './work-transport.ts';
 
 export interface NatsWorkTransportOptions extends WorkTransportOptions {
   /** The work-queue stream. Default `BATON_WORK`. */
@@ -36,6 +94,10 @@ export interface NatsWorkTransportOptions extends WorkTransportOptions {
   subjectPrefix?: string;
   /** How long the stream remembers a messageId for dedupe (ms). Default 120,000. */
   duplicateWindowMs?: number;
+  /** The dead-letter stream. Default `<streamName>_DLQ`. */
+  deadLetterStreamName?: string;
+  /** How often an onDeadLetter subscriber sweeps for exhausted messages whose advisory nobody heard (ms). Default 60,000. */
+  deadLetterSweepMs?: number;
   log?: Logger;
 }
 
@@ -55,6 +117,35 @@ const JS_STREAM_NOT_FOUND = 10059;
 const JS_CONSUMER_NOT_FOUND = 10014;
 const JS_STREAM_NAME_IN_USE = 10058; // exists with a different configuration
 const JS_CONSUMER_ALREADY_EXISTS = 10148; // 2.10+: create refused because the config differs
+const JS_NO_MESSAGE_FOUND = 10037;
+const JS_SEQUENCE_NOT_FOUND = 10043; // deleting a message that is already gone
+
+/** The durable consumer every onDeadLetter subscriber of one dead-letter stream shares. */
+const DEAD_LETTER_CONSUMER = 'dead-letters';
+// A subscriber's handler fails the execution in the event store: milliseconds. Past this the
+// dead letter goes to another subscriber (the handler is idempotent).
+const DEAD_LETTER_ACK_WAIT_MS = 30_000;
+const DEAD_LETTER_BATCH = 8;
+export const DEFAULT_DEAD_LETTER_SWEEP_MS = 60_000;
+
+/** The dead-letter stream's message body: the port's DeadLetter without its cursor (the stream sequence). */
+const StoredDeadLetterSchema = z.object({
+  messageId: z.string(),
+  message: WorkMessageSchema,
+  workerId: z.string(),
+  deliveries: z.number().int().positive(),
+  deadLetteredAt: z.iso.datetime({ offset: true }),
+  reason: z.string(),
+});
+type StoredDeadLetter = z.infer<typeof StoredDeadLetterSchema>;
+
+/** The max-deliveries advisory's fields Baton reads (io.nats.jetstream.advisory.v1.max_deliver). */
+const MaxDeliverAdvisorySchema = z.object({
+  stream: z.string(),
+  consumer: z.string(),
+  stream_seq: z.number().int().positive(),
+  deliveries: z.number().int().positive(),
+});
 
 const STREAM_NAME = /^[A-Za-z0-9_-]+$/;
 const SUBJECT_PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
@@ -88,6 +179,20 @@ async function flushWithin(nc: NatsConnection, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
+/** Resolves after `ms`, or at once when the signal aborts. */
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
 const apiErrorCode = (err: unknown): number | undefined => (err instanceof NatsError ? err.api_error?.err_code : undefined);
 
 /** Connect to NATS for Baton: reconnect forever, log connection state changes. The caller closes it. */
@@ -117,6 +222,10 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
   const duplicateWindowMs = positiveInteger('duplicateWindowMs', options.duplicateWindowMs, DEFAULT_DUPLICATE_WINDOW_MS);
   if (!STREAM_NAME.test(streamName)) throw new ConfigError(`streamName must match ${STREAM_NAME}, got ${JSON.stringify(streamName)}`);
   if (!SUBJECT_PREFIX.test(prefix)) throw new ConfigError(`subjectPrefix must be dot-separated tokens of [A-Za-z0-9_-] (no wildcards), got ${JSON.stringify(prefix)}`);
+  const deadLetterStream = options.deadLetterStreamName ?? `${streamName}_DLQ`;
+  const deadLetterSweepMs = positiveInteger('deadLetterSweepMs', options.deadLetterSweepMs, DEFAULT_DEAD_LETTER_SWEEP_MS);
+  if (!STREAM_NAME.test(deadLetterStream)) throw new ConfigError(`deadLetterStreamName must match ${STREAM_NAME}, got ${JSON.stringify(deadLetterStream)}`);
+  if (deadLetterStream === streamName) throw new ConfigError(`deadLetterStreamName must differ from streamName (${streamName})`);
   const log = options.log?.child({ component: 'work-transport', transport: 'nats', stream: streamName });
 
   let jsm: JetStreamManager;
@@ -130,6 +239,10 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
   const consumerName = (workerId: string) => `worker-${subjectToken(workerId)}`;
   const filterFor = (workerId: string) => `${prefix}.*.${subjectToken(workerId)}`;
   const subjectFor = (m: WorkMessage) => `${prefix}.${subjectToken(m.runtime)}.${subjectToken(m.workerId)}`;
+  // A sibling of the work subjects, not under them: the work stream owns `<prefix>.>`.
+  const deadLetterPrefix = `${prefix}_dlq`;
+  const deadLetterSubject = (messageId: string) => `${deadLetterPrefix}.${subjectToken(messageId.toLowerCase())}`;
+  const advisorySubject = (consumer: string) => `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streamName}.${consumer}`;
 
   const streamConfig: Partial<StreamConfig> = {
     name: streamName,
@@ -140,25 +253,50 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
     duplicate_window: nanos(duplicateWindowMs),
   };
 
-  /** Create the stream, or bring an existing one's config up to date (idempotent; safe to race). */
-  async function ensureStream(): Promise<void> {
+  // Kept until retried or deleted (limits retention, no limits); one message per subject, so
+  // one dead letter per messageId whatever happened to the moves.
+  const deadLetterStreamConfig: Partial<StreamConfig> = {
+    name: deadLetterStream,
+    subjects: [`${deadLetterPrefix}.*`],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    discard: DiscardPolicy.Old,
+    max_msgs_per_subject: 1,
+    duplicate_window: nanos(duplicateWindowMs),
+  };
+
+  /** Create a stream, or bring an existing one's config up to date (idempotent; safe to race). */
+  async function addOrUpdateStream(config: Partial<StreamConfig>, shape: string, option: string): Promise<void> {
     try {
-      await jsm.streams.add(streamConfig);
+      await jsm.streams.add(config);
     } catch (err) {
       if (apiErrorCode(err) !== JS_STREAM_NAME_IN_USE) {
-        throw new BatonError(`cannot create JetStream stream ${streamName} (subjects ${prefix}.>): ${(err as Error).message}`, { cause: err });
+        throw new BatonError(`cannot create JetStream stream ${config.name} (subjects ${config.subjects!.join(', ')}): ${(err as Error).message}`, { cause: err });
       }
       try {
-        await jsm.streams.update(streamName, streamConfig);
+        await jsm.streams.update(config.name!, config);
       } catch (updateErr) {
         throw new BatonError(
-          `JetStream stream ${streamName} exists with a configuration Baton cannot update to (work-queue retention on ${prefix}.>): ` +
-            `${(updateErr as Error).message}. Delete the stream or pick another streamName.`,
+          `JetStream stream ${config.name} exists with a configuration Baton cannot update to (${shape}): ` +
+            `${(updateErr as Error).message}. Delete the stream or pick another ${option}.`,
           { cause: updateErr },
         );
       }
     }
   }
+
+  const ensureStream = () => addOrUpdateStream(streamConfig, `work-queue retention on ${prefix}.>`, 'streamName');
+
+  // The dead-letter stream is created on first use, so a transport that never sees a dead letter
+  // leaves nothing behind. Shared by concurrent first uses; forgotten on failure.
+  let deadLetterStreamReady: Promise<void> | undefined;
+  const ensureDeadLetterStream = (): Promise<void> =>
+    (deadLetterStreamReady ??= addOrUpdateStream(deadLetterStreamConfig, `limits retention on ${deadLetterPrefix}.*`, 'deadLetterStreamName').catch(
+      (err: unknown) => {
+        deadLetterStreamReady = undefined;
+        throw err;
+      },
+    ));
 
   /** The worker's durable pull consumer, created or updated to this transport's ack-wait / max-deliver. */
   async function ensureConsumer(workerId: string): Promise<ConsumerInfo> {
@@ -201,6 +339,23 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
       restoring = undefined;
     }));
 
+  /**
+   * js.publish, expecting `stream`. No responders means no stream takes the subject any more
+   * (NATS lost its state, or the stream was deleted): recreate it once and retry; the dedupe id
+   * keeps this idempotent.
+   */
+  async function publishRestoring(subject: string, data: Uint8Array, msgID: string, stream: string, restore: () => Promise<void>): Promise<void> {
+    const send = () => js.publish(subject, data, { msgID, expect: { streamName: stream } });
+    try {
+      await send();
+    } catch (err) {
+      if (!(err instanceof NatsError && err.code === ErrorCode.NoResponders)) throw err;
+      log?.warn({ err, missingStream: stream }, 'stream missing on publish; recreating it');
+      await restore();
+      await send();
+    }
+  }
+
   async function publish(messages: WorkMessage[]): Promise<void> {
     assertOpen('publish');
     validateForPublish(messages);
@@ -210,18 +365,8 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
         const m = messages[next++]!;
         const subject = subjectFor(m);
         const data = encoder.encode(JSON.stringify(m));
-        const send = () => js.publish(subject, data, { msgID: m.messageId, expect: { streamName } });
         try {
-          try {
-            await send();
-          } catch (err) {
-            // No responders: no stream takes the subject any more (NATS lost its state, or the
-            // stream was deleted). Recreate it once and retry; the dedupe id keeps this idempotent.
-            if (!(err instanceof NatsError && err.code === ErrorCode.NoResponders)) throw err;
-            log?.warn({ err }, 'work stream missing on publish; recreating it');
-            await restoreStream();
-            await send();
-          }
+          await publishRestoring(subject, data, m.messageId, streamName, restoreStream);
         } catch (err) {
           throw new BatonError(`publish of ${m.messageId} to ${subject} (stream ${streamName}) failed: ${(err as Error).message}`, { cause: err });
         }
@@ -236,6 +381,8 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
     const { concurrency } = o;
     const clog = log?.child({ workerId });
     let pull: JsConsumer = js.consumers.getPullConsumerFor(await ensureConsumer(workerId));
+    // This consumer's pulls are what make JetStream give up on a message: hear it here.
+    const unwatch = watchAdvisories(consumerName(workerId));
     const slots = new HandlerSlots();
     const batchThreshold = Math.max(1, Math.floor(concurrency / 4));
     const fetches = new Set<ConsumerMessages>();
@@ -355,6 +502,7 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
           await slots.drained();
           offRelease();
           await flushWithin(nc, FLUSH_TIMEOUT_MS); // the handlers' acks reach the server
+          unwatch();
           consumers.delete(consumer);
         })()),
     };
@@ -375,14 +523,307 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
     }
   }
 
-  /** Stops every consumer (waiting for their handlers) and flushes; the caller closes `nc`. */
+  // ---- dead letters ----
+
+  const moves = new Set<Promise<unknown>>();
+  /** Run a move or sweep in the background; close() waits for it. Never rejects. */
+  function track(what: string, task: Promise<unknown>): void {
+    const p = task.catch((err: unknown) => log?.warn({ err }, `${what} failed; a later sweep moves what it missed`)).finally(() => moves.delete(p));
+    moves.add(p);
+  }
+
+  /** Advisory subscriptions by consumer name (`*`: all), shared by the consumers and subscribers that want them. */
+  const advisoryWatches = new Map<string, { sub: Subscription; users: number }>();
+  function watchAdvisories(consumer: string): () => void {
+    let watch = advisoryWatches.get(consumer);
+    if (!watch) {
+      const sub = nc.subscribe(advisorySubject(consumer), {
+        callback: (err, msg) => {
+          if (err) return log?.warn({ err }, 'max-deliveries advisory subscription failed');
+          let advisory: z.infer<typeof MaxDeliverAdvisorySchema>;
+          try {
+            advisory = MaxDeliverAdvisorySchema.parse(JSON.parse(decoder.decode(msg.data)));
+          } catch (parseErr) {
+            return log?.warn({ err: parseErr, subject: msg.subject }, 'unreadable max-deliveries advisory ignored');
+          }
+          if (advisory.stream !== streamName) return;
+          track('moving a dead letter', moveToDeadLetters(advisory.stream_seq, advisory.deliveries));
+        },
+      });
+      watch = { sub, users: 0 };
+      advisoryWatches.set(consumer, watch);
+    }
+    watch.users++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--watch.users === 0) {
+        advisoryWatches.delete(consumer);
+        watch.sub.unsubscribe();
+      }
+    };
+  }
+
+  /** getMessage, with "no such message" and "no such stream" as undefined. */
+  async function storedMessage(stream: string, query: MsgRequest): Promise<StoredMsg | undefined> {
+    try {
+      return await jsm.streams.getMessage(stream, query);
+    } catch (err) {
+      const code = apiErrorCode(err);
+      if (code === JS_NO_MESSAGE_FOUND || code === JS_STREAM_NOT_FOUND) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * The first message at or after `seq` on `subject` (wildcards allowed). nats-server 2.9+ takes
+   * next_by_subj on STREAM.MSG.GET; nats.js 2.x types it only for the direct-get API (which needs
+   * allow_direct on the stream), hence the cast.
+   */
+  const nextMessage = (stream: string, seq: number, subject: string) =>
+    storedMessage(stream, { seq, next_by_subj: subject } as unknown as MsgRequest);
+
+  async function deleteStored(stream: string, seq: number): Promise<void> {
+    try {
+      await jsm.streams.deleteMessage(stream, seq, false);
+    } catch (err) {
+      if (apiErrorCode(err) !== JS_SEQUENCE_NOT_FOUND) throw err; // gone already: someone else did it
+    }
+  }
+
+  /** A dead-letter stream message (stored or delivered) as the port's DeadLetter; undefined (logged) when it is not one. */
+  function decodeDeadLetter(m: { seq: number; subject: string; data: Uint8Array }): DeadLetter | undefined {
+    let json: unknown;
+    try {
+      json = JSON.parse(decoder.decode(m.data));
+    } catch {
+      json = undefined;
+    }
+    const r = StoredDeadLetterSchema.safeParse(json);
+    if (!r.success) {
+      log?.error({ stream: deadLetterStream, streamSequence: m.seq, subject: m.subject }, 'message in the dead-letter stream is not a dead letter; skipped');
+      return undefined;
+    }
+    return { ...r.data, cursor: String(m.seq) };
+  }
+
+  /**
+   * Move the work stream's message `seq` to the dead letters; false when it is no longer there
+   * (acked after all by a late handler, or moved by someone else).
+   */
+  async function moveToDeadLetters(seq: number, deliveries: number): Promise<boolean> {
+    const sm = await storedMessage(streamName, { seq });
+    if (!sm) return false;
+    let message: WorkMessage;
+    try {
+      message = WorkMessageSchema.parse(JSON.parse(decoder.decode(sm.data)));
+    } catch (err) {
+      // Not Baton's: it cannot be retried either. Out of the way, with a trace in the log.
+      log?.error({ err, streamSequence: seq, subject: sm.subject }, 'exhausted message is not a WorkMessage; deleted, not dead-lettered');
+      await deleteStored(streamName, seq);
+      return false;
+    }
+    const body: StoredDeadLetter = {
+      messageId: message.messageId,
+      message,
+      workerId: message.workerId,
+      deliveries,
+      deadLetteredAt: new Date().toISOString(),
+      reason: deadLetterReason(deliveries),
+    };
+    await ensureDeadLetterStream();
+    await publishRestoring(deadLetterSubject(message.messageId), encoder.encode(JSON.stringify(body)), `${message.messageId}:${seq}`, deadLetterStream, () => {
+      deadLetterStreamReady = undefined;
+      return ensureDeadLetterStream();
+    });
+    await deleteStored(streamName, seq);
+    log?.warn(
+      { messageId: message.messageId, executionId: message.executionId, workerId: message.workerId, deliveries, streamSequence: seq },
+      'message not acknowledged within max-deliver moved to the dead letters',
+    );
+    return true;
+  }
+
+  /** Move what the advisories did not (see the header for what this can and cannot find). */
+  async function sweep(): Promise<number> {
+    let moved = 0;
+    for await (const ci of jsm.consumers.list(streamName)) {
+      const last = ci.delivered.stream_seq;
+      const filter = ci.config.filter_subject;
+      if (!ci.name.startsWith('worker-') || !filter || ci.num_ack_pending > 0 || last === 0) continue;
+      for (let seq = 1; seq <= last; ) {
+        const sm = await nextMessage(streamName, seq, filter);
+        if (!sm || sm.seq > last) break;
+        if (await moveToDeadLetters(sm.seq, ci.config.max_deliver && ci.config.max_deliver > 0 ? ci.config.max_deliver : maxDeliver)) moved++;
+        seq = sm.seq + 1;
+      }
+    }
+    if (moved > 0) log?.info({ moved }, 'dead-letter sweep moved exhausted messages');
+    return moved;
+  }
+
+  async function ensureDeadLetterConsumer(): Promise<ConsumerInfo> {
+    await ensureDeadLetterStream();
+    const config: Partial<ConsumerConfig> = {
+      durable_name: DEAD_LETTER_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(DEAD_LETTER_ACK_WAIT_MS),
+      max_deliver: -1, // a failing handler gets it again (after a back-off), for as long as it takes
+    };
+    try {
+      return await jsm.consumers.add(deadLetterStream, config);
+    } catch (err) {
+      if (apiErrorCode(err) === JS_STREAM_NOT_FOUND) {
+        deadLetterStreamReady = undefined;
+        await ensureDeadLetterStream();
+        return jsm.consumers.add(deadLetterStream, config);
+      }
+      if (apiErrorCode(err) === JS_CONSUMER_ALREADY_EXISTS) return jsm.consumers.update(deadLetterStream, DEAD_LETTER_CONSUMER, { ack_wait: config.ack_wait });
+      throw new BatonError(`cannot create JetStream consumer ${DEAD_LETTER_CONSUMER} on ${deadLetterStream}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  const subscriptions = new Set<DeadLetterSubscription>();
+
+  async function onDeadLetter(handler: (deadLetter: DeadLetter) => Promise<void>): Promise<DeadLetterSubscription> {
+    assertOpen('onDeadLetter');
+    validateDeadLetterHandler(handler);
+    const dlog = log?.child({ subscription: 'dead-letters' });
+    let pull: JsConsumer = js.consumers.getPullConsumerFor(await ensureDeadLetterConsumer());
+    const unwatch = watchAdvisories('*');
+    track('dead-letter sweep', sweep());
+    const sweepTimer = setInterval(() => track('dead-letter sweep', sweep()), deadLetterSweepMs);
+    sweepTimer.unref();
+    const stopping = new AbortController();
+    let batch: ConsumerMessages | undefined;
+
+    async function handle(m: JsMsg): Promise<void> {
+      const deadLetter = decodeDeadLetter(m);
+      if (!deadLetter) return m.term();
+      const about = { messageId: deadLetter.messageId, executionId: deadLetter.message.executionId, workerId: deadLetter.workerId };
+      try {
+        await handler(deadLetter);
+      } catch (err) {
+        const retryInMs = deadLetterRetryDelayMs(m.info.deliveryCount);
+        dlog?.warn({ err, ...about, retryInMs }, 'dead-letter handler failed; handing the dead letter over again later');
+        return m.nak(retryInMs);
+      }
+      m.ack();
+    }
+
+    const loop = (async () => {
+      let errorBackoffMs = 100;
+      let recreate = false;
+      while (!stopping.signal.aborted) {
+        let received = 0;
+        const started = performance.now();
+        try {
+          if (recreate) {
+            pull = js.consumers.getPullConsumerFor(await ensureDeadLetterConsumer());
+            recreate = false;
+          }
+          batch = await pull.fetch({ max_messages: DEAD_LETTER_BATCH, expires: PULL_EXPIRES_MS });
+          if (stopping.signal.aborted) void batch.close();
+          for await (const m of batch) {
+            received++;
+            if (stopping.signal.aborted) m.nak(); // not ours any more: to another subscriber now
+            else await handle(m);
+          }
+        } catch (err) {
+          if (stopping.signal.aborted) break;
+          recreate = true;
+          dlog?.warn({ err, retryInMs: errorBackoffMs }, 'dead-letter fetch failed; retrying');
+        } finally {
+          batch = undefined;
+        }
+        if (stopping.signal.aborted) break;
+        if (!recreate && (received > 0 || performance.now() - started >= PULL_EXPIRES_MS * 0.9)) {
+          errorBackoffMs = 100;
+          continue;
+        }
+        await sleepUnlessAborted(errorBackoffMs, stopping.signal);
+        errorBackoffMs = Math.min(errorBackoffMs * 2, MAX_ERROR_BACKOFF_MS);
+      }
+    })();
+
+    let stopped: Promise<void> | undefined;
+    const subscription: DeadLetterSubscription = {
+      stop: () =>
+        (stopped ??= (async () => {
+          stopping.abort();
+          clearInterval(sweepTimer);
+          await batch?.close().catch(() => undefined);
+          await loop;
+          unwatch();
+          await flushWithin(nc, FLUSH_TIMEOUT_MS); // the acks reach the server
+          subscriptions.delete(subscription);
+        })()),
+    };
+    subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async function listDeadLetters(o: ListDeadLettersOptions): Promise<DeadLetter[]> {
+    const { limit, after } = validateListDeadLetters(o);
+    const found: DeadLetter[] = [];
+    // One request per dead letter, each for the next one after the last; a page is at most 1,000.
+    for (let seq = Number(after) + 1; found.length < limit; ) {
+      const sm = await nextMessage(deadLetterStream, seq, `${deadLetterPrefix}.*`);
+      if (!sm) break;
+      const deadLetter = decodeDeadLetter(sm);
+      if (deadLetter) found.push(deadLetter);
+      seq = sm.seq + 1;
+    }
+    return found;
+  }
+
+  async function storedDeadLetter(messageId: string): Promise<{ seq: number; deadLetter: DeadLetter } | undefined> {
+    const sm = await storedMessage(deadLetterStream, { last_by_subj: deadLetterSubject(messageId) });
+    const deadLetter = sm && decodeDeadLetter(sm);
+    return deadLetter && { seq: sm.seq, deadLetter };
+  }
+
+  async function getDeadLetter(messageId: string): Promise<DeadLetter | undefined> {
+    return (await storedDeadLetter(validateMessageId('getDeadLetter', messageId)))?.deadLetter;
+  }
+
+  async function retryDeadLetter(messageId: string): Promise<DeadLetter> {
+    assertOpen('retryDeadLetter');
+    const id = validateMessageId('retryDeadLetter', messageId);
+    const found = await storedDeadLetter(id);
+    if (!found) throw new NotFoundError('dead letter', id);
+    const { message } = found.deadLetter;
+    // Its own dedupe id: the original's may still be in the work stream's duplicate window, and a
+    // retry that died before the delete below, retried, publishes once.
+    await publishRestoring(subjectFor(message), encoder.encode(JSON.stringify(message)), `${message.messageId}:retry:${found.seq}`, streamName, restoreStream);
+    await deleteStored(deadLetterStream, found.seq);
+    log?.info({ messageId: id, executionId: message.executionId, workerId: message.workerId }, 'dead letter published again');
+    return found.deadLetter;
+  }
+
+  async function deleteDeadLetter(messageId: string): Promise<DeadLetter> {
+    const id = validateMessageId('deleteDeadLetter', messageId);
+    const found = await storedDeadLetter(id);
+    if (!found) throw new NotFoundError('dead letter', id);
+    await deleteStored(deadLetterStream, found.seq);
+    log?.info({ messageId: id, executionId: found.deadLetter.message.executionId }, 'dead letter deleted');
+    return found.deadLetter;
+  }
+
+  /** Stops every consumer and dead-letter subscription (waiting for their handlers) and flushes; the caller closes `nc`. */
   function close(): Promise<void> {
     closed = true;
     return (closing ??= (async () => {
       await Promise.all([...consumers].map((c) => c.stop()));
+      await Promise.all([...subscriptions].map((s) => s.stop()));
+      for (const { sub } of advisoryWatches.values()) sub.unsubscribe();
+      advisoryWatches.clear();
+      while (moves.size > 0) await Promise.all([...moves]);
       await flushWithin(nc, FLUSH_TIMEOUT_MS);
     })());
   }
 
-  return { publish, consume, depth, close };
+  return { publish, consume, depth, onDeadLetter, listDeadLetters, getDeadLetter, retryDeadLetter, deleteDeadLetter, close };
 }

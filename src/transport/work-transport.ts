@@ -43,6 +43,39 @@ export interface Consumer {
   stop(): Promise<void>;
 }
 
+/**
+ * A message that was delivered maxDeliver times without an ack: taken out of the work queue and
+ * kept until someone retries or deletes it (`baton dlq`, the GraphQL API). The transport also
+ * hands each one to onDeadLetter subscribers, so the executor can fail the execution.
+ */
+export interface DeadLetter {
+  messageId: string;
+  /** The message as it was published; retryDeadLetter publishes it again unchanged. */
+  message: WorkMessage;
+  /** The worker it was addressed to (message.workerId). */
+  workerId: string;
+  /** Deliveries it got before it was given up on. */
+  deliveries: number;
+  /** When it became a dead letter (ISO). */
+  deadLetteredAt: string;
+  /** Why, for people: e.g. "not acknowledged after 5 deliveries". */
+  reason: string;
+  /** Opaque position in the dead-letter list; listDeadLetters({ after: cursor }) continues after it. */
+  cursor: string;
+}
+
+export interface ListDeadLettersOptions {
+  /** At most this many (1 to 1,000), oldest dead letter first. */
+  limit: number;
+  /** A `cursor` from an earlier page: list the dead letters after that one. */
+  after?: string;
+}
+
+export interface DeadLetterSubscription {
+  /** Stop receiving; resolves once the handler call in progress (if any) has finished. */
+  stop(): Promise<void>;
+}
+
 export interface WorkTransportOptions {
   /** Redeliver a message not acked within this time (ms). Default 30,000. */
   ackWaitMs?: number;
@@ -59,7 +92,27 @@ export interface WorkTransport {
    * settling is nak'ed. Each message goes to one consumer at a time.
    */
   consume(workerId: string, handler: (delivery: Delivery) => Promise<void>, options: ConsumeOptions): Promise<Consumer>;
-  /** Messages waiting for a worker (not yet acked), for metrics. */
+  /** Messages waiting for a worker (not yet acked), for metrics. Dead letters are not counted. */
   depth(workerId?: string): Promise<number>;
+  /**
+   * Hand every dead letter to `handler`, at least once: it is handed over again (after a back-off)
+   * until a call resolves, and may be handed over twice even then (a crash between the handler and
+   * the bookkeeping, two subscribers racing), so the handler must be idempotent. Subscribers in
+   * several processes share the dead letters: each goes to one of them at a time. Dead letters
+   * from before the subscription are delivered too. A subscriber also makes this transport watch
+   * for exhausted messages that no consumer moved yet (see the adapters).
+   */
+  onDeadLetter(handler: (deadLetter: DeadLetter) => Promise<void>): Promise<DeadLetterSubscription>;
+  /** Dead letters in the order they died, oldest first, whether or not a subscriber has seen them. */
+  listDeadLetters(options: ListDeadLettersOptions): Promise<DeadLetter[]>;
+  /** The dead letter of this message, or undefined when there is none. */
+  getDeadLetter(messageId: string): Promise<DeadLetter | undefined>;
+  /**
+   * Publish the dead letter's message again (to the same worker, delivery count starting from 1)
+   * and remove the dead letter. Throws NotFoundError when there is none.
+   */
+  retryDeadLetter(messageId: string): Promise<DeadLetter>;
+  /** Remove the dead letter for good; returns what was removed. Throws NotFoundError when there is none. */
+  deleteDeadLetter(messageId: string): Promise<DeadLetter>;
   close(): Promise<void>;
 }

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { connect, type NatsConnection } from 'nats';
+import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadTestHarnessConfig } from '../../src/config.ts';
 import { createNatsWorkTransport, subjectToken } from '../../src/transport/nats.ts';
-import type { WorkTransport } from '../../src/transport/work-transport.ts';
+import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';
 
 const natsUrl = inject('natsUrl');
@@ -36,6 +36,7 @@ async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnectio
       for (const t of opened) await t.close();
       const jsm = await nc.jetstreamManager();
       await jsm.streams.delete(streamName).catch(() => undefined);
+      await jsm.streams.delete(`${streamName}_DLQ`).catch(() => undefined);
       await nc.close();
     },
   };
@@ -115,6 +116,54 @@ describe.skipIf(!natsUrl)('nats', () => {
         await deliveredWithin(after.messageId, 10_000); // the consumer notices and recreates itself
         await consumer.stop();
         expect(seen).toEqual([before.messageId, after.messageId]);
+      } finally {
+        await h.close();
+      }
+    });
+
+    it('sweeps up a message that ran out of deliveries while nobody heard its advisory, once however many subscribers sweep', async () => {
+      const h = await natsHarness();
+      try {
+        const [a, b] = [await h.open({ ackWaitMs: 1_000, maxDeliver: 2 }), await h.open({ ackWaitMs: 1_000, maxDeliver: 2 })];
+        const worker = 'w-unheard';
+        const m = workMessage(worker);
+        await a.publish([m]);
+        // Exhaust it through a bare JetStream consumer of that worker: no Baton consumer or
+        // subscriber is running, so the max-deliveries advisory goes out to nobody.
+        const jsm = await h.nc.jetstreamManager();
+        await jsm.consumers.add(h.streamName, {
+          durable_name: `worker-${worker}`,
+          filter_subject: `${h.subjectPrefix}.*.${worker}`,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: nanos(1_000),
+          max_deliver: 2,
+        });
+        const bare = await h.nc.jetstream().consumers.get(h.streamName, `worker-${worker}`);
+        for (let i = 1; i <= 2; i++) {
+          const msg = await bare.next({ expires: 2_000 });
+          expect(msg?.info.deliveryCount).toBe(i);
+          msg!.nak();
+        }
+        expect(await bare.next({ expires: 1_000 })).toBeNull(); // given up on: not delivered a third time
+        expect((await jsm.consumers.info(h.streamName, `worker-${worker}`)).num_ack_pending).toBe(0);
+        expect(await a.getDeadLetter(m.messageId)).toBeUndefined();
+
+        // Two subscribers (two processes) start at once; each sweeps.
+        const handed: DeadLetter[] = [];
+        const record = async (d: DeadLetter) => {
+          handed.push(d);
+        };
+        const subs = await Promise.all([a.onDeadLetter(record), b.onDeadLetter(record)]);
+        try {
+          const deadline = Date.now() + 5_000;
+          while (!handed.some((d) => d.messageId === m.messageId) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+          expect(handed.find((d) => d.messageId === m.messageId)).toMatchObject({ message: m, deliveries: 2, reason: 'not acknowledged after 2 deliveries' });
+          expect((await jsm.streams.info(h.streamName)).state.messages).toBe(0); // out of the work stream
+          expect((await a.listDeadLetters({ limit: 10 })).map((d) => d.messageId)).toEqual([m.messageId]);
+          expect((await jsm.streams.info(`${h.streamName}_DLQ`)).state.messages).toBe(1);
+        } finally {
+          await Promise.all(subs.map((s) => s.stop()));
+        }
       } finally {
         await h.close();
       }

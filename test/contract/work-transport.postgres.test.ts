@@ -32,28 +32,29 @@ async function postgresHarness(): Promise<WorkTransportHarness> {
 
 workTransportContract('postgres', postgresHarness);
 
-describe('postgres work queue: exhausted messages stay in the table, flagged', () => {
+describe('postgres work queue: dead letters and wake-ups', () => {
   const db = useTestDatabase({ max: 4 });
 
-  async function rowOf(messageId: string) {
-    const r = await db().pool.query<{ delivery_count: number; exhausted: boolean; locked: boolean }>(
-      'SELECT delivery_count, exhausted_at IS NOT NULL AS exhausted, locked_until IS NOT NULL AS locked FROM baton_work_queue WHERE message_id = $1',
+  async function rowsOf(messageId: string) {
+    const q = await db().pool.query<{ delivery_count: number }>('SELECT delivery_count FROM baton_work_queue WHERE message_id = $1', [messageId]);
+    const d = await db().pool.query<{ deliveries: number; reason: string; handled: boolean }>(
+      'SELECT deliveries, reason, handled_at IS NOT NULL AS handled FROM baton_dead_letters WHERE message_id = $1',
       [messageId],
     );
-    return r.rows[0];
+    return { queued: q.rows[0], dead: d.rows[0] };
   }
 
-  async function waitForRow(messageId: string, until: (row: Awaited<ReturnType<typeof rowOf>>) => boolean, timeoutMs = 5_000) {
+  async function waitForRows(messageId: string, until: (rows: Awaited<ReturnType<typeof rowsOf>>) => boolean, timeoutMs = 5_000) {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
-      const row = await rowOf(messageId);
-      if (until(row)) return row;
-      if (performance.now() > deadline) throw new Error(`row ${messageId} never matched; last ${JSON.stringify(row)}`);
+      const rows = await rowsOf(messageId);
+      if (until(rows)) return rows;
+      if (performance.now() > deadline) throw new Error(`rows of ${messageId} never matched; last ${JSON.stringify(rows)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }
 
-  it('flags a message nak’ed on its last delivery, and one whose last lease ran out', async () => {
+  it('moves a message nak’ed on its last delivery, and one whose last lease ran out, from the queue to baton_dead_letters', async () => {
     const transport = createPostgresWorkTransport(db().pool, { ackWaitMs: 300, maxDeliver: 2 });
     const release: (() => void)[] = [];
     try {
@@ -68,16 +69,73 @@ describe('postgres work queue: exhausted messages stay in the table, flagged', (
         { concurrency: 4 },
       );
       await transport.publish([nacked, stuck]);
-      expect(await waitForRow(nacked.messageId, (r) => r?.exhausted === true)).toEqual({ delivery_count: 2, exhausted: true, locked: false });
-      // The consumer wakes when the last lease expires and flags it; nothing claims it again.
-      expect(await waitForRow(stuck.messageId, (r) => r?.exhausted === true)).toEqual({ delivery_count: 2, exhausted: true, locked: false });
+      const dead = { deliveries: 2, reason: 'not acknowledged after 2 deliveries', handled: false };
+      expect(await waitForRows(nacked.messageId, (r) => r.dead !== undefined)).toEqual({ queued: undefined, dead });
+      // The consumer wakes when the last lease expires and moves it; nothing claims it again.
+      expect(await waitForRows(stuck.messageId, (r) => r.dead !== undefined)).toEqual({ queued: undefined, dead });
       expect(await transport.depth('w-exhaust')).toBe(0);
       for (const r of release) r();
       await consumer.stop();
-      expect((await rowOf(stuck.messageId))?.delivery_count).toBe(2); // the stale auto-nak changed nothing
+      expect(await rowsOf(stuck.messageId)).toEqual({ queued: undefined, dead }); // the stale auto-nak changed nothing
     } finally {
       for (const r of release) r();
       await transport.close();
+    }
+  });
+
+  it('a subscriber sweeps exhausted messages no consumer is left to move, and marks what it handled', async () => {
+    const transport = createPostgresWorkTransport(db().pool, { ackWaitMs: 300, maxDeliver: 2 });
+    try {
+      // Delivered twice, the last lease over, and its worker gone: only a sweep can move it.
+      const orphan = workMessage('w-gone');
+      await transport.publish([orphan]);
+      await db().pool.query(`UPDATE baton_work_queue SET delivery_count = 2, locked_until = now() - interval '1 second' WHERE message_id = $1`, [orphan.messageId]);
+      const handed: string[] = [];
+      const subscription = await transport.onDeadLetter(async (d) => {
+        handed.push(d.messageId);
+      });
+      expect(await waitForRows(orphan.messageId, (r) => r.dead?.handled === true)).toEqual({
+        queued: undefined,
+        dead: { deliveries: 2, reason: 'not acknowledged after 2 deliveries', handled: true },
+      });
+      expect(handed.filter((id) => id === orphan.messageId)).toEqual([orphan.messageId]); // (and the earlier test's, unhandled till now)
+      await subscription.stop();
+      // Handled: a later subscriber is not handed it again.
+      const later: string[] = [];
+      const again = await transport.onDeadLetter(async (d) => {
+        later.push(d.messageId);
+      });
+      await new Promise((r) => setTimeout(r, 300)); // a window to show nothing is handed over
+      await again.stop();
+      expect(later).toEqual([]); // nothing: every dead letter here was handled by the first subscriber
+    } finally {
+      await transport.close();
+    }
+  });
+
+  it('wakes a dead-letter subscriber in another process through NOTIFY, not its poll or sweep', async () => {
+    const otherPool = new pg.Pool({ connectionString: db().url, max: 3 });
+    const subscriberSide = createPostgresWorkTransport(otherPool, { deadLetterPollMs: 60_000, deadLetterSweepMs: 60_000 });
+    const workerSide = createPostgresWorkTransport(db().pool, { maxDeliver: 1 });
+    try {
+      const m = workMessage('w-dl-notify');
+      let handed!: () => void;
+      const got = new Promise<void>((r) => (handed = r));
+      const subscription = await subscriberSide.onDeadLetter(async (d) => {
+        if (d.messageId === m.messageId) handed();
+      });
+      const consumer = await workerSide.consume('w-dl-notify', (d) => d.nak(), { concurrency: 1 });
+      await new Promise((r) => setTimeout(r, 100)); // let the subscriber go idle: only a wake-up can hand it over now
+      const t0 = performance.now();
+      await workerSide.publish([m]);
+      await Promise.race([got, new Promise((_, reject) => setTimeout(() => reject(new Error('not handed over within 5 s')), 5_000).unref())]);
+      console.log(`[postgres] dead letter to a subscriber in another process via NOTIFY: ${(performance.now() - t0).toFixed(2)} ms`);
+      await consumer.stop();
+      await subscription.stop();
+    } finally {
+      await subscriberSide.close();
+      await workerSide.close();
+      await otherPool.end();
     }
   });
 
