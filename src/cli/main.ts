@@ -21,6 +21,7 @@ import { rebuildProjection } from '../readmodel/rebuild.ts';
 import { verifyReadModel } from '../readmodel/verify.ts';
 import { progressLine } from './progress.ts';
 import { registerVerifyCommand } from './verify-command.ts';
+import { registerDlqCommand } from './dlq-command.ts';
 
 const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
@@ -355,6 +356,7 @@ bench
   });
 
 registerVerifyCommand(program);
+registerDlqCommand(program);
 
 try {
   await program.parseAsync(process.argv);
