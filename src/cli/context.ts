@@ -23,7 +23,7 @@ export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promi
   const db = await openDatabase(config, log);
   const store = createPostgresEventStore(db.pool, { log });
   try {
-    return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store) });
+    return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }) });
   } finally {
     await store.close();
     await db.close();

@@ -12,7 +12,6 @@ import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
-import { staleAfterMs as staleAfter, HEARTBEAT_INTERVAL_MS } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
 import { startHealthServer, type HealthServer } from '../observability/http.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -63,7 +62,7 @@ export async function openHostEnvironment(o: { transport?: TransportKind; compon
     log,
     db,
     store,
-    runtime: createExecutionRuntime(store),
+    runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }),
     liveness: createLivenessStore(db.pool),
     transport,
     transportKind: kind,
@@ -133,7 +132,8 @@ export interface DevOptions {
   metricsHost?: string;
   transport?: TransportKind;
   actions?: string;
-  shutdownTimeoutMs: number;
+  /** Default: BATON_SHUTDOWN_TIMEOUT. */
+  shutdownTimeoutMs?: number;
 }
 
 export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; hosts: RunningHosts }> {
@@ -142,31 +142,12 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
   const hosts: Partial<RunningHosts> & { workers: WorkerHost[] } = { workers: [] };
   try {
     const actions = createActionRegistry(await loadActions(o.actions));
-    hosts.executor = startExecutor({
-      store: env.store,
-      runtime: env.runtime,
-      transport: env.transport,
-      workers: env.liveness,
-      log: env.log.child({ component: 'executor' }),
-      registry: env.registry,
-      staleAfterMs: staleAfter(HEARTBEAT_INTERVAL_MS),
-    });
+    hosts.executor = startExecutorHost(env, env.log.child({ component: 'executor' }));
     await hosts.executor.ready;
     const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry }));
     hosts.workers = await Promise.all(
       Array.from({ length: o.workers }, (_, i) =>
-        startWorkerHost({
-          workerId: `dev-${i + 1}`,
-          store: env.store,
-          runtime: env.runtime,
-          transport: env.transport,
-          liveness: env.liveness,
-          actions,
-          capacity: o.capacity,
-          log: env.log,
-          registry: env.registry,
-          shutdownTimeoutMs: o.shutdownTimeoutMs,
-        }),
+        startWorker(env, { workerId: `dev-${i + 1}`, actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeoutMs }),
       ),
     );
     hosts.api = await startApi(env, actions, o.apiPort);
@@ -187,6 +168,46 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
     await env.close();
     throw err;
   }
+}
+
+/** The executor with the configured timeouts (BATON_SCHEDULE_TO_START_TIMEOUT, BATON_HEARTBEAT_*). */
+export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
+  const t = env.config.timeouts;
+  return startExecutor({
+    store: env.store,
+    runtime: env.runtime,
+    transport: env.transport,
+    workers: env.liveness,
+    log,
+    registry: env.registry,
+    scheduleToStartMs: t.scheduleToStartMs,
+    staleAfterMs: t.heartbeatIntervalMs * t.heartbeatStaleAfter,
+    // A worker times its own runs out; the executor steps in a few heartbeats later, when it is gone.
+    timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
+    retryBackoff: { initialMs: 1_000, multiplier: 2, maxMs: 60_000 },
+  });
+}
+
+/** A worker host with the configured heartbeat, start-to-close and shutdown timeouts. */
+export function startWorker(
+  env: HostEnvironment,
+  o: { workerId: string; actions: ActionRegistry; capacity: number; shutdownTimeoutMs?: number },
+): Promise<WorkerHost> {
+  const t = env.config.timeouts;
+  return startWorkerHost({
+    workerId: o.workerId,
+    store: env.store,
+    runtime: env.runtime,
+    transport: env.transport,
+    liveness: env.liveness,
+    actions: o.actions,
+    capacity: o.capacity,
+    log: env.log,
+    registry: env.registry,
+    heartbeatIntervalMs: t.heartbeatIntervalMs,
+    startToCloseMs: t.startToCloseMs,
+    shutdownTimeoutMs: o.shutdownTimeoutMs ?? t.shutdownTimeoutMs,
+  });
 }
 
 /** The GraphQL API on the configured address (BATON_API_HOST/PORT, tokens from the environment). */

@@ -5,7 +5,7 @@ import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
 import { waitForFinal } from './wait.ts';
-import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startApi, startDev } from './hosts.ts';
+import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startApi, startDev, startExecutorHost, startWorker } from './hosts.ts';
 import { startExecutor } from '../executor/executor.ts';
 import { startWorkerHost } from '../worker/worker-host.ts';
 import { createActionRegistry } from '../actions/index.ts';
@@ -158,9 +158,9 @@ program
   .option('--actions <module>', 'a module exporting more actions (besides the built-ins)')
   .addOption(portOption(9464))
   .addOption(hostOption())
-  .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish').argParser(positiveInt).default(30_000))
+  .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
   .addOption(apiPortOption())
-  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout: number; port?: number }) => {
+  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout?: number; port?: number }) => {
     const options = { ...o, shutdownTimeoutMs: o.shutdownTimeout, apiPort: o.port };
     const { env, hosts } = await startDev(options);
     console.log(describeDev(env, hosts, options));
@@ -175,7 +175,7 @@ program
   .addOption(hostOption())
   .action(async (o: { transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string }) => {
     const env = await openHostEnvironment({ transport: o.transport, component: 'executor' });
-    const executor = startExecutor({ store: env.store, runtime: env.runtime, transport: env.transport, workers: env.liveness, log: env.log, registry: env.registry });
+    const executor = startExecutorHost(env);
     await executor.ready;
     const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
     env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'executor running');
@@ -191,19 +191,13 @@ program
   .addOption(transportOption())
   .addOption(portOption(9465))
   .addOption(hostOption())
-  .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish').argParser(positiveInt).default(30_000))
-  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout: number }) => {
+  .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
+  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }) => {
     const env = await openHostEnvironment({ transport: o.transport, component: 'worker' });
-    const worker = await startWorkerHost({
+    const worker = await startWorker(env, {
       workerId: o.id ?? defaultWorkerId(),
-      store: env.store,
-      runtime: env.runtime,
-      transport: env.transport,
-      liveness: env.liveness,
       actions: createActionRegistry(await loadActions(o.actions)),
       capacity: o.capacity,
-      log: env.log,
-      registry: env.registry,
       shutdownTimeoutMs: o.shutdownTimeout,
     });
     const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });

@@ -1,21 +1,27 @@
 // The executor: follows the event store, schedules each waiting execution to a live worker by
 // appending SchedulingStarted + ExecutionHandedOff (compare-and-swap, so several executors can
 // run at once), and only then publishes the work. It also answers executions whose baton came
-// back (retry with backoff, or abandon), re-publishes handoffs that were committed but never
-// published (state before queue), and logs every execution that reaches a terminal state.
+// back (retry with the action's backoff, or abandon), and its monitor enforces every deadline
+// the history holds: handoffs not started in time are reclaimed, workers whose heartbeat went
+// stale are declared lost and what they held is reclaimed, runs past their start-to-close
+// deadline (whose worker did not time them out itself) are timed out, and handoffs not yet
+// started are re-published (NATS is a doorbell, not a record). Every one of those is an
+// ordinary compare-and-swap append, so several executors doing it at once is harmless.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
-import { RejectedCommandError } from '../errors.ts';
+import { BatonError, RejectedCommandError, WrongExpectedRevisionError } from '../errors.ts';
+import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
+import { WORKER_STREAM_PREFIX } from '../../schemas/worker-events.ts';
 import { SchedulingIndex, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
 
 /** What the executor needs to know about live workers (the liveness table provides it). */
 export interface WorkerDirectory {
-  list(): Promise<{ workerId: string; actions: string[]; runtimes: string[]; capacity: number; draining: boolean; ageMs: number }[]>;
+  list(): Promise<{ workerId: string; actions: string[]; runtimes: string[]; capacity: number; draining: boolean; ageMs: number; heartbeatAt: Date }[]>;
 }
 
 export interface ExecutorOptions {
@@ -25,12 +31,16 @@ export interface ExecutorOptions {
   workers: WorkerDirectory;
   log: Logger;
   registry?: Registry;
-  /** A worker whose heartbeat is older than this is not given work. */
+  /** A worker whose heartbeat is older than this gets no work and is declared lost. */
   staleAfterMs?: number;
-  /** Schedule-to-start deadline written into each handoff. */
+  /** Schedule-to-start deadline written into each handoff, unless the action sets its own. */
   scheduleToStartMs?: number;
-  /** A handoff not seen started after this long is published again. */
+  /** A handoff not seen started after this long is published again (then with backoff). */
   republishAfterMs?: number;
+  /** How long past a run's start-to-close deadline the executor waits for the worker to time it out itself. */
+  timeoutGraceMs?: number;
+  /** How often the monitor looks for expired deadlines and stale workers. */
+  monitorEveryMs?: number;
   /** How many scheduling appends run at once. */
   parallelism?: number;
   retryBackoff?: { initialMs: number; multiplier: number; maxMs: number };
@@ -50,10 +60,15 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const staleAfterMs = o.staleAfterMs ?? 30_000;
   const scheduleToStartMs = o.scheduleToStartMs ?? 30_000;
   const republishAfterMs = o.republishAfterMs ?? 2_000;
+  const timeoutGraceMs = o.timeoutGraceMs ?? 5_000;
+  const monitorEveryMs = o.monitorEveryMs ?? Math.max(50, Math.min(1_000, Math.floor(scheduleToStartMs / 4), Math.floor(staleAfterMs / 6)));
   const parallelism = o.parallelism ?? 32;
   const backoff = o.retryBackoff ?? { initialMs: 1_000, multiplier: 2, maxMs: 60_000 };
   const index = new SchedulingIndex();
-  const published = new Set<string>();
+  /** handoff event id → when this executor last published it and how many times. */
+  const published = new Map<string, { at: number; times: number }>();
+  /** Workers this executor declared lost while their heartbeat stays stale. */
+  const declaredLost = new Set<string>();
   const ac = new AbortController();
 
   const metrics = o.registry && {
@@ -61,6 +76,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     terminal: new Counter({ name: 'baton_executions_terminal_total', help: 'Executions that reached a terminal state', labelNames: ['status'], registers: [o.registry] }),
     waiting: new Gauge({ name: 'baton_executor_waiting', help: 'Executions waiting for a worker', registers: [o.registry], collect() { this.set(index.waitingCount()); } }),
     handedOff: new Gauge({ name: 'baton_executor_handed_off', help: 'Executions handed off and not yet started', registers: [o.registry], collect() { this.set(index.handedOff().length); } }),
+    enforced: new Counter({ name: 'baton_executor_deadlines_enforced_total', help: 'Reclaims, timeouts and lost workers the monitor recorded', labelNames: ['kind'], registers: [o.registry] }),
     queueDepth: new Gauge({
       name: 'baton_work_queue_depth',
       help: 'Work messages published and not yet acknowledged',
@@ -128,8 +144,11 @@ export function startExecutor(o: ExecutorOptions): Executor {
       // Least loaded first, counting what this pass already planned.
       let best: (typeof fit)[number] | undefined;
       let bestLoad = Infinity;
-      for (const w of fit) {
-        if (!w.actions.includes(execution.action)) continue;
+      // A worker that let an earlier attempt expire unstarted is a last resort, used only when
+      // no other live worker offers the action at all.
+      const offering = fit.filter((w) => w.actions.includes(execution.action));
+      const others = offering.filter((w) => !execution.avoid.includes(w.workerId));
+      for (const w of others.length > 0 ? others : offering) {
         const held = index.loadOf(w.workerId) + (planned.get(w.workerId) ?? 0);
         if (held >= w.capacity) continue;
         const load = held / w.capacity;
@@ -150,7 +169,11 @@ export function startExecutor(o: ExecutorOptions): Executor {
             { type: 'SchedulingStarted', data: {}, by: 'executor' },
             {
               type: 'ExecutionHandedOff',
-              data: { workerId: worker.workerId, attempt: current.snapshot.context.attempt, deadline: new Date(now() + scheduleToStartMs).toISOString() },
+              data: {
+                workerId: worker.workerId,
+                attempt: current.snapshot.context.attempt,
+                deadline: new Date(now() + (index.policyOf(execution.action)?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString(),
+              },
               by: 'executor',
               eventId: handoffId,
             },
@@ -180,14 +203,17 @@ export function startExecutor(o: ExecutorOptions): Executor {
     });
     if (messages.length > 0) {
       await o.transport.publish(messages);
-      for (const m of messages) published.add(m.messageId);
+      for (const m of messages) published.set(m.messageId, { at: now(), times: 1 });
       metrics?.scheduled.inc(messages.length);
       log.debug({ count: messages.length }, 'handed off and published');
     }
   }
 
-  function retryDelay(attempt: number): number {
-    return Math.min(backoff.maxMs, backoff.initialMs * backoff.multiplier ** Math.max(0, attempt - 1));
+  /** Delay before the attempt after `attempt`: the action's advertised policy, else the default. */
+  function retryDelay(action: string, attempt: number): number {
+    const p = index.policyOf(action)?.retry;
+    const [initialMs, multiplier, maxMs] = p ? [p.initialIntervalMs, p.multiplier, p.maxIntervalMs] : [backoff.initialMs, backoff.multiplier, backoff.maxMs];
+    return Math.min(maxMs, Math.round(initialMs * multiplier ** Math.max(0, attempt - 1)));
   }
 
   async function decideRetries(): Promise<void> {
@@ -197,7 +223,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
         if (d.attempt < d.maxAttempts) {
           await o.runtime.dispatch(d.executionId, {
             type: 'ExecutionRetryScheduled',
-            data: { attempt: d.attempt + 1, retryAt: new Date(now() + retryDelay(d.attempt)).toISOString(), reason: d.reason },
+            data: { attempt: d.attempt + 1, retryAt: new Date(now() + retryDelay(d.action, d.attempt)).toISOString(), reason: d.reason },
             by: 'executor',
           });
         } else {
@@ -215,31 +241,125 @@ export function startExecutor(o: ExecutorOptions): Executor {
     });
   }
 
-  // --- state before queue: publish handoffs that were committed but never published
-  const republishTimer = setInterval(() => {
-    const due = index.handedOff().filter((h) => !published.has(h.handoffEventId) && now() - h.handedOffAt >= republishAfterMs);
+  // --- the monitor: every deadline in the history is enforced by an ordinary append
+  const messageOf = (h: ReturnType<typeof index.handedOff>[number]): WorkMessage => ({
+    messageId: h.handoffEventId,
+    executionId: h.executionId,
+    workerId: h.workerId,
+    runtime: 'node',
+    action: h.action,
+    attempt: h.attempt,
+    handoffRevision: String(h.handoffRevision),
+    publishedAt: new Date(now()).toISOString(),
+  });
+
+  /** Append for the monitor; a refusal means the state moved on (started, finished, another executor acted). */
+  async function enforce(kind: string, executionId: string, command: Parameters<ExecutionRuntime['dispatch']>[1]): Promise<void> {
+    try {
+      const r = await o.runtime.dispatch(executionId, command);
+      if (r.appended) {
+        metrics?.enforced.inc({ kind });
+        log.warn({ executionId, kind }, `monitor: ${kind}`);
+      }
+    } catch (err) {
+      if (err instanceof RejectedCommandError) log.debug({ executionId, kind, reason: err.message }, 'monitor: nothing to enforce any more');
+      else log.error({ executionId, kind, err }, 'monitor: append failed; will try again');
+    }
+  }
+
+  /**
+   * Re-publish handoffs not started yet: after republishAfterMs, then with doubling gaps. The
+   * message id is the handoff's event id, so a message the broker still holds is deduplicated;
+   * one it lost (restart, wiped store, a crash between append and publish) is delivered again.
+   */
+  async function republish(): Promise<void> {
+    const due = index.handedOff().filter((h) => {
+      const last = published.get(h.handoffEventId);
+      const since = last ? now() - last.at : now() - h.handedOffAt;
+      return since >= republishAfterMs * 2 ** Math.min(4, (last?.times ?? 1) - 1);
+    });
     if (due.length === 0) return;
-    const messages = due.map(
-      (h): WorkMessage => ({
-        messageId: h.handoffEventId,
-        executionId: h.executionId,
-        workerId: h.workerId,
-        runtime: 'node',
-        action: h.action,
-        attempt: h.attempt,
-        handoffRevision: String(h.handoffRevision),
-        publishedAt: new Date(now()).toISOString(),
+    await o.transport.publish(due.map(messageOf));
+    for (const h of due) published.set(h.handoffEventId, { at: now(), times: (published.get(h.handoffEventId)?.times ?? 0) + 1 });
+    log.info({ count: due.length, executionIds: due.slice(0, 10).map((h) => h.executionId) }, 're-published handoffs not started yet');
+  }
+
+  async function reclaimExpiredHandoffs(): Promise<void> {
+    await mapLimit(index.expiredHandoffs(now()), (h) =>
+      enforce('schedule-to-start reclaim', h.executionId, {
+        type: 'OwnershipReclaimed',
+        data: { reason: 'schedule-to-start', workerId: h.workerId, attempt: h.attempt },
+        by: 'executor',
       }),
     );
-    o.transport.publish(messages).then(
-      () => {
-        for (const m of messages) published.add(m.messageId);
-        log.warn({ count: messages.length, executionIds: messages.slice(0, 10).map((m) => m.executionId) }, 're-published handoffs that were committed but not published');
-      },
-      (err: unknown) => log.error({ err }, 're-publishing handoffs failed; will retry'),
+  }
+
+  /** A worker whose heartbeat went stale is lost: record it, then reclaim everything it held. */
+  async function reclaimFromLostWorkers(): Promise<void> {
+    const workers = await o.workers.list();
+    for (const w of workers) {
+      if (w.ageMs < staleAfterMs) {
+        declaredLost.delete(w.workerId); // it came back (or never left): it may be declared again later
+        continue;
+      }
+      const held = index.heldBy(w.workerId);
+      const status = index.workerStatus(w.workerId);
+      if (declaredLost.has(w.workerId) && held.length === 0) continue;
+      if (status !== 'lost' && status !== 'stopped') {
+        try {
+          await recordWorkerEvent(o.store, w.workerId, 'WorkerLost', {
+            lastHeartbeatAt: w.heartbeatAt.toISOString(),
+            reason: `no heartbeat for ${Math.round(w.ageMs / 1000)} s (the limit is ${Math.round(staleAfterMs / 1000)} s)`,
+          }, 'executor');
+          metrics?.enforced.inc({ kind: 'worker lost' });
+          log.warn({ workerId: w.workerId, ageMs: w.ageMs, holds: held.length }, `worker ${w.workerId} declared lost`);
+        } catch (err) {
+          // Another executor recorded it first, or the stream moved on: the reclaims below still apply.
+          if (!(err instanceof BatonError || err instanceof WrongExpectedRevisionError)) throw err;
+        }
+      }
+      declaredLost.add(w.workerId);
+      await mapLimit(held, (x) =>
+        enforce('worker-lost reclaim', x.executionId, {
+          type: 'OwnershipReclaimed',
+          data: { reason: 'worker-lost', workerId: w.workerId, attempt: x.attempt },
+          by: 'executor',
+        }),
+      );
+    }
+  }
+
+  /** Runs past their start-to-close deadline (plus a grace for the worker to say so itself). */
+  async function timeOutOverdueRuns(): Promise<void> {
+    await mapLimit(index.overdueRuns(now(), timeoutGraceMs), (r) =>
+      enforce('start-to-close timeout', r.executionId, {
+        type: 'ExecutionTimedOut',
+        data: { limit: 'start-to-close', deadline: r.deadline! },
+        by: 'executor',
+      }),
     );
-  }, Math.max(250, Math.floor(republishAfterMs / 2)));
-  republishTimer.unref();
+  }
+
+  let monitoring: Promise<void> | undefined;
+  let caughtUp = false; // a half-built index would see deadlines that later events already met
+  const monitorTimer = setInterval(() => {
+    if (monitoring || ac.signal.aborted || !caughtUp) return;
+    monitoring = (async () => {
+      for (const [name, step] of [
+        ['re-publishing handoffs', republish],
+        ['reclaiming expired handoffs', reclaimExpiredHandoffs],
+        ['detecting lost workers', reclaimFromLostWorkers],
+        ['timing out overdue runs', timeOutOverdueRuns],
+      ] as const) {
+        try {
+          await step();
+        } catch (err) {
+          log.error({ err }, `monitor: ${name} failed; will try again`);
+        }
+      }
+    })().finally(() => (monitoring = undefined));
+  }, monitorEveryMs);
+  monitorTimer.unref();
 
   /** The completion listener and the scheduler's trigger: read-only for executions it does not own. */
   function observe(event: StoredEvent): void {
@@ -251,25 +371,26 @@ export function startExecutor(o: ExecutorOptions): Executor {
       metrics?.terminal.inc({ status: terminal });
       log.info({ executionId, status: terminal, revision: Number(event.revision) }, `execution ${executionId} reached terminal state ${terminal}`);
     }
-    if (unblocks || event.streamId.startsWith('worker-')) kick();
+    if (unblocks) kick();
   }
 
   const ready = (async () => {
     // Catch up first, so the index is complete before the first scheduling decision.
     let after = START;
     for (;;) {
-      const batch = await o.store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX] });
+      const batch = await o.store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX] });
       if (batch.length === 0) break;
       for (const e of batch) index.apply(e);
       after = batch[batch.length - 1]!.globalPosition;
     }
     log.info({ waiting: index.waitingCount(), handedOff: index.handedOff().length }, 'executor caught up');
+    caughtUp = true;
     return after;
   })();
 
   const following = ready.then(async (after) => {
     kick();
-    for await (const event of o.store.subscribe({ after, streamPrefixes: [EXECUTION_STREAM_PREFIX, 'worker-'], signal: ac.signal })) observe(event);
+    for await (const event of o.store.subscribe({ after, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal })) observe(event);
   });
   following.catch((err: unknown) => {
     if (!ac.signal.aborted) log.fatal({ err }, 'executor stopped following the event store');
@@ -280,11 +401,12 @@ export function startExecutor(o: ExecutorOptions): Executor {
     waiting: () => index.waitingCount(),
     async stop() {
       ac.abort();
-      clearInterval(republishTimer);
+      clearInterval(monitorTimer);
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);
       await following.catch(() => undefined);
       await pass;
+      await monitoring;
     },
   };
 }

@@ -80,6 +80,18 @@ export interface RetryDecision {
   reason: string;
 }
 
+/** Why a reclaim happened, in words for the history (ExecutionRetryScheduled / ExecutionAbandoned reason). */
+function reclaimReason(reason: string, workerId: string, attempt: number): string {
+  switch (reason) {
+    case 'schedule-to-start':
+      return `reclaimed: worker ${workerId} did not start attempt ${attempt} before its schedule-to-start deadline`;
+    case 'worker-lost':
+      return `reclaimed: worker ${workerId} stopped sending heartbeats during attempt ${attempt}`;
+    default:
+      return `reclaimed from worker ${workerId} (${reason}) during attempt ${attempt}`;
+  }
+}
+
 export class SchedulingIndex {
   readonly #executions = new Map<string, Tracked>();
   readonly #waiting = new Map<string, WaitingExecution>();
@@ -165,7 +177,7 @@ export class SchedulingIndex {
         return false;
       case 'OwnershipReclaimed':
         if (tracked && data.reason === 'schedule-to-start') tracked.avoid.add(String(data.workerId));
-        this.#release(id, tracked, 'retry-pending', `reclaimed: ${String(data.reason)}`);
+        this.#release(id, tracked, 'retry-pending', reclaimReason(String(data.reason), String(data.workerId), Number(data.attempt)));
         return true;
       case 'OwnershipReleased':
         this.#release(id, tracked, 'retry-pending', `released: ${String(data.reason)}`);

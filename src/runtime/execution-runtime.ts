@@ -92,6 +92,8 @@ export interface ExecutionRuntimeOptions {
   clock?: Clock;
   /** How often dispatch reloads and decides again after losing a revision race. */
   maxConflictRetries?: number;
+  /** Attempts of a submission that does not say (BATON_MAX_ATTEMPTS). Default 3. */
+  defaultMaxAttempts?: number;
 }
 
 export const DEFAULT_MAX_ATTEMPTS = 3;
@@ -216,7 +218,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       data: {
         action: request.action,
         input: (request.input ?? null) as ExecutionEventOf<'ExecutionRequested'>['data']['input'],
-        maxAttempts: request.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+        maxAttempts: request.maxAttempts ?? options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS,
         ...(key !== undefined ? { idempotencyKey: key } : {}),
         ...(request.priority !== undefined ? { priority: request.priority } : {}),
         ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),

@@ -4,6 +4,7 @@
 import type { Logger } from 'pino';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
+import { ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Delivery } from '../transport/work-transport.ts';
@@ -19,9 +20,21 @@ export interface RunDeliveryDeps {
   /** Executions this worker is running now. */
   running: Set<string>;
   onStarted?: (pickupMs: number) => void;
-  onFinished?: (outcome: 'completed' | 'failed' | 'lost' | 'released') => void;
+  onFinished?: (outcome: 'completed' | 'failed' | 'timed-out' | 'lost' | 'released') => void;
   /** Append ExecutionProgressed at most this often per run (ms). */
   progressEveryMs?: number;
+  /** start-to-close limit of a run whose action sets none (ms). Default 10 minutes. */
+  startToCloseMs?: number;
+}
+
+/** Why this worker stopped a run on its own: a limit the history will name. */
+class LimitReached extends Error {
+  constructor(
+    readonly limit: 'start-to-close' | 'heartbeat',
+    readonly deadline: string,
+  ) {
+    super(`the run passed its ${limit} limit at ${deadline}`);
+  }
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -92,9 +105,12 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
   }
 
   const action = deps.actions.get(ctx.action);
+  // The start-to-close deadline travels in ExecutionStarted: the history says which limit applies.
+  const startToCloseMs = action?.timeoutMs ?? deps.startToCloseMs ?? 10 * 60_000;
+  const deadline = new Date(Date.now() + startToCloseMs).toISOString();
   let started;
   try {
-    started = await runtime.dispatch(message.executionId, { type: 'ExecutionStarted', data: { attempt: ctx.attempt }, by: me }, { known: loaded });
+    started = await runtime.dispatch(message.executionId, { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline }, by: me }, { known: loaded });
   } catch (err) {
     if (err instanceof RejectedCommandError) {
       log.info({ reason: err.message }, 'lost the baton before starting (reclaimed or cancelled); not running it');
@@ -110,11 +126,24 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
   const abort = new AbortController();
   const onShutdown = () => abort.abort(deps.shutdown.reason);
   deps.shutdown.addEventListener('abort', onShutdown, { once: true });
+  const closeTimer = setTimeout(() => abort.abort(new LimitReached('start-to-close', deadline)), Math.max(0, Date.parse(deadline) - Date.now()));
+  // Liveness is not progress: any ctx.heartbeat() pushes this out, details or not.
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  const armHeartbeat = () => {
+    if (action?.heartbeatTimeoutMs === undefined) return;
+    clearTimeout(heartbeatTimer);
+    const due = action.heartbeatTimeoutMs;
+    heartbeatTimer = setTimeout(() => abort.abort(new LimitReached('heartbeat', new Date(Date.now()).toISOString())), due);
+  };
+  armHeartbeat();
   let lastProgress = 0;
   let progressing: Promise<unknown> = Promise.resolve();
   const progressEveryMs = deps.progressEveryMs ?? 1_000;
 
-  let outcome: { type: 'ExecutionCompleted'; data: { result: Json } } | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } };
+  let outcome:
+    | { type: 'ExecutionCompleted'; data: { result: Json } }
+    | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } }
+    | { type: 'ExecutionTimedOut'; data: { limit: 'start-to-close' | 'heartbeat'; deadline: string } };
   try {
     if (!action) throw Object.assign(new Error(`worker ${workerId} does not offer action ${ctx.action}`), { name: 'UnknownAction' });
     const result = await runAction(action, ctx.input, {
@@ -123,6 +152,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
       signal: abort.signal,
       log,
       heartbeat(details?: unknown) {
+        armHeartbeat();
         void delivery.working().catch(() => undefined);
         if (details === undefined || Date.now() - lastProgress < progressEveryMs) return;
         lastProgress = Date.now();
@@ -140,10 +170,17 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
     });
     outcome = { type: 'ExecutionCompleted', data: { result: asJson(result) } };
   } catch (err) {
-    const retryable = !(err instanceof InvalidActionInputError) && (action ? isRetryable(err, action) : false);
-    outcome = { type: 'ExecutionFailed', data: { error: toErrorInfo(err), retryable } };
+    const limit = abort.signal.reason instanceof LimitReached ? abort.signal.reason : err instanceof ActionTimeoutError ? new LimitReached('start-to-close', deadline) : undefined;
+    if (limit) {
+      outcome = { type: 'ExecutionTimedOut', data: { limit: limit.limit, deadline: limit.deadline } };
+    } else {
+      const retryable = !(err instanceof InvalidActionInputError) && (action ? isRetryable(err, action) : false);
+      outcome = { type: 'ExecutionFailed', data: { error: toErrorInfo(err), retryable } };
+    }
   } finally {
     deps.shutdown.removeEventListener('abort', onShutdown);
+    clearTimeout(closeTimer);
+    clearTimeout(heartbeatTimer);
   }
   await progressing;
 
@@ -156,7 +193,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
       deps.onFinished?.('released');
     } else {
       await persistently('recording the outcome', log, () => runtime.dispatch(message.executionId, { ...outcome, by: me }, { known }));
-      deps.onFinished?.(outcome.type === 'ExecutionCompleted' ? 'completed' : 'failed');
+      deps.onFinished?.(outcome.type === 'ExecutionCompleted' ? 'completed' : outcome.type === 'ExecutionTimedOut' ? 'timed-out' : 'failed');
       log.debug({ outcome: outcome.type }, 'run finished');
     }
   } catch (err) {

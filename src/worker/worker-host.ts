@@ -25,6 +25,8 @@ export interface WorkerHostOptions {
   log: Logger;
   registry?: Registry;
   heartbeatIntervalMs?: number;
+  /** start-to-close limit of runs whose action sets none. */
+  startToCloseMs?: number;
   /** How long a drain waits for runs to finish before aborting them. */
   shutdownTimeoutMs?: number;
 }
@@ -106,6 +108,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         log,
         shutdown: shutdown.signal,
         running,
+        startToCloseMs: o.startToCloseMs,
         onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
         onFinished: (outcome) => metrics?.runs.inc({ worker: workerId, outcome }),
       }),

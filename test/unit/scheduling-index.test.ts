@@ -73,7 +73,7 @@ describe('SchedulingIndex', () => {
     index.apply(stored(id, 1, 'SchedulingStarted'));
     index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
     index.apply(stored(id, 3, 'OwnershipReclaimed', { reason: 'schedule-to-start', workerId: 'w1', attempt: 1 }));
-    expect(index.retryPending()[0]).toMatchObject({ executionId: id, reason: 'reclaimed: schedule-to-start' });
+    expect(index.retryPending()[0]).toMatchObject({ executionId: id, reason: 'reclaimed: worker w1 did not start attempt 1 before its schedule-to-start deadline' });
     expect(index.loadOf('w1')).toBe(0);
     expect(index.apply({ ...stored(id, 0, 'SomethingElse'), streamId: 'other-w1' })).toEqual({ unblocks: false, terminal: null });
   });

@@ -1,0 +1,178 @@
+// The executor's monitor and the worker's own limits, in one process against a real Postgres
+// (Postgres work queue), with short timeouts: schedule-to-start reclaim and retry elsewhere,
+// abandoning after the last attempt, lost workers, start-to-close and heartbeat timeouts
+// (by the worker, and by the executor when the worker is gone), and per-action retry policy.
+import pino from 'pino';
+import { z } from 'zod';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { builtinActions, createActionRegistry, defineAction, ActionError } from '../../src/actions/index.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { startExecutor, type Executor } from '../../src/executor/executor.ts';
+import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
+import { createExecutionRuntime, foldHistory, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { isFinal } from '../../actors/execution.machine.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
+import type { WorkTransport } from '../../src/transport/work-transport.ts';
+import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
+import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { workerStreamId } from '../../schemas/worker-events.ts';
+import type { StoredEvent } from '../../src/eventstore/event-store.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const log = pino({ level: 'silent' });
+
+const actions = createActionRegistry([
+  ...builtinActions,
+  defineAction({ name: 'ft.slow', input: z.object({ ms: z.number() }), timeoutMs: 200, run: ({ ms }, ctx) => new Promise((r) => { const t = setTimeout(r, ms); ctx.signal.addEventListener('abort', () => clearTimeout(t)); }) }),
+  defineAction({ name: 'ft.silent', input: z.null(), heartbeatTimeoutMs: 200, run: (_, ctx) => new Promise((r) => { const t = setTimeout(r, 3_000); ctx.signal.addEventListener('abort', () => clearTimeout(t)); }) }),
+  defineAction({
+    name: 'ft.flaky',
+    input: z.null(),
+    retry: { maxAttempts: 3, initialIntervalMs: 40, multiplier: 2, maxIntervalMs: 1_000 },
+    run: (_, ctx) => {
+      if (ctx.attempt < 3) throw new ActionError(`attempt ${ctx.attempt} failed`, { type: 'Flaky', retryable: true });
+      return { attempt: ctx.attempt };
+    },
+  }),
+]);
+
+describe('fault tolerance (executor monitor and worker limits)', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+  let runtime: ExecutionRuntime;
+  let liveness: LivenessStore;
+  let transport: WorkTransport;
+  let executor: Executor;
+  const workers: WorkerHost[] = [];
+
+  /** A worker that is alive (it beats) and offers everything, but never takes its work. */
+  async function ghost(workerId: string) {
+    await recordWorkerEvent(store, workerId, 'WorkerStarted', { actions: ['core.noop', 'core.echo'], runtimes: ['node'], capacity: 1000 });
+    await liveness.beat({ workerId, actions: ['core.noop', 'core.echo'], runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false }, { starting: true });
+  }
+
+  async function until(what: string, id: string, done: (events: StoredEvent[]) => boolean, ms = 10_000): Promise<StoredEvent[]> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const events = await store.readStream(executionStreamId(id));
+      if (done(events)) return events;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${events.map((e) => `${e.type}(${String(e.metadata.by)})`).join(' → ')}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  /** Final as the machine sees it (a retryable failure with attempts left is not). */
+  const final = (events: StoredEvent[]) => events.length > 0 && isFinal(foldHistory('x', events).snapshot);
+  const types = (events: StoredEvent[]) => events.map((e) => e.type);
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ max: 20 });
+    store = createPostgresEventStore(db.pool);
+    runtime = createExecutionRuntime(store);
+    liveness = createLivenessStore(db.pool);
+    transport = createPostgresWorkTransport(db.pool);
+    executor = startExecutor({
+      store,
+      runtime,
+      transport,
+      workers: liveness,
+      log,
+      scheduleToStartMs: 300,
+      staleAfterMs: 1_500,
+      timeoutGraceMs: 100,
+      monitorEveryMs: 50,
+      retryBackoff: { initialMs: 20, multiplier: 2, maxMs: 200 },
+    });
+    await executor.ready;
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await executor.stop();
+    await transport.close();
+    await store.close();
+    await db.drop();
+  });
+
+  it('reclaims a handoff not started in time, then abandons it after the last attempt with a reason a person understands', async () => {
+    await ghost('ghost-a');
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null, maxAttempts: 1 });
+    const events = await until('abandonment', executionId, final);
+    expect(types(events)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'OwnershipReclaimed', 'ExecutionAbandoned']);
+    expect(events[3]!.data).toMatchObject({ reason: 'schedule-to-start', workerId: 'ghost-a', attempt: 1 });
+    expect((events[4]!.data as { reason: string }).reason).toBe(
+      'gave up after 1 of 1 attempts; last: reclaimed: worker ghost-a did not start attempt 1 before its schedule-to-start deadline',
+    );
+    await liveness.remove('ghost-a');
+  });
+
+  it('retries a reclaimed handoff on a different worker, with the reason in the history', async () => {
+    await ghost('ghost-b');
+    const { executionId } = await runtime.submit({ action: 'core.echo', input: { x: 1 }, maxAttempts: 3 });
+    await until('the reclaim', executionId, (e) => e.some((x) => x.type === 'OwnershipReclaimed'));
+    workers.push(await startWorkerHost({ workerId: 'real-b', store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 }));
+    const events = await until('completion', executionId, final);
+    const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff').map((e) => (e.data as { workerId: string }).workerId);
+    expect(handoffs[0]).toBe('ghost-b');
+    expect(handoffs.at(-1)).toBe('real-b'); // ghost-b is still alive and less loaded, but avoided
+    expect(events.at(-1)!.type).toBe('ExecutionCompleted');
+    const retry = events.find((e) => e.type === 'ExecutionRetryScheduled')!;
+    expect((retry.data as { reason: string }).reason).toMatch(/ghost-b did not start attempt 1/);
+    await liveness.remove('ghost-b');
+  });
+
+  it('declares a worker with a stale heartbeat lost and reclaims what it held', async () => {
+    await ghost('ghost-c');
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null, maxAttempts: 1 });
+    await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff' && (x.data as { workerId: string }).workerId === 'ghost-c'));
+    // The worker starts the run, then goes silent: its heartbeat ages past the limit.
+    await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:ghost-c' });
+    await db.pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '10 seconds' WHERE worker_id = 'ghost-c'`);
+    const events = await until('the reclaim', executionId, final);
+    expect(events.find((e) => e.type === 'OwnershipReclaimed')!.data).toMatchObject({ reason: 'worker-lost', workerId: 'ghost-c' });
+    const workerEvents = await store.readStream(workerStreamId('ghost-c'));
+    expect(workerEvents.at(-1)).toMatchObject({ type: 'WorkerLost', metadata: { by: 'executor' } });
+    expect((workerEvents.at(-1)!.data as { reason: string }).reason).toMatch(/^no heartbeat for \d+ s \(the limit is 2 s\)$/);
+    // A lost worker that comes back is fenced: its appends are refused.
+    await expect(runtime.dispatch(executionId, { type: 'ExecutionCompleted', data: { result: null }, by: 'worker:ghost-c' })).rejects.toThrow(/refused/);
+    await liveness.remove('ghost-c');
+  });
+
+  it('times out a run whose worker went quiet past its start-to-close deadline (the executor does it)', async () => {
+    await ghost('ghost-d');
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
+    await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff'));
+    const deadline = new Date(Date.now() + 200).toISOString();
+    await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1, deadline }, by: 'worker:ghost-d' });
+    const events = await until('the timeout', executionId, final);
+    expect(events.at(-1)).toMatchObject({ type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline }, metadata: { by: 'executor' } });
+    await liveness.remove('ghost-d');
+  });
+
+  it('a worker times out its own run at the action start-to-close and heartbeat limits', async () => {
+    if (workers.length === 0) workers.push(await startWorkerHost({ workerId: 'real-e', store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 }));
+    const slow = await runtime.submit({ action: 'ft.slow', input: { ms: 2_000 } });
+    const silent = await runtime.submit({ action: 'ft.silent', input: null });
+    const slowEvents = await until('slow timing out', slow.executionId, final);
+    const silentEvents = await until('silent timing out', silent.executionId, final);
+    const started = slowEvents.find((e) => e.type === 'ExecutionStarted')!;
+    expect(slowEvents.at(-1)).toMatchObject({ type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline: (started.data as { deadline: string }).deadline } });
+    expect(String(slowEvents.at(-1)!.metadata.by)).toMatch(/^worker:/);
+    expect(silentEvents.at(-1)).toMatchObject({ type: 'ExecutionTimedOut', data: { limit: 'heartbeat' } });
+  });
+
+  it('retries with the action’s own retry policy, each retry recorded with its reason', async () => {
+    const { executionId } = await runtime.submit({ action: 'ft.flaky', input: null, maxAttempts: 3 });
+    const events = await until('completion', executionId, final);
+    const story = events.map((e) => `${e.type}(${String(e.metadata.by)}) ${JSON.stringify(e.data)}`).join('\n');
+    expect(events.at(-1), story).toMatchObject({ type: 'ExecutionCompleted', data: { result: { attempt: 3 } } });
+    const retries = events.filter((e) => e.type === 'ExecutionRetryScheduled');
+    expect(retries.map((e) => (e.data as { reason: string }).reason)).toEqual(['attempt 1 failed: attempt 1 failed', 'attempt 2 failed: attempt 2 failed']);
+    // 40 ms, then 80 ms: the action's policy, not the executor's default (20 ms, 40 ms). The
+    // executor reads its clock for retryAt a moment before the runtime stamps occurredAt.
+    const delays = retries.map((e) => Date.parse((e.data as { retryAt: string }).retryAt) - Date.parse(String(e.metadata.occurredAt)));
+    expect(delays[0]).toBeGreaterThan(30);
+    expect(delays[0]).toBeLessThanOrEqual(40);
+    expect(delays[1]).toBeGreaterThan(70);
+    expect(delays[1]).toBeLessThanOrEqual(80);
+  });
+});
