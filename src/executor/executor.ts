@@ -388,9 +388,26 @@ export function startExecutor(o: ExecutorOptions): Executor {
     return after;
   })();
 
-  const following = ready.then(async (after) => {
+  // Follow from the last event applied; when the database goes away (restart, failover, a
+  // terminated connection), wait and resume from there: the index stays valid in between.
+  const following = ready.then(async (from) => {
     kick();
-    for await (const event of o.store.subscribe({ after, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal })) observe(event);
+    let after = from;
+    let backoffMs = 100;
+    while (!ac.signal.aborted) {
+      try {
+        for await (const event of o.store.subscribe({ after, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal })) {
+          observe(event);
+          after = event.globalPosition;
+          backoffMs = 100;
+        }
+      } catch (err) {
+        if (ac.signal.aborted) break;
+        log.error({ err, retryInMs: backoffMs }, 'lost the event store subscription; resuming from the last event seen');
+        await new Promise((r) => setTimeout(r, backoffMs));
+        backoffMs = Math.min(backoffMs * 2, 5_000);
+      }
+    }
   });
   following.catch((err: unknown) => {
     if (!ac.signal.aborted) log.fatal({ err }, 'executor stopped following the event store');
