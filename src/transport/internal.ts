@@ -163,7 +163,7 @@ export class HandlerSlots {
 // ---- dead letters ----
 
 /** The same words from both adapters (the contract checks them). */
-export const deadLetterReason = (deliveries: number): string => `not acknowledged after ${deliveries} deliveries`;
+export const deadLetterReason = (deliveries: number): string => `not acknowledged after ${deliveries} ${deliveries === 1 ? 'delivery' : 'deliveries'}`;
 
 export const MAX_DEAD_LETTER_PAGE = 1_000;
 

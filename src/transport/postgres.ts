@@ -168,7 +168,7 @@ const MOVE_TO_DEAD_LETTERS = `
   dead AS (
     INSERT INTO baton_dead_letters (message_id, worker_id, runtime, payload, deliveries, reason)
     SELECT message_id, worker_id, runtime, payload, delivery_count,
-           'not acknowledged after ' || delivery_count || ' deliveries'
+           'not acknowledged after ' || delivery_count || CASE WHEN delivery_count = 1 THEN ' delivery' ELSE ' deliveries' END
     FROM gone
     ON CONFLICT (message_id) DO UPDATE SET
       seq = nextval(pg_get_serial_sequence('baton_dead_letters', 'seq')),
