@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { WorkTransport } from '../transport/work-transport.ts';
 import type { Role } from './auth.ts';
 import type { ExecutionUpdates } from './live-updates.ts';
 import type { Loaders } from './loaders.ts';
@@ -14,5 +15,7 @@ export interface ApiContext {
   runtime: ExecutionRuntime;
   actions: ActionRegistry;
   updates: ExecutionUpdates;
+  /** For the dead letters; absent when the server was started without one. */
+  transport: WorkTransport | undefined;
   log: Logger;
 }

@@ -21,6 +21,8 @@ export type ApiErrorCode =
   | 'IDEMPOTENCY_CONFLICT'
   | 'UNAUTHENTICATED'
   | 'FORBIDDEN'
+  /** The server was started without what the field needs (dead letters without a work transport). */
+  | 'NOT_CONFIGURED'
   | 'SERVICE_UNAVAILABLE';
 
 const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {

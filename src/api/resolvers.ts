@@ -5,6 +5,7 @@ import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { deadLetterResolvers } from './dead-letters.ts';
 import { mutationResolvers } from './mutations.ts';
 import { HELD_STATUSES, listActionStats, listExecutions, listWorkers, type ExecutionFilter } from './read-model-queries.ts';
 import { DateTimeScalar, JsonScalar, LongScalar } from './scalars.ts';
@@ -50,6 +51,8 @@ export const resolvers = {
     workers: (_: unknown, _a: unknown, ctx: ApiContext) => listWorkers(ctx.pool),
 
     actionStats: (_: unknown, a: { action?: string | null }, ctx: ApiContext) => listActionStats(ctx.pool, filterText(a.action, 'action')),
+
+    ...deadLetterResolvers.Query,
   },
 
   Execution: {
@@ -68,7 +71,9 @@ export const resolvers = {
     id: (row: WorkerRow) => row.workerId,
   },
 
-  Mutation: mutationResolvers,
+  DeadLetter: deadLetterResolvers.DeadLetter,
+
+  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation },
 
   Subscription: {
     executionUpdated: {

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { DEFAULT_API_HOST, DEFAULT_API_PORT } from '../config.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { WorkTransport } from '../transport/work-transport.ts';
 import { checkExposure, createApiAuth, useTokenAuth } from './auth.ts';
 import type { ApiContext } from './context.ts';
 import { describeApiError, isDatabaseUnavailable, maskApiError } from './errors.ts';
@@ -54,6 +55,8 @@ export interface ApiServerOptions {
   readToken?: string;
   /** Default 64 KiB; larger bodies get 413. */
   bodyLimitBytes?: number;
+  /** The work transport, for deadLetters and retryDeadLetter; without it they answer NOT_CONFIGURED. Not closed by close(). */
+  transport?: WorkTransport;
 }
 
 export interface ApiServer {
@@ -89,6 +92,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       runtime: o.runtime,
       actions: o.actions,
       updates,
+      transport: o.transport,
       log,
     }),
   });

@@ -13,6 +13,8 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import { silentLogger } from '../../src/log.ts';
 import { catchUpReadModel } from '../../src/readmodel/projector.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { createPostgresWorkTransport, type PostgresWorkTransportOptions } from '../../src/transport/postgres.ts';
+import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 export const actions = createActionRegistry([...builtinActions]);
@@ -63,24 +65,34 @@ export interface ApiFixture {
   runtime: ExecutionRuntime;
   server: ApiServer;
   url: string;
+  /** The Postgres work transport over the same database, when useApi was asked for one. */
+  transport: WorkTransport | undefined;
   /** Project everything appended so far (the lead's projector, run to the end of the store). */
   catchUp(): Promise<void>;
 }
 
-/** A database, runtime and API server for the file (or describe block), torn down after it. */
-export function useApi(options: Partial<Omit<ApiServerOptions, 'pool' | 'runtime' | 'actions' | 'log'>> = {}): () => ApiFixture {
+/**
+ * A database, runtime and API server for the file (or describe block), torn down after it.
+ * With `harness.transport`, the server also gets a Postgres work transport over that database.
+ */
+export function useApi(
+  options: Partial<Omit<ApiServerOptions, 'pool' | 'runtime' | 'actions' | 'log' | 'transport'>> = {},
+  harness: { transport?: PostgresWorkTransportOptions } = {},
+): () => ApiFixture {
   let fixture: ApiFixture | undefined;
   beforeAll(async () => {
     const db = await createTestDatabase({ max: 20 });
     const store = createPostgresEventStore(db.pool);
     const runtime = createExecutionRuntime(store);
-    const server = await startApiServer({ pool: db.pool, runtime, actions, log, port: 0, ...options });
-    fixture = { db, store, runtime, server, url: server.url, catchUp: () => catchUpFully(db.pool, store) };
+    const transport = harness.transport && createPostgresWorkTransport(db.pool, harness.transport);
+    const server = await startApiServer({ pool: db.pool, runtime, actions, log, port: 0, ...options, ...(transport && { transport }) });
+    fixture = { db, store, runtime, server, url: server.url, transport, catchUp: () => catchUpFully(db.pool, store) };
   });
   afterAll(async () => {
     const f = fixture;
     fixture = undefined;
     await f?.server.close();
+    await f?.transport?.close();
     await f?.store.close();
     await f?.db.drop();
   });

@@ -1,0 +1,81 @@
+// The work transport's dead letters over GraphQL: the deadLetters query and the retryDeadLetter
+// mutation. They read the transport, not the read model, so they work only when the server was
+// given one (startApiServer's `transport`); otherwise they say so.
+import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
+import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
+import type { ApiContext } from './context.ts';
+import { ApiError, badInput } from './errors.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// A transport cursor is a decimal position; the API's is that, prefixed and base64url'd, so
+// clients treat it as opaque (as they do the executions cursors).
+const CURSOR_PREFIX = 'dead-letter:';
+const TRANSPORT_CURSOR = /^\d{1,19}$/;
+const MAX_CURSOR_LENGTH = 64;
+
+export function encodeDeadLetterCursor(transportCursor: string): string {
+  return Buffer.from(`${CURSOR_PREFIX}${transportCursor}`).toString('base64url');
+}
+
+/** Throws BAD_USER_INPUT naming `after` for anything this API did not hand out. */
+export function decodeDeadLetterCursor(value: string): string {
+  const refuse = () => badInput('after', 'not a dead-letter cursor from this API (pass pageInfo.endCursor of the previous page)');
+  if (value.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(value)) throw refuse();
+  const text = Buffer.from(value, 'base64url').toString('utf8');
+  if (!text.startsWith(CURSOR_PREFIX) || !TRANSPORT_CURSOR.test(text.slice(CURSOR_PREFIX.length))) throw refuse();
+  return text.slice(CURSOR_PREFIX.length);
+}
+
+function transportOf(ctx: ApiContext): WorkTransport {
+  if (!ctx.transport) {
+    throw new ApiError(
+      'NOT_CONFIGURED',
+      'dead letters live in the work transport, and this API server was started without a work transport, so it can neither list nor retry them',
+    );
+  }
+  return ctx.transport;
+}
+
+function messageIdArg(value: string): string {
+  if (!UUID.test(value)) throw badInput('messageId', "must be a dead letter's message id (a UUID)");
+  return value.toLowerCase();
+}
+
+/** The GraphQL DeadLetter: the port's, with the message's fields brought up. */
+const toNode = (d: DeadLetter) => ({
+  messageId: d.messageId,
+  executionId: d.message.executionId,
+  workerId: d.workerId,
+  runtime: d.message.runtime,
+  action: d.message.action,
+  attempt: d.message.attempt,
+  deliveries: d.deliveries,
+  reason: d.reason,
+  deadLetteredAt: d.deadLetteredAt,
+  publishedAt: d.message.publishedAt,
+});
+type DeadLetterNode = ReturnType<typeof toNode>;
+
+async function deadLetters(_: unknown, a: { first: number; after?: string | null }, ctx: ApiContext) {
+  const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
+  const after = a.after == null ? undefined : decodeDeadLetterCursor(a.after);
+  const transport = transportOf(ctx);
+  const page = await transport.listDeadLetters({ limit: first + 1, ...(after !== undefined && { after }) });
+  const edges = page.slice(0, first).map((d) => ({ cursor: encodeDeadLetterCursor(d.cursor), node: toNode(d) }));
+  return { edges, pageInfo: { hasNextPage: page.length > first, endCursor: edges.at(-1)?.cursor ?? null } };
+}
+
+async function retryDeadLetter(_: unknown, a: { messageId: string }, ctx: ApiContext) {
+  const messageId = messageIdArg(a.messageId);
+  const d = await transportOf(ctx).retryDeadLetter(messageId); // NotFoundError → NOT_FOUND
+  ctx.log.info({ messageId, executionId: d.message.executionId, workerId: d.workerId }, 'dead letter retried');
+  return toNode(d);
+}
+
+export const deadLetterResolvers = {
+  Query: { deadLetters },
+  Mutation: { retryDeadLetter },
+  DeadLetter: {
+    execution: (node: DeadLetterNode, _a: unknown, ctx: ApiContext) => ctx.loaders.execution.load(node.executionId.toLowerCase()),
+  },
+};
