@@ -109,7 +109,7 @@ export const ExecutionTimedOut = event(
 export const OwnershipReclaimed = event(
   'OwnershipReclaimed',
   z.object({
-    reason: z.enum(['schedule-to-start', 'worker-lost', 'heartbeat', 'drain', 'manual']),
+    reason: z.enum(['schedule-to-start', 'worker-lost', 'heartbeat', 'drain', 'manual', 'dead-letter']),
     workerId: WorkerId,
     attempt: Attempt,
   }),

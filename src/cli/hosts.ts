@@ -219,6 +219,7 @@ export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: n
     log: env.log,
     host: env.config.apiHost,
     port: port ?? env.config.apiPort,
+    transport: env.transport,
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
   });

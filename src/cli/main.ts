@@ -6,8 +6,6 @@ import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
 import { waitForFinal } from './wait.ts';
 import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startApi, startDev, startExecutorHost, startWorker } from './hosts.ts';
-import { startExecutor } from '../executor/executor.ts';
-import { startWorkerHost } from '../worker/worker-host.ts';
 import { createActionRegistry } from '../actions/index.ts';
 import { startHealthServer } from '../observability/http.ts';
 import { fields, table, toJson } from './format.ts';
@@ -226,7 +224,7 @@ program
   .addOption(portOption(9467))
   .addOption(hostOption())
   .action(async (o: { port?: number; actions?: string; metricsPort: number; metricsHost: string }) => {
-    const env = await openHostEnvironment({ transport: 'postgres', component: 'api' });
+    const env = await openHostEnvironment({ component: 'api' }); // its transport serves deadLetters
     const api = await startApi(env, createActionRegistry(await loadActions(o.actions)), o.port);
     const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
     env.log.info({ graphql: api.url, metrics: `${health.url}/metrics` }, 'API running');

@@ -11,8 +11,9 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
-import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
-import { BatonError, RejectedCommandError, WrongExpectedRevisionError } from '../errors.ts';
+import type { DeadLetter, WorkMessage, WorkTransport } from '../transport/work-transport.ts';
+import { BatonError, NotFoundError, RejectedCommandError, WrongExpectedRevisionError } from '../errors.ts';
+import { isFinal } from '../../actors/execution.machine.ts';
 import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
@@ -41,6 +42,8 @@ export interface ExecutorOptions {
   timeoutGraceMs?: number;
   /** How often the monitor looks for expired deadlines and stale workers. */
   monitorEveryMs?: number;
+  /** Fail executions whose work message was dead-lettered (default true). */
+  handleDeadLetters?: boolean;
   /** How many scheduling appends run at once. */
   parallelism?: number;
   retryBackoff?: { initialMs: number; multiplier: number; maxMs: number };
@@ -340,6 +343,43 @@ export function startExecutor(o: ExecutorOptions): Executor {
     );
   }
 
+  /**
+   * A work message that ran out of deliveries: fail its execution, clearly, if that worker
+   * still holds that attempt. Anything else (it finished meanwhile, was reclaimed, a late ack
+   * raced the move) means there is nothing to fail; a dead letter seen twice is harmless.
+   */
+  async function onDeadLetter(d: DeadLetter): Promise<void> {
+    const { executionId, attempt } = d.message;
+    let loaded;
+    try {
+      loaded = await o.runtime.load(executionId);
+    } catch (err) {
+      if (err instanceof NotFoundError) return;
+      throw err;
+    }
+    const c = loaded.snapshot.context;
+    if (isFinal(loaded.snapshot) || c.owner !== `worker:${d.workerId}` || c.attempt !== attempt) return;
+    try {
+      // One append: reclaim and abandon together, so no retry is scheduled in between.
+      await o.runtime.dispatch(
+        executionId,
+        [
+          { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: d.workerId, attempt }, by: 'executor' },
+          {
+            type: 'ExecutionAbandoned',
+            data: { reason: `its work message for worker ${d.workerId} was dead-lettered (${d.reason}); see \`baton dlq show ${d.messageId}\`` },
+            by: 'executor',
+          },
+        ],
+        { known: loaded },
+      );
+      metrics?.enforced.inc({ kind: 'dead letter' });
+      log.warn({ executionId, workerId: d.workerId, messageId: d.messageId }, 'execution abandoned: its work message was dead-lettered');
+    } catch (err) {
+      if (!(err instanceof RejectedCommandError)) throw err; // thrown: the transport hands it over again
+    }
+  }
+
   let monitoring: Promise<void> | undefined;
   let caughtUp = false; // a half-built index would see deadlines that later events already met
   const monitorTimer = setInterval(() => {
@@ -388,6 +428,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
     return after;
   })();
 
+  const deadLetters = ready.then(() => (o.handleDeadLetters === false ? undefined : o.transport.onDeadLetter(onDeadLetter)));
+  deadLetters.catch((err: unknown) => log.error({ err }, 'could not subscribe to dead letters'));
+
   // Follow from the last event applied; when the database goes away (restart, failover, a
   // terminated connection), wait and resume from there: the index stays valid in between.
   const following = ready.then(async (from) => {
@@ -422,6 +465,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);
       await following.catch(() => undefined);
+      await (await deadLetters.catch(() => undefined))?.stop();
       await pass;
       await monitoring;
     },

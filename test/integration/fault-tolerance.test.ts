@@ -16,7 +16,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { executionStreamId } from '../../schemas/events.ts';
-import { workerStreamId } from '../../schemas/worker-events.ts';
+import { workerStreamId, type ActionPolicy } from '../../schemas/worker-events.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -47,9 +47,9 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
   const workers: WorkerHost[] = [];
 
   /** A worker that is alive (it beats) and offers everything, but never takes its work. */
-  async function ghost(workerId: string) {
-    await recordWorkerEvent(store, workerId, 'WorkerStarted', { actions: ['core.noop', 'core.echo'], runtimes: ['node'], capacity: 1000 });
-    await liveness.beat({ workerId, actions: ['core.noop', 'core.echo'], runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false }, { starting: true });
+  async function ghost(workerId: string, offers = ['core.noop', 'core.echo'], policies?: Record<string, ActionPolicy>) {
+    await recordWorkerEvent(store, workerId, 'WorkerStarted', { actions: offers, runtimes: ['node'], capacity: 1000, ...(policies && { policies }) });
+    await liveness.beat({ workerId, actions: offers, runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false }, { starting: true });
   }
 
   async function until(what: string, id: string, done: (events: StoredEvent[]) => boolean, ms = 10_000): Promise<StoredEvent[]> {
@@ -158,6 +158,29 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     expect(slowEvents.at(-1)).toMatchObject({ type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline: (started.data as { deadline: string }).deadline } });
     expect(String(slowEvents.at(-1)!.metadata.by)).toMatch(/^worker:/);
     expect(silentEvents.at(-1)).toMatchObject({ type: 'ExecutionTimedOut', data: { limit: 'heartbeat' } });
+  });
+
+  it('abandons an execution whose work message was dead-lettered, saying so', async () => {
+    // Only ghost-f offers this action, and its schedule-to-start limit is long, so the dead
+    // letter (not a reclaim) is what ends the first attempt.
+    await ghost('ghost-f', ['ft.unrunnable'], { 'ft.unrunnable': { scheduleToStartTimeoutMs: 20_000 } });
+    // ghost-f takes its messages but every run throws before settling: after 2 deliveries the
+    // transport gives up on the message.
+    const impatient = createPostgresWorkTransport(db.pool, { ackWaitMs: 200, maxDeliver: 2 });
+    const consumer = await impatient.consume('ghost-f', async () => {
+      throw new Error('cannot run anything');
+    }, { concurrency: 1 });
+    try {
+      const { executionId } = await runtime.submit({ action: 'ft.unrunnable', input: null, maxAttempts: 3 });
+      const events = await until('abandonment', executionId, final);
+      expect(types(events).slice(-2)).toEqual(['OwnershipReclaimed', 'ExecutionAbandoned']);
+      expect(events.at(-2)!.data).toMatchObject({ reason: 'dead-letter', workerId: 'ghost-f', attempt: 1 });
+      expect((events.at(-1)!.data as { reason: string }).reason).toMatch(/^its work message for worker ghost-f was dead-lettered \(not acknowledged after 2 deliveries\); see `baton dlq show [0-9a-f-]+`$/);
+    } finally {
+      await consumer.stop();
+      await impatient.close();
+      await liveness.remove('ghost-f');
+    }
   });
 
   it('retries with the action’s own retry policy, each retry recorded with its reason', async () => {
