@@ -58,6 +58,8 @@ export interface ExecutionContext {
   deadline: string | null;
   lastProgressAt?: string;
   lastProgress?: Json;
+  /** The current run is stalled once it goes this long without progress (see ExecutionStarted). */
+  stallTimeoutMs?: number;
   requestedAt: string;
   scheduledAt?: string;
   startedAt?: string;
@@ -245,6 +247,7 @@ export const executionMachine = setup({
         deadline: event.data.deadline ?? null,
         lastProgressAt: undefined,
         lastProgress: undefined,
+        stallTimeoutMs: event.data.stallTimeoutMs,
       };
     }),
     progress: assign(({ event }) => {

@@ -9,7 +9,7 @@ import { executionIdOfStream, foldExecutionRow, type ExecutionRow } from './exec
 import type { BatchResult, Projection } from './projection.ts';
 import { fromColumns, qualified, snakeCase, upsertRows } from './rows.ts';
 
-const EXECUTION_BIGINTS = ['revision', 'run_ms', 'total_ms'];
+const EXECUTION_BIGINTS = ['revision', 'run_ms', 'total_ms', 'stall_timeout_ms'];
 const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 'cancelled', 'timed_out', 'abandoned', 'retried'];
 
 // Column lists from the row types' keys, so a field added to the fold cannot be forgotten here.
@@ -17,7 +17,7 @@ const sampleExecution: Record<keyof ExecutionRow, true> = {
   executionId: true, revision: true, status: true, action: true, input: true, owner: true, workerId: true,
   attempt: true, maxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
-  lastProgress: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
+  lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
   runMs: true, totalMs: true, owners: true, cancelReason: true, timedOutLimit: true, abandonReason: true,
   refusedEvents: true,
 };
@@ -35,7 +35,8 @@ export async function loadExecutionRows(client: pg.ClientBase, schema: string, i
 
 export const executionsProjection: Projection = {
   name: 'executions',
-  version: 1,
+  // 2: stall_timeout_ms, and the index of running executions by last progress.
+  version: 2,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

@@ -27,6 +27,8 @@ CREATE TABLE executions (
   lease_deadline   timestamptz,
   last_progress_at timestamptz,
   last_progress    jsonb,
+  -- A run is stalled once it goes this long without progress (heartbeats are not progress).
+  stall_timeout_ms bigint,
   requested_at     timestamptz NOT NULL,
   scheduled_at     timestamptz,
   started_at       timestamptz,
@@ -50,6 +52,8 @@ CREATE INDEX executions_action ON executions (action, requested_at DESC, executi
 CREATE INDEX executions_worker ON executions (worker_id, requested_at DESC, execution_id DESC) WHERE worker_id IS NOT NULL;
 CREATE INDEX executions_workflow ON executions (workflow_id) WHERE workflow_id IS NOT NULL;
 CREATE INDEX executions_updated ON executions (updated_at DESC);
+-- Stalled runs: Running, with a stall limit, and no progress for longer than it.
+CREATE INDEX executions_running_progress ON executions ((coalesce(last_progress_at, started_at))) WHERE status = 'Running' AND stall_timeout_ms IS NOT NULL;
 
 -- Per action: how many were requested, how many are where now, and the run-time distribution
 -- of completed executions as a sparse log-scale histogram (bucket index → count, see

@@ -38,6 +38,7 @@ export interface ExecutionRow {
   leaseDeadline: string | null;
   lastProgressAt: string | null;
   lastProgress: Json | null;
+  stallTimeoutMs: number | null;
   requestedAt: string;
   scheduledAt: string | null;
   startedAt: string | null;
@@ -87,6 +88,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     leaseDeadline: time(c.deadline),
     lastProgressAt: time(c.lastProgressAt),
     lastProgress: c.lastProgress ?? null,
+    stallTimeoutMs: c.stallTimeoutMs ?? null,
     requestedAt,
     scheduledAt: time(c.scheduledAt),
     startedAt,
@@ -123,6 +125,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     deadline: row.leaseDeadline,
     ...optional('lastProgressAt', row.lastProgressAt),
     ...optional('lastProgress', row.lastProgress),
+    ...optional('stallTimeoutMs', row.stallTimeoutMs),
     requestedAt: row.requestedAt,
     ...optional('scheduledAt', row.scheduledAt),
     ...optional('startedAt', row.startedAt),
@@ -174,6 +177,19 @@ export function foldExecutionRow(row: ExecutionRow | undefined, stored: StoredEv
     };
   }
   return { kind: 'applied', row: rowFromSnapshot(executionId, revision, decision.snapshot, row.refusedEvents) };
+}
+
+/**
+ * A run that heartbeats without progress is not dead, but may be stuck: stalled once it went
+ * its stall limit without progress. Liveness is not progress. A question of time, so asked at
+ * read time and never stored.
+ */
+export const STALLED_SQL = `(status = 'Running' AND stall_timeout_ms IS NOT NULL
+  AND coalesce(last_progress_at, started_at) + stall_timeout_ms * interval '1 millisecond' < now())`;
+export function isStalled(row: Pick<ExecutionRow, 'status' | 'stallTimeoutMs' | 'lastProgressAt' | 'startedAt'>, now: number): boolean {
+  if (row.status !== 'Running' || row.stallTimeoutMs === null) return false;
+  const since = row.lastProgressAt ?? row.startedAt;
+  return since !== null && Date.parse(since) + row.stallTimeoutMs < now;
 }
 
 /** Fold a whole stream from nothing: what a rebuild gives for one execution. */

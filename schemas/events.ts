@@ -79,6 +79,8 @@ export const ExecutionStarted = event(
     attempt: Attempt,
     /** start-to-close deadline, when the action has one. */
     deadline: IsoTime.optional(),
+    /** The run counts as stalled when it goes this long without progress (heartbeats are not progress). */
+    stallTimeoutMs: z.number().int().positive().optional(),
   }),
   WorkerRef,
 );

@@ -65,6 +65,8 @@ export interface ActionSpec<S extends z.ZodType, O> {
   timeoutMs?: number;
   /** The run times out when it goes this long without ctx.heartbeat(). */
   heartbeatTimeoutMs?: number;
+  /** The run is flagged stalled (not stopped) when it goes this long without progress: ctx.heartbeat(details). */
+  stallTimeoutMs?: number;
   /** A handoff not started within this long is reclaimed and retried elsewhere (default BATON_SCHEDULE_TO_START_TIMEOUT, 30 s). */
   scheduleToStartTimeoutMs?: number;
   retry?: RetryPolicy;
@@ -80,6 +82,7 @@ export interface ActionDefinition<I = unknown, O = unknown> {
   readonly input: z.ZodType<I>;
   readonly timeoutMs?: number;
   readonly heartbeatTimeoutMs?: number;
+  readonly stallTimeoutMs?: number;
   readonly scheduleToStartTimeoutMs?: number;
   readonly retry?: Readonly<RetryPolicy>;
   /** Always async, whether the spec's run was or not. Call through `runAction`, which validates first. */
@@ -123,6 +126,7 @@ const SpecShape = z.object({
   ),
   timeoutMs: positiveMs.optional(),
   heartbeatTimeoutMs: positiveMs.optional(),
+  stallTimeoutMs: positiveMs.optional(),
   scheduleToStartTimeoutMs: positiveMs.optional(),
   retry: z
     .object({
@@ -150,7 +154,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodIssues(parsed.error));
   }
-  const { name, runtime, timeoutMs, heartbeatTimeoutMs, scheduleToStartTimeoutMs, retry } = parsed.data;
+  const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
@@ -159,6 +163,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     // Only present keys, so a definition prints (and compares) without undefined noise.
     ...(timeoutMs !== undefined && { timeoutMs }),
     ...(heartbeatTimeoutMs !== undefined && { heartbeatTimeoutMs }),
+    ...(stallTimeoutMs !== undefined && { stallTimeoutMs }),
     ...(scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs }),
     ...(retry !== undefined && { retry: Object.freeze({ ...retry }) }),
     // `async` so a run that throws synchronously still yields a rejected promise.

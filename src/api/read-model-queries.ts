@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
 import { actionStatsFromDb, executionRowFromDb } from '../../projections/executions.projection.ts';
-import type { ExecutionRow } from '../../projections/executions.ts';
+import { STALLED_SQL, type ExecutionRow } from '../../projections/executions.ts';
 import { percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
 import { qualified, fromColumns } from '../../projections/rows.ts';
 import { workerRowFromDb, type WorkerRow } from '../../projections/workers.ts';
@@ -34,6 +34,7 @@ export interface ExecutionFilter {
   /** ISO times, already validated. */
   since?: string | null;
   until?: string | null;
+  stalled?: boolean | null;
 }
 
 export interface ExecutionPage {
@@ -48,6 +49,7 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'workerId', sql: (n) => `worker_id = $${n}` },
   { key: 'since', sql: (n) => `requested_at >= $${n}::timestamptz` },
   { key: 'until', sql: (n) => `requested_at < $${n}::timestamptz` },
+  { key: 'stalled', sql: (n) => `coalesce(${STALLED_SQL}, false) = $${n}::boolean` },
 ];
 
 /**

@@ -6,7 +6,8 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { projections as allProjections, type Projection } from '../../projections/index.ts';
+import { projections as allProjections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { readCheckpoint } from './checkpoints.ts';
 import { sampleExecutionDrift } from './drift.ts';
@@ -52,6 +53,19 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
     refused: new Counter({ name: 'baton_projection_refused_events_total', help: 'Stored events the machine refused while projecting', labelNames: ['projection'], registers }),
     driftChecks: new Counter({ name: 'baton_projection_drift_checks_total', help: 'Executions re-folded from their events to check their row', registers }),
     drift: new Counter({ name: 'baton_projection_drift_total', help: 'Re-folded executions whose row differed from their events', registers }),
+    stalled: new Gauge({
+      name: 'baton_executions_stalled',
+      help: 'Running executions with no progress for longer than their stall limit (heartbeats are not progress)',
+      registers,
+      async collect() {
+        try {
+          const r = await o.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${READ_MODEL_SCHEMA}.executions WHERE ${STALLED_SQL}`);
+          this.set(Number(r.rows[0]!.n));
+        } catch {
+          // The database is away: keep the last value.
+        }
+      },
+    }),
     lag: new Gauge({
       name: 'baton_projection_lag_seconds',
       help: 'Age of the oldest event a projection has not applied yet (0 when caught up)',

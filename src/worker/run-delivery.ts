@@ -110,7 +110,12 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
   const deadline = new Date(Date.now() + startToCloseMs).toISOString();
   let started;
   try {
-    started = await runtime.dispatch(message.executionId, { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline }, by: me }, { known: loaded });
+    const stall = action?.stallTimeoutMs;
+    started = await runtime.dispatch(
+      message.executionId,
+      { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline, ...(stall !== undefined && { stallTimeoutMs: stall }) }, by: me },
+      { known: loaded },
+    );
   } catch (err) {
     if (err instanceof RejectedCommandError) {
       log.info({ reason: err.message }, 'lost the baton before starting (reclaimed or cancelled); not running it');

@@ -220,3 +220,27 @@ describe('events per request', () => {
     await expect(over.events(0, 1000).load(ids[5]!)).rejects.toThrow(/^limit: this request would return more than 4 events/);
   });
 });
+
+describe('stalled executions', () => {
+  it('flags a run that heartbeats without progress past its stall limit, and filters on it', async () => {
+    const { store } = api();
+    let now = Date.now() - 10_000;
+    const runtime = createExecutionRuntime(store, { clock: () => new Date(now) });
+    const started = async (stallTimeoutMs: number) => {
+      const { executionId } = await runtime.submit({ action: 'core.sleep', input: { ms: 1 } });
+      await handOff(runtime, executionId, 'w-stall');
+      await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1, stallTimeoutMs }, by: 'worker:w-stall' });
+      return executionId;
+    };
+    const stuck = await started(1_000); // started 10 s ago, no progress since
+    const progressing = await started(1_000);
+    now = Date.now();
+    await runtime.dispatch(progressing, { type: 'ExecutionProgressed', data: { details: { step: 2 } }, by: 'worker:w-stall' });
+    await api().catchUp();
+    const r = await gql(api().url, `{ executions(filter: { stalled: true, workerId: "w-stall" }, first: 10) { edges { node { id stalled stallTimeoutMs } } } }`);
+    expect(r.errors).toBeUndefined();
+    expect(r.data!.executions.edges.map((e: { node: unknown }) => e.node)).toEqual([{ id: stuck, stalled: true, stallTimeoutMs: 1_000 }]);
+    const notStalled = await gql(api().url, `{ executions(filter: { stalled: false, workerId: "w-stall" }, first: 10) { edges { node { id stalled } } } }`);
+    expect(notStalled.data!.executions.edges.map((e: { node: unknown }) => e.node)).toEqual([{ id: progressing, stalled: false }]);
+  });
+});

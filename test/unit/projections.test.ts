@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { applyRowChange, bucketValue, durationBucket, emptyActionStats, percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
 import { executionEventRow } from '../../projections/execution-events.ts';
-import { foldExecutionRow, foldExecutionStream, snapshotFromRow, type ExecutionRow } from '../../projections/executions.ts';
+import { foldExecutionRow, foldExecutionStream, isStalled, snapshotFromRow, type ExecutionRow } from '../../projections/executions.ts';
 import { foldWorkerRow, type WorkerRow } from '../../projections/workers.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
@@ -229,5 +229,21 @@ describe('execution_events fold', () => {
     });
     const [w] = stored('worker-w1', [{ type: 'WorkerStopped', data: {}, metadata: { by: 'worker:w1', occurredAt: at(0) } }]);
     expect(executionEventRow(w!)).toBeUndefined();
+  });
+});
+
+describe('stalled', () => {
+  const row = { status: 'Running', stallTimeoutMs: 1_000, lastProgressAt: null, startedAt: at(0) };
+  it('is a running execution without progress for longer than its stall limit', () => {
+    const t0 = Date.parse(at(0));
+    expect(isStalled(row, t0 + 1_000)).toBe(false);
+    expect(isStalled(row, t0 + 1_001)).toBe(true);
+    expect(isStalled({ ...row, lastProgressAt: at(1) }, t0 + 1_500)).toBe(false);
+    expect(isStalled({ ...row, stallTimeoutMs: null }, t0 + 99_000)).toBe(false);
+    expect(isStalled({ ...row, status: 'Completed' }, t0 + 99_000)).toBe(false);
+  });
+  it('takes its limit from ExecutionStarted, per run', () => {
+    const events = executionStream([ev.requested(), ev.schedulingStarted(), ev.handedOff('w1', 1), { ...ev.started('w1', 1), data: { attempt: 1, deadline: at(303), stallTimeoutMs: 5_000 } }]);
+    expect(foldExecutionStream(events)).toMatchObject({ status: 'Running', stallTimeoutMs: 5_000 });
   });
 });
