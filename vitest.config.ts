@@ -1,8 +1,9 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    exclude: ['test/faults/**', ...configDefaults.exclude], // npm run test:faults (vitest.faults.config.ts)
     // Child processes, not threads: pg pools, NATS connections and embedded servers are
     // per-process resources, and a crashing file cannot take its neighbours with it.
     pool: 'forks',
