@@ -49,6 +49,10 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
   // An idle client whose server went away emits 'error' on the pool; unhandled, that would
   // crash the process. The next query fails and reports it instead.
   pool.on('error', (err) => log.warn({ err }, 'idle Postgres connection lost'));
+  // A checked-out client has no pool listener (pg-pool removes it), so a connection that dies
+  // between two queries of a transaction would emit 'error' with no one listening and crash
+  // the process. Its pending or next query fails instead, and the caller retries.
+  pool.on('connect', (client) => client.on('error', (err) => log.warn({ err }, 'Postgres connection lost')));
 
   let closing: Promise<void> | undefined;
   const close = () =>

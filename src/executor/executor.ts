@@ -222,8 +222,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function decideRetries(): Promise<void> {
     const pending = index.retryPending();
     await mapLimit(pending, async (d: RetryDecision) => {
+      // The action's own budget, when its workers advertise one, caps the submission's.
+      const maxAttempts = Math.min(d.maxAttempts, index.policyOf(d.action)?.retry?.maxAttempts ?? Infinity);
       try {
-        if (d.attempt < d.maxAttempts) {
+        if (d.attempt < maxAttempts) {
           await o.runtime.dispatch(d.executionId, {
             type: 'ExecutionRetryScheduled',
             data: { attempt: d.attempt + 1, retryAt: new Date(now() + retryDelay(d.action, d.attempt)).toISOString(), reason: d.reason },
@@ -232,7 +234,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
         } else {
           await o.runtime.dispatch(d.executionId, {
             type: 'ExecutionAbandoned',
-            data: { reason: `gave up after ${d.attempt} of ${d.maxAttempts} attempts; last: ${d.reason}` },
+            data: { reason: `gave up after ${d.attempt} of ${maxAttempts} attempts; last: ${d.reason}` },
             by: 'executor',
           });
         }
@@ -297,9 +299,24 @@ export function startExecutor(o: ExecutorOptions): Executor {
     );
   }
 
+  /**
+   * When this executor last started seeing the database without a break. Heartbeats stop for
+   * everyone while the database is down, so right after an outage every worker looks stale:
+   * no worker is declared lost until we have been connected for a whole staleness period.
+   */
+  let connectedSince: number | undefined;
+
   /** A worker whose heartbeat went stale is lost: record it, then reclaim everything it held. */
   async function reclaimFromLostWorkers(): Promise<void> {
-    const workers = await o.workers.list();
+    let workers;
+    try {
+      workers = await o.workers.list();
+    } catch (err) {
+      connectedSince = undefined;
+      throw err;
+    }
+    connectedSince ??= now();
+    if (now() - connectedSince < staleAfterMs) return;
     for (const w of workers) {
       if (w.ageMs < staleAfterMs) {
         declaredLost.delete(w.workerId); // it came back (or never left): it may be declared again later

@@ -69,6 +69,8 @@ interface Tracked {
   attempt: number;
   maxAttempts: number;
   avoid: Set<string>;
+  /** Arrival order, kept across retries: a retried execution keeps its place in line. */
+  seq: number;
 }
 
 /** An execution whose baton came back: the executor must schedule a retry or abandon it. */
@@ -131,6 +133,7 @@ export class SchedulingIndex {
           attempt: 1,
           maxAttempts: Number(data.maxAttempts ?? 1),
           avoid: new Set(),
+          seq: this.#seq++,
         };
         this.#executions.set(id, t);
         this.#wait(id, t, 0);
@@ -215,7 +218,7 @@ export class SchedulingIndex {
   }
 
   #wait(id: string, t: Tracked, notBefore: number): void {
-    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: this.#seq++, notBefore, avoid: [...t.avoid] });
+    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, avoid: [...t.avoid] });
   }
 
   #release(id: string, tracked: Tracked | undefined, phase: Phase, reason?: string): void {

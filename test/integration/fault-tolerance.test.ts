@@ -27,6 +27,14 @@ const actions = createActionRegistry([
   defineAction({ name: 'ft.slow', input: z.object({ ms: z.number() }), timeoutMs: 200, run: ({ ms }, ctx) => new Promise((r) => { const t = setTimeout(r, ms); ctx.signal.addEventListener('abort', () => clearTimeout(t)); }) }),
   defineAction({ name: 'ft.silent', input: z.null(), heartbeatTimeoutMs: 200, run: (_, ctx) => new Promise((r) => { const t = setTimeout(r, 3_000); ctx.signal.addEventListener('abort', () => clearTimeout(t)); }) }),
   defineAction({
+    name: 'ft.doomed',
+    input: z.null(),
+    retry: { maxAttempts: 2, initialIntervalMs: 10, multiplier: 1, maxIntervalMs: 10 },
+    run: (_, ctx) => {
+      throw new ActionError(`attempt ${ctx.attempt} failed`, { retryable: true });
+    },
+  }),
+  defineAction({
     name: 'ft.flaky',
     input: z.null(),
     retry: { maxAttempts: 3, initialIntervalMs: 40, multiplier: 2, maxIntervalMs: 1_000 },
@@ -181,6 +189,15 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
       await impatient.close();
       await liveness.remove('ghost-f');
     }
+  });
+
+  it('caps attempts at the action’s own retry.maxAttempts, whatever the submission asked for', async () => {
+    const { executionId } = await runtime.submit({ action: 'ft.flaky', input: null, maxAttempts: 2 });
+    const capped = await runtime.submit({ action: 'ft.doomed', input: null, maxAttempts: 10 });
+    const events = await until('abandonment', capped.executionId, final);
+    expect(events.filter((e) => e.type === 'ExecutionStarted')).toHaveLength(2);
+    expect((events.at(-1)!.data as { reason: string }).reason).toMatch(/^gave up after 2 of 2 attempts; last: attempt 2 failed/);
+    await until('the other one', executionId, final);
   });
 
   it('retries with the action’s own retry policy, each retry recorded with its reason', async () => {

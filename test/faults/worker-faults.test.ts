@@ -1,8 +1,8 @@
-// Fault scenarios that need the executor's liveness features: schedule-to-start reclaim,
-// dead-worker detection (stale heartbeat → WorkerLost + reclaim) and the short timeouts the
-// harness sets (FAST_TIMEOUTS: BATON_SCHEDULE_TO_START_TIMEOUT=2s, BATON_HEARTBEAT_INTERVAL=500ms,
-// BATON_HEARTBEAT_STALE_AFTER=3, …). Not in `npm run test:faults` until they pass reliably; run
-// them with `npx vitest run --config vitest.faults.config.ts --mode pending`.
+// Fault scenarios on workers and servers: SIGKILL/SIGSTOP a worker, a worker stopped before it
+// starts, killed after a side effect, nats-server and Postgres restarts, duplicate and
+// redelivered work. They rely on the executor's schedule-to-start reclaim and dead-worker
+// detection (stale heartbeat → WorkerLost + reclaim), with the short timeouts the harness sets
+// (FAST_TIMEOUTS: BATON_SCHEDULE_TO_START_TIMEOUT=2s, BATON_HEARTBEAT_INTERVAL=500ms, …).
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import { connect as natsConnect } from 'nats';
@@ -34,7 +34,7 @@ async function expectReclaimedAndCompleted(s: FaultScenario, ids: string[], work
 }
 
 describe('fault injection: needs the executor liveness features', () => {
-  const env = useFaultEnvironment('executor-feature faults (test/faults/pending-executor-features.test.ts)');
+  const env = useFaultEnvironment('worker and server faults (test/faults/worker-faults.test.ts)');
 
   it('(e) SIGKILL a worker with executions in flight: declared lost, its executions reclaimed and run elsewhere', { timeout: 150_000 }, () =>
     runScenario(env(), '(e) SIGKILL a worker in flight', async (s) => {
