@@ -52,6 +52,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     // Submissions come from their own pool, as they would from API or CLI processes, so they
     // queue behind each other rather than in front of the executor's and workers' queries.
     const clientPool = new pg.Pool({ connectionString: url, max: 8 });
+    clientPool.on('error', () => undefined); // idle clients dropped by DROP DATABASE … FORCE
     const clientStore = createPostgresEventStore(clientPool);
     const client = createExecutionRuntime(clientStore);
     const log = pino({ level: 'silent' });
