@@ -1,20 +1,17 @@
 // One API server per test file over a fresh database, and a fetch-based GraphQL client.
 // Events go in through the runtime; catchUp() projects them, as the projector would.
 import { randomUUID } from 'node:crypto';
-import type pg from 'pg';
 import type { Logger } from 'pino';
-import { projections } from '../../projections/index.ts';
 import { afterAll, beforeAll } from 'vitest';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { createActionRegistry } from '../../src/actions/registry.ts';
 import { CSRF_HEADER, startApiServer, type ApiServer, type ApiServerOptions } from '../../src/api/server.ts';
-import type { EventStore } from '../../src/eventstore/event-store.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { silentLogger } from '../../src/log.ts';
-import { catchUpReadModel } from '../../src/readmodel/projector.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createPostgresWorkTransport, type PostgresWorkTransportOptions } from '../../src/transport/postgres.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
+import { catchUpFully } from '../support/read-model.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 export const actions = createActionRegistry([...builtinActions]);
@@ -102,29 +99,7 @@ export function useApi(
   };
 }
 
-/**
- * Catch up until every projection's checkpoint has passed the last event it follows. readAll
- * holds events back while any older transaction on the server is open (another test file's),
- * so one catch-up can stop short. Bounded: 10 s.
- */
-export async function catchUpFully(pool: pg.Pool, store: EventStore): Promise<void> {
-  const until = Date.now() + 10_000;
-  for (;;) {
-    await catchUpReadModel({ pool, store });
-    let behind = 0;
-    for (const p of projections) {
-      const r = await pool.query<{ behind: boolean }>(
-        `SELECT coalesce(max(e.global_position), 0) > (SELECT position FROM baton_projection_checkpoints WHERE projection = $1) AS behind
-           FROM baton_events e WHERE e.stream_id LIKE ANY ($2::text[])`,
-        [p.name, p.streamPrefixes.map((prefix) => `${prefix}%`)],
-      );
-      if (r.rows[0]!.behind) behind++;
-    }
-    if (behind === 0) return;
-    if (Date.now() > until) throw new Error(`${behind} projection(s) still behind the store after 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+export { catchUpFully };
 
 export const deadline = () => new Date(Date.now() + 60_000).toISOString();
 

@@ -7,7 +7,7 @@ import { executionStreamId } from '../../schemas/events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { checkInvariants, describeReport } from '../../src/verify/invariants.ts';
-import { catchUpUntil, countExecutionEvents } from '../support/read-model.ts';
+import { catchUpFully } from '../support/read-model.ts';
 import { useTestDatabase } from '../support/test-db.ts';
 
 describe('invariant checker on Postgres', () => {
@@ -49,7 +49,7 @@ describe('invariant checker on Postgres', () => {
   });
 
   it('passes histories the runtime wrote, the read model included; a running one is in flight, or stuck when all must be final', async () => {
-    await catchUpUntil(db().pool, store, await countExecutionEvents(db().pool));
+    await catchUpFully(db().pool, store);
     const expected = Object.values(ids);
     const r = await checkInvariants(store, { expectedExecutionIds: expected, pool: db().pool });
     expect(r.ok, describeReport(r)).toBe(true);

@@ -17,7 +17,7 @@ import { applyLiveBatch } from '../../src/readmodel/projector.ts';
 import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { catchUpUntil, countExecutionEvents } from '../support/read-model.ts';
+import { catchUpFully } from '../support/read-model.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const log = createLogger({ ...loadConfig(), logLevel: 'silent' });
@@ -61,7 +61,7 @@ describe('projector', () => {
     store = createPostgresEventStore(db.pool);
     runtime = createExecutionRuntime(store);
     await seed();
-    await catchUpUntil(db.pool, store, await countExecutionEvents(db.pool));
+    await catchUpFully(db.pool, store);
   });
   afterAll(async () => {
     await store.close();
@@ -119,7 +119,7 @@ describe('projector', () => {
     expect(stale).toBeNull();
     const { rowCount } = await db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId]);
     expect(rowCount).toBe(0);
-    await catchUpUntil(db.pool, store, await countExecutionEvents(db.pool));
+    await catchUpFully(db.pool, store);
   });
 
   it('follows live appends, notifies after commit, and rebuilds a projection whose version changed', async () => {

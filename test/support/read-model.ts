@@ -1,25 +1,34 @@
 // Bringing the read model up to date in tests. readAll holds an event back while any older
 // write transaction anywhere on the server is open (another test file's, say), so one
-// catch-up may stop short: repeat until every projection has applied all `events` appended.
+// catch-up may stop short: repeat until every projection has applied every event it follows.
+// Counted, never compared by position: commit order is not numeric order of global positions.
 import type pg from 'pg';
+import { projections } from '../../projections/index.ts';
 import type { EventStore } from '../../src/eventstore/event-store.ts';
 import { catchUpReadModel } from '../../src/readmodel/projector.ts';
 
-/** Catch up until the timeline holds `events` execution events (bounded: 10 s). */
-export async function catchUpUntil(pool: pg.Pool, store: EventStore, events: number): Promise<void> {
+/** Projections whose checkpoint has applied fewer events than the store holds for them. */
+async function projectionsBehind(pool: pg.Pool): Promise<string[]> {
+  const behind: string[] = [];
+  for (const p of projections) {
+    const r = await pool.query<{ behind: boolean }>(
+      `SELECT (SELECT count(*) FROM baton_events WHERE stream_id LIKE ANY ($2::text[]))
+              > (SELECT events_applied FROM baton_projection_checkpoints WHERE projection = $1) AS behind`,
+      [p.name, p.streamPrefixes.map((prefix) => `${prefix}%`)],
+    );
+    if (r.rows[0]!.behind) behind.push(p.name);
+  }
+  return behind;
+}
+
+/** Catch up until every projection has applied all the events stored so far (bounded: 10 s). */
+export async function catchUpFully(pool: pg.Pool, store: EventStore): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     await catchUpReadModel({ pool, store });
-    const r = await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_read.execution_events');
-    const have = Number(r.rows[0]!.n);
-    if (have >= events) return;
-    if (Date.now() > deadline) throw new Error(`read model has ${have} of ${events} events after 10 s`);
+    const behind = await projectionsBehind(pool);
+    if (behind.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`projections still behind the store after 10 s: ${behind.join(', ')}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-}
-
-/** How many execution events the store holds (what catchUpUntil should wait for). */
-export async function countExecutionEvents(pool: pg.Pool): Promise<number> {
-  const r = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM baton_events WHERE stream_id LIKE 'execution-%'`);
-  return Number(r.rows[0]!.n);
 }
