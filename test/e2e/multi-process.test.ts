@@ -2,51 +2,28 @@
 // reaches exactly one terminal state, each attempt runs once, streams are contiguous, and after
 // a handoff only the owner appends. Uses NATS when reachable (CI requires it), else the
 // Postgres work queue.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
+import { batonProcesses } from '../support/baton-processes.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const EXECUTIONS = 2_000;
 const TERMINAL = new Set(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCancelled', 'ExecutionTimedOut', 'ExecutionAbandoned']);
-
-interface Child {
-  name: string;
-  proc: ChildProcess;
-  output: string[];
-  exited: Promise<number | null>;
-}
 
 describe('multi-process: 2 executors, 3 workers', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
   let db: TestDatabase;
   let store: PostgresEventStore;
-  const children: Child[] = [];
+  const { children, start, diagnostics, killAll } = batonProcesses(() => ({
+    BATON_DATABASE_URL: db.url,
+    ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
+  }));
   const run = randomUUID().slice(0, 8);
-
-  function start(name: string, args: string[]): Child {
-    const proc = spawn(process.execPath, ['bin/baton.js', ...args], {
-      env: {
-        ...process.env,
-        BATON_DATABASE_URL: db.url,
-        ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
-        BATON_LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const output: string[] = [];
-    proc.stdout!.on('data', (d: Buffer) => output.push(d.toString()));
-    proc.stderr!.on('data', (d: Buffer) => output.push(d.toString()));
-    const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-    const child = { name, proc, output, exited };
-    children.push(child);
-    return child;
-  }
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -54,8 +31,7 @@ describe('multi-process: 2 executors, 3 workers', () => {
   });
 
   afterAll(async () => {
-    for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGKILL');
-    await Promise.all(children.map((c) => c.exited));
+    await killAll();
     await store?.close();
     await db?.drop();
   });
@@ -95,7 +71,6 @@ describe('multi-process: 2 executors, 3 workers', () => {
     }
     clearTimeout(timer);
     ac.abort();
-    const diagnostics = () => children.map((c) => `--- ${c.name}\n${c.output.join('').slice(-2000)}`).join('\n');
     expect(terminal.size, diagnostics()).toBe(EXECUTIONS);
 
     // Let stragglers (a duplicate terminal event would be a bug) land before checking.

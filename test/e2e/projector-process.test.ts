@@ -2,24 +2,17 @@
 // executions the read model equals a rebuild (`baton projections verify` exits 0); then the
 // projector is SIGKILLed in the middle of a batch (its transaction open, checkpoint moved,
 // rows not yet written), restarted, and verify still exits 0 with every event counted once.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { batonProcesses } from '../support/baton-processes.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const FIRST = 1_000;
 const SECOND = 200;
 const FINAL = `('Completed','Failed','Cancelled','TimedOut','Abandoned')`;
-
-interface Child {
-  name: string;
-  proc: ChildProcess;
-  output: string[];
-  exited: Promise<number | null>;
-}
 
 describe('projector process: verify after 1,000 executions and after a SIGKILL mid-batch', () => {
   const natsUrl = inject('natsUrl');
@@ -27,23 +20,11 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
   let db: TestDatabase;
   let store: PostgresEventStore;
   let runtime: ExecutionRuntime;
-  const children: Child[] = [];
+  const { children, start, diagnostics, killAll } = batonProcesses(() => ({
+    BATON_DATABASE_URL: db.url,
+    ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
+  }));
   const run = randomUUID().slice(0, 8);
-
-  function start(name: string, args: string[]): Child {
-    const proc = spawn(process.execPath, ['bin/baton.js', ...args], {
-      env: { ...process.env, BATON_DATABASE_URL: db.url, ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}), BATON_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const output: string[] = [];
-    proc.stdout!.on('data', (d: Buffer) => output.push(d.toString()));
-    proc.stderr!.on('data', (d: Buffer) => output.push(d.toString()));
-    const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-    const child = { name, proc, output, exited };
-    children.push(child);
-    return child;
-  }
-  const diagnostics = () => children.map((c) => `--- ${c.name}\n${c.output.join('').slice(-1500)}`).join('\n');
 
   async function until(what: string, probe: () => Promise<boolean>, ms = 60_000): Promise<void> {
     const end = Date.now() + ms;
@@ -79,8 +60,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
     runtime = createExecutionRuntime(store);
   });
   afterAll(async () => {
-    for (const c of children) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
-    await Promise.all(children.map((c) => c.exited));
+    await killAll();
     await store?.close();
     await db?.drop();
   });

@@ -10,7 +10,6 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +23,7 @@ import { migrateAll } from '../../src/db/all-migrations.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime, type SubmitRequest } from '../../src/runtime/execution-runtime.ts';
 import { checkInvariants, describeReport, type InvariantReport } from '../../src/verify/invariants.ts';
+import { freePort } from '../support/free-port.ts';
 
 export const REPO_ROOT = path.resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const FAULT_ACTIONS = 'test/fixtures/actions/fault-actions.ts';
@@ -57,17 +57,6 @@ export async function until(what: string, probe: () => Promise<boolean> | boolea
   }
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const isAlive = (pid: number) => {
   try {

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedPostgresError, startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.ts';
 import { silentLogger } from '../../src/log.ts';
+import { freePort } from '../support/free-port.ts';
 
 let dataDir: string;
 const started: EmbeddedPostgres[] = [];
@@ -40,15 +41,6 @@ async function query(url: string, sql: string): Promise<Record<string, unknown>[
 }
 
 const reachable = (url: string) => query(url, 'SELECT 1').then(() => true, () => false);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const postmasterPid = async () => Number((await fs.readFile(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8')).split('\n')[0]);
 

@@ -9,7 +9,6 @@
 // state survives from an earlier run. Dirs left by a run that was killed are swept below.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -20,6 +19,7 @@ import { createLogger, type Logger } from '../../src/log.ts';
 import { migrateAll } from '../../src/db/all-migrations.ts';
 import { redactUrl, urlForDatabase } from '../../src/db/connect.ts';
 import { reapAbandonedEmbeddedPostgres, startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.ts';
+import { freePort } from './free-port.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -196,17 +196,6 @@ async function sweepAbandonedTmpClusters(log: Logger): Promise<void> {
   }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Reachable NATS with JetStream → its URL; otherwise null, or a failed run when BATON_REQUIRE_NATS=1. */
 async function checkNats(url: string, required: boolean): Promise<string | null> {
