@@ -18,15 +18,16 @@ const Names = z.array(z.string().min(1).max(200)).min(1).max(10_000);
  * What the executor needs to know of an action to schedule and retry it: the worker that runs
  * it advertises this, so the executor never has to load action code.
  */
+/** An action's retry budget and backoff (defineAction adds its nonRetryable error types). */
+export const RetryBackoff = z.object({
+  maxAttempts: z.number().int().min(1).max(1000),
+  initialIntervalMs: z.number().int().min(0),
+  multiplier: z.number().min(1),
+  maxIntervalMs: z.number().int().min(0),
+});
+
 export const ActionPolicy = z.object({
-  retry: z
-    .object({
-      maxAttempts: z.number().int().min(1).max(1000),
-      initialIntervalMs: z.number().int().min(0),
-      multiplier: z.number().min(1),
-      maxIntervalMs: z.number().int().min(0),
-    })
-    .optional(),
+  retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),
 });

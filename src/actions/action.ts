@@ -12,6 +12,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
+import { RetryBackoff } from '../../schemas/worker-events.ts';
 import { BatonError, InvalidEventError, zodIssues } from '../errors.ts';
 
 /**
@@ -128,14 +129,7 @@ const SpecShape = z.object({
   heartbeatTimeoutMs: positiveMs.optional(),
   stallTimeoutMs: positiveMs.optional(),
   scheduleToStartTimeoutMs: positiveMs.optional(),
-  retry: z
-    .object({
-      maxAttempts: z.number().int().min(1).max(1000),
-      initialIntervalMs: z.number().int().min(0),
-      multiplier: z.number().min(1),
-      maxIntervalMs: z.number().int().min(0),
-      nonRetryable: z.array(z.string().min(1)).optional(),
-    })
+  retry: RetryBackoff.extend({ nonRetryable: z.array(z.string().min(1)).optional() })
     .refine((r) => r.maxIntervalMs >= r.initialIntervalMs, {
       message: 'maxIntervalMs must be at least initialIntervalMs',
       path: ['maxIntervalMs'],

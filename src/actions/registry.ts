@@ -10,7 +10,7 @@ import {
   type AnyActionDefinition,
 } from './action.ts';
 import { runSignal } from './abort.ts';
-import type { ActionPolicy } from '../../schemas/worker-events.ts';
+import { RetryBackoff, type ActionPolicy } from '../../schemas/worker-events.ts';
 
 export interface ActionRegistry {
   /** The action called `name`, or undefined when this registry does not offer it. */
@@ -54,7 +54,8 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
       const out: Record<string, ActionPolicy> = {};
       for (const a of byName.values()) {
         const policy: ActionPolicy = {
-          ...(a.retry && { retry: { maxAttempts: a.retry.maxAttempts, initialIntervalMs: a.retry.initialIntervalMs, multiplier: a.retry.multiplier, maxIntervalMs: a.retry.maxIntervalMs } }),
+          // The backoff only: nonRetryable is the worker's own business (it decides retryable).
+          ...(a.retry && { retry: RetryBackoff.parse(a.retry) }),
           ...(a.scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs: a.scheduleToStartTimeoutMs }),
           ...(a.timeoutMs !== undefined && { timeoutMs: a.timeoutMs }),
         };
