@@ -349,6 +349,13 @@ const acceptedTypes = acceptedEventTypes(executionMachine) as Map<ExecutionStatu
 /** Every state, in definition order. */
 export const executionStatuses: readonly ExecutionStatus[] = [...acceptedTypes.keys()];
 
+/** The states nothing leaves, read from the definition. */
+export const finalStatuses: ReadonlySet<string> = new Set(
+  Object.entries(executionMachine.root.states)
+    .filter(([, node]) => node.type === 'final')
+    .map(([status]) => status),
+);
+
 export function statusOf(snapshot: ExecutionSnapshot): ExecutionStatus {
   return snapshot.value;
 }

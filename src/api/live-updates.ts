@@ -8,13 +8,13 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { Repeater, SlidingBuffer } from 'graphql-yoga';
+import { finalStatuses } from '../../actors/execution.machine.ts';
 import type { ExecutionRow } from '../../projections/executions.ts';
 
 import { EXECUTIONS_CHANGED_CHANNEL } from '../readmodel/notifications.ts';
 
 export { EXECUTIONS_CHANGED_CHANNEL };
 
-const FINAL_STATUSES = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
 const RECONNECT_DELAY_MS = 1_000;
 
 export interface ExecutionUpdates {
@@ -117,7 +117,7 @@ export function createExecutionUpdates(o: {
       if (row.revision <= f.lastRevision) continue;
       f.lastRevision = row.revision;
       f.deliver(row);
-      if (FINAL_STATUSES.has(row.status)) f.end();
+      if (finalStatuses.has(row.status)) f.end();
     }
   }
 

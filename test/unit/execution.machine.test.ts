@@ -14,6 +14,7 @@ import {
   type ExecutionSnapshot,
   type ExecutionStatus,
   type Rejection,
+  finalStatuses,
 } from '../../actors/execution.machine.ts';
 import { at, ev, withBy } from '../support/execution-paths.ts';
 
@@ -121,6 +122,7 @@ describe('start', () => {
 
   it('exports the machine version appenders record', () => {
     expect(MACHINE_VERSION).toBe('2');
+    expect([...finalStatuses].sort()).toEqual(['Abandoned', 'Cancelled', 'Completed', 'Failed', 'TimedOut']);
   });
 });
 
