@@ -48,6 +48,9 @@ export interface TimeoutConfig {
   readonly maxAttempts: number;
 }
 
+/** How long a worker may go without a heartbeat before it counts as lost. */
+export const workerStaleAfterMs = (t: TimeoutConfig) => t.heartbeatIntervalMs * t.heartbeatStaleAfter;
+
 export const DEFAULT_TIMEOUTS: TimeoutConfig = Object.freeze({
   scheduleToStartMs: 30_000,
   startToCloseMs: 10 * 60_000,

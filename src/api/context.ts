@@ -17,5 +17,7 @@ export interface ApiContext {
   updates: ExecutionUpdates;
   /** For the dead letters; absent when the server was started without one. */
   transport: WorkTransport | undefined;
+  /** A worker without a heartbeat for this long is not alive (the executor's staleness limit). */
+  staleAfterMs: number;
   log: Logger;
 }

@@ -8,7 +8,6 @@ import { STALLED_SQL, type ExecutionRow } from '../../projections/executions.ts'
 import { percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
 import { qualified, fromColumns } from '../../projections/rows.ts';
 import { workerRowFromDb, type WorkerRow } from '../../projections/workers.ts';
-import { staleAfterMs } from '../liveness/liveness-store.ts';
 import type { ExecutionCursor } from './cursor.ts';
 
 const EXECUTIONS = qualified(READ_MODEL_SCHEMA, 'executions');
@@ -143,7 +142,7 @@ export interface WorkerView extends WorkerRow {
  * Every projected worker with its liveness and in-flight count, in one statement. Alive is
  * judged by the database's clock, like the executor's own choice of candidates.
  */
-export async function listWorkers(pool: pg.Pool): Promise<WorkerView[]> {
+export async function listWorkers(pool: pg.Pool, staleAfterMs: number): Promise<WorkerView[]> {
   const r = await pool.query(
     `SELECT w.*, l.heartbeat_at AS live_heartbeat_at,
             COALESCE(l.heartbeat_at > now() - $1::float8 * interval '1 millisecond', false) AS live_alive,
@@ -154,7 +153,7 @@ export async function listWorkers(pool: pg.Pool): Promise<WorkerView[]> {
                    WHERE status = ANY($2::text[]) AND worker_id IS NOT NULL GROUP BY worker_id) f
               ON f.worker_id = w.worker_id
       ORDER BY w.worker_id COLLATE "C"`,
-    [staleAfterMs(), HELD_STATUSES],
+    [staleAfterMs, HELD_STATUSES],
   );
   return r.rows.map(({ live_heartbeat_at, live_alive, live_in_flight, ...db }) => ({
     ...workerRowFromDb(db),

@@ -48,7 +48,7 @@ export const resolvers = {
       return ctx.loaders.events(w.fromRevision, w.limit).load(uuidArg(a.executionId, 'executionId'));
     },
 
-    workers: (_: unknown, _a: unknown, ctx: ApiContext) => listWorkers(ctx.pool),
+    workers: (_: unknown, _a: unknown, ctx: ApiContext) => listWorkers(ctx.pool, ctx.staleAfterMs),
 
     actionStats: (_: unknown, a: { action?: string | null }, ctx: ApiContext) => listActionStats(ctx.pool, filterText(a.action, 'action')),
 

@@ -11,6 +11,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { DEFAULT_API_HOST, DEFAULT_API_PORT } from '../config.ts';
+import { staleAfterMs } from '../liveness/liveness-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { checkExposure, createApiAuth, useTokenAuth } from './auth.ts';
@@ -53,6 +54,8 @@ export interface ApiServerOptions {
   adminToken?: string;
   /** BATON_API_READ_TOKEN: queries and subscriptions only. */
   readToken?: string;
+  /** Workers silent longer than this are reported not alive; default 30 s (3 × 10 s heartbeats). */
+  staleAfterMs?: number;
   /** Default 64 KiB; larger bodies get 413. */
   bodyLimitBytes?: number;
   /** The work transport, for deadLetters and retryDeadLetter; without it they answer NOT_CONFIGURED. Not closed by close(). */
@@ -93,6 +96,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       actions: o.actions,
       updates,
       transport: o.transport,
+      staleAfterMs: o.staleAfterMs ?? staleAfterMs(),
       log,
     }),
   });

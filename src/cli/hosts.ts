@@ -6,7 +6,7 @@ import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { builtinActions, createActionRegistry, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
-import { loadConfig, type Config } from '../config.ts';
+import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
@@ -181,7 +181,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     log,
     registry: env.registry,
     scheduleToStartMs: t.scheduleToStartMs,
-    staleAfterMs: t.heartbeatIntervalMs * t.heartbeatStaleAfter,
+    staleAfterMs: workerStaleAfterMs(t),
     // A worker times its own runs out; the executor steps in a few heartbeats later, when it is gone.
     timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
     retryBackoff: { initialMs: 1_000, multiplier: 2, maxMs: 60_000 },
@@ -220,6 +220,7 @@ export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: n
     host: env.config.apiHost,
     port: port ?? env.config.apiPort,
     transport: env.transport,
+    staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
   });

@@ -244,3 +244,14 @@ describe('stalled executions', () => {
     expect(notStalled.data!.executions.edges.map((e: { node: unknown }) => e.node)).toEqual([{ id: progressing, stalled: false }]);
   });
 });
+
+describe('worker liveness', () => {
+  it('judges alive by the staleness limit the server was given', async () => {
+    const { listWorkers } = await import('../../src/api/read-model-queries.ts');
+    const { db } = api();
+    await new Promise((r) => setTimeout(r, 20));
+    const alive = async (staleAfterMs: number) => (await listWorkers(db.pool, staleAfterMs)).find((w) => w.workerId === 'w1')?.alive;
+    expect(await alive(60_000)).toBe(true);
+    expect(await alive(1)).toBe(false);
+  });
+});
