@@ -682,6 +682,11 @@ export class FaultScenario {
     }
   }
 
+  /** Fail the scenario unless every submitted execution is terminal within `ms`. */
+  async expectAllTerminal(ms: number): Promise<void> {
+    if (!(await this.waitForAllTerminal(ms))) throw new Error(`not every execution was terminal within ${Math.round(ms / 1000)} s`);
+  }
+
   /** Wait until at least `n` submitted executions are terminal (bounded). */
   async waitForTerminalCount(n: number, ms: number): Promise<void> {
     await until(

@@ -37,7 +37,7 @@ describe('fault injection: processes', () => {
       expect((await exitWithin(w1, 30_000)).code, 'a drained worker exits 0').toBe(0);
       expect(await s.workerEvents(id1)).toEqual(['WorkerStarted', 'WorkerDraining', 'WorkerStopped']);
 
-      expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+      await s.expectAllTerminal(90_000);
       const r = await s.check();
       expect(r.ok, describeReport(r)).toBe(true);
       // What worker 1 could not finish in its 300 ms grace it released, and worker 2 completed.
@@ -64,7 +64,7 @@ describe('fault injection: processes', () => {
       const { acknowledged } = await load.stop();
       expect(acknowledged).toBe(800);
 
-      expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+      await s.expectAllTerminal(90_000);
       await s.waitForProjector(60_000);
       const r = await s.check({ readModel: true });
       expect(r.ok, describeReport(r)).toBe(true);
@@ -80,7 +80,7 @@ describe('fault injection: processes', () => {
       s.executor('executor 1');
       s.executor('executor 2');
 
-      expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+      await s.expectAllTerminal(90_000);
       const r = await s.check();
       expect(r.ok, describeReport(r)).toBe(true);
       expect(r.statuses).toEqual({ Completed: 500 });
@@ -107,7 +107,7 @@ describe('fault injection: processes', () => {
       }
       await load.stop();
 
-      expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+      await s.expectAllTerminal(90_000);
       await s.waitForProjector(60_000);
       const r = await s.check({ readModel: true });
       expect(r.ok, describeReport(r)).toBe(true);

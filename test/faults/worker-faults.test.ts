@@ -55,7 +55,7 @@ describe('fault injection: needs the executor liveness features', () => {
       );
       expect(held.length).toBeGreaterThan(0);
 
-      expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+      await s.expectAllTerminal(90_000);
       const r = await s.check();
       expect(r.ok, describeReport(r)).toBe(true);
       expect(await s.workerEvents(id1)).toContain('WorkerLost');
@@ -78,7 +78,7 @@ describe('fault injection: needs the executor liveness features', () => {
       await sleep(1_000);
       w1.signal('SIGCONT');
 
-      expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+      await s.expectAllTerminal(90_000);
       await sleep(2_000); // the resumed worker tries to append its stale outcomes now
       const r = await s.check();
       expect(r.ok, describeReport(r)).toBe(true);
@@ -101,7 +101,7 @@ describe('fault injection: needs the executor liveness features', () => {
       s.recordFault('SIGSTOP worker 1 before it starts its handoffs', stoppedAt, handed);
       expect(handed.length, 'executions handed off to the stopped worker').toBeGreaterThan(0);
 
-      expect(await s.waitForAllTerminal(60_000), 'every execution terminal within 60 s').toBe(true);
+      await s.expectAllTerminal(60_000);
       w1.signal('SIGCONT'); // it wakes up holding stale work messages
       await sleep(3_000);
       const r = await s.check();
@@ -137,7 +137,7 @@ describe('fault injection: needs the executor liveness features', () => {
         );
         expect(held.sort()).toEqual([...ids].sort());
 
-        expect(await s.waitForAllTerminal(60_000), 'every execution terminal within 60 s').toBe(true);
+        await s.expectAllTerminal(60_000);
         const r = await s.check();
         expect(r.ok, describeReport(r)).toBe(true);
         const m = await markers(dir);
@@ -169,7 +169,7 @@ describe('fault injection: needs the executor liveness features', () => {
       const { acknowledged } = await load.stop();
       expect(acknowledged).toBe(600);
 
-      expect(await s.waitForAllTerminal(120_000), 'every execution terminal within 120 s').toBe(true);
+      await s.expectAllTerminal(120_000);
       const r = await s.check();
       expect(r.ok, describeReport(r)).toBe(true);
       for (const p of s.processes) expect(p.alive(), `${p.name} survived`).toBe(true);
@@ -192,7 +192,7 @@ describe('fault injection: needs the executor liveness features', () => {
       const { acknowledged, refused } = await load.stop();
       s.addNote(`${acknowledged} acknowledged, ${refused} refused while down`);
 
-      expect(await s.waitForAllTerminal(120_000), 'every execution terminal within 120 s').toBe(true);
+      await s.expectAllTerminal(120_000);
       await s.waitForProjector(60_000);
       const r = await s.check({ readModel: true });
       expect(r.ok, describeReport(r)).toBe(true);
@@ -235,7 +235,7 @@ describe('fault injection: needs the executor liveness features', () => {
       });
       try {
         await s.submit(300, (i) => sleepInput(i, 0, 50));
-        expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+        await s.expectAllTerminal(90_000);
         await until('a duplicate for every handoff', async () => duplicates >= 300, 30_000);
         await sleep(2_000); // the last duplicates are delivered and dropped
       } finally {
@@ -273,7 +273,7 @@ describe('fault injection: needs the executor liveness features', () => {
         );
 
         // JetStream redelivers the unacked messages after ack-wait; the executor may reclaim first.
-        expect(await s.waitForAllTerminal(90_000), 'every execution terminal within 90 s').toBe(true);
+        await s.expectAllTerminal(90_000);
         await sleep(2_000);
         const r = await s.check();
         expect(r.ok, describeReport(r)).toBe(true);
