@@ -30,6 +30,8 @@ const metadata = <B extends z.ZodType<string>>(by: B) =>
     correlationId: z.string().min(1).optional(),
     causationId: z.string().min(1).optional(),
     machineVersion: z.string().min(1).optional(),
+    /** The state the machine reached with this event when it was appended; replay compares against it. */
+    stateAfter: z.string().min(1).optional(),
   });
 export const EventMetadata = metadata(ActorRef);
 export type EventMetadata = z.infer<typeof EventMetadata>;

@@ -20,6 +20,8 @@ import { verifyReadModel } from '../readmodel/verify.ts';
 import { progressLine } from './progress.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
+import { registerReplayCommands } from './replay-commands.ts';
+import { countEvents } from '../eventstore/postgres.ts';
 
 const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
@@ -123,13 +125,13 @@ program
     await withContext(async ({ runtime }) => {
       const steps = await runtime.history(id);
       if (o.json) {
-        console.log(toJson(steps.map((s) => ({ ...s.event, stateAfter: s.stateAfter, ownerAfter: s.ownerAfter }))));
+        console.log(toJson(steps.map(({ context: _context, next: _next, ...s }) => s)));
         return;
       }
       console.log(
         table(
           ['REV', 'TYPE', 'BY', 'STATE AFTER', 'RECORDED AT'],
-          steps.map((s) => [String(s.event.revision), s.event.type, String(s.event.metadata.by), s.stateAfter, s.event.recordedAt.toISOString()]),
+          steps.map((s) => [String(s.revision), s.type, s.by, s.state, s.recordedAt]),
         ),
       );
     });
@@ -239,8 +241,7 @@ const projectionName = (value: string): string => {
   return value;
 };
 /** Matching events in the store, for a progress bar's total. */
-const eventsFor = async (pool: import('pg').Pool, p: Projection) =>
-  Number((await pool.query<{ n: string }>(`SELECT count(*) AS n FROM baton_events WHERE stream_id LIKE ANY($1::text[])`, [p.streamPrefixes.map((x) => `${x}%`)])).rows[0]!.n);
+const eventsFor = (pool: import('pg').Pool, p: Projection) => countEvents(pool, p.streamPrefixes);
 
 projectionsCommand
   .command('status')
@@ -349,6 +350,7 @@ bench
 
 registerVerifyCommand(program);
 registerDlqCommand(program);
+registerReplayCommands(program);
 
 try {
   await program.parseAsync(process.argv);

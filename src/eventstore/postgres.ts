@@ -107,6 +107,12 @@ function validateAppend(streamId: string, events: NewEvent[], expected: Expected
 const prefixPatterns = (prefixes?: string[]) =>
   prefixes && prefixes.length > 0 ? prefixes.map((p) => p.replace(/[\\%_]/g, (c) => `\\${c}`) + '%') : null;
 
+/** How many events the streams with these prefixes hold (for a progress bar's total). */
+export async function countEvents(pool: pg.Pool, streamPrefixes: readonly string[]): Promise<number> {
+  const r = await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events WHERE stream_id LIKE ANY($1::text[])', [prefixPatterns([...streamPrefixes])]);
+  return Number(r.rows[0]!.n);
+}
+
 export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventStoreOptions = {}): PostgresEventStore {
   const log = options.log;
   const idlePollMs = options.idlePollMs ?? 1000;

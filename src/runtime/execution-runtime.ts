@@ -29,6 +29,8 @@ import {
   parseOrThrow,
 } from '../errors.ts';
 import type { EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
+import { fromStored, type HistoryEvent } from '../replay/history.ts';
+import { timeline, type TimelineStep } from '../replay/inspect.ts';
 
 /** Namespace for execution ids derived from idempotency keys (uuid v5). Never change it. */
 const IDEMPOTENCY_NAMESPACE = '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31';
@@ -82,11 +84,6 @@ export interface SubmitResult {
   revision: bigint;
 }
 
-export interface HistoryStep {
-  event: StoredEvent;
-  stateAfter: string;
-  ownerAfter: string;
-}
 
 export interface ExecutionRuntimeOptions {
   clock?: Clock;
@@ -110,22 +107,9 @@ export function toDomainEvent(e: StoredEvent): ExecutionEvent {
  */
 const asDomainEvent = (e: StoredEvent): ExecutionEvent => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent;
 
-/** Fold a stored stream through the machine, keeping the state after each event. */
-export function foldHistory(executionId: string, events: StoredEvent[]): { snapshot: ExecutionSnapshot; steps: HistoryStep[] } {
-  const [first, ...rest] = events;
-  if (!first) throw new NotFoundError('execution', executionId);
-  let snapshot = startExecution(toDomainEvent(first) as ExecutionEventOf<'ExecutionRequested'>);
-  const steps: HistoryStep[] = [{ event: first, stateAfter: statusOf(snapshot), ownerAfter: snapshot.context.owner }];
-  for (const stored of rest) {
-    const decision = decideExecution(snapshot, toDomainEvent(stored));
-    if (!decision.ok) {
-      throw new InvalidTransitionError(executionId, stored.type, statusOf(snapshot), `stored event at revision ${stored.revision} does not fold: ${decision.reason}`);
-    }
-    snapshot = decision.snapshot;
-    steps.push({ event: stored, stateAfter: statusOf(snapshot), ownerAfter: snapshot.context.owner });
-  }
-  return { snapshot, steps };
-}
+/** Records the state the machine reached with the event, for replay to compare against later. */
+const withStateAfter = (event: ExecutionEvent, after: ExecutionSnapshot): ExecutionEvent => ({ ...event, metadata: { ...event.metadata, stateAfter: statusOf(after) } }) as ExecutionEvent;
+
 
 export function createExecutionRuntime(store: EventStore, options: ExecutionRuntimeOptions = {}) {
   const clock = options.clock ?? systemClock;
@@ -157,8 +141,16 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return { executionId, snapshot, revision: events[events.length - 1]!.revision, events };
   }
 
-  async function history(executionId: string): Promise<HistoryStep[]> {
-    return foldHistory(executionId, await store.readStream(executionStreamId(executionId))).steps;
+  /** The stored stream as a portable history (for export, replay and time-travel). */
+  async function readHistory(executionId: string): Promise<HistoryEvent[]> {
+    const events = await store.readStream(executionStreamId(executionId));
+    if (events.length === 0) throw new NotFoundError('execution', executionId);
+    return events.map(fromStored);
+  }
+
+  /** The state after every event, folded through the machine versions that wrote them. */
+  async function history(executionId: string): Promise<TimelineStep[]> {
+    return timeline(executionId, await readHistory(executionId));
   }
 
   function reject(executionId: string, event: ExecutionEvent, state: string, rejection: string, reason: string): never {
@@ -189,13 +181,15 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
         return { executionId, snapshot: loaded.snapshot, revision: loaded.revision, appended: false };
       }
       let snapshot = loaded.snapshot;
+      const decided: ExecutionEvent[] = [];
       for (const event of events) {
         const decision = decideExecution(snapshot, event);
         if (!decision.ok) reject(executionId, event, statusOf(snapshot), decision.rejection, decision.reason);
         snapshot = decision.snapshot;
+        decided.push(withStateAfter(event, snapshot));
       }
       try {
-        const result = await store.append(executionStreamId(executionId), events.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision });
+        const result = await store.append(executionStreamId(executionId), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision });
         return { executionId, snapshot, revision: result.nextExpectedRevision, appended: !result.idempotentReplay };
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt <= maxConflictRetries) continue;
@@ -227,9 +221,10 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       ...(request.correlationId ? { correlationId: request.correlationId } : {}),
     }) as ExecutionEventOf<'ExecutionRequested'>;
     const eventId = key !== undefined ? uuidv5(`requested:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
+    const snapshot = startExecution(requested);
     try {
-      const r = await store.append(executionStreamId(executionId), [toNew(requested, eventId)], { expectedRevision: 'no_stream' });
-      if (!r.idempotentReplay) return { executionId, created: true, snapshot: startExecution(requested), revision: 0n };
+      const r = await store.append(executionStreamId(executionId), [toNew(withStateAfter(requested, snapshot), eventId)], { expectedRevision: 'no_stream' });
+      if (!r.idempotentReplay) return { executionId, created: true, snapshot, revision: 0n };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || key === undefined) throw err;
     }
@@ -242,7 +237,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return { executionId, created: false, snapshot: existing.snapshot, revision: existing.revision };
   }
 
-  return { load, history, dispatch, submit };
+  return { load, readHistory, history, dispatch, submit };
 }
 
 export type ExecutionRuntime = ReturnType<typeof createExecutionRuntime>;

@@ -9,7 +9,9 @@ import { builtinActions, createActionRegistry, defineAction, ActionError } from 
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
-import { createExecutionRuntime, foldHistory, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { fromStored } from '../../src/replay/history.ts';
+import { timeline } from '../../src/replay/inspect.ts';
 import { isFinal } from '../../actors/execution.machine.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
@@ -70,7 +72,7 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     }
   }
   /** Final as the machine sees it (a retryable failure with attempts left is not). */
-  const final = (events: StoredEvent[]) => events.length > 0 && isFinal(foldHistory('x', events).snapshot);
+  const final = (events: StoredEvent[]) => events.length > 0 && timeline('x', events.map(fromStored)).at(-1)!.final;
   const types = (events: StoredEvent[]) => events.map((e) => e.type);
 
   beforeAll(async () => {

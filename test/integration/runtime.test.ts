@@ -60,8 +60,8 @@ describe('execution runtime', () => {
     expect(statusOf(done.snapshot)).toBe('Completed');
     expect(done.revision).toBe(4n);
     const steps = await runtime.history(id);
-    expect(steps.map((s) => s.stateAfter)).toEqual(['Requested', 'Scheduling', 'Scheduled', 'Running', 'Completed']);
-    expect(steps.map((s) => s.ownerAfter)).toEqual(['executor', 'executor', 'worker:w1', 'worker:w1', 'worker:w1']);
+    expect(steps.map((s) => s.state)).toEqual(['Requested', 'Scheduling', 'Scheduled', 'Running', 'Completed']);
+    expect(steps.map((s) => s.owner)).toEqual(['executor', 'executor', 'worker:w1', 'worker:w1', 'worker:w1']);
   });
 
   it('refuses commands with typed errors and writes nothing', async () => {

@@ -1,0 +1,41 @@
+// Every execution machine version the store may still hold histories for, by the version string
+// each event records in metadata.machineVersion. Replay uses them to fold a history with the
+// rules it was written under. A version stays here for as long as any stored event names it.
+//
+// When MACHINE_VERSION moves on, freeze the outgoing machine first: copy its definition here (or
+// express it, as v1 is, as the new machine with the old rule put back) and add a test that a
+// history it wrote still folds.
+import type { AnyStateMachine } from 'xstate';
+import { EXECUTOR, MACHINE_VERSION, executionMachine, type ExecutionContext } from './execution.machine.ts';
+import type { ExecutionEvent } from '../schemas/events.ts';
+
+/**
+ * Version 1 is version 2 without the executor's start-to-close timeout: under v1 only the owner
+ * could end a run as TimedOut. Everything else is identical, so v1 is v2 with v1's ownership rule.
+ */
+function mayAppendV1(context: ExecutionContext, event: ExecutionEvent): boolean {
+  if (event.type === 'OwnershipReclaimed') return event.metadata.by === EXECUTOR;
+  return event.metadata.by === context.owner;
+}
+
+const executionMachineV1 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV1(context, event) },
+});
+
+export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
+  ['1', executionMachineV1],
+  [MACHINE_VERSION, executionMachine],
+]);
+
+/**
+ * The machine a stored event was decided by, or an error naming the missing version. The runtime
+ * records a version on every event; one without (a hand-written fixture) is read with the current.
+ */
+export function machineForVersion(version: string | undefined): AnyStateMachine {
+  const v = version ?? MACHINE_VERSION;
+  const machine = executionMachineVersions.get(v);
+  if (!machine) {
+    throw new Error(`machine version "${v}" is not importable: add it to actors/execution-machine-versions.ts (known: ${[...executionMachineVersions.keys()].join(', ')})`);
+  }
+  return machine;
+}

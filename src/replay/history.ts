@@ -1,0 +1,82 @@
+// A history: one execution's stored events in a portable form. It is what `baton export`
+// writes and `baton replay --file` reads, so a history can travel from production into a bug
+// report or a regression test and be replayed with no database.
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { EXECUTION_STREAM_PREFIX, type ExecutionEvent } from '../../schemas/events.ts';
+import { InvalidEventError, parseOrThrow } from '../errors.ts';
+import type { StoredEvent } from '../eventstore/event-store.ts';
+
+export interface HistoryEvent {
+  eventId: string;
+  /** 0-based position in the stream. */
+  revision: number;
+  type: string;
+  data: unknown;
+  metadata: Record<string, unknown>;
+  /** When the store committed it (ISO). */
+  recordedAt: string;
+}
+
+export const HISTORY_FORMAT = 'baton.execution-history';
+export const HISTORY_FORMAT_VERSION = 1;
+
+const HistoryEventSchema = z.object({
+  eventId: z.string().min(1),
+  revision: z.number().int().min(0),
+  type: z.string().min(1),
+  data: z.unknown(),
+  metadata: z.record(z.string(), z.unknown()),
+  recordedAt: z.iso.datetime({ offset: true }),
+});
+
+const HistoryDocumentSchema = z.object({
+  format: z.literal(HISTORY_FORMAT),
+  formatVersion: z.literal(HISTORY_FORMAT_VERSION),
+  executionId: z.string().min(1),
+  exportedAt: z.iso.datetime({ offset: true }).optional(),
+  events: z.array(HistoryEventSchema).min(1, 'a history holds at least its ExecutionRequested event'),
+});
+export type HistoryDocument = z.infer<typeof HistoryDocumentSchema> & { events: HistoryEvent[] };
+
+export const executionIdOfStream = (streamId: string) => streamId.slice(EXECUTION_STREAM_PREFIX.length);
+
+export function fromStored(e: StoredEvent): HistoryEvent {
+  return { eventId: e.eventId, revision: Number(e.revision), type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt.toISOString() };
+}
+
+/** The domain event a history event carries; the machine refuses anything out of place. */
+export const asExecutionEvent = (e: HistoryEvent): ExecutionEvent => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent;
+
+export function toHistoryDocument(executionId: string, events: readonly HistoryEvent[], exportedAt = new Date()): HistoryDocument {
+  return { format: HISTORY_FORMAT, formatVersion: HISTORY_FORMAT_VERSION, executionId, exportedAt: exportedAt.toISOString(), events: [...events] };
+}
+
+/**
+ * Validate a history document (parsed JSON): its shape, and that its events are one stream's
+ * revisions 0, 1, 2… in order. Errors name the field and the reason.
+ */
+export function parseHistoryDocument(value: unknown, source = 'history'): HistoryDocument {
+  const doc = parseOrThrow(HistoryDocumentSchema, value, source) as HistoryDocument;
+  const gap = doc.events.findIndex((e, i) => e.revision !== i);
+  if (gap >= 0) {
+    throw new InvalidEventError(source, [{ path: `events.${gap}.revision`, message: `expected revision ${gap} (events must be the whole stream, in order), got ${doc.events[gap]!.revision}` }]);
+  }
+  return doc;
+}
+
+export async function readHistoryFile(path: string): Promise<HistoryDocument> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new InvalidEventError(`history file ${path}`, [{ path: '', message: `cannot be read: ${(err as Error).message}` }]);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new InvalidEventError(`history file ${path}`, [{ path: '', message: `is not JSON: ${(err as Error).message}` }]);
+  }
+  return parseHistoryDocument(value, `history file ${path}`);
+}
