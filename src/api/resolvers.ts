@@ -6,6 +6,7 @@ import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from '.
 import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
+import { historyResolvers } from './history.ts';
 import { mutationResolvers } from './mutations.ts';
 import { HELD_STATUSES, listActionStats, listExecutions, listWorkers, type ExecutionFilter } from './read-model-queries.ts';
 import { DateTimeScalar, JsonScalar, LongScalar } from './scalars.ts';
@@ -53,6 +54,7 @@ export const resolvers = {
     actionStats: (_: unknown, a: { action?: string | null }, ctx: ApiContext) => listActionStats(ctx.pool, filterText(a.action, 'action')),
 
     ...deadLetterResolvers.Query,
+    ...historyResolvers.Query,
   },
 
   Execution: {
@@ -66,6 +68,7 @@ export const resolvers = {
       const w = eventWindow(a);
       return ctx.loaders.events(w.fromRevision, w.limit).load(row.executionId);
     },
+    ...historyResolvers.Execution,
   },
 
   Worker: {

@@ -1,0 +1,75 @@
+// Time-travel fields: an execution's history and its state at a point, folded from the event
+// store through the machine versions that wrote it (nothing is stored twice), and the machine's
+// diagram. One fold per execution per request, however many fields ask for it.
+import DataLoader from 'dataloader';
+import { MACHINE_VERSION, executionMachine } from '../../actors/execution.machine.ts';
+import type { ExecutionRow } from '../../projections/executions.ts';
+import { stepAt, timeline, type TimelineStep } from '../replay/inspect.ts';
+import { machineDiagram } from '../replay/machine-diagram.ts';
+import { MAX_EVENTS_LIMIT, intInRange } from './arguments.ts';
+import type { ApiContext } from './context.ts';
+import { badInput } from './errors.ts';
+
+/** Events one request may fold in all (~4 µs each): a 100,000-event stream is ~0.4 s of CPU. */
+export const FOLDED_EVENTS_PER_REQUEST = 100_000;
+
+const timelines = new WeakMap<ApiContext, DataLoader<string, TimelineStep[]>>();
+
+function timelineOf(ctx: ApiContext, executionId: string): Promise<TimelineStep[]> {
+  let loader = timelines.get(ctx);
+  if (!loader) {
+    let left = FOLDED_EVENTS_PER_REQUEST;
+    loader = new DataLoader(
+      (ids) =>
+        Promise.all(
+          ids.map(async (id) => {
+            const events = await ctx.runtime.readHistory(id);
+            left -= events.length;
+            if (left < 0) throw badInput('history', `this request would fold more than ${FOLDED_EVENTS_PER_REQUEST} events; ask for fewer executions`);
+            return timeline(id, events);
+          }),
+        ),
+      { batch: false },
+    );
+    timelines.set(ctx, loader);
+  }
+  return loader.load(executionId);
+}
+
+const diagram = machineDiagram(executionMachine, MACHINE_VERSION);
+
+const toState = (step: TimelineStep) => ({
+  revision: step.revision,
+  status: step.state,
+  owner: step.owner,
+  attempt: step.attempt,
+  context: step.context,
+  final: step.final,
+  event: step,
+  next: step.next,
+});
+
+export const historyResolvers = {
+  Query: {
+    executionMachine: () => diagram,
+  },
+  Execution: {
+    async history(row: ExecutionRow, a: { fromRevision: number; limit: number }, ctx: ApiContext) {
+      const from = intInRange(a.fromRevision, 'fromRevision', 0, Number.MAX_SAFE_INTEGER);
+      const limit = intInRange(a.limit, 'limit', 1, MAX_EVENTS_LIMIT);
+      return (await timelineOf(ctx, row.executionId)).slice(from, from + limit);
+    },
+    async stateAt(row: ExecutionRow, a: { revision?: number | null; at?: string | null }, ctx: ApiContext) {
+      const hasRevision = a.revision !== undefined && a.revision !== null;
+      const hasAt = a.at !== undefined && a.at !== null;
+      if (hasRevision === hasAt) throw badInput(hasRevision ? 'at' : 'revision', 'give exactly one of revision and at');
+      const steps = await timelineOf(ctx, row.executionId);
+      if (hasRevision) {
+        const last = steps.length - 1;
+        return toState(steps[intInRange(a.revision!, 'revision', 0, last)]!);
+      }
+      const step = stepAt(steps, { at: new Date(a.at!) });
+      return step ? toState(step) : null;
+    },
+  },
+};
