@@ -1,0 +1,168 @@
+// Replay, pure: generated histories replay without divergence through the machine that wrote
+// them; deliberately changed machines are caught with the right kind of divergence; machine
+// version 1 stays importable; time-travel steps equal the fold of each prefix; forks are pure.
+import { describe, expect, it } from 'vitest';
+import { MACHINE_VERSION, foldExecution, statusOf } from '../../actors/execution.machine.ts';
+import { executionMachineVersions, machineForVersion } from '../../actors/execution-machine-versions.ts';
+import { asExecutionEvent, parseHistoryDocument, toHistoryDocument, type HistoryEvent } from '../../src/replay/history.ts';
+import { forkExecution, stepAt, timeline } from '../../src/replay/inspect.ts';
+import { CURRENT_MACHINE, RECORDED_MACHINES, replayHistory, type ReplayTarget } from '../../src/replay/replay.ts';
+import { at, ev, withBy } from '../support/execution-paths.ts';
+import { randomHistory, seededRandom } from '../support/random-histories.ts';
+import { editedMachine } from '../fixtures/machines/edit-machine.ts';
+import { executionMachine as withoutCompletion } from '../fixtures/machines/without-completion.machine.ts';
+
+const asHistory = (events: ReturnType<typeof ev.requested>[] | any[], version = MACHINE_VERSION): HistoryEvent[] =>
+  events.map((e, revision) => ({ eventId: `e${revision}`, revision, type: e.type, data: e.data, metadata: { ...e.metadata, machineVersion: version }, recordedAt: e.metadata.occurredAt }));
+
+const completed = () => asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.progressed('a'), ev.completed('a')]);
+const running = () => asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1)]);
+const candidate = (machine: any, label = 'fixture'): ReplayTarget => ({ kind: 'machine', machine, label });
+
+describe('replay of generated histories', () => {
+  it('replays 10,000 random histories through the current machine with no divergence', () => {
+    const random = seededRandom(20261121);
+    let events = 0;
+    for (let i = 0; i < 10_000; i++) {
+      const history = randomHistory(random, { recordStateAfter: i % 2 === 0 });
+      events += history.length;
+      for (const target of [CURRENT_MACHINE, RECORDED_MACHINES]) {
+        const { verdict } = replayHistory(`h${i}`, history, target);
+        if (verdict.divergences.length > 0) throw new Error(`history ${i} diverges: ${JSON.stringify(verdict.divergences)}\n${JSON.stringify(history)}`);
+      }
+    }
+    expect(events).toBeGreaterThan(50_000); // the walks are long enough to mean something
+  });
+
+  it('a changed machine makes some of the same histories diverge (the check can fail)', () => {
+    const random = seededRandom(7);
+    const diverging = Array.from({ length: 500 }, (_, i) => replayHistory(`h${i}`, randomHistory(random, { recordStateAfter: true }), candidate(withoutCompletion))).filter((r) => r.verdict.divergences.length > 0);
+    expect(diverging.length).toBeGreaterThan(10);
+  });
+});
+
+describe('divergences', () => {
+  it('an event the machine no longer handles: unhandled-event, with both states', () => {
+    const { steps, verdict } = replayHistory('x', completed(), candidate(withoutCompletion));
+    expect(verdict.divergences).toEqual([
+      expect.objectContaining({ kind: 'unhandled-event', revision: 5, eventType: 'ExecutionCompleted', expected: 'Completed', actual: null }),
+    ]);
+    expect(verdict.divergences[0]!.reason).toMatch(/ExecutionCompleted is not handled in state Running/);
+    expect(steps[5]).toMatchObject({ before: 'Running', after: null, expected: 'Completed' });
+    expect(steps.slice(0, 5).every((s) => s.divergence === undefined && s.after === s.expected)).toBe(true);
+  });
+
+  it('an event that now leads elsewhere: different-state', () => {
+    const toFailed = editedMachine((states) => {
+      states.Running!.on!.ExecutionCompleted = { target: 'Failed' };
+    });
+    const { verdict } = replayHistory('x', completed(), candidate(toFailed));
+    expect(verdict.divergences).toEqual([expect.objectContaining({ kind: 'different-state', revision: 5, expected: 'Completed', actual: 'Failed' })]);
+  });
+
+  it('a state that no longer exists: removed-state', () => {
+    const noScheduling = editedMachine((states) => {
+      delete states.Scheduling;
+      states.Requested!.on!.SchedulingStarted = { target: 'Scheduled' };
+    });
+    const { verdict } = replayHistory('x', completed(), candidate(noScheduling));
+    expect(verdict.divergences[0]).toMatchObject({ kind: 'removed-state', revision: 1, expected: 'Scheduling', actual: 'Scheduled' });
+  });
+
+  it('an execution in flight whose state no longer handles what must come next: stranded', () => {
+    const { verdict } = replayHistory('x', running(), candidate(withoutCompletion));
+    expect(verdict.inFlight).toBe(true);
+    expect(verdict.divergences).toEqual([expect.objectContaining({ kind: 'stranded', expected: 'Running', reason: expect.stringMatching(/no longer handles ExecutionCompleted/) })]);
+  });
+
+  it('a recorded stateAfter that the machine does not reach is a divergence even with the same machine', () => {
+    const history = completed();
+    history[3]!.metadata.stateAfter = 'Scheduled';
+    expect(replayHistory('x', history).verdict.divergences).toEqual([expect.objectContaining({ kind: 'different-state', revision: 3, expected: 'Scheduled', actual: 'Running' })]);
+  });
+
+  it('a history the recorded machine cannot read: unreadable', () => {
+    const history = completed();
+    history.splice(2, 1); // drop the handoff: ExecutionStarted in Scheduling
+    history.forEach((e, i) => (e.revision = i));
+    expect(replayHistory('x', history).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 2 });
+  });
+});
+
+describe('machine versions', () => {
+  const executorTimeout = withBy(ev.timedOut('a'), 'executor');
+
+  it('keeps version 1 importable: it refuses the executor timeout that version 2 allows', () => {
+    expect(executionMachineVersions.has('1')).toBe(true);
+    const v1 = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), executorTimeout], '1');
+    // Version 1 could not have written it, whatever it is replayed against.
+    for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) {
+      expect(replayHistory('x', v1, target).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 4, reason: expect.stringMatching(/ExecutionTimedOut is refused in state Running/) });
+    }
+    const ownTimeout = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.timedOut('a')], '1');
+    expect(replayHistory('x', ownTimeout, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'TimedOut', divergences: [] });
+  });
+
+  it('folds a history written partly by v1 and partly by v2 with each event’s own version', () => {
+    const mixed = [...asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1)], '1'), ...asHistory([executorTimeout], '2').map((e) => ({ ...e, revision: 4, eventId: 'e4' }))];
+    const { verdict } = replayHistory('x', mixed, RECORDED_MACHINES);
+    expect(verdict).toMatchObject({ recordedState: 'TimedOut', inFlight: false, divergences: [] });
+    expect(timeline('x', mixed).at(-1)!.state).toBe('TimedOut');
+  });
+
+  it('names an unknown version', () => {
+    expect(() => machineForVersion('99')).toThrow(/machine version "99" is not importable/);
+  });
+});
+
+describe('time-travel', () => {
+  it('the step at every revision of a long execution equals the fold of that prefix', () => {
+    const progress = (w: string, n: number, t0: number) => Array.from({ length: n }, (_, i) => ev.progressed(w, { step: i }, { at: at(t0 + i) }));
+    const history = asHistory([
+      ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ...progress('a', 150, 10),
+      ev.failed('a', true, { at: at(200) }), ev.retryScheduled(2, { at: at(201) }), ev.schedulingStarted({ at: at(202) }), ev.handedOff('b', 2, { at: at(203) }),
+      ev.started('b', 2, { at: at(204) }), ...progress('b', 100, 210), ev.completed('b', { ok: 1 }, { at: at(400) }),
+    ]);
+    expect(history.length).toBe(260);
+    const steps = timeline('x', history);
+    for (const e of history) {
+      const prefix = foldExecution(history.slice(0, e.revision + 1).map(asExecutionEvent));
+      const step = stepAt(steps, { revision: e.revision })!;
+      expect(step.state).toBe(statusOf(prefix));
+      expect(step.context).toEqual(prefix.context);
+    }
+  });
+
+  it('finds the state at an instant, and says what changed', () => {
+    const steps = timeline('x', completed());
+    expect(stepAt(steps, { at: new Date(at(3)) })!.state).toBe('Running');
+    expect(stepAt(steps, { at: new Date(at(-1)) })).toBeUndefined();
+    expect(steps[3]!.changed).toEqual(expect.arrayContaining(['startedAt', 'deadline']));
+    expect(() => stepAt(steps, { revision: 9 })).toThrow(/revision: must be a revision from 0 to 5/);
+  });
+});
+
+describe('what-if forks', () => {
+  it('continues a prefix through the machine and reports refusals without throwing', () => {
+    const steps = timeline('x', completed());
+    const failInstead = forkExecution(steps, 4, [{ type: 'ExecutionFailed', data: { error: { message: 'boom' }, retryable: false } }]);
+    expect(failInstead).toMatchObject({ ok: true, finalState: 'Failed', steps: [{ type: 'ExecutionFailed', by: 'worker:a', before: 'Running', after: 'Failed' }] });
+    const refused = forkExecution(steps, 1, [{ type: 'ExecutionCompleted', data: { result: 1 }, by: 'worker:a' }]);
+    expect(refused).toMatchObject({ ok: false, finalState: 'Scheduling', steps: [{ after: null, refused: expect.stringMatching(/not allowed in state Scheduling/) }] });
+  });
+
+  it('names the field of a malformed fork event', () => {
+    const steps = timeline('x', completed());
+    expect(() => forkExecution(steps, 4, [{ type: 'ExecutionFailed', data: { retryable: false } }])).toThrow(/error/);
+  });
+});
+
+describe('history documents', () => {
+  it('round-trips, and refuses gaps and bad fields by name', () => {
+    const doc = JSON.parse(JSON.stringify(toHistoryDocument('x', completed())));
+    expect(parseHistoryDocument(doc).events).toHaveLength(6);
+    const gap = { ...doc, events: doc.events.filter((_: unknown, i: number) => i !== 2) };
+    expect(() => parseHistoryDocument(gap)).toThrow(/events\.2\.revision: expected revision 2/);
+    expect(() => parseHistoryDocument({ ...doc, format: 'other' })).toThrow(/format/);
+  });
+});
