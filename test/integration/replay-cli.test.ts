@@ -1,0 +1,200 @@
+// `baton replay`, `inspect` and `export` as a user runs them: real processes against a real
+// database. The compatibility gate flags exactly the in-flight executions a candidate machine
+// would strand; a history exported here replays in a process with no database; a what-if fork
+// leaves every table byte-for-byte unchanged.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { timeline } from '../../src/replay/inspect.ts';
+import { catchUpFully } from '../support/read-model.ts';
+import { useTestDatabase } from '../support/test-db.ts';
+
+const run = promisify(execFile);
+const BIN = path.resolve('bin/baton.js');
+const CANDIDATE = 'test/fixtures/machines/without-completion.machine.ts';
+
+const db = useTestDatabase();
+let runtime: ExecutionRuntime;
+const completed: string[] = [];
+const running: string[] = [];
+let requested: string;
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `baton …` to the end; env replaces the database settings (none at all when null). */
+async function baton(args: string[], o: { env?: Record<string, string> | null; cwd?: string } = {}): Promise<CliResult> {
+  const { BATON_DATABASE_URL: _url, ...rest } = process.env;
+  const env = o.env === null ? { ...rest, BATON_LOG_LEVEL: 'warn' } : { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url, ...o.env };
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env, cwd: o.cwd ?? process.cwd(), timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    if (typeof e.code !== 'number') throw err;
+    return { code: e.code, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+const deadline = () => new Date(Date.now() + 600_000).toISOString();
+async function startRun(workerId: string): Promise<string> {
+  const { executionId } = await runtime.submit({ action: 'core.noop' });
+  await runtime.dispatch(executionId, [
+    { type: 'SchedulingStarted', data: {}, by: 'executor' },
+    { type: 'ExecutionHandedOff', data: { workerId, attempt: 1, deadline: deadline() }, by: 'executor' },
+  ]);
+  await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: `worker:${workerId}` });
+  return executionId;
+}
+
+beforeAll(async () => {
+  runtime = createExecutionRuntime(createPostgresEventStore(db().pool));
+  for (let i = 0; i < 3; i++) {
+    const id = await startRun('w1');
+    for (let p = 0; p < 3; p++) await runtime.dispatch(id, { type: 'ExecutionProgressed', data: { details: { p } }, by: 'worker:w1' });
+    await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: { i } }, by: 'worker:w1' });
+    completed.push(id);
+  }
+  for (let i = 0; i < 2; i++) running.push(await startRun('w2'));
+  requested = (await runtime.submit({ action: 'core.noop' })).executionId;
+  const cancelled = (await runtime.submit({ action: 'core.noop' })).executionId;
+  await runtime.dispatch(cancelled, { type: 'ExecutionCancelled', data: { reason: 'test' }, by: 'executor' });
+  await catchUpFully(db().pool, createPostgresEventStore(db().pool));
+});
+
+describe('baton replay', () => {
+  it('replays every stored history through the current machine: no divergence, exit 0', async () => {
+    const r = await baton(['replay', '--all']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^7 executions \(35 events\) replayed against current \(version 2\)/m);
+    expect(r.stdout).toMatch(/no divergence/);
+  });
+
+  it('prints each step of one execution, and with a changed machine the divergence with both states, exit 1', async () => {
+    const ok = await baton(['replay', completed[0]!]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/3\s+ExecutionStarted\s+worker:w1\s+Scheduled → Running\s+worker:w1/);
+    const bad = await baton(['replay', completed[0]!, '--against', CANDIDATE]);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toMatch(/7\s+ExecutionCompleted\s+worker:w1\s+Running → REFUSED\s+DIVERGES \(recorded Completed\)/);
+    expect(bad.stdout).toMatch(/unhandled-event \(recorded: Completed, now: refused\): ExecutionCompleted is not handled in state Running/);
+  });
+
+  it('the deploy gate flags exactly the in-flight executions the candidate would strand, none of the finished', async () => {
+    const r = await baton(['replay', '--in-flight', '--against', CANDIDATE, '--json']);
+    expect(r.code).toBe(1);
+    const report = JSON.parse(r.stdout);
+    expect(report).toMatchObject({ streams: 3, inFlight: 3, divergentStreams: 2 });
+    expect(report.divergences.map((d: any) => d.executionId).sort()).toEqual([...running].sort());
+    expect(report.divergences.every((d: any) => d.kind === 'stranded' && d.expected === 'Running')).toBe(true);
+    expect(report.divergences.some((d: any) => completed.includes(d.executionId) || d.executionId === requested)).toBe(false);
+    const human = await baton(['replay', '--in-flight', '--against', CANDIDATE]);
+    expect(human.stdout).toMatch(/2 execution\(s\) would break: do not deploy/);
+    expect(human.stderr).toMatch(/checking in-flight executions: 35 events/);
+  });
+
+  it('--all against the candidate reports the finished histories it cannot read too', async () => {
+    const r = await baton(['replay', '--all', '--against', CANDIDATE, '--json']);
+    expect(r.code).toBe(1);
+    const ids = new Set(JSON.parse(r.stdout).divergences.map((d: any) => d.executionId));
+    expect(ids).toEqual(new Set([...completed, ...running]));
+  });
+
+  it('refuses a module that exports no machine, naming what it exports', async () => {
+    const r = await baton(['replay', '--all', '--against', 'test/fixtures/machines/edit-machine.ts']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/must export an xstate machine as `executionMachine`.*it exports editedMachine/);
+  });
+});
+
+describe('baton export and replay --file', () => {
+  it('replays an exported history in a process with no database URL', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-history-'));
+    try {
+      const exported = await baton(['export', completed[1]!]);
+      expect(exported.code, exported.stderr).toBe(0);
+      const file = path.join(dir, 'history.json');
+      await fs.writeFile(file, exported.stdout);
+      expect(JSON.parse(exported.stdout)).toMatchObject({ format: 'baton.execution-history', executionId: completed[1], events: expect.any(Array) });
+
+      const offline = { cwd: dir, env: null };
+      const r = await baton(['replay', '--file', file], offline);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/no divergence/);
+      const bad = await baton(['replay', '--file', file, '--against', path.resolve(CANDIDATE)], offline);
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toMatch(/unhandled-event/);
+      // No embedded database was started or created for it.
+      await expect(fs.access(path.join(dir, '.baton'))).rejects.toThrow();
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a damaged file, naming the field', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-history-'));
+    try {
+      const file = path.join(dir, 'bad.json');
+      await fs.writeFile(file, JSON.stringify({ format: 'baton.execution-history', formatVersion: 1, executionId: 'x', events: [{ eventId: 'a', revision: 1, type: 'ExecutionRequested', data: {}, metadata: {}, recordedAt: '2026-01-01T00:00:00Z' }] }));
+      const r = await baton(['replay', '--file', file], { cwd: dir, env: null });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/events\.0\.revision: expected revision 0/);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('baton inspect', () => {
+  it('shows the state at a revision and at an instant, as the fold of that prefix gives it', async () => {
+    const id = completed[2]!;
+    const steps = timeline(id, await runtime.readHistory(id));
+    const at3 = JSON.parse((await baton(['inspect', id, '--at', '3', '--json'])).stdout);
+    expect(at3).toMatchObject({ revision: 3, state: 'Running', owner: 'worker:w1', attempt: 1, type: 'ExecutionStarted' });
+    expect(at3.context).toEqual(JSON.parse(JSON.stringify(steps[3]!.context)));
+    expect(at3.next).toContainEqual({ type: 'ExecutionCompleted', by: 'worker:w1' });
+    const byTime = JSON.parse((await baton(['inspect', id, '--at', steps[5]!.recordedAt, '--json'])).stdout);
+    expect(byTime.revision).toBeGreaterThanOrEqual(5); // events recorded in the same millisecond count too
+    const human = await baton(['inspect', id, '--at', '2']);
+    expect(human.stdout).toMatch(/state\s+Scheduling → Scheduled/);
+    expect(human.stdout).toMatch(/next\s+ExecutionStarted \(worker:w1\)/);
+    const early = await baton(['inspect', id, '--at', '2000-01-01T00:00:00Z']);
+    expect(early.code).toBe(1);
+    expect(early.stderr).toMatch(/nothing was recorded at or before 2000-01-01T00:00:00.000Z/);
+  });
+
+  it('a what-if fork prints the simulated states and leaves the store and read model byte-for-byte unchanged', async () => {
+    const before = await fingerprint();
+    const r = await baton(['inspect', running[0]!, '--fork-at', '3', '--event', '{"type":"ExecutionFailed","data":{"error":{"message":"disk full"},"retryable":false}}']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/1\s+ExecutionFailed\s+worker:w2\s+Running → Failed/);
+    expect(r.stdout).toMatch(/nothing is written/);
+    const refused = await baton(['inspect', running[0]!, '--fork-at', '1', '--event', '{"type":"ExecutionCompleted","data":{"result":1},"by":"worker:w2"}']);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/Scheduling → REFUSED\s+InvalidTransition: ExecutionCompleted is not allowed in state Scheduling/);
+    expect(await fingerprint()).toEqual(before);
+  });
+});
+
+/** A hash of every row of every table Baton has: events, read model, checkpoints, queue. */
+async function fingerprint(): Promise<Record<string, string>> {
+  const tables = await db().pool.query<{ name: string }>(
+    `SELECT format('%I.%I', table_schema, table_name) AS name FROM information_schema.tables
+      WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE' ORDER BY 1`,
+  );
+  expect(tables.rows.map((t) => t.name)).toEqual(expect.arrayContaining(['public.baton_events', 'baton_read.executions']));
+  const out: Record<string, string> = {};
+  for (const { name } of tables.rows) {
+    const r = await db().pool.query<{ h: string }>(`SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) AS h, count(*) AS n FROM ${name} t`);
+    out[name] = r.rows[0]!.h;
+  }
+  return out;
+}
