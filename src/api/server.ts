@@ -21,6 +21,7 @@ import { createExecutionUpdates } from './live-updates.ts';
 import { createLoaders } from './loaders.ts';
 import { findExecutions } from './read-model-queries.ts';
 import { loadApiSchema } from './schema.ts';
+import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
 
 /** GraphQL requests are small; 64 KiB leaves room for a generous submitExecution input. */
 export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -65,6 +66,8 @@ export interface ApiServerOptions {
 export interface ApiServer {
   /** The GraphQL endpoint, e.g. http://127.0.0.1:4000/graphql (GraphiQL in a browser). */
   url: string;
+  /** The web timeline, e.g. http://127.0.0.1:4000/ui. */
+  uiUrl: string;
   /** Ends subscriptions, the LISTEN connection and the HTTP server. */
   close(): Promise<void>;
 }
@@ -101,7 +104,8 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     }),
   });
 
-  const server = http.createServer(yoga);
+  const ui = createUiHandler();
+  const server = http.createServer((req, res) => (isUiRequest(req.url) ? ui(req, res) : yoga(req, res)));
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -112,12 +116,15 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     throw err;
   }
   const { address, port } = server.address() as AddressInfo;
-  const url = `http://${address.includes(':') ? `[${address}]` : address}:${port}${GRAPHQL_PATH}`;
-  log.info({ url, tokens: auth.required }, 'GraphQL API listening');
+  const origin = `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+  const url = `${origin}${GRAPHQL_PATH}`;
+  const uiUrl = `${origin}${UI_PATH}`;
+  log.info({ url, uiUrl, tokens: auth.required }, 'GraphQL API listening');
 
   let closing: Promise<void> | undefined;
   return {
     url,
+    uiUrl,
     close: () =>
       (closing ??= (async () => {
         await updates.close(); // ends every subscription, so their responses finish
