@@ -118,7 +118,7 @@ function RecentList({ recent, selected, onOpen, onRefresh }) {
             aria-current=${node.id === selected ? 'true' : undefined} onClick=${() => onOpen(node.id)} title=${node.id}>
             <span class="recent-action">${node.action}</span>
             <span class=${`badge badge--${node.status}`}>${node.status}</span>
-            <span class="recent-id">${node.id.slice(0, 8)} · ${new Date(node.requestedAt).toLocaleTimeString()}</span>
+            <span class="recent-id">${node.id.slice(0, 8)} · ${new Date(node.requestedAt).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' })}</span>
           </button>
         </li>`,
       )}

@@ -1,7 +1,7 @@
 // The page's GraphQL client: JSON POSTs to this API with the CSRF header it requires, and the
 // bearer token the user typed, if any (kept for the tab only, in sessionStorage).
 const ENDPOINT = '/graphql'; // GRAPHQL_PATH in src/api/server.ts
-const CSRF_HEADER = 'x-graphql-yoga-csrf';
+const CSRF_HEADER = 'x-graphql-yoga-csrf'; // CSRF_HEADER in src/api/server.ts
 const TOKEN_KEY = 'baton.apiToken';
 
 /** The API refused the request for want of a (valid) token: 401, or 403. */
