@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { EXECUTION_STREAM_PREFIX, type ExecutionEvent } from '../../schemas/events.ts';
-import { InvalidEventError, parseOrThrow } from '../errors.ts';
+import { BatonError, InvalidEventError, parseOrThrow } from '../errors.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 
 export interface HistoryEvent {
@@ -70,13 +70,13 @@ export async function readHistoryFile(path: string): Promise<HistoryDocument> {
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    throw new InvalidEventError(`history file ${path}`, [{ path: '', message: `cannot be read: ${(err as Error).message}` }]);
+    throw new BatonError(`history file ${path} cannot be read: ${(err as Error).message}`, { cause: err });
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new InvalidEventError(`history file ${path}`, [{ path: '', message: `is not JSON: ${(err as Error).message}` }]);
+    throw new BatonError(`history file ${path} is not JSON: ${(err as Error).message}`, { cause: err });
   }
   return parseHistoryDocument(value, `history file ${path}`);
 }

@@ -1,0 +1,43 @@
+// Test helpers for Baton's users. Turn a history exported from any environment (`baton export
+// <id> > test/histories/bug-123.json`) into a regression test in three lines:
+//
+//   import { test } from 'vitest';
+//   import { expectHistoryReplays } from 'baton/testing';
+//   test('bug 123 still replays', () => expectHistoryReplays('test/histories/bug-123.json'));
+//
+// It replays the history through the current execution machine (or `against`: 'recorded', a
+// module path, or a machine) and throws, listing every divergence, if any event is refused or
+// now leads to a different state than was recorded. No database is needed.
+import type { AnyStateMachine } from 'xstate';
+import { readHistoryFile } from '../replay/history.ts';
+import { describeDivergence, replayHistory, type ReplayStep, type ReplayTarget } from '../replay/replay.ts';
+import { loadReplayTarget } from '../replay/replay-target.ts';
+
+export interface ExpectHistoryOptions {
+  /** `current` (default), `recorded`, a module path exporting `executionMachine`, or a machine. */
+  against?: string | AnyStateMachine;
+  /** Also require the history to end in this state, e.g. 'Completed'. */
+  finalState?: string;
+}
+
+export class HistoryDivergesError extends Error {
+  constructor(message: string, readonly steps: ReplayStep[]) {
+    super(message);
+    this.name = 'HistoryDivergesError';
+  }
+}
+
+/** Replays the exported history in `file`; resolves with its steps, or throws describing each divergence. */
+export async function expectHistoryReplays(file: string, o: ExpectHistoryOptions = {}): Promise<ReplayStep[]> {
+  const doc = await readHistoryFile(file);
+  const target: ReplayTarget =
+    typeof o.against === 'object' ? { kind: 'machine', machine: o.against, label: 'the given machine' } : await loadReplayTarget(o.against ?? 'current');
+  const { steps, verdict } = replayHistory(doc.executionId, doc.events, target);
+  const problems = verdict.divergences.map(describeDivergence);
+  const last = steps.at(-1);
+  if (o.finalState !== undefined && problems.length === 0 && last?.after !== o.finalState) {
+    problems.push(`the history ends in ${last?.after ?? '(nothing)'}, not ${o.finalState}`);
+  }
+  if (problems.length > 0) throw new HistoryDivergesError(`history ${file} (${steps.length} events) does not replay:\n  ${problems.join('\n  ')}`, steps);
+  return steps;
+}

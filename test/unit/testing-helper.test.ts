@@ -1,0 +1,17 @@
+// The regression-test helper users get: an exported history becomes a test in three lines.
+import { test, expect } from 'vitest';
+import { expectHistoryReplays } from '../../src/testing/index.ts';
+
+test('an exported history still replays through the current machine', () => expectHistoryReplays('test/histories/report-completed.json'));
+
+test('it fails, listing the divergence, when the machine no longer understands the history', async () => {
+  await expect(expectHistoryReplays('test/histories/report-completed.json', { against: 'test/fixtures/machines/without-completion.machine.ts' })).rejects.toThrow(
+    /does not replay:\n {2}\S+ @5 ExecutionCompleted: unhandled-event \(recorded: Completed, now: refused\)/,
+  );
+});
+
+test('it checks the final state when asked, and names a missing file', async () => {
+  await expect(expectHistoryReplays('test/histories/report-completed.json', { finalState: 'Completed' })).resolves.toHaveLength(6);
+  await expect(expectHistoryReplays('test/histories/report-completed.json', { finalState: 'Failed' })).rejects.toThrow(/ends in Completed, not Failed/);
+  await expect(expectHistoryReplays('test/histories/missing.json')).rejects.toThrow(/history file test\/histories\/missing.json cannot be read/);
+});
