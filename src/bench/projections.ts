@@ -27,7 +27,7 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
 const round = (n: number) => Number(n.toFixed(2));
 
 /** A complete history: requested → scheduled → running → completed. */
-function completedHistory(workerId: string): NewEvent[] {
+export function completedHistory(workerId: string): NewEvent[] {
   const t = Date.now();
   const meta = (by: string, dt: number) => ({ by, occurredAt: new Date(t + dt).toISOString(), machineVersion: MACHINE_VERSION });
   const worker = `worker:${workerId}`;
@@ -41,7 +41,7 @@ function completedHistory(workerId: string): NewEvent[] {
   ].map((e) => ({ ...e, eventId: randomUUID() }));
 }
 
-async function appendHistories(store: PostgresEventStore, count: number, concurrency = 32): Promise<string[]> {
+export async function appendHistories(store: PostgresEventStore, count: number, concurrency = 32): Promise<string[]> {
   const ids: string[] = [];
   let next = 0;
   await Promise.all(

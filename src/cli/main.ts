@@ -12,6 +12,7 @@ import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
 import { runEndToEndBench, printEndToEndBench } from '../bench/end-to-end.ts';
 import { runProjectionBench, printProjectionBench } from '../bench/projections.ts';
+import { runReplayBench, printReplayBench } from '../bench/replay.ts';
 import { projections, type Projection } from '../../projections/index.ts';
 import { readCheckpoints } from '../readmodel/checkpoints.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
@@ -345,6 +346,18 @@ bench
     await withContext(async (ctx) => {
       const result = await runProjectionBench(ctx, { ...o, progress: (line) => process.stderr.write(`${line}\n`) });
       console.log(o.json ? toJson(result) : printProjectionBench(result));
+    });
+  });
+
+bench
+  .command('replay')
+  .description('how fast `baton replay --all` checks the store: replay every stream against the current and the recorded machines')
+  .addOption(new Option('--executions <n>', 'execution histories (6 events each)').argParser(positiveInt).default(17_000))
+  .option('--json', 'print JSON')
+  .action(async (o: { executions: number; json?: boolean }) => {
+    await withContext(async (ctx) => {
+      const result = await runReplayBench(ctx, { ...o, progress: (line) => process.stderr.write(`${line}\n`) });
+      console.log(o.json ? toJson(result) : printReplayBench(result));
     });
   });
 
