@@ -232,8 +232,10 @@ export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: DevOpt
     `  database  ${redactUrl(env.db.url)}${env.db.embedded ? ` (data in ${env.config.dataDir})` : ''}`,
     `  workers   ${hosts.workers.map((w) => w.workerId).join(', ')} (capacity ${o.capacity} each)`,
     `  GraphQL   ${hosts.api?.url ?? '(off)'}   (GraphiQL: open it in a browser)`,
+    `  timeline  ${hosts.api?.uiUrl ?? '(off)'}   (each execution's events, states and path on the statechart)`,
     `  metrics   ${hosts.health.url}/metrics   health ${hosts.health.url}/healthz`,
     `Try, from another terminal:  npx baton submit core.sleep --input '{"ms":50}' --wait`,
+    `Then:  npx baton replay --all   ·   npx baton inspect <id> --at 2`,
     'Ctrl-C drains and stops.',
   ].join('\n');
 }
