@@ -100,7 +100,7 @@ function printVerdictTail(divergences: readonly StreamVerdict['divergences'][num
 }
 
 function printSummary(s: ReplaySummary, target: ReplayTarget, inFlightOnly: boolean): void {
-  const scope = inFlightOnly ? 'in-flight executions' : 'executions';
+  const scope = `${inFlightOnly ? 'in-flight ' : ''}execution${s.streams === 1 ? '' : 's'}`;
   console.log(`${s.streams.toLocaleString('en')} ${scope} (${s.events.toLocaleString('en')} events${s.skipped ? `, ${s.skipped.toLocaleString('en')} passed over` : ''}) replayed against ${describeTarget(target)} in ${(s.ms / 1000).toFixed(1)} s`);
   printVerdictTail(s.divergences, inFlightOnly ? 'no in-flight execution would break' : 'no divergence', 50);
   if (s.divergentStreams > 0) console.log(`${s.divergentStreams.toLocaleString('en')} execution(s) would break${inFlightOnly ? ': do not deploy this machine while they are in flight' : ''}`);
