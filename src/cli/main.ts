@@ -1,6 +1,6 @@
 // `baton` — the command line.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { validate as isUuid } from 'uuid';
+import { executionId } from './arguments.ts';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
@@ -39,10 +39,6 @@ const positiveInt = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
   return n;
-};
-const executionId = (value: string): string => {
-  if (!isUuid(value)) throw new InvalidArgumentError(`execution id must be a uuid, got "${value}"`);
-  return value;
 };
 
 program

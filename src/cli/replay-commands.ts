@@ -2,7 +2,7 @@
 // (current, recorded or a candidate module) and portable histories. Replaying a file opens
 // no database.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { validate as isUuid } from 'uuid';
+import { executionId } from './arguments.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { BatonError } from '../errors.ts';
 import { countEvents } from '../eventstore/postgres.ts';
@@ -15,10 +15,6 @@ import { withContext } from './context.ts';
 import { fields, table, toJson } from './format.ts';
 import { progressLine } from './progress.ts';
 
-const executionId = (value: string): string => {
-  if (!isUuid(value)) throw new InvalidArgumentError(`execution id must be a uuid, got "${value}"`);
-  return value;
-};
 const revision = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a revision (0, 1, 2, …)');
