@@ -78,6 +78,15 @@ describe('baton replay', () => {
     expect(r.stdout).toMatch(/no divergence/);
   });
 
+  it('--since passes over executions requested earlier', async () => {
+    const r = await baton(['replay', '--all', '--since', new Date(Date.now() + 3_600_000).toISOString()]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^0 executions \(0 events, 7 passed over\)/m);
+    const bad = await baton(['replay', '--all', '--since', 'yesterday']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/must be an ISO time/);
+  });
+
   it('prints each step of one execution, and with a changed machine the divergence with both states, exit 1', async () => {
     const ok = await baton(['replay', completed[0]!]);
     expect(ok.code, ok.stderr).toBe(0);
