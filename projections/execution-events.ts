@@ -1,9 +1,8 @@
 // The `execution_events` projection: the timeline of every execution, one row per event.
 // The fold is a plain mapping; the event id is the key, so a replayed event changes nothing.
 import type pg from 'pg';
-import { EXECUTION_STREAM_PREFIX } from '../schemas/events.ts';
+import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
-import { executionIdOfStream } from './executions.ts';
 import type { BatchResult, Projection } from './projection.ts';
 import { insertRowsIgnoringDuplicates, qualified, snakeCase } from './rows.ts';
 

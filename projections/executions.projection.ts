@@ -2,10 +2,10 @@
 // and their actions' stats. Rows are loaded once per batch and written once, whatever the
 // number of events.
 import type pg from 'pg';
-import { EXECUTION_STREAM_PREFIX } from '../schemas/events.ts';
+import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import { applyRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
-import { executionIdOfStream, foldExecutionRow, type ExecutionRow } from './executions.ts';
+import { foldExecutionRow, type ExecutionRow } from './executions.ts';
 import type { BatchResult, Projection } from './projection.ts';
 import { fromColumns, qualified, snakeCase, upsertRows } from './rows.ts';
 

@@ -11,7 +11,7 @@ import {
   type Owner,
 } from '../actors/execution.machine.ts';
 import type { ErrorInfo, ExecutionEvent, ExecutionEventOf } from '../schemas/events.ts';
-import { EXECUTION_STREAM_PREFIX } from '../schemas/events.ts';
+import { executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 
 type Json = ExecutionContext['input'];
@@ -52,10 +52,6 @@ export interface ExecutionRow {
   abandonReason: string | null;
   refusedEvents: number;
 }
-
-/** The execution id of an `execution-<id>` stream; undefined for any other stream. */
-export const executionIdOfStream = (streamId: string): string | undefined =>
-  streamId.startsWith(EXECUTION_STREAM_PREFIX) ? streamId.slice(EXECUTION_STREAM_PREFIX.length) : undefined;
 
 const canonicalTime = (t: string): string => new Date(t).toISOString();
 const time = (t: string | undefined | null): string | null => (t ? canonicalTime(t) : null);

@@ -171,3 +171,6 @@ export const terminalEventTypes = [
 
 export const executionStreamId = (executionId: string) => `execution-${executionId}`;
 export const EXECUTION_STREAM_PREFIX = 'execution-';
+/** The execution id of an `execution-<id>` stream; undefined for any other stream. */
+export const executionIdOfStream = (streamId: string): string | undefined =>
+  streamId.startsWith(EXECUTION_STREAM_PREFIX) ? streamId.slice(EXECUTION_STREAM_PREFIX.length) : undefined;

@@ -3,7 +3,7 @@
 // report or a regression test and be replayed with no database.
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { EXECUTION_STREAM_PREFIX, type ExecutionEvent } from '../../schemas/events.ts';
+import type { ExecutionEvent } from '../../schemas/events.ts';
 import { BatonError, InvalidEventError, parseOrThrow } from '../errors.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 
@@ -39,14 +39,16 @@ const HistoryDocumentSchema = z.object({
 });
 export type HistoryDocument = z.infer<typeof HistoryDocumentSchema> & { events: HistoryEvent[] };
 
-export const executionIdOfStream = (streamId: string) => streamId.slice(EXECUTION_STREAM_PREFIX.length);
-
 export function fromStored(e: StoredEvent): HistoryEvent {
   return { eventId: e.eventId, revision: Number(e.revision), type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt.toISOString() };
 }
 
-/** The domain event a history event carries; the machine refuses anything out of place. */
-export const asExecutionEvent = (e: HistoryEvent): ExecutionEvent => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent;
+/**
+ * The domain event a stored or history event carries, without re-validating: every event was
+ * validated when it was appended, and re-parsing costs ~3.5 µs an event (350 ms on a
+ * 100,000-event stream). The machine still refuses anything out of place.
+ */
+export const asExecutionEvent = (e: Pick<HistoryEvent, 'type' | 'data' | 'metadata'>): ExecutionEvent => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent;
 
 export function toHistoryDocument(executionId: string, events: readonly HistoryEvent[], exportedAt = new Date()): HistoryDocument {
   return { format: HISTORY_FORMAT, formatVersion: HISTORY_FORMAT_VERSION, executionId, exportedAt: exportedAt.toISOString(), events: [...events] };

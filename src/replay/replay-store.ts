@@ -1,8 +1,8 @@
 // `baton replay --all` / `--in-flight`: replay every execution stream in the store in one pass
 // over readAll, holding an open StreamReplay only for streams that have not finished yet.
-import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
+import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../../schemas/events.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
-import { executionIdOfStream, fromStored } from './history.ts';
+import { fromStored } from './history.ts';
 import { StreamReplay, type Divergence, type ReplayTarget, type StreamVerdict } from './replay.ts';
 
 export interface ReplayStoreOptions {
@@ -60,7 +60,7 @@ export async function replayStore(o: ReplayStoreOptions): Promise<ReplaySummary>
           summary.skipped++;
           continue;
         }
-        replay = new StreamReplay(executionIdOfStream(stored.streamId), o.target);
+        replay = new StreamReplay(executionIdOfStream(stored.streamId)!, o.target);
         open.set(stored.streamId, replay);
       }
       replay.feed(fromStored(stored));
