@@ -4,6 +4,13 @@
 // duplicate ids, unknown actions, missing or self dependencies, cycles (with the path).
 import { z } from 'zod';
 
+/** A workflow's id: a UUID by default, or one the submitter chose (which makes submitting idempotent). */
+export const WorkflowId = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'must start with a letter or digit and contain only letters, digits and . _ : -');
+
 export const StepId = z
   .string()
   .min(1)

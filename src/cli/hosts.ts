@@ -11,6 +11,7 @@ import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
+import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
 import { startHealthServer, type HealthServer } from '../observability/http.ts';
@@ -170,8 +171,24 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
   }
 }
 
-/** The executor with the configured timeouts (BATON_SCHEDULE_TO_START_TIMEOUT, BATON_HEARTBEAT_*). */
+/**
+ * The executor with the configured timeouts (BATON_SCHEDULE_TO_START_TIMEOUT, BATON_HEARTBEAT_*),
+ * and beside it the workflow orchestrator: every executor process runs one (they race safely).
+ */
 export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
+  const executor = startSchedulingExecutor(env, log);
+  const workflows = startOrchestrator({ store: env.store, runtime: env.runtime, log: log.child({ component: 'workflows' }), registry: env.registry });
+  return {
+    ...executor,
+    ready: Promise.all([executor.ready, workflows.ready]).then(() => undefined),
+    async stop() {
+      await workflows.stop();
+      await executor.stop();
+    },
+  };
+}
+
+function startSchedulingExecutor(env: HostEnvironment, log: Logger): Executor {
   const t = env.config.timeouts;
   return startExecutor({
     store: env.store,

@@ -1,0 +1,263 @@
+// Workflows as the CLI and the GraphQL API use them: submit (checked first; a bad definition
+// writes nothing), status (folded from the workflow's stream, with each step's execution), and
+// cancel (a request the orchestrating executors act on). The orchestrator
+// (./orchestrator.ts) does the rest, inside every executor.
+//
+// Which actions are known: the same registry each caller already loads to check a submission's
+// action, i.e. the built-ins plus the module given with `--actions` (`baton api --actions`,
+// `baton workflow submit --actions`, `baton dev --actions`), exactly as the API's
+// submitExecution checks its action. An action only some worker offers through a module the
+// caller did not load is refused: load the same module.
+import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import { isFinal, statusOf } from '../../actors/execution.machine.ts';
+import { failedSteps, startWorkflow, workflowPlan, type WorkflowStatus } from '../../actors/workflow.machine.ts';
+import { workflowStreamId, type StepOutcome } from '../../schemas/workflow-events.ts';
+import { WorkflowDefinition, WorkflowId, checkWorkflow, type WorkflowProblem } from '../../schemas/workflow.ts';
+import type { ErrorInfo } from '../../schemas/events.ts';
+import type { ActionRegistry } from '../actions/registry.ts';
+import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { asWorkflowEvent, decideAll, loadWorkflow, workflowEvent, workflowEventId, type LoadedWorkflow } from './workflow-stream.ts';
+
+/** A definition with problems; nothing was written. `problems` name each field path. */
+export class InvalidWorkflowError extends BatonError {
+  constructor(readonly problems: WorkflowProblem[]) {
+    super(`invalid workflow (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map((p) => `  ${p.path || '(root)'}: ${p.message}`).join('\n')}`);
+  }
+}
+
+/** The workflow id is taken by a workflow with a different definition. */
+export class WorkflowIdConflictError extends BatonError {
+  constructor(readonly workflowId: string) {
+    super(`workflow id "${workflowId}" is already used by a workflow with a different definition`);
+  }
+}
+
+export interface WorkflowServiceDeps {
+  store: EventStore;
+  runtime: ExecutionRuntime;
+  clock?: () => Date;
+}
+
+export interface SubmitWorkflowOptions {
+  /** A caller-chosen id: submitting the same definition again under it returns the first workflow. */
+  id?: string;
+}
+
+export interface SubmitWorkflowResult {
+  workflowId: string;
+  /** False when the id found an earlier, identical submission. */
+  created: boolean;
+  status: WorkflowStatus;
+  steps: number;
+}
+
+/** Every problem of a definition, including step inputs that do not fit their action's schema (when no inputFrom fills them in later). */
+export function workflowProblems(value: unknown, actions: Pick<ActionRegistry, 'get' | 'names'>): { ok: true; definition: WorkflowDefinition } | { ok: false; problems: WorkflowProblem[] } {
+  const checked = checkWorkflow(value, new Set(actions.names()));
+  const parsed = WorkflowDefinition.safeParse(value);
+  const problems: WorkflowProblem[] = checked.ok ? [] : [...checked.problems];
+  if (parsed.success) {
+    parsed.data.steps.forEach((step, i) => {
+      const action = actions.get(step.action);
+      if (!action || step.inputFrom) return; // inputs filled from results are checked by the worker, like any execution's
+      const r = action.input.safeParse(step.input ?? null);
+      if (!r.success) for (const issue of r.error.issues) problems.push({ path: ['steps', i, 'input', ...issue.path].join('.'), message: issue.message });
+    });
+  }
+  return checked.ok && problems.length === 0 ? checked : { ok: false, problems };
+}
+
+/**
+ * Check the definition, then append WorkflowStarted to a new stream. Any problem throws
+ * InvalidWorkflowError listing all of them, and nothing is written. With `id`, the stream
+ * must not exist yet, or must hold the same definition (then `created: false`).
+ */
+export async function submitWorkflow(
+  deps: WorkflowServiceDeps & { actions: Pick<ActionRegistry, 'get' | 'names'> },
+  value: unknown,
+  options: SubmitWorkflowOptions = {},
+): Promise<SubmitWorkflowResult> {
+  const problems: WorkflowProblem[] = [];
+  if (options.id !== undefined) {
+    const id = WorkflowId.safeParse(options.id);
+    if (!id.success) problems.push(...id.error.issues.map((i) => ({ path: 'id', message: i.message })));
+  }
+  const checked = workflowProblems(value, deps.actions);
+  if (!checked.ok) problems.push(...checked.problems);
+  if (problems.length > 0 || !checked.ok) throw new InvalidWorkflowError(problems);
+  const definition = checked.definition;
+  const workflowId = options.id ?? randomUUID();
+  const started = workflowEvent('WorkflowStarted', { definition }, { occurredAt: (deps.clock ?? (() => new Date()))(), correlationId: workflowId });
+  const snapshot = startWorkflow(started);
+  const eventId = workflowEventId(workflowId, 'started');
+  try {
+    const r = await deps.store.append(workflowStreamId(workflowId), [{ eventId, type: started.type, data: started.data, metadata: { ...started.metadata, stateAfter: String(snapshot.value) } }], { expectedRevision: 'no_stream' });
+    if (!r.idempotentReplay) return { workflowId, created: true, status: snapshot.value, steps: definition.steps.length };
+  } catch (err) {
+    if (!(err instanceof WrongExpectedRevisionError)) throw err;
+  }
+  // The id is taken: the same workflow submitted again, or another one.
+  const existing = await loadWorkflow(deps.store, workflowId);
+  const first = asWorkflowEvent(existing.events[0]!);
+  if (first.type !== 'WorkflowStarted' || !isDeepStrictEqual(first.data.definition, definition)) throw new WorkflowIdConflictError(workflowId);
+  return { workflowId, created: false, status: existing.snapshot.value, steps: definition.steps.length };
+}
+
+/** How a step stands: its machine status, with why a pending step will never run and how a finished one ended. */
+export type StepStatus = 'Pending' | 'Scheduled' | 'Completed' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Abandoned' | 'Skipped';
+
+export interface WorkflowStepView {
+  id: string;
+  action: string;
+  dependsOn: string[];
+  status: StepStatus;
+  executionId: string | null;
+  result?: unknown;
+  error?: ErrorInfo;
+}
+
+export interface WorkflowView {
+  workflowId: string;
+  name: string | null;
+  status: WorkflowStatus;
+  onFailure: WorkflowDefinition['onFailure'];
+  revision: bigint;
+  startedAt: string;
+  finishedAt: string | null;
+  cancelReason: string | null;
+  /** Why it failed or was cancelled, from its last event. */
+  reason: string | null;
+  /** Steps whose execution did not complete (WorkflowFailed's list once it failed). */
+  failedSteps: string[];
+  definition: WorkflowDefinition;
+  steps: WorkflowStepView[];
+}
+
+const outcomeStatus: Record<StepOutcome, StepStatus> = { Completed: 'Completed', Failed: 'Failed', Cancelled: 'Cancelled', TimedOut: 'TimedOut', Abandoned: 'Abandoned' };
+
+/** The workflow as its stream says, without reading its executions. */
+export function describeWorkflow(loaded: LoadedWorkflow): WorkflowView {
+  const { snapshot } = loaded;
+  const c = snapshot.context;
+  const skipped = new Set(snapshot.status === 'done' ? c.definition.steps.map((s) => s.id) : workflowPlan(snapshot).skipped);
+  const finishedEvents = new Map<string, { error?: ErrorInfo }>();
+  let reason: string | null = null;
+  let failed: string[] = failedSteps(snapshot);
+  for (const e of loaded.events.map(asWorkflowEvent)) {
+    if (e.type === 'WorkflowStepFinished') finishedEvents.set(e.data.stepId, { ...(e.data.error && { error: e.data.error }) });
+    if (e.type === 'WorkflowFailed') [reason, failed] = [e.data.reason, e.data.failedSteps];
+    if (e.type === 'WorkflowCancelled') reason = e.data.reason;
+  }
+  const steps = c.definition.steps.map((step): WorkflowStepView => {
+    const s = c.steps[step.id]!;
+    const status: StepStatus =
+      s.status === 'pending' ? (skipped.has(step.id) ? 'Skipped' : 'Pending') : s.status === 'scheduled' ? 'Scheduled' : outcomeStatus[s.outcome ?? 'Failed'];
+    const error = finishedEvents.get(step.id)?.error;
+    return {
+      id: step.id,
+      action: step.action,
+      dependsOn: step.dependsOn,
+      status,
+      executionId: s.executionId ?? null,
+      ...(s.result !== undefined && { result: s.result }),
+      ...(error && { error }),
+    };
+  });
+  return {
+    workflowId: loaded.workflowId,
+    name: c.definition.name ?? null,
+    status: snapshot.value,
+    onFailure: c.definition.onFailure,
+    revision: loaded.revision,
+    startedAt: c.startedAt,
+    finishedAt: c.finishedAt ?? null,
+    cancelReason: c.cancelReason ?? null,
+    reason,
+    failedSteps: failed,
+    definition: c.definition,
+    steps,
+  };
+}
+
+export interface StepExecutionView {
+  status: string;
+  attempt: number;
+  maxAttempts: number;
+  workerId: string | null;
+  result?: unknown;
+  error?: ErrorInfo;
+}
+
+export type WorkflowStatusView = Omit<WorkflowView, 'steps'> & { steps: (WorkflowStepView & { execution: StepExecutionView | null })[] };
+
+/** The workflow with each step's execution, folded from the event store (a few at a time). */
+export async function workflowStatus(deps: WorkflowServiceDeps, workflowId: string): Promise<WorkflowStatusView> {
+  const view = describeWorkflow(await loadWorkflow(deps.store, workflowId));
+  const executions = new Map<string, StepExecutionView | null>();
+  const ids = view.steps.flatMap((s) => (s.executionId ? [s.executionId] : []));
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(8, ids.length) }, async () => {
+      while (next < ids.length) {
+        const id = ids[next++]!;
+        try {
+          const { snapshot } = await deps.runtime.load(id);
+          const c = snapshot.context;
+          executions.set(id, {
+            status: statusOf(snapshot),
+            attempt: c.attempt,
+            maxAttempts: c.maxAttempts,
+            workerId: c.workerId,
+            ...(isFinal(snapshot) && c.result !== undefined && { result: c.result }),
+            ...(c.error && { error: c.error }),
+          });
+        } catch (err) {
+          if (!(err instanceof NotFoundError)) throw err;
+          executions.set(id, null);
+        }
+      }
+    }),
+  );
+  return { ...view, steps: view.steps.map((s) => ({ ...s, execution: s.executionId ? (executions.get(s.executionId) ?? null) : null })) };
+}
+
+export interface CancelWorkflowResult {
+  workflowId: string;
+  /** cancel-requested: recorded now; already-requested: someone asked before; too-late: it already ended. */
+  outcome: 'cancel-requested' | 'already-requested' | 'too-late';
+  status: WorkflowStatus;
+  message: string;
+}
+
+/**
+ * Ask for a workflow to be cancelled: appends WorkflowCancelRequested. The orchestrating
+ * executor then starts no more steps, cancels the unfinished ones, and ends the workflow as
+ * Cancelled once none is in flight.
+ */
+export async function cancelWorkflow(deps: WorkflowServiceDeps, workflowId: string, reason: string): Promise<CancelWorkflowResult> {
+  for (let attempt = 1; ; attempt++) {
+    const loaded = await loadWorkflow(deps.store, workflowId);
+    const status = loaded.snapshot.value;
+    if (loaded.snapshot.status === 'done') {
+      return { workflowId, outcome: 'too-late', status, message: `workflow ${workflowId} is already ${status}; there is nothing to cancel` };
+    }
+    if (status === 'Cancelling') {
+      return { workflowId, outcome: 'already-requested', status, message: `workflow ${workflowId} is already being cancelled (${loaded.snapshot.context.cancelReason})` };
+    }
+    const event = workflowEvent('WorkflowCancelRequested', { reason }, { occurredAt: (deps.clock ?? (() => new Date()))(), correlationId: workflowId });
+    const decided = decideAll(workflowId, loaded.snapshot, [{ event, eventId: randomUUID() }]);
+    try {
+      await deps.store.append(workflowStreamId(workflowId), decided.events, { expectedRevision: loaded.revision });
+      const running = decided.snapshot.context.definition.steps.filter((s) => decided.snapshot.context.steps[s.id]!.status === 'scheduled').length;
+      return { workflowId, outcome: 'cancel-requested', status: decided.snapshot.value, message: `workflow ${workflowId}: cancellation requested; ${running} running step(s) will be cancelled` };
+    } catch (err) {
+      // An executor recorded a step (or the end) meanwhile: look again.
+      if (err instanceof WrongExpectedRevisionError && attempt < 10) continue;
+      throw err;
+    }
+  }
+}
+
