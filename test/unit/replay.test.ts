@@ -32,11 +32,11 @@ describe('replay of generated histories', () => {
       }
     }
     expect(events).toBeGreaterThan(50_000); // the walks are long enough to mean something
-  });
+  }, 60_000); // ~7 s on an idle 2-core machine; more while other test files share it
 
   it('a changed machine makes some of the same histories diverge (the check can fail)', () => {
     const random = seededRandom(7);
-    const diverging = Array.from({ length: 500 }, (_, i) => replayHistory(`h${i}`, randomHistory(random, { recordStateAfter: true }), candidate(withoutCompletion))).filter((r) => r.verdict.divergences.length > 0);
+    const diverging = Array.from({ length: 1_000 }, (_, i) => replayHistory(`h${i}`, randomHistory(random, { recordStateAfter: true }), candidate(withoutCompletion))).filter((r) => r.verdict.divergences.length > 0);
     expect(diverging.length).toBeGreaterThan(10);
   });
 });
