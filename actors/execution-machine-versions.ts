@@ -6,24 +6,37 @@
 // express it, as v1 is, as the new machine with the old rule put back) and add a test that a
 // history it wrote still folds.
 import type { AnyStateMachine } from 'xstate';
-import { EXECUTOR, MACHINE_VERSION, executionMachine, type ExecutionContext } from './execution.machine.ts';
+import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionContext } from './execution.machine.ts';
 import type { ExecutionEvent } from '../schemas/events.ts';
 
 /**
+ * Version 2 is version 3 without cancel requests: nobody could record ExecutionCancelRequested,
+ * so a v2 history never holds one and every other rule is the same (the rules that read
+ * `cancelRequested` never fire without one).
+ */
+function mayAppendV2(context: ExecutionContext, event: ExecutionEvent): boolean {
+  return event.type !== 'ExecutionCancelRequested' && mayAppend(context, event);
+}
+
+/**
  * Version 1 is version 2 without the executor's start-to-close timeout: under v1 only the owner
- * could end a run as TimedOut. Everything else is identical, so v1 is v2 with v1's ownership rule.
+ * could end a run as TimedOut.
  */
 function mayAppendV1(context: ExecutionContext, event: ExecutionEvent): boolean {
   if (event.type === 'OwnershipReclaimed') return event.metadata.by === EXECUTOR;
-  return event.metadata.by === context.owner;
+  return event.type !== 'ExecutionCancelRequested' && event.metadata.by === context.owner;
 }
 
 const executionMachineV1 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV1(context, event) },
 });
+const executionMachineV2 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV2(context, event) },
+});
 
 export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
   ['1', executionMachineV1],
+  ['2', executionMachineV2],
   [MACHINE_VERSION, executionMachine],
 ]);
 

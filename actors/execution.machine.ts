@@ -21,8 +21,9 @@ import {
 } from '../schemas/events.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '2';
+export const MACHINE_VERSION = '3';
 // 2: the executor may time out a run whose recorded start-to-close deadline passed.
+// 3: ExecutionCancelRequested: a cancel reaches a worker-held execution without moving the baton.
 
 export const EXECUTOR = 'executor' as const;
 export type Owner = typeof EXECUTOR | `worker:${string}`;
@@ -69,6 +70,8 @@ export interface ExecutionContext {
   /** Every owner in order, without consecutive repeats: the baton's route. */
   owners: Owner[];
   cancelReason?: string;
+  /** The reason of an ExecutionCancelRequested: set once, the execution may only end as Cancelled (or finish first). */
+  cancelRequested?: string;
   timedOutLimit?: TimeoutLimit;
   abandonReason?: string;
 }
@@ -82,10 +85,11 @@ export interface ExecutionContext {
  * exceptions, both because the worker may be dead and cannot be asked: the executor may
  * reclaim from a worker, and it may time out a run whose recorded start-to-close deadline
  * passed (dataProblem checks it names that deadline). Whether there is anything to reclaim
- * or time out is a state question, not an ownership one.
+ * or time out is a state question, not an ownership one. A cancel request is not a move: the
+ * executor records it while a worker holds the baton, and the owner acts on it.
  */
 export function mayAppend(context: ExecutionContext, event: ExecutionEvent): boolean {
-  if (event.type === 'OwnershipReclaimed') return event.metadata.by === EXECUTOR;
+  if (event.type === 'OwnershipReclaimed' || event.type === 'ExecutionCancelRequested') return event.metadata.by === EXECUTOR;
   if (event.type === 'ExecutionTimedOut' && event.metadata.by === EXECUTOR) return true;
   return event.metadata.by === context.owner;
 }
@@ -93,6 +97,9 @@ export function mayAppend(context: ExecutionContext, event: ExecutionEvent): boo
 function notOwnerReason(context: ExecutionContext, event: ExecutionEvent): string {
   if (event.type === 'OwnershipReclaimed') {
     return `only the executor may reclaim ownership, not ${event.metadata.by}`;
+  }
+  if (event.type === 'ExecutionCancelRequested') {
+    return `only the executor records a cancel request, not ${event.metadata.by}`;
   }
   return `${event.metadata.by} is not the owner (owner is ${context.owner})`;
 }
@@ -106,9 +113,16 @@ function contextProblem(context: ExecutionContext, type: ExecutionEventType): st
         : null;
     case 'ExecutionRetryScheduled':
       if (!context.retryPending) return 'ExecutionRetryScheduled needs a pending retry, and none is pending';
+      if (context.cancelRequested !== undefined) return `a cancel was requested (${context.cancelRequested}): ExecutionCancelled must come next, not a retry`;
       return context.attempt >= context.maxAttempts
         ? `the next attempt (${context.attempt + 1}) exceeds maxAttempts ${context.maxAttempts}`
         : null;
+    case 'ExecutionStarted':
+      return context.cancelRequested !== undefined
+        ? `a cancel was requested before the run started (${context.cancelRequested}): the owner must append ExecutionCancelled`
+        : null;
+    case 'ExecutionCancelRequested':
+      return context.cancelRequested !== undefined ? `a cancel was already requested (${context.cancelRequested})` : null;
     default:
       return null;
   }
@@ -268,6 +282,10 @@ export const executionMachine = setup({
       assertEvent(event, 'ExecutionFailed');
       return { error: event.data.error, finishedAt: event.metadata.occurredAt, deadline: null };
     }),
+    requestCancel: assign(({ event }) => {
+      assertEvent(event, 'ExecutionCancelRequested');
+      return { cancelRequested: event.data.reason };
+    }),
     cancel: assign(({ event }) => {
       assertEvent(event, 'ExecutionCancelled');
       return { cancelReason: event.data.reason, finishedAt: event.metadata.occurredAt, deadline: null };
@@ -308,6 +326,7 @@ export const executionMachine = setup({
     Scheduled: {
       on: {
         ExecutionStarted: { guard: and(['mayAppend', 'fits']), target: 'Running', actions: ['touch', 'start'] },
+        ExecutionCancelRequested: { guard: and(['mayAppend', 'fits']), actions: ['touch', 'requestCancel'] },
         ExecutionCancelled: { guard: 'mayAppend', target: 'Cancelled', actions: ['touch', 'cancel'] },
         OwnershipReleased: { guard: 'mayAppend', target: 'Requested', actions: ['touch', 'giveBack'] },
         OwnershipReclaimed: { guard: and(['mayAppend', 'fits']), target: 'Requested', actions: ['touch', 'giveBack'] },
@@ -322,6 +341,7 @@ export const executionMachine = setup({
           { guard: 'mayAppend', target: 'Failed', actions: ['touch', 'fail'] },
         ],
         ExecutionCancelled: { guard: 'mayAppend', target: 'Cancelled', actions: ['touch', 'cancel'] },
+        ExecutionCancelRequested: { guard: and(['mayAppend', 'fits']), actions: ['touch', 'requestCancel'] },
         ExecutionTimedOut: { guard: and(['mayAppend', 'fits']), target: 'TimedOut', actions: ['touch', 'timeOut'] },
         OwnershipReleased: { guard: 'mayAppend', target: 'Requested', actions: ['touch', 'giveBack'] },
         OwnershipReclaimed: {

@@ -18,7 +18,7 @@ const sampleExecution: Record<keyof ExecutionRow, true> = {
   attempt: true, maxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
   lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
-  runMs: true, totalMs: true, owners: true, cancelReason: true, timedOutLimit: true, abandonReason: true,
+  runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
   refusedEvents: true,
 };
 const EXECUTION_COLUMNS = Object.keys(sampleExecution).map(snakeCase);
@@ -36,7 +36,8 @@ export async function loadExecutionRows(client: pg.ClientBase, schema: string, i
 export const executionsProjection: Projection = {
   name: 'executions',
   // 2: stall_timeout_ms, and the index of running executions by last progress.
-  version: 2,
+  // 3: cancel_requested (ExecutionCancelRequested, machine version 3).
+  version: 3,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

@@ -40,6 +40,8 @@ CREATE TABLE executions (
   -- Every owner in order: the baton's route.
   owners           text[] NOT NULL,
   cancel_reason    text,
+  -- An ExecutionCancelRequested's reason: the worker holding it was asked to stop.
+  cancel_requested text,
   timed_out_limit  text,
   abandon_reason   text,
   -- Stored events the machine refused (corruption or an incompatible machine change); 0 normally.

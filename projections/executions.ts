@@ -48,6 +48,7 @@ export interface ExecutionRow {
   totalMs: number | null;
   owners: string[];
   cancelReason: string | null;
+  cancelRequested: string | null;
   timedOutLimit: string | null;
   abandonReason: string | null;
   refusedEvents: number;
@@ -94,6 +95,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     totalMs: between(requestedAt, finishedAt),
     owners: [...c.owners],
     cancelReason: c.cancelReason ?? null,
+    cancelRequested: c.cancelRequested ?? null,
     timedOutLimit: c.timedOutLimit ?? null,
     abandonReason: c.abandonReason ?? null,
     refusedEvents,
@@ -129,6 +131,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     updatedAt: row.updatedAt,
     owners: row.owners as Owner[],
     ...optional('cancelReason', row.cancelReason),
+    ...optional('cancelRequested', row.cancelRequested),
     ...optional('timedOutLimit', row.timedOutLimit as ExecutionContext['timedOutLimit'] | null),
     ...optional('abandonReason', row.abandonReason),
   };

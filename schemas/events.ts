@@ -102,6 +102,17 @@ export const ExecutionCancelled = event(
   z.object({ reason: z.string().min(1) }),
   ActorRef,
 );
+/**
+ * Someone asked to cancel an execution a worker holds. Not a transition: the owner stays the
+ * owner; the executor rings the worker, whose run is aborted and which appends
+ * ExecutionCancelled. If the baton comes back to the executor instead (the worker was lost or
+ * released it), the executor ends it as Cancelled rather than retrying.
+ */
+export const ExecutionCancelRequested = event(
+  'ExecutionCancelRequested',
+  z.object({ reason: z.string().min(1).max(1_000) }),
+  ExecutorRef,
+);
 export const ExecutionTimedOut = event(
   'ExecutionTimedOut',
   z.object({
@@ -149,6 +160,7 @@ export const ExecutionEvent = z.discriminatedUnion('type', [
   ExecutionCompleted,
   ExecutionFailed,
   ExecutionCancelled,
+  ExecutionCancelRequested,
   ExecutionTimedOut,
   OwnershipReclaimed,
   OwnershipReleased,

@@ -1,9 +1,9 @@
-// Mutations: the only writes the API makes, both through the event-sourced runtime. Input is
+// Mutations: the only writes the API makes, all through the event-sourced runtime. Input is
 // checked against the action's own schema before anything is appended, so a bad submission
 // never becomes history.
-import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { statusOf } from '../../actors/execution.machine.ts';
 import { validateInput } from '../actions/registry.ts';
-import { RejectedCommandError } from '../errors.ts';
+import { cancelExecution as cancel } from '../runtime/cancel.ts';
 import { intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput } from './errors.ts';
@@ -42,36 +42,17 @@ async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
   return { executionId: r.executionId, created: r.created, status: statusOf(r.snapshot) };
 }
 
-/** Why the API cannot cancel this execution now, or undefined when it can. */
-function whyNotCancellable(id: string, snapshot: ExecutionSnapshot): ApiError | undefined {
-  const status = statusOf(snapshot);
-  if (isFinal(snapshot)) return new ApiError('CONFLICT', `execution ${id} is already ${status}; there is nothing to cancel`);
-  const { owner, workerId } = snapshot.context;
-  if (owner !== 'executor') {
-    return new ApiError(
-      'CONFLICT',
-      `execution ${id} is held by worker ${workerId ?? owner.replace(/^worker:/, '')} in state ${status} and cannot be cancelled from the API yet ` +
-        '(only before its handoff to a worker, in Requested or Scheduling)',
-    );
-  }
-  return undefined;
-}
-
+/**
+ * Works in every state: cancelled at once while the executor holds it, a cancel request to the
+ * worker once one does (the result says which). A finished execution is a CONFLICT naming its state.
+ */
 async function cancelExecution(_: unknown, a: { id: string; reason?: string | null }, ctx: ApiContext) {
   const id = uuidArg(a.id, 'id');
   const reason = a.reason == null ? DEFAULT_CANCEL_REASON : textArg(a.reason, 'reason', MAX_REASON_LENGTH);
-  const loaded = await ctx.runtime.load(id); // NotFoundError → NOT_FOUND
-  const refusal = whyNotCancellable(id, loaded.snapshot);
-  if (refusal) throw refusal;
-  try {
-    const r = await ctx.runtime.dispatch(id, { type: 'ExecutionCancelled', by: 'executor', data: { reason } }, { known: loaded });
-    ctx.log.info({ executionId: id }, 'execution cancelled');
-    return { executionId: id, status: statusOf(r.snapshot) };
-  } catch (err) {
-    // Handed off or finished between our read and the append: say so in the same words.
-    if (err instanceof RejectedCommandError) throw whyNotCancellable(id, (await ctx.runtime.load(id)).snapshot) ?? err;
-    throw err;
-  }
+  const r = await cancel(ctx.runtime, id, reason); // NotFoundError → NOT_FOUND
+  if (r.outcome === 'too-late') throw new ApiError('CONFLICT', r.message);
+  ctx.log.info({ executionId: id, outcome: r.outcome }, r.message);
+  return { executionId: id, status: r.status, outcome: r.outcome.toUpperCase().replace('-', '_'), message: r.message };
 }
 
 export const mutationResolvers = { submitExecution, cancelExecution };

@@ -22,6 +22,7 @@ import { progressLine } from './progress.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
+import { registerCancelCommand } from './cancel-command.ts';
 import { countEvents } from '../eventstore/postgres.ts';
 
 const program = new Command('baton')
@@ -106,6 +107,7 @@ program
           ['started', c.startedAt],
           ['finished', c.finishedAt],
           ['deadline', c.deadline],
+          ['cancel requested', c.cancelRequested],
           ['result', c.result === undefined ? undefined : JSON.stringify(c.result)],
           ['error', c.error ? c.error.message : undefined],
         ]),
@@ -360,6 +362,7 @@ bench
 registerVerifyCommand(program);
 registerDlqCommand(program);
 registerReplayCommands(program);
+registerCancelCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -7,7 +7,7 @@ import { gql, handOff, useApi } from './api-harness.ts';
 const api = useApi();
 const SUBMIT = `mutation($action: String!, $input: JSON, $key: String, $maxAttempts: Int, $priority: Int) {
   submitExecution(action: $action, input: $input, idempotencyKey: $key, maxAttempts: $maxAttempts, priority: $priority) { executionId created status } }`;
-const CANCEL = `mutation($id: ID!, $reason: String) { cancelExecution(id: $id, reason: $reason) { executionId status } }`;
+const CANCEL = `mutation($id: ID!, $reason: String) { cancelExecution(id: $id, reason: $reason) { executionId status outcome message } }`;
 const submit = (variables: Record<string, unknown>) => gql(api().url, SUBMIT, variables);
 const streamLength = async (id: string) => (await api().store.readStream(executionStreamId(id))).length;
 
@@ -67,7 +67,7 @@ describe('cancelExecution', () => {
     const requested = await submitted();
     const r = await gql(api().url, CANCEL, { id: requested, reason: 'changed my mind' });
     expect(r.errors).toBeUndefined();
-    expect(r.data!.cancelExecution).toEqual({ executionId: requested, status: 'Cancelled' });
+    expect(r.data!.cancelExecution).toEqual({ executionId: requested, status: 'Cancelled', outcome: 'CANCELLED', message: `execution ${requested} cancelled before any worker ran it` });
     const events = await api().store.readStream(executionStreamId(requested));
     expect(events.at(-1)).toMatchObject({ type: 'ExecutionCancelled', data: { reason: 'changed my mind' }, metadata: { by: 'executor' } });
 
@@ -77,25 +77,27 @@ describe('cancelExecution', () => {
     expect(s.data!.cancelExecution.status).toBe('Cancelled');
   });
 
-  it('refuses after the handoff, saying which worker holds it in which state', async () => {
+  it('after the handoff, records a cancel request for the worker that holds it, once', async () => {
     const id = await submitted();
     await handOff(api().runtime, id, 'w7');
-    const r = await gql(api().url, CANCEL, { id });
-    expect(r.data).toBeNull();
-    expect(r.errors![0]!.message).toBe(
-      `execution ${id} is held by worker w7 in state Scheduled and cannot be cancelled from the API yet (only before its handoff to a worker, in Requested or Scheduling)`,
-    );
-    expect(r.errors![0]!.extensions!.code).toBe('CONFLICT');
     await api().runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w7' });
-    expect((await gql(api().url, CANCEL, { id })).errors![0]!.message).toMatch(/held by worker w7 in state Running/);
-    expect(await streamLength(id)).toBe(4);
+    const r = await gql(api().url, CANCEL, { id, reason: 'stop it' });
+    expect(r.errors).toBeUndefined();
+    expect(r.data!.cancelExecution).toMatchObject({ executionId: id, status: 'Running', outcome: 'CANCEL_REQUESTED' });
+    expect(r.data!.cancelExecution.message).toMatch(/is Running on worker w7: cancel requested/);
+    const events = await api().store.readStream(executionStreamId(id));
+    expect(events.at(-1)).toMatchObject({ type: 'ExecutionCancelRequested', data: { reason: 'stop it' }, metadata: { by: 'executor' } });
+    const again = await gql(api().url, CANCEL, { id });
+    expect(again.data!.cancelExecution).toMatchObject({ status: 'Running', outcome: 'ALREADY_REQUESTED' });
+    expect(again.data!.cancelExecution.message).toMatch(/already requested \(stop it\); worker w7 is ending it/);
+    expect(await streamLength(id)).toBe(5);
   });
 
   it('refuses a final execution and an unknown one clearly', async () => {
     const id = await submitted();
     await gql(api().url, CANCEL, { id });
     const again = await gql(api().url, CANCEL, { id });
-    expect(again.errors![0]!.message).toBe(`execution ${id} is already Cancelled; there is nothing to cancel`);
+    expect(again.errors![0]!.message).toBe(`execution ${id} is already Cancelled`);
     expect(again.errors![0]!.extensions!.code).toBe('CONFLICT');
     const unknown = randomUUID();
     const nf = await gql(api().url, CANCEL, { id: unknown });

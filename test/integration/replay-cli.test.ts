@@ -2,20 +2,17 @@
 // database. The compatibility gate flags exactly the in-flight executions a candidate machine
 // would strand; a history exported here replays in a process with no database; a what-if fork
 // leaves every table byte-for-byte unchanged.
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { timeline } from '../../src/replay/inspect.ts';
+import { runBaton, type CliResult } from '../support/cli.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { useTestDatabase } from '../support/test-db.ts';
 
-const run = promisify(execFile);
-const BIN = path.resolve('bin/baton.js');
 const CANDIDATE = 'test/fixtures/machines/without-completion.machine.ts';
 
 const db = useTestDatabase();
@@ -24,25 +21,9 @@ const completed: string[] = [];
 const running: string[] = [];
 let requested: string;
 
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** Run `baton …` to the end; env replaces the database settings (none at all when null). */
-async function baton(args: string[], o: { env?: Record<string, string> | null; cwd?: string } = {}): Promise<CliResult> {
-  const { BATON_DATABASE_URL: _url, ...rest } = process.env;
-  const env = o.env === null ? { ...rest, BATON_LOG_LEVEL: 'warn' } : { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url, ...o.env };
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env, cwd: o.cwd ?? process.cwd(), timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    if (typeof e.code !== 'number') throw err;
-    return { code: e.code, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
+const baton = (args: string[], o: { env?: Record<string, string> | null; cwd?: string } = {}): Promise<CliResult> =>
+  runBaton(args, { databaseUrl: o.env === null ? null : db().url, ...(o.env && { env: o.env }), ...(o.cwd && { cwd: o.cwd }) });
 
 const deadline = () => new Date(Date.now() + 600_000).toISOString();
 async function startRun(workerId: string): Promise<string> {

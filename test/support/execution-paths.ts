@@ -70,6 +70,7 @@ export const ev = {
   /** `by` is 'executor' or a bare worker id. */
   cancelled: (by: string, reason = 'user asked', o: At = {}) =>
     build('ExecutionCancelled', { reason }, by === 'executor' ? by : worker(by), o.at ?? at(5)),
+  cancelRequested: (reason = 'user asked', o: At = {}) => build('ExecutionCancelRequested', { reason }, 'executor', o.at ?? at(4)),
   timedOut: (workerId: string, limit: 'start-to-close' | 'heartbeat' | 'stall' = 'start-to-close', o: At = {}) =>
     build('ExecutionTimedOut', { limit, deadline: at(303) }, worker(workerId), o.at ?? at(5)),
   reclaimed: (
@@ -130,6 +131,7 @@ export function pathAlphabet(): ExecutionEvent[] {
       ...attempts.map((n) => ev.reclaimed(w, n)),
     ]),
     ev.cancelled('executor'),
+    ev.cancelRequested(),
     ev.retryScheduled(2),
     ev.retryScheduled(3),
     ev.abandoned(),

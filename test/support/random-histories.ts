@@ -4,7 +4,7 @@
 // that end the execution are picked only one time in ten, so walks go through retries and
 // reclaims instead of mostly stopping at the first cancel.
 import { transition } from 'xstate';
-import { executionMachine, startExecution, statusOf } from '../../actors/execution.machine.ts';
+import { MACHINE_VERSION, executionMachine, startExecution, statusOf } from '../../actors/execution.machine.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import type { HistoryEvent } from '../../src/replay/history.ts';
 import { at, ev, PATH_MAX_ATTEMPTS, pathAlphabet, withBy } from './execution-paths.ts';
@@ -36,7 +36,7 @@ export interface RandomHistoryOptions {
 
 const ENDING = new Set<string>(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCancelled', 'ExecutionTimedOut', 'ExecutionAbandoned']);
 
-/** One random valid history as a stored stream would hold it (machine version 2). */
+/** One random valid history as a stored stream would hold it (the current machine version). */
 export function randomHistory(random: () => number, o: RandomHistoryOptions): HistoryEvent[] {
   const byType = new Map<string, ExecutionEvent[]>();
   for (const e of alphabet()) byType.set(e.type, [...(byType.get(e.type) ?? []), e]);
@@ -60,7 +60,7 @@ export function randomHistory(random: () => number, o: RandomHistoryOptions): Hi
     revision,
     type: event.type,
     data: event.data,
-    metadata: { ...event.metadata, machineVersion: '2', ...(o.recordStateAfter && { stateAfter: state }) },
+    metadata: { ...event.metadata, machineVersion: MACHINE_VERSION, ...(o.recordStateAfter && { stateAfter: state }) },
     recordedAt: event.metadata.occurredAt ?? at(0),
   }));
 }

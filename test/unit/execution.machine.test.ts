@@ -121,7 +121,7 @@ describe('start', () => {
   });
 
   it('exports the machine version appenders record', () => {
-    expect(MACHINE_VERSION).toBe('2');
+    expect(MACHINE_VERSION).toBe('3');
     expect([...finalStatuses].sort()).toEqual(['Abandoned', 'Cancelled', 'Completed', 'Failed', 'TimedOut']);
   });
 });
@@ -545,7 +545,9 @@ describe('allowedEventTypes', () => {
     ['Requested', requested, ['SchedulingStarted', 'ExecutionCancelled', 'ExecutionAbandoned']],
     ['Requested, retry pending', retryPending, ['ExecutionRetryScheduled', 'ExecutionCancelled', 'ExecutionAbandoned']],
     ['Scheduling', scheduling, ['ExecutionHandedOff', 'ExecutionCancelled']],
-    ['Scheduled', scheduled, ['ExecutionStarted', 'ExecutionCancelled', 'OwnershipReleased', 'OwnershipReclaimed']],
+    ['Scheduled', scheduled, ['ExecutionStarted', 'ExecutionCancelled', 'ExecutionCancelRequested', 'OwnershipReleased', 'OwnershipReclaimed']],
+    ['Scheduled, cancel requested', () => [...scheduled(), ev.cancelRequested()], ['ExecutionCancelled', 'OwnershipReleased', 'OwnershipReclaimed']],
+    ['Requested, retry pending after a cancel request', () => [...running(), ev.cancelRequested(), ev.reclaimed('a', 1, 'worker-lost')], ['ExecutionCancelled', 'ExecutionAbandoned']],
     [
       'Running',
       running,
@@ -554,6 +556,7 @@ describe('allowedEventTypes', () => {
         'ExecutionCompleted',
         'ExecutionFailed',
         'ExecutionCancelled',
+        'ExecutionCancelRequested',
         'ExecutionTimedOut',
         'OwnershipReleased',
         'OwnershipReclaimed',
@@ -561,5 +564,45 @@ describe('allowedEventTypes', () => {
     ],
   ])('%s', (_, history, expected) => {
     expect(allowedEventTypes(foldExecution(history())).sort()).toEqual([...expected].sort());
+  });
+});
+
+describe('cancel requests (machine version 3)', () => {
+  it('the executor records one while a worker holds the baton; the owner does not change', () => {
+    for (const history of [scheduled, running]) {
+      const before = foldExecution(history());
+      const s = accept(before, ev.cancelRequested('user asked'));
+      expect(statusOf(s)).toBe(statusOf(before));
+      expect(s.context.owner).toBe('worker:a');
+      expect(s.context.cancelRequested).toBe('user asked');
+    }
+  });
+
+  it('only the executor records one, once, and only while a worker holds the baton', () => {
+    expectRefused(foldExecution(running()), withBy(ev.cancelRequested(), 'worker:a'), 'NotOwner', 'only the executor records a cancel request, not worker:a');
+    expectRefused(foldExecution([...running(), ev.cancelRequested('first')]), ev.cancelRequested('second'), 'InvalidTransition', 'a cancel was already requested (first)');
+    expectRefused(foldExecution(requested()), ev.cancelRequested(), 'InvalidTransition', 'ExecutionCancelRequested is not allowed in state Requested');
+    expectRefused(foldExecution([...running(), ev.completed('a')]), ev.cancelRequested(), 'AlreadyFinal');
+  });
+
+  it('a handoff with a cancel request may not start; its worker cancels it', () => {
+    const s = foldExecution([...scheduled(), ev.cancelRequested('stop')]);
+    expectRefused(s, ev.started('a', 1), 'InvalidTransition', 'a cancel was requested before the run started (stop): the owner must append ExecutionCancelled');
+    expect(statusOf(accept(s, ev.cancelled('a', 'stop')))).toBe('Cancelled');
+  });
+
+  it('a run that finishes first still finishes', () => {
+    expect(statusOf(accept(foldExecution([...running(), ev.cancelRequested()]), ev.completed('a')))).toBe('Completed');
+  });
+
+  it('a baton that comes back after a cancel request is not retried: the executor cancels it', () => {
+    for (const back of [ev.reclaimed('a', 1, 'worker-lost'), ev.released('a'), ev.failed('a', true)]) {
+      const s = foldExecution([...running(), ev.cancelRequested('stop'), back]);
+      expect(s.context.owner).toBe('executor');
+      expectRefused(s, ev.retryScheduled(2), 'InvalidTransition', 'a cancel was requested (stop): ExecutionCancelled must come next, not a retry');
+      const done = accept(s, ev.cancelled('executor', 'stop'));
+      expect(statusOf(done)).toBe('Cancelled');
+      expect(done.context.cancelReason).toBe('stop');
+    }
   });
 });

@@ -19,7 +19,7 @@ const paths = generateExecutionPaths();
 
 /** One event of `type` that fits `context` as well as it can: right sender, attempt and worker. */
 function representative(type: ExecutionEventType, context: ExecutionContext): ExecutionEvent {
-  const by = type === 'OwnershipReclaimed' ? 'executor' : context.owner;
+  const by = type === 'OwnershipReclaimed' || type === 'ExecutionCancelRequested' ? 'executor' : context.owner;
   const metadata = { by, occurredAt: at(100) };
   const workerId = context.workerId ?? 'a';
   const data = {
@@ -31,6 +31,7 @@ function representative(type: ExecutionEventType, context: ExecutionContext): Ex
     ExecutionCompleted: { result: 1 },
     ExecutionFailed: { error: { message: 'x' }, retryable: true },
     ExecutionCancelled: { reason: 'x' },
+    ExecutionCancelRequested: { reason: 'x' },
     ExecutionTimedOut: { limit: 'stall', deadline: at(100) },
     OwnershipReclaimed: { reason: 'manual', workerId, attempt: context.attempt },
     OwnershipReleased: { reason: 'x' },
