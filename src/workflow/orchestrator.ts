@@ -30,7 +30,7 @@ import { stepInput, type WorkflowStep } from '../../schemas/workflow.ts';
 import { DuplicateEventIdError, IdempotencyKeyConflictError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
 import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime, LoadedExecution } from '../runtime/execution-runtime.ts';
-import { cancelExecution } from './cancel-stub.ts';
+import { cancelExecution } from '../runtime/cancel.ts';
 import { asWorkflowEvent, decideAll, loadWorkflow, workflowEvent, workflowEventId } from './workflow-stream.ts';
 
 export interface OrchestratorOptions {
