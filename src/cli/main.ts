@@ -23,6 +23,7 @@ import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
 import { registerCancelCommand } from './cancel-command.ts';
+import { registerWorkflowCommands } from './workflow-commands.ts';
 import { countEvents } from '../eventstore/postgres.ts';
 
 const program = new Command('baton')
@@ -363,6 +364,7 @@ registerVerifyCommand(program);
 registerDlqCommand(program);
 registerReplayCommands(program);
 registerCancelCommand(program);
+registerWorkflowCommands(program);
 
 try {
   await program.parseAsync(process.argv);

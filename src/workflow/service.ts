@@ -17,7 +17,7 @@ import { WorkflowDefinition, WorkflowId, checkWorkflow, type WorkflowProblem } f
 import type { ErrorInfo } from '../../schemas/events.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
-import type { EventStore } from '../eventstore/event-store.ts';
+import { START, type EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { asWorkflowEvent, decideAll, loadWorkflow, workflowEvent, workflowEventId, type LoadedWorkflow } from './workflow-stream.ts';
 
@@ -261,3 +261,24 @@ export async function cancelWorkflow(deps: WorkflowServiceDeps, workflowId: stri
   }
 }
 
+
+/** The workflow once it has ended (by following its stream, no polling), or undefined after `timeoutMs`. */
+export async function waitForWorkflowEnd(store: EventStore, workflowId: string, timeoutMs?: number): Promise<LoadedWorkflow | undefined> {
+  const ac = new AbortController();
+  const timer = timeoutMs ? setTimeout(() => ac.abort(), timeoutMs) : undefined;
+  const streamId = workflowStreamId(workflowId);
+  try {
+    let current = await loadWorkflow(store, workflowId);
+    if (current.snapshot.status === 'done') return current;
+    // A caller-given id may be a prefix of another's: look at this stream's events only.
+    for await (const event of store.subscribe({ after: START, streamPrefixes: [streamId], signal: ac.signal })) {
+      if (event.streamId !== streamId || event.revision <= current.revision) continue;
+      current = await loadWorkflow(store, workflowId);
+      if (current.snapshot.status === 'done') return current;
+    }
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+    ac.abort();
+  }
+}
