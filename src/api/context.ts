@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import type { Role } from './auth.ts';
@@ -13,6 +14,8 @@ export interface ApiContext {
   loaders: Loaders;
   pool: pg.Pool;
   runtime: ExecutionRuntime;
+  /** For workflows, folded from their streams; absent when the server was started without one. */
+  store: EventStore | undefined;
   actions: ActionRegistry;
   updates: ExecutionUpdates;
   /** For the dead letters; absent when the server was started without one. */

@@ -13,6 +13,7 @@ import {
   NotFoundError,
   RejectedCommandError,
 } from '../errors.ts';
+import { WorkflowIdConflictError } from '../workflow/service.ts';
 
 export type ApiErrorCode =
   | 'BAD_USER_INPUT'
@@ -38,6 +39,8 @@ export class ApiError extends BatonError {
     message: string,
     /** The argument at fault (`first`, `after`, `input.ms`), also in extensions.argument. */
     readonly argument?: string,
+    /** More for extensions (a workflow's `problems`, each with its path). */
+    readonly extra: Record<string, unknown> = {},
   ) {
     super(message);
   }
@@ -75,7 +78,7 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 
 /** Baton's typed error → code and client-safe message; undefined for errors that must be masked. */
 export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
-  if (err instanceof ApiError) return { code: err.code, message: err.message, extra: err.argument ? { argument: err.argument } : {} };
+  if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
   if (err instanceof InvalidActionInputError) {
     return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', issues: err.issues } };
   }
@@ -83,6 +86,7 @@ export function describeApiError(err: unknown): { code: ApiErrorCode; message: s
   if (err instanceof IdempotencyKeyConflictError) {
     return { code: 'IDEMPOTENCY_CONFLICT', message: err.message, extra: { argument: 'idempotencyKey', executionId: err.executionId } };
   }
+  if (err instanceof WorkflowIdConflictError) return { code: 'IDEMPOTENCY_CONFLICT', message: err.message, extra: { argument: 'id', workflowId: err.workflowId } };
   if (err instanceof NotFoundError) return { code: 'NOT_FOUND', message: err.message, extra: {} };
   if (err instanceof RejectedCommandError) return { code: 'CONFLICT', message: err.message, extra: { state: err.state } };
   return undefined;

@@ -7,6 +7,7 @@ import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
 import { historyResolvers } from './history.ts';
+import { workflowResolvers } from './workflows.ts';
 import { mutationResolvers } from './mutations.ts';
 import { HELD_STATUSES, listActionStats, listExecutions, listWorkers, type ExecutionFilter } from './read-model-queries.ts';
 import { DateTimeScalar, JsonScalar, LongScalar } from './scalars.ts';
@@ -55,6 +56,7 @@ export const resolvers = {
 
     ...deadLetterResolvers.Query,
     ...historyResolvers.Query,
+    ...workflowResolvers.Query,
   },
 
   Execution: {
@@ -77,7 +79,10 @@ export const resolvers = {
 
   DeadLetter: deadLetterResolvers.DeadLetter,
 
-  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation },
+  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation, ...workflowResolvers.Mutation },
+
+  Workflow: workflowResolvers.Workflow,
+  WorkflowStep: workflowResolvers.WorkflowStep,
 
   Subscription: {
     executionUpdated: {

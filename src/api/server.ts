@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { DEFAULT_API_HOST, DEFAULT_API_PORT } from '../config.ts';
 import { staleAfterMs } from '../liveness/liveness-store.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { checkExposure, createApiAuth, useTokenAuth } from './auth.ts';
@@ -59,6 +60,8 @@ export interface ApiServerOptions {
   staleAfterMs?: number;
   /** Default 64 KiB; larger bodies get 413. */
   bodyLimitBytes?: number;
+  /** The event store, for workflows (folded from their streams); without it they answer NOT_CONFIGURED. Not closed by close(). */
+  store?: EventStore;
   /** The work transport, for deadLetters and retryDeadLetter; without it they answer NOT_CONFIGURED. Not closed by close(). */
   transport?: WorkTransport;
 }
@@ -96,6 +99,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       loaders: createLoaders(o.pool),
       pool: o.pool,
       runtime: o.runtime,
+      store: o.store,
       actions: o.actions,
       updates,
       transport: o.transport,

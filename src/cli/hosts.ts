@@ -232,6 +232,7 @@ export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: n
   return startApiServer({
     pool: env.db.pool,
     runtime: env.runtime,
+    store: env.store,
     actions,
     log: env.log,
     host: env.config.apiHost,

@@ -82,7 +82,7 @@ export function useApi(
     const store = createPostgresEventStore(db.pool);
     const runtime = createExecutionRuntime(store);
     const transport = harness.transport && createPostgresWorkTransport(db.pool, harness.transport);
-    const server = await startApiServer({ pool: db.pool, runtime, actions, log, port: 0, ...options, ...(transport && { transport }) });
+    const server = await startApiServer({ pool: db.pool, runtime, store, actions, log, port: 0, ...options, ...(transport && { transport }) });
     fixture = { db, store, runtime, server, url: server.url, transport, catchUp: () => catchUpFully(db.pool, store) };
   });
   afterAll(async () => {
