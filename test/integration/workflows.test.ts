@@ -142,8 +142,11 @@ describe('workflows on a real executor and worker', () => {
       onFailure: 'fail-fast',
       steps: [
         { id: 'start', action: 'core.echo', input: { go: true } },
-        { id: 'bad', action: 'core.fail', dependsOn: ['start'], input: { message: 'boom', retryable: false } },
+        // `bad` fails only after `slow` had time to start, so the cancel finds it running.
+        { id: 'pause', action: 'core.sleep', dependsOn: ['start'], input: { ms: 500 } },
+        { id: 'bad', action: 'core.fail', dependsOn: ['pause'], input: { message: 'boom', retryable: false } },
         { id: 'waiting', action: 'test.unserved', dependsOn: ['start'] },
+        { id: 'slow', action: 'core.sleep', dependsOn: ['start'], input: { ms: 1_500 } },
         { id: 'after-bad', action: 'core.echo', dependsOn: ['bad'] },
         { id: 'after-waiting', action: 'core.echo', dependsOn: ['waiting'] },
       ],
@@ -156,9 +159,12 @@ describe('workflows on a real executor and worker', () => {
     expect(byId['start']!.status).toBe('Completed');
     expect(byId['bad']).toMatchObject({ status: 'Failed', error: { message: 'boom' }, execution: { status: 'Failed' } });
     expect(byId['waiting']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
+    // `slow` was running: its worker was asked to stop (until workers honour that, it may complete).
+    expect((await c.store.readStream(executionStreamId(byId['slow']!.executionId!))).map((e) => e.type)).toContain('ExecutionCancelRequested');
+    expect(['Cancelled', 'Completed']).toContain(byId['slow']!.status);
     expect(byId['after-bad']).toMatchObject({ status: 'Skipped', executionId: null });
     expect(byId['after-waiting']).toMatchObject({ status: 'Skipped', executionId: null });
-    expect([...(await executionsOf(workflowId)).keys()].sort()).toEqual(['bad', 'start', 'waiting']);
+    expect([...(await executionsOf(workflowId)).keys()].sort()).toEqual(['bad', 'pause', 'slow', 'start', 'waiting']);
   });
 
   it('continue: independent branches complete; only what depends on the failure is skipped', async () => {
@@ -206,7 +212,9 @@ describe('workflows on a real executor and worker', () => {
     const status = await workflowStatus(deps(), workflowId);
     const byId = Object.fromEntries(status.steps.map((s) => [s.id, s]));
     expect(byId['waiting']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
-    // TODO(main's cancelExecution): post-handoff cancellation; until it is merged `slow` runs to the end.
+    // `slow` was running on the worker: its worker was asked to stop. Until workers honour
+    // ExecutionCancelRequested (being built on main) it may still complete.
+    expect((await c.store.readStream(executionStreamId(byId['slow']!.executionId!))).map((e) => e.type)).toContain('ExecutionCancelRequested');
     expect(['Cancelled', 'Completed']).toContain(byId['slow']!.status);
     expect(byId['later']).toMatchObject({ status: 'Skipped', executionId: null });
     expect(await cancelWorkflow(deps(), workflowId, 'too late')).toMatchObject({ outcome: 'too-late', status: 'Cancelled', message: expect.stringMatching(/already Cancelled/) });
