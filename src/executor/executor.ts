@@ -225,7 +225,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
       // The action's own budget, when its workers advertise one, caps the submission's.
       const maxAttempts = Math.min(d.maxAttempts, index.policyOf(d.action)?.retry?.maxAttempts ?? Infinity);
       try {
-        if (d.attempt < maxAttempts) {
+        if (d.cancelRequested !== undefined) {
+          // Someone asked to cancel while a worker held it; the baton came back instead: end it.
+          await o.runtime.dispatch(d.executionId, { type: 'ExecutionCancelled', data: { reason: d.cancelRequested }, by: 'executor' });
+        } else if (d.attempt < maxAttempts) {
           await o.runtime.dispatch(d.executionId, {
             type: 'ExecutionRetryScheduled',
             data: { attempt: d.attempt + 1, retryAt: new Date(now() + retryDelay(d.action, d.attempt)).toISOString(), reason: d.reason },
@@ -287,6 +290,27 @@ export function startExecutor(o: ExecutorOptions): Executor {
     await o.transport.publish(due.map(messageOf));
     for (const h of due) published.set(h.handoffEventId, { at: now(), times: (published.get(h.handoffEventId)?.times ?? 0) + 1 });
     log.info({ count: due.length, executionIds: due.slice(0, 10).map((h) => h.executionId) }, 're-published handoffs not started yet');
+  }
+
+  /** executionId → when this executor last rang its worker about the cancel request. */
+  const rung = new Map<string, number>();
+  const RING_EVERY_MS = 1_000;
+
+  /**
+   * Tell each worker holding an execution with a cancel request to stop it. The ring is a
+   * doorbell (not durable), so it repeats until the execution leaves the worker; the worker's
+   * ExecutionCancelled (or a reclaim, then our own) ends it.
+   */
+  async function ringCancelRequests(): Promise<void> {
+    const held = index.cancelRequestsHeld();
+    const stillHeld = new Set(held.map((r) => r.executionId));
+    for (const id of rung.keys()) if (!stillHeld.has(id)) rung.delete(id);
+    const due = held.filter((r) => now() - (rung.get(r.executionId) ?? -Infinity) >= RING_EVERY_MS);
+    await mapLimit(due, async (r) => {
+      rung.set(r.executionId, now());
+      await o.transport.sendSignal(r.workerId, { kind: 'cancel', executionId: r.executionId, attempt: r.attempt, reason: r.reason });
+      log.debug({ executionId: r.executionId, workerId: r.workerId }, 'asked the worker to cancel');
+    });
   }
 
   async function reclaimExpiredHandoffs(): Promise<void> {
@@ -404,6 +428,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     monitoring = (async () => {
       for (const [name, step] of [
         ['re-publishing handoffs', republish],
+        ['ringing cancel requests', ringCancelRequests],
         ['reclaiming expired handoffs', reclaimExpiredHandoffs],
         ['detecting lost workers', reclaimFromLostWorkers],
         ['timing out overdue runs', timeOutOverdueRuns],
@@ -429,6 +454,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       log.info({ executionId, status: terminal, revision: Number(event.revision) }, `execution ${executionId} reached terminal state ${terminal}`);
     }
     if (unblocks) kick();
+    if (event.type === 'ExecutionCancelRequested') ringCancelRequests().catch((err: unknown) => log.warn({ err, executionId }, 'could not ring the worker about a cancel request; the monitor rings again'));
   }
 
   const ready = (async () => {

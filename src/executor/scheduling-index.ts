@@ -71,6 +71,8 @@ interface Tracked {
   avoid: Set<string>;
   /** Arrival order, kept across retries: a retried execution keeps its place in line. */
   seq: number;
+  /** The reason of an ExecutionCancelRequested: ring the holder; if the baton comes back, cancel. */
+  cancelRequested?: string;
 }
 
 /** An execution whose baton came back: the executor must schedule a retry or abandon it. */
@@ -79,6 +81,16 @@ export interface RetryDecision {
   action: string;
   attempt: number;
   maxAttempts: number;
+  reason: string;
+  /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */
+  cancelRequested?: string;
+}
+
+/** An execution a worker holds that someone asked to cancel: the worker must be told. */
+export interface CancelRequest {
+  executionId: string;
+  workerId: string;
+  attempt: number;
   reason: string;
 }
 
@@ -178,6 +190,9 @@ export class SchedulingIndex {
         }
         this.#handedOff.delete(id);
         return false;
+      case 'ExecutionCancelRequested':
+        if (tracked) tracked.cancelRequested = String(data.reason);
+        return false;
       case 'OwnershipReclaimed':
         if (tracked && data.reason === 'schedule-to-start') tracked.avoid.add(String(data.workerId));
         this.#release(id, tracked, 'retry-pending', reclaimReason(String(data.reason), String(data.workerId), Number(data.attempt)));
@@ -227,7 +242,14 @@ export class SchedulingIndex {
     this.#running.delete(id);
     if (!tracked) return;
     if (phase === 'retry-pending') {
-      this.#retryPending.set(id, { executionId: id, action: tracked.action, attempt: tracked.attempt, maxAttempts: tracked.maxAttempts, reason: reason ?? 'returned' });
+      this.#retryPending.set(id, {
+        executionId: id,
+        action: tracked.action,
+        attempt: tracked.attempt,
+        maxAttempts: tracked.maxAttempts,
+        reason: reason ?? 'returned',
+        ...(tracked.cancelRequested !== undefined && { cancelRequested: tracked.cancelRequested }),
+      });
     }
     if (tracked.workerId) {
       const n = (this.#load.get(tracked.workerId) ?? 1) - 1;
@@ -290,6 +312,16 @@ export class SchedulingIndex {
   heldBy(workerId: string): { executionId: string; attempt: number }[] {
     const held = [...this.#handedOff.values(), ...this.#running.values()].filter((x) => x.workerId === workerId);
     return held.map((x) => ({ executionId: x.executionId, attempt: x.attempt }));
+  }
+
+  /** Executions a worker holds (handed off or running) with a cancel request on them. */
+  cancelRequestsHeld(): CancelRequest[] {
+    const requests: CancelRequest[] = [];
+    for (const held of [...this.#handedOff.values(), ...this.#running.values()]) {
+      const reason = this.#executions.get(held.executionId)?.cancelRequested;
+      if (reason !== undefined) requests.push({ executionId: held.executionId, workerId: held.workerId, attempt: held.attempt, reason });
+    }
+    return requests;
   }
 
   /** The worker's lifecycle status from its stream; undefined before its first event. */
