@@ -196,6 +196,7 @@ describe('SchedulingIndex: concurrency limits and priorities', () => {
     ['failed (final)', (i, id) => next(i, id, 'ExecutionFailed', { error: { message: 'no' }, retryable: false }), null],
     ['cancelled', (i, id) => next(i, id, 'ExecutionCancelled', { reason: 'r' }), null],
     ['timed out', (i, id) => next(i, id, 'ExecutionTimedOut', { limit: 'start-to-close', deadline: new Date(0).toISOString() }), null],
+    ['abandoned', (i, id) => next(i, id, 'ExecutionAbandoned', { reason: 'r' }), null],
     ['abandoned (dead letter)', (i, id) => { next(i, id, 'OwnershipReclaimed', { reason: 'dead-letter', workerId: 'w1', attempt: 1 }); next(i, id, 'ExecutionAbandoned', { reason: 'r' }); }, null],
     ['reclaimed', (i, id) => next(i, id, 'OwnershipReclaimed', { reason: 'worker-lost', workerId: 'w1', attempt: 1 }), (i, id) => next(i, id, 'ExecutionAbandoned', { reason: 'gave up' })],
     ['released', (i, id) => next(i, id, 'OwnershipReleased', { reason: 'draining', attempt: 1 }), (i, id) => next(i, id, 'ExecutionAbandoned', { reason: 'gave up' })],
