@@ -18,7 +18,7 @@ import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { WORKER_STREAM_PREFIX } from '../../schemas/worker-events.ts';
-import { SchedulingIndex, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
+import { SchedulingIndex, type ActionGauges, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
 
 /** What the executor needs to know about live workers (the liveness table provides it). */
 export interface WorkerDirectory {
@@ -80,6 +80,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     waiting: new Gauge({ name: 'baton_executor_waiting', help: 'Executions waiting for a worker', registers: [o.registry], collect() { this.set(index.waitingCount()); } }),
     handedOff: new Gauge({ name: 'baton_executor_handed_off', help: 'Executions handed off and not yet started', registers: [o.registry], collect() { this.set(index.handedOff().length); } }),
     enforced: new Counter({ name: 'baton_executor_deadlines_enforced_total', help: 'Reclaims, timeouts and lost workers the monitor recorded', labelNames: ['kind'], registers: [o.registry] }),
+    ...actionGauges(o.registry),
     queueDepth: new Gauge({
       name: 'baton_work_queue_depth',
       help: 'Work messages published and not yet acknowledged',
@@ -89,6 +90,30 @@ export function startExecutor(o: ExecutorOptions): Executor {
       },
     }),
   };
+
+  /** Per-action gauges from this executor's index (labelled by action only: keys are unbounded). */
+  function actionGauges(registry: Registry) {
+    const perAction = (name: string, help: string, pick: (g: ActionGauges) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['action'],
+        registers: [registry],
+        collect() {
+          this.reset();
+          for (const [action, g] of index.actionGauges()) {
+            const v = pick(g);
+            if (v !== undefined) this.set({ action }, v);
+          }
+        },
+      });
+    return {
+      actionQueued: perAction('baton_action_queued', 'Executions of the action waiting in Requested for a slot or a worker (retries waiting for their time included)', (g) => g.waiting),
+      actionSlots: perAction('baton_action_slots_held', 'Concurrency slots the action holds: executions scheduled, handed off or running, not yet final or returned to the executor', (g) => g.held),
+      actionLimit: perAction('baton_action_concurrency_limit', 'The concurrency limit the action\'s workers advertise (per key when it declares one); absent when it has none', (g) => g.limit),
+      actionAtLimit: perAction('baton_action_queued_at_limit', 'Of the queued executions, those whose action (or key) is at its concurrency limit now', (g) => g.atLimit),
+    };
+  }
 
   // --- the scheduling pass: coalesced, so a burst of events causes one pass, not one per event
   let pass: Promise<void> | undefined;
@@ -140,10 +165,18 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     const ready = index.ready(now());
     if (ready.length === 0) return;
-    const fit = (await o.workers.list()).filter((w) => !w.draining && w.ageMs < staleAfterMs);
+    // A worker whose WorkerStarted this index has not applied yet (its liveness row can be a
+    // moment ahead of our subscription) gets nothing yet: its policies, concurrency limits
+    // included, are not known here. Applying that event kicks another pass.
+    const fit = (await o.workers.list()).filter((w) => !w.draining && w.ageMs < staleAfterMs && index.workerStatus(w.workerId) !== undefined);
     const planned = new Map<string, number>();
+    /** Concurrency slots this pass plans to take, per bucket: the index counts them only once appended. */
+    const plannedSlots = new Map<string, number>();
     const assignments: { execution: WaitingExecution; worker: (typeof fit)[number] }[] = [];
     for (const execution of ready) {
+      // ready() already offers no more of a bucket than it has free slots; counting here too
+      // keeps the pass strict on its own. A full bucket skips only its own executions.
+      if ((plannedSlots.get(execution.bucket) ?? 0) >= index.freeSlots(execution.action, execution.bucket)) continue;
       // Least loaded first, counting what this pass already planned.
       let best: (typeof fit)[number] | undefined;
       let bestLoad = Infinity;
@@ -159,6 +192,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       }
       if (!best) continue; // waits in Requested until a worker fits; the next event or timer re-runs the pass
       planned.set(best.workerId, (planned.get(best.workerId) ?? 0) + 1);
+      plannedSlots.set(execution.bucket, (plannedSlots.get(execution.bucket) ?? 0) + 1);
       assignments.push({ execution, worker: best });
     }
     const messages: WorkMessage[] = [];
@@ -183,7 +217,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
           ],
           { known: current },
         );
-        index.forget(execution.executionId);
+        // Take the slot now (SchedulingStarted is the event before the handoff), so the next
+        // pass counts it even before the subscription brings these events back.
+        if (r.appended) index.scheduling(execution.executionId, r.revision - 1n);
+        else index.forget(execution.executionId);
         messages.push({
           messageId: handoffId,
           executionId: execution.executionId,
