@@ -13,6 +13,10 @@ CREATE TABLE workers (
   host           text,
   pid            int,
   started_at     timestamptz,
+  -- Global position of the latest WorkerStarted, and the action policies it advertised: the
+  -- latest worker to start offering an action says its policy (as the executor takes it).
+  started_position bigint,
+  policies       jsonb NOT NULL DEFAULT '{}'::jsonb,
   status_reason  text,
   status_changed_at timestamptz,
   -- Outcomes this worker appended: attempts started, completed, failed, timed out, cancelled, released.

@@ -21,6 +21,10 @@ export interface WorkerRow {
   host: string | null;
   pid: number | null;
   startedAt: string | null;
+  /** Global position of its latest WorkerStarted: the latest one to offer an action says its policy. */
+  startedPosition: number | null;
+  /** Per action, the policy (retry, timeouts, concurrency) its latest WorkerStarted advertised. */
+  policies: Record<string, unknown>;
   statusReason: string | null;
   statusChangedAt: string | null;
   started: number;
@@ -41,6 +45,8 @@ export const emptyWorker = (workerId: string): WorkerRow => ({
   host: null,
   pid: null,
   startedAt: null,
+  startedPosition: null,
+  policies: {},
   statusReason: null,
   statusChangedAt: null,
   started: 0,
@@ -103,6 +109,8 @@ export function foldWorkerRow(row: WorkerRow | undefined, e: StoredEvent): Worke
         host: (data['host'] as string | undefined) ?? null,
         pid: (data['pid'] as number | undefined) ?? null,
         startedAt: at,
+        startedPosition: Number(e.globalPosition),
+        policies: (data['policies'] as Record<string, unknown> | undefined) ?? {},
       };
     case 'WorkerDraining':
       return moved('draining', data['reason'] as string);
@@ -116,12 +124,12 @@ export function foldWorkerRow(row: WorkerRow | undefined, e: StoredEvent): Worke
 }
 
 const COLUMNS = Object.keys(emptyWorker('x')).map(snakeCase);
-const BIGINTS = ['revision', 'started', 'completed', 'failed', 'timed_out', 'cancelled', 'released'];
+const BIGINTS = ['revision', 'started_position', 'started', 'completed', 'failed', 'timed_out', 'cancelled', 'released'];
 export const workerRowFromDb = (r: Record<string, unknown>) => fromColumns<WorkerRow>(r, BIGINTS);
 
 export const workersProjection: Projection = {
   name: 'workers',
-  version: 1,
+  version: 2, // 2: policies and started_position
   streamPrefixes: [WORKER_STREAM_PREFIX, EXECUTION_STREAM_PREFIX],
   tables: [{ name: 'workers', key: ['worker_id'] }],
   ddl: new URL('./workers.sql', import.meta.url),

@@ -26,10 +26,35 @@ export const RetryBackoff = z.object({
   maxIntervalMs: z.number().int().min(0),
 });
 
+/** The most executions of one action (or of one key of it) that may run at once. */
+export const MAX_CONCURRENCY_LIMIT = 100_000;
+/** A dotted path into the input: `tenantId`, `customer.id`, `items.0.sku`. */
+export const CONCURRENCY_KEY_PATH = /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/;
+
+/**
+ * At most `limit` executions of the action hold a slot at once (scheduled, handed off or
+ * running); with `key`, at most `limit` per distinct value of that input path, and inputs
+ * without the path share one bucket. The rest wait in Requested, in priority then FIFO order.
+ */
+export const ConcurrencyPolicy = z.object({
+  limit: z
+    .number({ error: `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT}` })
+    .int(`must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT}`)
+    .min(1, `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT}`)
+    .max(MAX_CONCURRENCY_LIMIT, `must be an integer from 1 to ${MAX_CONCURRENCY_LIMIT}`),
+  key: z
+    .string({ error: 'must be a dotted path into the input, like "tenantId" or "customer.id"' })
+    .max(200)
+    .regex(CONCURRENCY_KEY_PATH, 'must be a dotted path into the input, like "tenantId" or "customer.id"')
+    .optional(),
+});
+export type ConcurrencyPolicy = z.infer<typeof ConcurrencyPolicy>;
+
 export const ActionPolicy = z.object({
   retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),
+  concurrency: ConcurrencyPolicy.optional(),
 });
 export type ActionPolicy = z.infer<typeof ActionPolicy>;
 
@@ -43,7 +68,7 @@ export const WorkerStarted = event(
     capacity: z.number().int().min(1).max(100_000),
     host: z.string().min(1).max(255).optional(),
     pid: z.number().int().positive().optional(),
-    /** Per action, when it sets any: retry policy and timeouts. */
+    /** Per action, when it sets any: retry policy, timeouts and concurrency limit. */
     policies: z.record(z.string(), ActionPolicy).optional(),
   }),
   WorkerRef,

@@ -7,12 +7,13 @@
 //     name: 'images.resize',
 //     input: z.object({ url: z.url(), width: z.number().int().positive() }),
 //     timeoutMs: 60_000,
+//     concurrency: { limit: 4, key: 'tenantId' },   // at most 4 at once per tenant
 //     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
 //   });
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
-import { RetryBackoff } from '../../schemas/worker-events.ts';
+import { ConcurrencyPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
 import { BatonError, InvalidEventError, zodIssues } from '../errors.ts';
 
 /**
@@ -71,6 +72,15 @@ export interface ActionSpec<S extends z.ZodType, O> {
   /** A handoff not started within this long is reclaimed and retried elsewhere (default BATON_SCHEDULE_TO_START_TIMEOUT, 30 s). */
   scheduleToStartTimeoutMs?: number;
   retry?: RetryPolicy;
+  /**
+   * At most `limit` (1 to 100,000) executions of this action hold a slot at once, from the
+   * moment the executor schedules one until it reaches a final state or its baton comes back
+   * (a retry then queues again). With `key`, a dotted path into the input (`tenantId`,
+   * `customer.id`), the limit holds per distinct value there; every input without that path
+   * (or with null there) shares one bucket. The rest wait in Requested, in priority order.
+   * Advertised by the worker (WorkerStarted.policies); the executor enforces it.
+   */
+  concurrency?: { limit: number; key?: string };
   run(input: z.output<S>, ctx: ActionContext): O | Promise<O>;
 }
 
@@ -86,6 +96,7 @@ export interface ActionDefinition<I = unknown, O = unknown> {
   readonly stallTimeoutMs?: number;
   readonly scheduleToStartTimeoutMs?: number;
   readonly retry?: Readonly<RetryPolicy>;
+  readonly concurrency?: Readonly<{ limit: number; key?: string }>;
   /** Always async, whether the spec's run was or not. Call through `runAction`, which validates first. */
   run(input: I, ctx: ActionContext): Promise<O>;
   readonly [BRAND]: true;
@@ -135,6 +146,7 @@ const SpecShape = z.object({
       path: ['maxIntervalMs'],
     })
     .optional(),
+  concurrency: ConcurrencyPolicy.strict().optional(),
   run: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function (input, ctx) => result'),
 });
 
@@ -148,7 +160,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodIssues(parsed.error));
   }
-  const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry } = parsed.data;
+  const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
@@ -160,6 +172,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     ...(stallTimeoutMs !== undefined && { stallTimeoutMs }),
     ...(scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs }),
     ...(retry !== undefined && { retry: Object.freeze({ ...retry }) }),
+    ...(concurrency !== undefined && { concurrency: Object.freeze({ ...concurrency }) }),
     // `async` so a run that throws synchronously still yields a rejected promise.
     run: async (input: z.output<S>, ctx: ActionContext): Promise<Awaited<O>> => await run(input, ctx),
     [BRAND]: true as const,

@@ -20,7 +20,7 @@ export interface ActionRegistry {
   names(): string[];
   /** Every runtime tag the actions need, sorted and unique. */
   runtimes(): string[];
-  /** Retry policy and timeouts of each action that sets any: what WorkerStarted advertises. */
+  /** Retry policy, timeouts and concurrency limit of each action that sets any: what WorkerStarted advertises. */
   policies(): Record<string, ActionPolicy>;
 }
 
@@ -58,6 +58,7 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
           ...(a.retry && { retry: RetryBackoff.parse(a.retry) }),
           ...(a.scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs: a.scheduleToStartTimeoutMs }),
           ...(a.timeoutMs !== undefined && { timeoutMs: a.timeoutMs }),
+          ...(a.concurrency && { concurrency: { ...a.concurrency } }),
         };
         if (Object.keys(policy).length > 0) out[a.name] = policy;
       }

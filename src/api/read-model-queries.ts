@@ -166,14 +166,34 @@ export async function listWorkers(pool: pg.Pool, staleAfterMs: number): Promise<
 export interface ActionStatsView extends Omit<ActionStatsRow, 'durationHistogram'> {
   p50Ms: number | null;
   p95Ms: number | null;
+  /** From the policy the latest worker to start offering the action advertised (as the executor takes it). */
+  concurrencyLimit: number | null;
+  concurrencyKey: string | null;
 }
 
 export async function listActionStats(pool: pg.Pool, action?: string | null): Promise<ActionStatsView[]> {
-  const r = action
-    ? await pool.query(`SELECT * FROM ${ACTION_STATS} WHERE action = $1`, [action])
-    : await pool.query(`SELECT * FROM ${ACTION_STATS} ORDER BY action COLLATE "C"`);
-  return r.rows.map((db) => {
+  // The workers table holds each worker's latest WorkerStarted with its global position, so
+  // the latest one offering the action is one short scan of a table with a row per worker.
+  const r = await pool.query(
+    `SELECT s.*, p.concurrency AS policy_concurrency
+       FROM ${ACTION_STATS} s
+       LEFT JOIN LATERAL (
+         SELECT w.policies -> s.action -> 'concurrency' AS concurrency FROM ${WORKERS} w
+          WHERE s.action = ANY(w.actions) AND w.started_position IS NOT NULL
+          ORDER BY w.started_position DESC LIMIT 1
+       ) p ON true
+      ${action ? 'WHERE s.action = $1' : 'ORDER BY s.action COLLATE "C"'}`,
+    action ? [action] : [],
+  );
+  return r.rows.map(({ policy_concurrency, ...db }) => {
     const { durationHistogram, ...counters } = actionStatsFromDb(db);
-    return { ...counters, p50Ms: percentile(durationHistogram, 0.5), p95Ms: percentile(durationHistogram, 0.95) };
+    const concurrency = policy_concurrency as { limit?: number; key?: string } | null;
+    return {
+      ...counters,
+      p50Ms: percentile(durationHistogram, 0.5),
+      p95Ms: percentile(durationHistogram, 0.95),
+      concurrencyLimit: concurrency?.limit ?? null,
+      concurrencyKey: concurrency?.key ?? null,
+    };
   });
 }

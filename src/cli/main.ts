@@ -50,9 +50,12 @@ program
   .option('--input <json>', 'action input as JSON', jsonInput)
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
   .option('--max-attempts <n>', 'attempts before the execution is abandoned', positiveInt)
-  .option('--priority <n>', 'higher is scheduled first', (v) => {
+  .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer, default 0; may be negative)', (v) => {
     const n = Number(v);
-    if (!Number.isInteger(n)) throw new InvalidArgumentError('must be an integer');
+    // The range of GraphQL's Int, so every submission path accepts the same priorities.
+    if (!/^-?\d+$/.test(v.trim()) || !Number.isInteger(n) || n < -2_147_483_648 || n > 2_147_483_647) {
+      throw new InvalidArgumentError('must be an integer from -2147483648 to 2147483647');
+    }
     return n;
   })
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')

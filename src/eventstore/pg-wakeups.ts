@@ -9,6 +9,9 @@
 // NOTIFY in flight per process and one more if appends committed meanwhile. Subscribers in the
 // same process are woken directly, without a round trip. A lost NOTIFY (crash between commit and
 // notify, listener reconnecting) only delays delivery until the subscriber's fallback poll.
+//
+// A channel may also carry data (the work transport's worker signals, `baton_signals`): onPayload
+// hands each NOTIFY's payload to listeners, over the same LISTEN connection and reconnects.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
@@ -29,6 +32,7 @@ export interface Waiter {
 export class PgWakeups implements Waiter {
   #seq = 0;
   #waiters = new Set<() => void>();
+  #payloadListeners = new Set<(payload: string) => void>();
   #listener: pg.PoolClient | undefined;
   #listening: Promise<void> | undefined;
   #notifyInFlight: Promise<void> | undefined;
@@ -62,7 +66,17 @@ export class PgWakeups implements Waiter {
 
   async #listen(): Promise<void> {
     const client = await this.pool.connect();
-    client.on('notification', () => this.wake());
+    client.on('notification', (n) => {
+      this.wake();
+      for (const l of [...this.#payloadListeners]) {
+        try {
+          l(n.payload ?? '');
+        } catch (err) {
+          // Thrown inside pg's socket handler it would take the connection down.
+          this.log?.error({ err, channel: this.channel }, 'notification payload listener threw; ignored');
+        }
+      }
+    });
     client.on('error', (err) => {
       this.log?.warn({ err, channel: this.channel }, 'LISTEN connection lost; reconnecting');
       this.#dropListener(err);
@@ -91,6 +105,15 @@ export class PgWakeups implements Waiter {
       void this.ensureListening();
     }, 1000);
     this.#reconnectTimer.unref();
+  }
+
+  /**
+   * Also hand every NOTIFY payload on the channel to `listener` (call ensureListening() to start).
+   * Nothing is replayed: a payload sent while the connection was down is lost. Returns an unsubscribe function.
+   */
+  onPayload(listener: (payload: string) => void): () => void {
+    this.#payloadListeners.add(listener);
+    return () => this.#payloadListeners.delete(listener);
   }
 
   /** Wake every local subscription. */
@@ -151,6 +174,7 @@ export class PgWakeups implements Waiter {
       await this.#listener.query(`UNLISTEN ${this.channel}`).catch(() => undefined);
       this.#dropListener();
     }
+    this.#payloadListeners.clear();
     this.wake();
   }
 }

@@ -18,7 +18,7 @@ import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { WORKER_STREAM_PREFIX } from '../../schemas/worker-events.ts';
-import { SchedulingIndex, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
+import { SchedulingIndex, type ActionGauges, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
 
 /** What the executor needs to know about live workers (the liveness table provides it). */
 export interface WorkerDirectory {
@@ -80,6 +80,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     waiting: new Gauge({ name: 'baton_executor_waiting', help: 'Executions waiting for a worker', registers: [o.registry], collect() { this.set(index.waitingCount()); } }),
     handedOff: new Gauge({ name: 'baton_executor_handed_off', help: 'Executions handed off and not yet started', registers: [o.registry], collect() { this.set(index.handedOff().length); } }),
     enforced: new Counter({ name: 'baton_executor_deadlines_enforced_total', help: 'Reclaims, timeouts and lost workers the monitor recorded', labelNames: ['kind'], registers: [o.registry] }),
+    ...actionGauges(o.registry),
     queueDepth: new Gauge({
       name: 'baton_work_queue_depth',
       help: 'Work messages published and not yet acknowledged',
@@ -89,6 +90,30 @@ export function startExecutor(o: ExecutorOptions): Executor {
       },
     }),
   };
+
+  /** Per-action gauges from this executor's index (labelled by action only: keys are unbounded). */
+  function actionGauges(registry: Registry) {
+    const perAction = (name: string, help: string, pick: (g: ActionGauges) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['action'],
+        registers: [registry],
+        collect() {
+          this.reset();
+          for (const [action, g] of index.actionGauges()) {
+            const v = pick(g);
+            if (v !== undefined) this.set({ action }, v);
+          }
+        },
+      });
+    return {
+      actionQueued: perAction('baton_action_queued', 'Executions of the action waiting in Requested for a slot or a worker (retries waiting for their time included)', (g) => g.waiting),
+      actionSlots: perAction('baton_action_slots_held', 'Concurrency slots the action holds: executions scheduled, handed off or running, not yet final or returned to the executor', (g) => g.held),
+      actionLimit: perAction('baton_action_concurrency_limit', 'The concurrency limit the action\'s workers advertise (per key when it declares one); absent when it has none', (g) => g.limit),
+      actionAtLimit: perAction('baton_action_queued_at_limit', 'Of the queued executions, those whose action (or key) is at its concurrency limit now', (g) => g.atLimit),
+    };
+  }
 
   // --- the scheduling pass: coalesced, so a burst of events causes one pass, not one per event
   let pass: Promise<void> | undefined;
@@ -140,10 +165,18 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     const ready = index.ready(now());
     if (ready.length === 0) return;
-    const fit = (await o.workers.list()).filter((w) => !w.draining && w.ageMs < staleAfterMs);
+    // A worker whose WorkerStarted this index has not applied yet (its liveness row can be a
+    // moment ahead of our subscription) gets nothing yet: its policies, concurrency limits
+    // included, are not known here. Applying that event kicks another pass.
+    const fit = (await o.workers.list()).filter((w) => !w.draining && w.ageMs < staleAfterMs && index.workerStatus(w.workerId) !== undefined);
     const planned = new Map<string, number>();
+    /** Concurrency slots this pass plans to take, per bucket: the index counts them only once appended. */
+    const plannedSlots = new Map<string, number>();
     const assignments: { execution: WaitingExecution; worker: (typeof fit)[number] }[] = [];
     for (const execution of ready) {
+      // ready() already offers no more of a bucket than it has free slots; counting here too
+      // keeps the pass strict on its own. A full bucket skips only its own executions.
+      if ((plannedSlots.get(execution.bucket) ?? 0) >= index.freeSlots(execution.action, execution.bucket)) continue;
       // Least loaded first, counting what this pass already planned.
       let best: (typeof fit)[number] | undefined;
       let bestLoad = Infinity;
@@ -159,6 +192,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       }
       if (!best) continue; // waits in Requested until a worker fits; the next event or timer re-runs the pass
       planned.set(best.workerId, (planned.get(best.workerId) ?? 0) + 1);
+      plannedSlots.set(execution.bucket, (plannedSlots.get(execution.bucket) ?? 0) + 1);
       assignments.push({ execution, worker: best });
     }
     const messages: WorkMessage[] = [];
@@ -183,7 +217,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
           ],
           { known: current },
         );
-        index.forget(execution.executionId);
+        // Take the slot now (SchedulingStarted is the event before the handoff), so the next
+        // pass counts it even before the subscription brings these events back.
+        if (r.appended) index.scheduling(execution.executionId, r.revision - 1n);
+        else index.forget(execution.executionId);
         messages.push({
           messageId: handoffId,
           executionId: execution.executionId,
@@ -225,7 +262,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
       // The action's own budget, when its workers advertise one, caps the submission's.
       const maxAttempts = Math.min(d.maxAttempts, index.policyOf(d.action)?.retry?.maxAttempts ?? Infinity);
       try {
-        if (d.attempt < maxAttempts) {
+        if (d.cancelRequested !== undefined) {
+          // Someone asked to cancel while a worker held it; the baton came back instead: end it.
+          await o.runtime.dispatch(d.executionId, { type: 'ExecutionCancelled', data: { reason: d.cancelRequested }, by: 'executor' });
+        } else if (d.attempt < maxAttempts) {
           await o.runtime.dispatch(d.executionId, {
             type: 'ExecutionRetryScheduled',
             data: { attempt: d.attempt + 1, retryAt: new Date(now() + retryDelay(d.action, d.attempt)).toISOString(), reason: d.reason },
@@ -287,6 +327,27 @@ export function startExecutor(o: ExecutorOptions): Executor {
     await o.transport.publish(due.map(messageOf));
     for (const h of due) published.set(h.handoffEventId, { at: now(), times: (published.get(h.handoffEventId)?.times ?? 0) + 1 });
     log.info({ count: due.length, executionIds: due.slice(0, 10).map((h) => h.executionId) }, 're-published handoffs not started yet');
+  }
+
+  /** executionId → when this executor last rang its worker about the cancel request. */
+  const rung = new Map<string, number>();
+  const RING_EVERY_MS = 1_000;
+
+  /**
+   * Tell each worker holding an execution with a cancel request to stop it. The ring is a
+   * doorbell (not durable), so it repeats until the execution leaves the worker; the worker's
+   * ExecutionCancelled (or a reclaim, then our own) ends it.
+   */
+  async function ringCancelRequests(): Promise<void> {
+    const held = index.cancelRequestsHeld();
+    const stillHeld = new Set(held.map((r) => r.executionId));
+    for (const id of rung.keys()) if (!stillHeld.has(id)) rung.delete(id);
+    const due = held.filter((r) => now() - (rung.get(r.executionId) ?? -Infinity) >= RING_EVERY_MS);
+    await mapLimit(due, async (r) => {
+      rung.set(r.executionId, now());
+      await o.transport.sendSignal(r.workerId, { kind: 'cancel', executionId: r.executionId, attempt: r.attempt, reason: r.reason });
+      log.debug({ executionId: r.executionId, workerId: r.workerId }, 'asked the worker to cancel');
+    });
   }
 
   async function reclaimExpiredHandoffs(): Promise<void> {
@@ -404,6 +465,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     monitoring = (async () => {
       for (const [name, step] of [
         ['re-publishing handoffs', republish],
+        ['ringing cancel requests', ringCancelRequests],
         ['reclaiming expired handoffs', reclaimExpiredHandoffs],
         ['detecting lost workers', reclaimFromLostWorkers],
         ['timing out overdue runs', timeOutOverdueRuns],
@@ -429,6 +491,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       log.info({ executionId, status: terminal, revision: Number(event.revision) }, `execution ${executionId} reached terminal state ${terminal}`);
     }
     if (unblocks) kick();
+    if (event.type === 'ExecutionCancelRequested') ringCancelRequests().catch((err: unknown) => log.warn({ err, executionId }, 'could not ring the worker about a cancel request; the monitor rings again'));
   }
 
   const ready = (async () => {

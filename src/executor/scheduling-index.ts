@@ -2,11 +2,21 @@
 // it follows: which executions wait for a worker (in priority, then FIFO order), which are
 // handed off but not yet started (with their schedule-to-start deadline), which run where
 // (with their start-to-close deadline), how many executions each worker holds, each worker's
-// lifecycle status, and the policies workers advertise per action. Pure: events in, state out.
+// lifecycle status, the policies workers advertise per action, and the concurrency slots each
+// action (or key of it) holds. Pure: events in, state out.
+//
+// Concurrency slots: an execution takes one at SchedulingStarted and gives it back exactly once,
+// at its final event or when the baton comes back to the executor (OwnershipReclaimed,
+// OwnershipReleased, a retryable ExecutionFailed); its retry then queues again. `ready()` offers,
+// per action (and per key of it, when the action's policy names a key), no more executions than
+// there are free slots; a full bucket holds back only its own executions, never the others
+// behind them. The executor that appended a SchedulingStarted tells the index at once
+// (`scheduling()`), so its next pass counts the slot before the subscription brings the event.
 //
 // The executor rebuilds this from the event store when it starts and keeps it current from
 // its subscription. Every executor holds its own copy; compare-and-swap appends settle races
 // between them.
+import { createHash } from 'node:crypto';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { workerIdOfStream, type ActionPolicy } from '../../schemas/worker-events.ts';
@@ -21,6 +31,8 @@ export interface WaitingExecution {
   notBefore: number;
   /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
   avoid: readonly string[];
+  /** The concurrency bucket (action and key) whose slot scheduling it takes: see `freeSlots`. */
+  bucket: string;
 }
 
 export interface HandedOffExecution {
@@ -71,6 +83,49 @@ interface Tracked {
   avoid: Set<string>;
   /** Arrival order, kept across retries: a retried execution keeps its place in line. */
   seq: number;
+  /** The reason of an ExecutionCancelRequested: ring the holder; if the baton comes back, cancel. */
+  cancelRequested?: string;
+  /** Last revision of its stream applied here. */
+  revision: bigint;
+  /** Its concurrency bucket (slotBucket(action, key)). */
+  bucket: string;
+  /** Whether it holds a slot of `bucket` now. */
+  holdsSlot: boolean;
+  /**
+   * The input, kept only while no worker has advertised the action yet: its concurrency key
+   * cannot be computed before the policy is known. Dropped as soon as it is.
+   */
+  input?: unknown;
+}
+
+/** Identifies one concurrency bucket: the action, and the key's value (null: no key, or the input lacks it). */
+export const slotBucket = (action: string, key: string | null): string => JSON.stringify([action, key]);
+
+/** Longer key values are replaced by a digest, so an index entry never holds a large value. */
+const MAX_KEY_CHARS = 200;
+
+/**
+ * The value at a dotted path (`customer.id`) of an input, as a bucket key: a string as it is,
+ * any other value as its JSON (so 42 and "42" share a bucket), and null when the path is
+ * missing or null there (one shared bucket for all such inputs).
+ */
+export function concurrencyKeyOf(path: string | undefined, input: unknown): string | null {
+  if (path === undefined) return null;
+  let value: unknown = input;
+  for (const part of path.split('.')) {
+    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, part)) return null;
+    value = (value as Record<string, unknown>)[part];
+  }
+  if (value === null || value === undefined) return null;
+  const key = typeof value === 'string' ? value : JSON.stringify(value);
+  return key.length <= MAX_KEY_CHARS ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
+}
+
+export interface ActionGauges {
+  waiting: number;
+  atLimit: number;
+  held: number;
+  limit: number | undefined;
 }
 
 /** An execution whose baton came back: the executor must schedule a retry or abandon it. */
@@ -79,6 +134,16 @@ export interface RetryDecision {
   action: string;
   attempt: number;
   maxAttempts: number;
+  reason: string;
+  /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */
+  cancelRequested?: string;
+}
+
+/** An execution a worker holds that someone asked to cancel: the worker must be told. */
+export interface CancelRequest {
+  executionId: string;
+  workerId: string;
+  attempt: number;
   reason: string;
 }
 
@@ -103,6 +168,13 @@ export class SchedulingIndex {
   readonly #load = new Map<string, number>();
   readonly #workers = new Map<string, WorkerStatus>();
   readonly #policies = new Map<string, ActionPolicy>();
+  /** Actions some worker has advertised (with or without a policy): their keys can be computed. */
+  readonly #known = new Set<string>();
+  /** Executions of actions not advertised yet, per action: they keep their input until it is. */
+  readonly #unkeyed = new Map<string, Set<string>>();
+  /** Slots held per bucket, and per action (the sum over its buckets). */
+  readonly #held = new Map<string, number>();
+  readonly #heldByAction = new Map<string, number>();
   #seq = 0;
 
   /**
@@ -123,10 +195,20 @@ export class SchedulingIndex {
   #apply(id: string, event: StoredEvent): boolean {
     const data = event.data as Record<string, unknown>;
     const tracked = this.#executions.get(id);
+    if (tracked) tracked.revision = event.revision;
     switch (event.type) {
       case 'ExecutionRequested': {
+        const action = String(data.action);
+        // The key is computed once, from the policy known at this point of the global order
+        // (or when the action's first policy arrives), so every executor (and a rebuild) derives
+        // the same one. Keeping the whole input of every waiting execution until it is scheduled
+        // would cost memory in proportion to the backlog's inputs; keeping it only while no
+        // worker has advertised the action costs nothing in the usual case. The price: when a
+        // later deployment changes an action's key path, executions already requested keep the
+        // bucket they got (a limit change applies at once).
+        const known = this.#known.has(action);
         const t: Tracked = {
-          action: String(data.action),
+          action,
           priority: Number(data.priority ?? 0),
           phase: 'waiting',
           workerId: null,
@@ -134,8 +216,17 @@ export class SchedulingIndex {
           maxAttempts: Number(data.maxAttempts ?? 1),
           avoid: new Set(),
           seq: this.#seq++,
+          revision: event.revision,
+          bucket: slotBucket(action, known ? concurrencyKeyOf(this.#policies.get(action)?.concurrency?.key, data.input) : null),
+          holdsSlot: false,
+          ...(!known && { input: data.input }),
         };
         this.#executions.set(id, t);
+        if (!known) {
+          let set = this.#unkeyed.get(action);
+          if (!set) this.#unkeyed.set(action, (set = new Set()));
+          set.add(id);
+        }
         this.#wait(id, t, 0);
         return true;
       }
@@ -147,8 +238,7 @@ export class SchedulingIndex {
         this.#wait(id, tracked, Date.parse(String(data.retryAt)));
         return true;
       case 'SchedulingStarted':
-        if (tracked) tracked.phase = 'scheduling';
-        this.#waiting.delete(id);
+        this.#schedulingStarted(id, tracked);
         return false;
       case 'ExecutionHandedOff': {
         if (!tracked) return false;
@@ -177,6 +267,9 @@ export class SchedulingIndex {
           }
         }
         this.#handedOff.delete(id);
+        return false;
+      case 'ExecutionCancelRequested':
+        if (tracked) tracked.cancelRequested = String(data.reason);
         return false;
       case 'OwnershipReclaimed':
         if (tracked && data.reason === 'schedule-to-start') tracked.avoid.add(String(data.workerId));
@@ -211,14 +304,69 @@ export class SchedulingIndex {
     if (!status) return false;
     this.#workers.set(workerId, status);
     if (event.type === 'WorkerStarted') {
-      const policies = (event.data as { policies?: Record<string, ActionPolicy> }).policies ?? {};
-      for (const [action, policy] of Object.entries(policies)) this.#policies.set(action, policy);
+      // The latest worker to start offering an action says its policy, or that it has none.
+      const data = event.data as { actions?: string[]; policies?: Record<string, ActionPolicy> };
+      const policies = data.policies ?? {};
+      for (const action of new Set([...(data.actions ?? []), ...Object.keys(policies)])) {
+        const policy = policies[action];
+        if (policy) this.#policies.set(action, policy);
+        else this.#policies.delete(action);
+        this.#known.add(action);
+        this.#keyWaitingInputs(action);
+      }
     }
     return true; // a worker came, went or changed: scheduling may change
   }
 
+  /** The action's policy is known now: compute the keys its executions could not get before. */
+  #keyWaitingInputs(action: string): void {
+    const ids = this.#unkeyed.get(action);
+    if (!ids) return;
+    this.#unkeyed.delete(action);
+    const path = this.#policies.get(action)?.concurrency?.key;
+    for (const id of ids) {
+      const t = this.#executions.get(id);
+      if (!t) continue;
+      const bucket = slotBucket(action, concurrencyKeyOf(path, t.input));
+      delete t.input;
+      if (bucket === t.bucket) continue;
+      const held = t.holdsSlot;
+      if (held) this.#freeSlot(t);
+      t.bucket = bucket;
+      if (held) this.#takeSlot(t);
+      const waiting = this.#waiting.get(id);
+      if (waiting) this.#waiting.set(id, { ...waiting, bucket });
+    }
+  }
+
   #wait(id: string, t: Tracked, notBefore: number): void {
-    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, avoid: [...t.avoid] });
+    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, avoid: [...t.avoid], bucket: t.bucket });
+  }
+
+  #schedulingStarted(id: string, tracked: Tracked | undefined): void {
+    this.#waiting.delete(id);
+    if (!tracked) return;
+    tracked.phase = 'scheduling';
+    this.#takeSlot(tracked);
+  }
+
+  /** Idempotent: an execution holds at most one slot. */
+  #takeSlot(t: Tracked): void {
+    if (t.holdsSlot) return;
+    t.holdsSlot = true;
+    this.#held.set(t.bucket, (this.#held.get(t.bucket) ?? 0) + 1);
+    this.#heldByAction.set(t.action, (this.#heldByAction.get(t.action) ?? 0) + 1);
+  }
+
+  /** Idempotent: gives the slot back only if it is held, so a second release frees nothing. */
+  #freeSlot(t: Tracked): void {
+    if (!t.holdsSlot) return;
+    t.holdsSlot = false;
+    for (const [map, k] of [[this.#held, t.bucket], [this.#heldByAction, t.action]] as const) {
+      const n = (map.get(k) ?? 1) - 1;
+      if (n > 0) map.set(k, n);
+      else map.delete(k);
+    }
   }
 
   #release(id: string, tracked: Tracked | undefined, phase: Phase, reason?: string): void {
@@ -226,8 +374,21 @@ export class SchedulingIndex {
     this.#handedOff.delete(id);
     this.#running.delete(id);
     if (!tracked) return;
+    this.#freeSlot(tracked);
+    if (phase === 'done') {
+      const unkeyed = this.#unkeyed.get(tracked.action);
+      unkeyed?.delete(id);
+      if (unkeyed?.size === 0) this.#unkeyed.delete(tracked.action);
+    }
     if (phase === 'retry-pending') {
-      this.#retryPending.set(id, { executionId: id, action: tracked.action, attempt: tracked.attempt, maxAttempts: tracked.maxAttempts, reason: reason ?? 'returned' });
+      this.#retryPending.set(id, {
+        executionId: id,
+        action: tracked.action,
+        attempt: tracked.attempt,
+        maxAttempts: tracked.maxAttempts,
+        reason: reason ?? 'returned',
+        ...(tracked.cancelRequested !== undefined && { cancelRequested: tracked.cancelRequested }),
+      });
     }
     if (tracked.workerId) {
       const n = (this.#load.get(tracked.workerId) ?? 1) - 1;
@@ -238,9 +399,63 @@ export class SchedulingIndex {
     tracked.phase = phase;
   }
 
-  /** Executions ready to schedule at `now`, highest priority first, then oldest first. */
+  /**
+   * Executions ready to schedule at `now`, highest priority first, then oldest first; of each
+   * concurrency bucket only as many as it has free slots (the first in that order), so a full
+   * bucket holds back its own executions and nothing behind them.
+   */
   ready(now: number): WaitingExecution[] {
-    return [...this.#waiting.values()].filter((w) => w.notBefore <= now).sort((a, b) => b.priority - a.priority || a.seq - b.seq);
+    const sorted = [...this.#waiting.values()].filter((w) => w.notBefore <= now && this.freeSlots(w.action, w.bucket) > 0).sort((a, b) => b.priority - a.priority || a.seq - b.seq);
+    const offered = new Map<string, number>();
+    return sorted.filter((w) => {
+      const n = offered.get(w.bucket) ?? 0;
+      if (n >= this.freeSlots(w.action, w.bucket)) return false;
+      offered.set(w.bucket, n + 1);
+      return true;
+    });
+  }
+
+  /** The action's concurrency limit (per key when its policy names one), or undefined when it has none. */
+  concurrencyLimitOf(action: string): number | undefined {
+    return this.#policies.get(action)?.concurrency?.limit;
+  }
+
+  /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
+  freeSlots(action: string, bucket: string): number {
+    const limit = this.concurrencyLimitOf(action);
+    return limit === undefined ? Infinity : Math.max(0, limit - (this.#held.get(bucket) ?? 0));
+  }
+
+  /**
+   * Per action: executions waiting in Requested, of those the ones whose bucket is at its
+   * limit, slots held (scheduled, handed off or running), and the limit. For metrics: O(waiting).
+   */
+  actionGauges(): Map<string, ActionGauges> {
+    const out = new Map<string, ActionGauges>();
+    const entry = (action: string) => {
+      let e = out.get(action);
+      if (!e) out.set(action, (e = { waiting: 0, atLimit: 0, held: 0, limit: this.concurrencyLimitOf(action) }));
+      return e;
+    };
+    for (const w of this.#waiting.values()) {
+      const e = entry(w.action);
+      e.waiting++;
+      if (this.freeSlots(w.action, w.bucket) === 0) e.atLimit++;
+    }
+    for (const [action, n] of this.#heldByAction) entry(action).held = n;
+    for (const [action, p] of this.#policies) if (p.concurrency) entry(action);
+    return out;
+  }
+
+  /**
+   * This executor appended the execution's SchedulingStarted at `revision`: take its slot now,
+   * so the next pass counts it before the subscription brings the event back (which then
+   * changes nothing). Does nothing when the index has already applied that revision.
+   */
+  scheduling(executionId: string, revision: bigint): void {
+    const tracked = this.#executions.get(executionId);
+    if (tracked && tracked.revision >= revision) return;
+    this.#schedulingStarted(executionId, tracked);
   }
 
   /** The earliest future notBefore among waiting retries, if any. */
@@ -290,6 +505,16 @@ export class SchedulingIndex {
   heldBy(workerId: string): { executionId: string; attempt: number }[] {
     const held = [...this.#handedOff.values(), ...this.#running.values()].filter((x) => x.workerId === workerId);
     return held.map((x) => ({ executionId: x.executionId, attempt: x.attempt }));
+  }
+
+  /** Executions a worker holds (handed off or running) with a cancel request on them. */
+  cancelRequestsHeld(): CancelRequest[] {
+    const requests: CancelRequest[] = [];
+    for (const held of [...this.#handedOff.values(), ...this.#running.values()]) {
+      const reason = this.#executions.get(held.executionId)?.cancelRequested;
+      if (reason !== undefined) requests.push({ executionId: held.executionId, workerId: held.workerId, attempt: held.attempt, reason });
+    }
+    return requests;
   }
 
   /** The worker's lifecycle status from its stream; undefined before its first event. */

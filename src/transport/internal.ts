@@ -1,11 +1,12 @@
 // What both WorkTransport adapters share that the port leaves to them: the message schema they
-// check on publish (and NATS on decode), option compilation, and how one delivery is handed
-// to a handler (settled at most once; nak'ed when the handler throws or leaves it unsettled).
+// check on publish (and NATS on decode), option compilation, how one delivery is handed
+// to a handler (settled at most once; nak'ed when the handler throws or leaves it unsettled),
+// and the worker signals' wire format, its checks and how one is handed to a handler.
 // Not part of the port: only ./nats.ts and ./postgres.ts import this.
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BatonError, ConfigError, InvalidEventError, zodIssues } from '../errors.ts';
-import type { ConsumeOptions, Delivery, ListDeadLettersOptions, WorkMessage, WorkTransportOptions } from './work-transport.ts';
+import type { ConsumeOptions, Delivery, ListDeadLettersOptions, WorkerSignal, WorkMessage, WorkTransportOptions } from './work-transport.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const nonEmpty = z.string().min(1, 'must be a non-empty string');
@@ -190,3 +191,85 @@ export function validateDeadLetterHandler(handler: unknown): void {
 
 /** How long a dead letter whose handler failed waits before it is handed over again: 1 s, doubling, at most 1 min. */
 export const deadLetterRetryDelayMs = (failures: number): number => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 60_000);
+
+// ---- worker signals ----
+
+export const MAX_SIGNAL_REASON_CHARS = 1_000;
+/** The same bound as a worker id in the event catalog (schemas/events.ts WorkerId). */
+const MAX_ID_CHARS = 200;
+/**
+ * Postgres refuses a NOTIFY payload of 8000 bytes or more (the default build). Both adapters put
+ * the same envelope on the wire and refuse the same signals, so the limit is checked for both.
+ * With the bounds below an envelope of ASCII ids is at most ~6,500 bytes (a 1,000-char reason of
+ * control characters, which JSON escapes to 6 bytes each); only ids of such characters as well
+ * can pass 8000, and the check blames the reason, the field that can give way.
+ */
+export const MAX_SIGNAL_PAYLOAD_BYTES = 7_999;
+
+const boundedId = nonEmpty.max(MAX_ID_CHARS, `must be at most ${MAX_ID_CHARS} characters`);
+
+export const WorkerSignalSchema = z.object({
+  kind: z.literal('cancel'),
+  executionId: boundedId,
+  attempt: z.number().int().positive(),
+  reason: nonEmpty.max(MAX_SIGNAL_REASON_CHARS, `must be at most ${MAX_SIGNAL_REASON_CHARS} characters`),
+}) satisfies z.ZodType<WorkerSignal>;
+
+/** What goes on the wire: the addressee travels with the signal (Postgres has one channel for all workers). */
+const SignalEnvelopeSchema = z.object({ workerId: boundedId, signal: WorkerSignalSchema });
+export type SignalEnvelope = z.infer<typeof SignalEnvelopeSchema>;
+
+/**
+ * The wire form of a signal for `workerId`: JSON of `{ workerId, signal }`, unknown fields
+ * dropped. Throws InvalidEventError naming the field (`workerId`, `signal.attempt`, …), also
+ * when the payload would not fit a NOTIFY.
+ */
+export function encodeSignal(workerId: string, signal: WorkerSignal): string {
+  const r = SignalEnvelopeSchema.safeParse({ workerId, signal });
+  if (!r.success) throw new InvalidEventError('worker signal', zodIssues(r.error));
+  const payload = JSON.stringify(r.data);
+  const bytes = Buffer.byteLength(payload, 'utf8');
+  if (bytes > MAX_SIGNAL_PAYLOAD_BYTES) {
+    throw new InvalidEventError('worker signal', [
+      { path: 'signal.reason', message: `the encoded signal is ${bytes} bytes, more than the ${MAX_SIGNAL_PAYLOAD_BYTES} a NOTIFY carries; shorten the reason` },
+    ]);
+  }
+  return payload;
+}
+
+/** A received payload as an envelope; undefined (logged) when it is not one. Never throws. */
+export function decodeSignal(payload: string, log: Logger | undefined): SignalEnvelope | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(payload);
+  } catch {
+    json = undefined;
+  }
+  const r = SignalEnvelopeSchema.safeParse(json);
+  if (!r.success) {
+    log?.warn({ issues: json === undefined ? 'not JSON' : zodIssues(r.error), length: payload.length }, 'received worker signal is malformed; dropped');
+    return undefined;
+  }
+  return r.data;
+}
+
+/** Checks onSignal's arguments: InvalidEventError naming workerId, BatonError for the handler. */
+export function validateSignalSubscription(workerId: string, handler: unknown): void {
+  const r = boundedId.safeParse(workerId);
+  if (!r.success) throw new InvalidEventError('signal subscription', zodIssues(r.error).map((i) => ({ ...i, path: 'workerId' })));
+  if (typeof handler !== 'function') throw new BatonError('onSignal: handler must be a function');
+}
+
+/**
+ * Hand one signal to one subscription's handler, on a copy of its own. Never throws: a handler
+ * that throws (or, typed loosely, returns a rejected promise) is logged and ignored.
+ */
+export function deliverSignal(handler: (signal: WorkerSignal) => void, { workerId, signal }: SignalEnvelope, log: Logger | undefined): void {
+  const about = { workerId, executionId: signal.executionId, attempt: signal.attempt, kind: signal.kind };
+  try {
+    const returned: unknown = handler({ ...signal });
+    if (returned instanceof Promise) returned.catch((err: unknown) => log?.warn({ err, ...about }, 'signal handler rejected; ignored'));
+  } catch (err) {
+    log?.warn({ err, ...about }, 'signal handler threw; ignored');
+  }
+}

@@ -41,6 +41,13 @@
 // Buffering more (consume() with its own refill) would start ack-wait clocks on messages no
 // handler has, and starve the other consumers of the same worker.
 //
+// Worker signals (sendSignal / onSignal) are core NATS, not JetStream: a plain publish on
+// `<prefix>_signal.<workerId>` (a sibling of the work subjects, like the dead letters, so no
+// stream stores them), and a plain subscription per onSignal, so every subscription of a worker
+// id gets each signal. Nobody listening is not an error. sendSignal flushes: it resolves once the
+// server has the message. A signal sent while a subscriber is disconnected is lost; the sender
+// rings again.
+//
 // NATS is a doorbell, not a record: a message lost here is re-published from the event store.
 import { connect, AckPolicy, DeliverPolicy, DiscardPolicy, ErrorCode, Events, nanos, RetentionPolicy, StorageType, NatsError } from 'nats';
 import type {
@@ -63,6 +70,9 @@ import { redactUrl } from '../db/connect.ts';
 import {
   compileTransportOptions,
   deadLetterReason,
+  decodeSignal,
+  deliverSignal,
+  encodeSignal,
   deadLetterRetryDelayMs,
   HandlerSlots,
   positiveInteger,
@@ -72,6 +82,7 @@ import {
   validateForPublish,
   validateListDeadLetters,
   validateMessageId,
+  validateSignalSubscription,
   WorkMessageSchema,
   type Settlement,
 } from './internal.ts';
@@ -82,6 +93,8 @@ import type {
   DeadLetterSubscription,
   Delivery,
   ListDeadLettersOptions,
+  SignalSubscription,
+  WorkerSignal,
   WorkMessage,
   WorkTransport,
   WorkTransportOptions,
@@ -242,6 +255,8 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
   // A sibling of the work subjects, not under them: the work stream owns `<prefix>.>`.
   const deadLetterPrefix = `${prefix}_dlq`;
   const deadLetterSubject = (messageId: string) => `${deadLetterPrefix}.${subjectToken(messageId.toLowerCase())}`;
+  // Also a sibling: core NATS only, no stream may capture signals.
+  const signalSubject = (workerId: string) => `${prefix}_signal.${subjectToken(workerId)}`;
   const advisorySubject = (consumer: string) => `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streamName}.${consumer}`;
 
   const streamConfig: Partial<StreamConfig> = {
@@ -812,10 +827,68 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
     return found.deadLetter;
   }
 
-  /** Stops every consumer and dead-letter subscription (waiting for their handlers) and flushes; the caller closes `nc`. */
+  // ---- worker signals ----
+
+  async function sendSignal(workerId: string, signal: WorkerSignal): Promise<void> {
+    assertOpen('sendSignal');
+    const payload = encodeSignal(workerId, signal);
+    const subject = signalSubject(workerId);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      nc.publish(subject, encoder.encode(payload));
+      // The server answers a flush's PING after it has taken everything before it.
+      await Promise.race([
+        nc.flush(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`not confirmed by NATS within ${FLUSH_TIMEOUT_MS} ms`)), FLUSH_TIMEOUT_MS);
+        }),
+      ]);
+    } catch (err) {
+      throw new BatonError(`sendSignal to worker ${workerId} (${subject}) failed: ${(err as Error).message}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  const signalSubscriptions = new Set<SignalSubscription>();
+
+  async function onSignal(workerId: string, handler: (signal: WorkerSignal) => void): Promise<SignalSubscription> {
+    assertOpen('onSignal');
+    validateSignalSubscription(workerId, handler);
+    let stopped = false;
+    const sub = nc.subscribe(signalSubject(workerId), {
+      callback: (err, msg) => {
+        if (err) return log?.warn({ err, workerId }, 'worker signal subscription failed');
+        if (stopped) return;
+        const envelope = decodeSignal(decoder.decode(msg.data), log);
+        // The subject names the worker; a body addressed to another is not this worker's.
+        if (!envelope || envelope.workerId !== workerId) return;
+        deliverSignal(handler, envelope, log);
+      },
+    });
+    const subscription: SignalSubscription = {
+      stop: async () => {
+        if (stopped) return;
+        stopped = true;
+        signalSubscriptions.delete(subscription);
+        sub.unsubscribe(); // a no-op once the connection is closed
+      },
+    };
+    signalSubscriptions.add(subscription);
+    // In place at the server once it answers the PING behind our SUB (a bounded wait: on a
+    // dead connection the client subscribes again when it reconnects).
+    await flushWithin(nc, FLUSH_TIMEOUT_MS);
+    return subscription;
+  }
+
+  /**
+   * Stops every consumer and dead-letter subscription (waiting for their handlers) and every
+   * signal subscription, and flushes; the caller closes `nc`.
+   */
   function close(): Promise<void> {
     closed = true;
     return (closing ??= (async () => {
+      await Promise.all([...signalSubscriptions].map((s) => s.stop()));
       await Promise.all([...consumers].map((c) => c.stop()));
       await Promise.all([...subscriptions].map((s) => s.stop()));
       for (const { sub } of advisoryWatches.values()) sub.unsubscribe();
@@ -825,5 +898,17 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
     })());
   }
 
-  return { publish, consume, depth, onDeadLetter, listDeadLetters, getDeadLetter, retryDeadLetter, deleteDeadLetter, close };
+  return {
+    publish,
+    consume,
+    depth,
+    onDeadLetter,
+    listDeadLetters,
+    getDeadLetter,
+    retryDeadLetter,
+    deleteDeadLetter,
+    sendSignal,
+    onSignal,
+    close,
+  };
 }

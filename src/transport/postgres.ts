@@ -25,10 +25,13 @@
 // handler, then stamp handled_at: at least once, as the port says. They are woken by a NOTIFY
 // on `baton_dead_letters` after each move, and sweep the whole queue every deadLetterSweepMs
 // for exhausted messages no consumer is left to move (their worker is gone).
+//
+// Worker signals (sendSignal / onSignal): NOTIFY on `baton_signals`, see postgres-signals.ts.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError, NotFoundError } from '../errors.ts';
 import { PgWakeups } from '../eventstore/pg-wakeups.ts';
+import { PgSignals } from './postgres-signals.ts';
 import {
   compileTransportOptions,
   deadLetterRetryDelayMs,
@@ -48,6 +51,8 @@ import type {
   DeadLetterSubscription,
   Delivery,
   ListDeadLettersOptions,
+  SignalSubscription,
+  WorkerSignal,
   WorkMessage,
   WorkTransport,
   WorkTransportOptions,
@@ -333,6 +338,7 @@ export function createPostgresWorkTransport(pool: pg.Pool, options: PostgresWork
   // Only subscribers LISTEN here; anything that moves a message to the dead letters notifies.
   const deadLetterWakeups = new PgWakeups(pool, log, DEAD_LETTER_NOTIFY_CHANNEL);
   const deletes = new DeleteBatcher(pool);
+  const signals = new PgSignals(pool, log);
   const consumers = new Set<Consumer>();
   const subscriptions = new Set<DeadLetterSubscription>();
   let closed = false;
@@ -590,17 +596,43 @@ export function createPostgresWorkTransport(pool: pg.Pool, options: PostgresWork
     return r.rows[0]!.n;
   }
 
-  /** Stops every consumer and dead-letter subscription (waiting for their handlers), then stops listening. Does not end the pool. */
+  async function sendSignal(workerId: string, signal: WorkerSignal): Promise<void> {
+    assertOpen('sendSignal');
+    await signals.send(workerId, signal);
+  }
+
+  async function onSignal(workerId: string, handler: (signal: WorkerSignal) => void): Promise<SignalSubscription> {
+    assertOpen('onSignal');
+    return signals.subscribe(workerId, handler);
+  }
+
+  /**
+   * Stops every consumer and dead-letter subscription (waiting for their handlers) and every
+   * signal subscription, then stops listening. Does not end the pool.
+   */
   function close(): Promise<void> {
     closed = true;
     return (closing ??= (async () => {
       await Promise.all([...consumers].map((c) => c.stop()));
       await Promise.all([...subscriptions].map((s) => s.stop()));
       await deletes.idle();
+      await signals.close();
       await wakeups.close();
       await deadLetterWakeups.close();
     })());
   }
 
-  return { publish, consume, depth, onDeadLetter, listDeadLetters, getDeadLetter, retryDeadLetter, deleteDeadLetter, close };
+  return {
+    publish,
+    consume,
+    depth,
+    onDeadLetter,
+    listDeadLetters,
+    getDeadLetter,
+    retryDeadLetter,
+    deleteDeadLetter,
+    sendSignal,
+    onSignal,
+    close,
+  };
 }

@@ -2,6 +2,12 @@
 // Adapters: NATS JetStream (production, ./nats.ts) and a Postgres queue (embedded, ./postgres.ts).
 // Both pass test/contract/work-transport.contract.ts. NATS is a doorbell, not a record: the
 // event store says who owns what; a lost message is re-published from the events.
+//
+// Beside the work, a signal channel from the executor to one worker (sendSignal / onSignal):
+// for cancellation after handoff. The record is the ExecutionCancelRequested event; the signal
+// only rings the worker that holds the execution so its running action's AbortSignal fires. It
+// is not durable, and the executor rings again (about every second) until the execution has
+// left that worker, so at-most-once delivery and duplicates are both fine.
 
 /** One unit of work, addressed to one worker. */
 export interface WorkMessage {
@@ -76,6 +82,25 @@ export interface DeadLetterSubscription {
   stop(): Promise<void>;
 }
 
+/**
+ * A doorbell for one worker: not durable; the sender repeats it until it no longer applies.
+ * It may arrive more than once, or not at all; the worker acts on the event store, not on it.
+ */
+export interface WorkerSignal {
+  /** Cancel the run of `executionId` (ExecutionCancelRequested was appended). */
+  kind: 'cancel';
+  executionId: string;
+  /** The attempt the worker holds; a signal for another attempt is ignored by the worker. */
+  attempt: number;
+  /** Why, for the history (ExecutionCancelled.reason). 1..1000 chars. */
+  reason: string;
+}
+
+export interface SignalSubscription {
+  /** Stop receiving: the handler is not called again once this resolves. Idempotent. */
+  stop(): Promise<void>;
+}
+
 export interface WorkTransportOptions {
   /** Redeliver a message not acked within this time (ms). Default 30,000. */
   ackWaitMs?: number;
@@ -114,5 +139,20 @@ export interface WorkTransport {
   retryDeadLetter(messageId: string): Promise<DeadLetter>;
   /** Remove the dead letter for good; returns what was removed. Throws NotFoundError when there is none. */
   deleteDeadLetter(messageId: string): Promise<DeadLetter>;
+  /**
+   * Ring `workerId` (best effort, resolves once handed to the broker/database; no error when
+   * nobody listens). Not durable: a worker not listening at that moment never gets it, so the
+   * sender repeats it until it no longer applies. Every subscription of that worker id (in any
+   * process) gets it. Throws InvalidEventError naming the field for a bad workerId or signal.
+   */
+  sendSignal(workerId: string, signal: WorkerSignal): Promise<void>;
+  /**
+   * Receive the signals addressed to `workerId` until stop(). Resolves once the subscription is
+   * in place, so a signal sent after that reaches it (best effort: one sent while the connection
+   * is down is lost). The handler must not throw (a throw is logged and ignored). Received
+   * signals that do not parse are logged and dropped.
+   */
+  onSignal(workerId: string, handler: (signal: WorkerSignal) => void): Promise<SignalSubscription>;
+  /** Also stops every consumer and subscription (work, dead letters, signals) of this instance. */
   close(): Promise<void>;
 }

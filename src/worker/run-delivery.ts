@@ -1,6 +1,8 @@
 // One delivery, start to finish: check the baton is still ours, append ExecutionStarted at the
 // handoff's revision (losing that race means we are no longer the owner: drop the work
-// unrun), validate the input, run the action, append the outcome, and only then ack.
+// unrun), validate the input, run the action, append the outcome, and only then ack. A cancel
+// request ends it as Cancelled: before the start, instead of running; during the run, by
+// aborting the action's signal (see cancelHeldExecution for the handoffs no run holds yet).
 import type { Logger } from 'pino';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
@@ -19,8 +21,10 @@ export interface RunDeliveryDeps {
   shutdown: AbortSignal;
   /** Executions this worker is running now. */
   running: Set<string>;
+  /** Per running execution: abort its run because a cancel was requested (filled while it runs). */
+  cancellers?: Map<string, (attempt: number, reason: string) => void>;
   onStarted?: (pickupMs: number) => void;
-  onFinished?: (outcome: 'completed' | 'failed' | 'timed-out' | 'lost' | 'released') => void;
+  onFinished?: (outcome: 'completed' | 'failed' | 'timed-out' | 'cancelled' | 'lost' | 'released') => void;
   /** Append ExecutionProgressed at most this often per run (ms). */
   progressEveryMs?: number;
   /** start-to-close limit of a run whose action sets none (ms). Default 10 minutes. */
@@ -34,6 +38,33 @@ class LimitReached extends Error {
     readonly deadline: string,
   ) {
     super(`the run passed its ${limit} limit at ${deadline}`);
+  }
+}
+
+/** Why this worker stopped a run because someone asked: the reason goes into ExecutionCancelled. */
+class CancelRequested extends Error {
+  constructor(readonly reason: string) {
+    super(`cancel requested: ${reason}`);
+  }
+}
+
+/**
+ * End a handoff this worker holds but has not started, when a cancel was requested: the owner
+ * appends ExecutionCancelled. Returns whether it did. Used before a start, after a start lost
+ * to a cancel request, and when the executor rings about a handoff no delivery reached yet.
+ */
+export async function cancelHeldExecution(runtime: ExecutionRuntime, workerId: string, executionId: string, log: Logger): Promise<boolean> {
+  const me = `worker:${workerId}` as const;
+  const loaded = await runtime.load(executionId);
+  const { owner, cancelRequested } = loaded.snapshot.context;
+  if (statusOf(loaded.snapshot) !== 'Scheduled' || owner !== me || cancelRequested === undefined) return false;
+  try {
+    await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: cancelRequested }, by: me }, { known: loaded });
+    log.info({ executionId }, 'cancelled before it started, as requested');
+    return true;
+  } catch (err) {
+    if (err instanceof RejectedCommandError) return false; // moved on meanwhile (reclaimed): not ours to end
+    throw err;
   }
 }
 
@@ -56,6 +87,8 @@ async function persistently<T>(what: string, log: Logger, fn: () => Promise<T>):
     }
   }
 }
+
+const FINISHED = { ExecutionCompleted: 'completed', ExecutionFailed: 'failed', ExecutionTimedOut: 'timed-out', ExecutionCancelled: 'cancelled' } as const;
 
 export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Promise<void> {
   const { message } = delivery;
@@ -98,6 +131,11 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
     await delivery.term();
     return;
   }
+  if (statusOf(loaded.snapshot) === 'Scheduled' && ctx.owner === me && ctx.cancelRequested !== undefined) {
+    if (await cancelHeldExecution(runtime, workerId, message.executionId, log)) deps.onFinished?.('cancelled');
+    await delivery.term();
+    return;
+  }
   if (statusOf(loaded.snapshot) !== 'Scheduled' || ctx.owner !== me || ctx.attempt !== message.attempt) {
     log.info({ status: statusOf(loaded.snapshot), owner: ctx.owner, currentAttempt: ctx.attempt }, 'not ours to run any more; dropping the message');
     await delivery.term();
@@ -118,7 +156,9 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
     );
   } catch (err) {
     if (err instanceof RejectedCommandError) {
-      log.info({ reason: err.message }, 'lost the baton before starting (reclaimed or cancelled); not running it');
+      // A cancel request that landed between our read and the start is ours to carry out.
+      if (await cancelHeldExecution(runtime, workerId, message.executionId, log)) deps.onFinished?.('cancelled');
+      else log.info({ reason: err.message }, 'lost the baton before starting (reclaimed or cancelled); not running it');
       await delivery.term();
       return;
     }
@@ -129,6 +169,9 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
   let known = { snapshot: started.snapshot, revision: started.revision };
 
   const abort = new AbortController();
+  deps.cancellers?.set(message.executionId, (attempt, reason) => {
+    if (attempt === ctx.attempt && !abort.signal.aborted) abort.abort(new CancelRequested(reason));
+  });
   const onShutdown = () => abort.abort(deps.shutdown.reason);
   deps.shutdown.addEventListener('abort', onShutdown, { once: true });
   const closeTimer = setTimeout(() => abort.abort(new LimitReached('start-to-close', deadline)), Math.max(0, Date.parse(deadline) - Date.now()));
@@ -148,7 +191,8 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
   let outcome:
     | { type: 'ExecutionCompleted'; data: { result: Json } }
     | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } }
-    | { type: 'ExecutionTimedOut'; data: { limit: 'start-to-close' | 'heartbeat'; deadline: string } };
+    | { type: 'ExecutionTimedOut'; data: { limit: 'start-to-close' | 'heartbeat'; deadline: string } }
+    | { type: 'ExecutionCancelled'; data: { reason: string } };
   try {
     if (!action) throw Object.assign(new Error(`worker ${workerId} does not offer action ${ctx.action}`), { name: 'UnknownAction' });
     const result = await runAction(action, ctx.input, {
@@ -176,13 +220,17 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
     outcome = { type: 'ExecutionCompleted', data: { result: asJson(result) } };
   } catch (err) {
     const limit = abort.signal.reason instanceof LimitReached ? abort.signal.reason : err instanceof ActionTimeoutError ? new LimitReached('start-to-close', deadline) : undefined;
-    if (limit) {
+    if (abort.signal.reason instanceof CancelRequested) {
+      // However the action reacted to the abort (AbortError, its own error), it was cancelled.
+      outcome = { type: 'ExecutionCancelled', data: { reason: abort.signal.reason.reason } };
+    } else if (limit) {
       outcome = { type: 'ExecutionTimedOut', data: { limit: limit.limit, deadline: limit.deadline } };
     } else {
       const retryable = !(err instanceof InvalidActionInputError) && (action ? isRetryable(err, action) : false);
       outcome = { type: 'ExecutionFailed', data: { error: toErrorInfo(err), retryable } };
     }
   } finally {
+    deps.cancellers?.delete(message.executionId);
     deps.shutdown.removeEventListener('abort', onShutdown);
     clearTimeout(closeTimer);
     clearTimeout(heartbeatTimer);
@@ -198,7 +246,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
       deps.onFinished?.('released');
     } else {
       await persistently('recording the outcome', log, () => runtime.dispatch(message.executionId, { ...outcome, by: me }, { known }));
-      deps.onFinished?.(outcome.type === 'ExecutionCompleted' ? 'completed' : outcome.type === 'ExecutionTimedOut' ? 'timed-out' : 'failed');
+      deps.onFinished?.(FINISHED[outcome.type]);
       log.debug({ outcome: outcome.type }, 'run finished');
     }
   } catch (err) {

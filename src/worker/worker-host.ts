@@ -2,6 +2,8 @@
 // work from the transport (at most `capacity` runs at once) and runs each delivery. On stop
 // (SIGTERM) it drains: takes no new work, lets runs finish up to the shutdown timeout, then
 // aborts the rest, which hand their executions back (OwnershipReleased) for another worker.
+// It also listens for the executor's cancel rings: a run it holds is aborted and ends as
+// Cancelled; a handoff it holds but has not started is cancelled at once.
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -12,7 +14,7 @@ import type { LivenessStore } from '../liveness/liveness-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { recordWorkerEvent } from './worker-lifecycle.ts';
-import { runDelivery } from './run-delivery.ts';
+import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 
 export interface WorkerHostOptions {
   workerId: string;
@@ -73,6 +75,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const { workerId, capacity } = o;
   const log = o.log.child({ component: 'worker', workerId });
   const running = new Set<string>();
+  const cancellers = new Map<string, (attempt: number, reason: string) => void>();
   const shutdown = new AbortController();
   let draining = false;
   const metrics = o.registry ? workerMetrics(o.registry) : undefined;
@@ -108,12 +111,19 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         log,
         shutdown: shutdown.signal,
         running,
+        cancellers,
         startToCloseMs: o.startToCloseMs,
         onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
         onFinished: (outcome) => metrics?.runs.inc({ worker: workerId, outcome }),
       }),
     { concurrency: capacity },
   );
+  const signals = await o.transport.onSignal(workerId, (signal) => {
+    const cancelRun = cancellers.get(signal.executionId);
+    if (cancelRun) return cancelRun(signal.attempt, signal.reason);
+    // Not running here: perhaps handed to us and not delivered yet. The ring repeats, so a failure here is retried.
+    cancelHeldExecution(o.runtime, workerId, signal.executionId, log).catch((err: unknown) => log.warn({ err, executionId: signal.executionId }, 'could not cancel a held execution; the executor will ask again'));
+  });
   log.info({ capacity, actions }, `worker ${workerId} started`);
 
   let stopping: Promise<void> | undefined;
@@ -133,6 +143,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         }, timeoutMs);
         grace.unref();
         await consumer.stop();
+        await signals.stop();
         clearTimeout(grace);
         await heartbeat.stop();
         await o.liveness.remove(workerId);

@@ -111,11 +111,11 @@ export async function handOff(runtime: ExecutionRuntime, executionId: string, wo
   ]);
 }
 
-/** Announce a worker in its own stream, as a worker host does at start. */
-export async function startWorker(store: PostgresEventStore, workerId: string): Promise<void> {
+/** Announce a worker in its own stream, as a worker host does at start (`data` replaces fields of WorkerStarted). */
+export async function startWorker(store: PostgresEventStore, workerId: string, data: Record<string, unknown> = {}): Promise<void> {
   await store.append(
     `worker-${workerId}`,
-    [{ eventId: randomUUID(), type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 4, host: 'test' }, metadata: { by: `worker:${workerId}`, occurredAt: new Date().toISOString() } }],
+    [{ eventId: randomUUID(), type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 4, host: 'test', ...data }, metadata: { by: `worker:${workerId}`, occurredAt: new Date().toISOString() } }],
     { expectedRevision: 'any' },
   );
 }

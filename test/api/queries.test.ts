@@ -30,6 +30,9 @@ beforeAll(async () => {
   now += 1_500;
   await runtime.dispatch(ids[5]!, { type: 'ExecutionCompleted', data: { result: { ok: true } }, by: 'worker:w2' });
   await startWorker(store, 'w1');
+  // Two workers offer core.echo with different limits: the later start is the one that counts.
+  await startWorker(store, 'w3', { actions: ['core.echo'], policies: { 'core.echo': { concurrency: { limit: 5 } } } });
+  await startWorker(store, 'w4', { actions: ['core.echo', 'core.sleep'], policies: { 'core.echo': { concurrency: { limit: 2, key: 'tenantId' } } } });
   await createLivenessStore(db.pool).beat({ workerId: 'w1', actions: ['core.noop'], runtimes: ['node'], capacity: 4, inFlight: 1, draining: false }, { starting: true });
   await api().catchUp();
 });
@@ -207,6 +210,17 @@ describe('workers and actionStats', () => {
     ]);
     const one = await gql(api().url, `{ actionStats(action: "core.noop") { action } }`);
     expect(one.data!.actionStats).toEqual([{ action: 'core.noop' }]);
+  });
+
+  it('gives each action\'s concurrency limit and key, as the latest worker to start offering it advertised', async () => {
+    const r = await gql(api().url, `{ actionStats { action concurrencyLimit concurrencyKey } }`);
+    expect(r.errors).toBeUndefined();
+    expect(r.data!.actionStats).toEqual([
+      { action: 'core.echo', concurrencyLimit: 2, concurrencyKey: 'tenantId' },
+      { action: 'core.noop', concurrencyLimit: null, concurrencyKey: null },
+    ]);
+    const one = await gql(api().url, `{ actionStats(action: "core.echo") { concurrencyLimit } }`);
+    expect(one.data!.actionStats).toEqual([{ concurrencyLimit: 2 }]);
   });
 });
 

@@ -7,14 +7,20 @@
 //
 // Dead letters: one suite-wide queue per harness, shared by every test, so each test looks only
 // at its own messages (by messageId) in lists and in what onDeadLetter hands over.
+//
+// Signals: every test rings fresh worker ids, so it sees only its own signals. Absence is shown
+// with a sentinel: a signal sent after the one that must not arrive, awaited where it must
+// arrive; both adapters deliver one sender's signals to one listener in order.
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { NotFoundError } from '../../src/errors.ts';
+import { InvalidEventError, NotFoundError } from '../../src/errors.ts';
 import type {
   Consumer,
   DeadLetter,
   DeadLetterSubscription,
   Delivery,
+  SignalSubscription,
+  WorkerSignal,
   WorkMessage,
   WorkTransport,
   WorkTransportOptions,
@@ -26,6 +32,8 @@ export interface WorkTransportHarness {
    * (its own pool / listener). The harness closes every instance it opened in close().
    */
   open(options: WorkTransportOptions): Promise<WorkTransport>;
+  /** Put `payload` on the wire where `workerId`'s signals travel, bypassing sendSignal's checks. */
+  sendRawSignal(workerId: string, payload: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -60,23 +68,14 @@ interface Seen {
   by: string;
 }
 
-/** Everything delivered in one test, with bounded waits on it. */
-class Recorder {
-  readonly seen: Seen[] = [];
+/** What arrived in one test, with bounded waits on it. */
+class Observed<T> {
+  readonly seen: T[] = [];
   #watchers = new Set<() => void>();
 
-  /** A handler that records the delivery, then runs `then` (default: ack). */
-  handler(by: string, then: (d: Delivery, s: Seen) => Promise<void> = (d) => d.ack()) {
-    return async (delivery: Delivery) => {
-      const s = { delivery, at: performance.now(), by };
-      this.seen.push(s);
-      for (const w of [...this.#watchers]) w();
-      await then(delivery, s);
-    };
-  }
-
-  of(messageId: string): Seen[] {
-    return this.seen.filter((s) => s.delivery.message.messageId === messageId);
+  protected record(item: T): void {
+    this.seen.push(item);
+    for (const w of [...this.#watchers]) w();
   }
 
   /** Resolve once `until` holds; fail after timeoutMs, saying what was awaited. */
@@ -85,7 +84,7 @@ class Recorder {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#watchers.delete(check);
-        reject(new Error(`waited ${timeoutMs} ms for ${what}; ${this.seen.length} deliveries seen`));
+        reject(new Error(`waited ${timeoutMs} ms for ${what}; ${this.seen.length} seen`));
       }, timeoutMs);
       const check = () => {
         if (!until()) return;
@@ -95,6 +94,43 @@ class Recorder {
       };
       this.#watchers.add(check);
     });
+  }
+}
+
+/** Every delivery in one test. */
+class Recorder extends Observed<Seen> {
+  /** A handler that records the delivery, then runs `then` (default: ack). */
+  handler(by: string, then: (d: Delivery, s: Seen) => Promise<void> = (d) => d.ack()) {
+    return async (delivery: Delivery) => {
+      const s = { delivery, at: performance.now(), by };
+      this.record(s);
+      await then(delivery, s);
+    };
+  }
+
+  of(messageId: string): Seen[] {
+    return this.seen.filter((s) => s.delivery.message.messageId === messageId);
+  }
+}
+
+export function workerSignal(over: Partial<WorkerSignal> = {}): WorkerSignal {
+  return { kind: 'cancel', executionId: randomUUID(), attempt: 1, reason: 'cancelled by the contract test', ...over };
+}
+
+/** Every signal received in one test, with the label of the subscription that got it. */
+class Inbox extends Observed<{ by: string; signal: WorkerSignal }> {
+  handler(by: string) {
+    return (signal: WorkerSignal) => this.record({ by, signal });
+  }
+
+  /** The signals `by` received, oldest first. */
+  of(by: string): WorkerSignal[] {
+    return this.seen.filter((s) => s.by === by).map((s) => s.signal);
+  }
+
+  /** Resolve once `by` has received a signal for `executionId`. */
+  waitForSignal(by: string, executionId: string, timeoutMs = 5_000): Promise<void> {
+    return this.waitFor(`${by} to receive the signal for ${executionId}`, () => this.of(by).some((s) => s.executionId === executionId), timeoutMs);
   }
 }
 
@@ -141,7 +177,7 @@ export function workTransportContract(name: string, makeHarness: () => Promise<W
   describe(`WorkTransport contract: ${name}`, () => {
     let h: WorkTransportHarness;
     let transport: WorkTransport;
-    let started: (Consumer | DeadLetterSubscription)[] = [];
+    let started: (Consumer | DeadLetterSubscription | SignalSubscription)[] = [];
     let gates: { open: () => void }[] = [];
 
     beforeAll(async () => {
@@ -181,6 +217,12 @@ export function workTransportContract(name: string, makeHarness: () => Promise<W
       const g = gate();
       gates.push(g);
       return g;
+    };
+    /** onSignal, stopped after the test like the consumers. */
+    const listen = async (t: WorkTransport, workerId: string, handler: (s: WorkerSignal) => void) => {
+      const s = await t.onSignal(workerId, handler);
+      started.push(s);
+      return s;
     };
 
     it('delivers a message once, intact, to its worker and not to another worker', async () => {
@@ -578,6 +620,142 @@ export function workTransportContract(name: string, makeHarness: () => Promise<W
           `consume+ack ${rate(total, done - published)} msgs/s at concurrency 50 (${(done - published).toFixed(0)} ms to the last delivery)`,
       );
       expect(new Set(rec.seen.map((s) => s.delivery.message.messageId)).size).toBe(total);
+    });
+
+    // ---- worker signals ----
+
+    it('rings one worker: a signal sent to A reaches A’s handler intact, and not B’s', async () => {
+      const [a, b] = [newWorker(), newWorker()];
+      const inbox = new Inbox();
+      await listen(transport, a, inbox.handler('a'));
+      await listen(transport, b, inbox.handler('b'));
+      const sender = await h.open(OPTIONS); // another process rings
+      const forA = workerSignal({ attempt: 3, reason: 'cancelled: “café” ☕ by ops' });
+      await sender.sendSignal(a, forA);
+      await inbox.waitForSignal('a', forA.executionId);
+      expect(inbox.of('a')).toEqual([forA]);
+      // The sentinel, sent after A's signal, reaches B: had A's gone to B too, it would be there first.
+      const forB = workerSignal();
+      await sender.sendSignal(b, forB);
+      await inbox.waitForSignal('b', forB.executionId);
+      expect(inbox.of('b')).toEqual([forB]);
+      expect(inbox.of('a')).toEqual([forA]);
+    });
+
+    it('rings every subscription of a worker id (two processes of one worker)', async () => {
+      const w = newWorker();
+      const other = await h.open(OPTIONS);
+      const inbox = new Inbox();
+      await listen(transport, w, inbox.handler('first'));
+      await listen(other, w, inbox.handler('second'));
+      const s = workerSignal();
+      await transport.sendSignal(w, s);
+      await inbox.waitForSignal('first', s.executionId);
+      await inbox.waitForSignal('second', s.executionId);
+      expect(inbox.of('first')).toEqual([s]);
+      expect(inbox.of('second')).toEqual([s]);
+    });
+
+    it('delivers nothing to a subscription after its stop() or its transport’s close()', async () => {
+      const w = newWorker();
+      const closing = await h.open(OPTIONS);
+      const inbox = new Inbox();
+      const stopped = await listen(transport, w, inbox.handler('stopped'));
+      await listen(closing, w, inbox.handler('closed'));
+      await listen(transport, w, inbox.handler('live'));
+      const before = workerSignal();
+      await transport.sendSignal(w, before);
+      for (const by of ['stopped', 'closed', 'live']) await inbox.waitForSignal(by, before.executionId);
+      await stopped.stop();
+      await stopped.stop(); // idempotent
+      await closing.close();
+      const after = workerSignal();
+      await transport.sendSignal(w, after);
+      await inbox.waitForSignal('live', after.executionId);
+      await sleep(200); // a short window to show that the stopped and closed ones get nothing more
+      expect(inbox.of('stopped')).toEqual([before]);
+      expect(inbox.of('closed')).toEqual([before]);
+      expect(inbox.of('live')).toEqual([before, after]);
+    });
+
+    it('sendSignal resolves when nobody listens', async () => {
+      const t0 = performance.now();
+      await expect(transport.sendSignal(newWorker(), workerSignal())).resolves.toBeUndefined();
+      expect(performance.now() - t0).toBeLessThan(2_000); // handed over, not waiting for a listener
+    });
+
+    it('refuses a bad signal or worker id, naming the field, and sends nothing', async () => {
+      const w = newWorker();
+      const inbox = new Inbox();
+      await listen(transport, w, inbox.handler('w'));
+      const bad: [string, unknown, RegExp][] = [
+        ['attempt 0', workerSignal({ attempt: 0 }), /signal\.attempt/],
+        ['attempt 1.5', workerSignal({ attempt: 1.5 }), /signal\.attempt/],
+        ['empty executionId', workerSignal({ executionId: '' }), /signal\.executionId/],
+        ['empty reason', workerSignal({ reason: '' }), /signal\.reason/],
+        ['reason of 1,001 chars', workerSignal({ reason: 'x'.repeat(1_001) }), /signal\.reason.*1000 characters/],
+        ['unknown kind', { ...workerSignal(), kind: 'pause' }, /signal\.kind/],
+        ['no signal', undefined, /signal/],
+      ];
+      for (const [what, signal, field] of bad) {
+        const sending = transport.sendSignal(w, signal as WorkerSignal);
+        await expect(sending, what).rejects.toThrow(InvalidEventError);
+        await expect(sending, what).rejects.toThrow(field);
+      }
+      // Every field within its bounds, but JSON escapes each control character to 6 bytes: more
+      // than a NOTIFY carries (under 8000 bytes), refused on every adapter alike.
+      const escaped = (n: number) => '\u0001'.repeat(n);
+      await expect(transport.sendSignal(escaped(200), workerSignal({ executionId: escaped(200), reason: escaped(1_000) }))).rejects.toThrow(
+        /signal\.reason: the encoded signal is \d+ bytes/,
+      );
+      // The longest reason allowed goes through.
+      const longest = workerSignal({ reason: 'é'.repeat(1_000) });
+      await transport.sendSignal(w, longest);
+      await expect(transport.sendSignal('', workerSignal())).rejects.toThrow(/workerId/);
+      await expect(transport.sendSignal('x'.repeat(201), workerSignal())).rejects.toThrow(/workerId/);
+      await expect(transport.onSignal('', () => {})).rejects.toThrow(/workerId/);
+      await expect(transport.onSignal(w, undefined as unknown as () => void)).rejects.toThrow(/handler must be a function/);
+      // None of the refused ones went out: the valid signal sent last is the only one received.
+      const sentinel = workerSignal();
+      await transport.sendSignal(w, sentinel);
+      await inbox.waitForSignal('w', sentinel.executionId);
+      expect(inbox.of('w')).toEqual([longest, sentinel]);
+    });
+
+    it('drops (and logs) a malformed signal from the wire, and delivers the next one', async () => {
+      const w = newWorker();
+      const inbox = new Inbox();
+      await listen(transport, w, inbox.handler('w'));
+      for (const payload of [
+        'not json',
+        JSON.stringify({ workerId: w }),
+        JSON.stringify({ workerId: w, signal: { ...workerSignal(), attempt: 0 } }),
+        JSON.stringify({ workerId: w, signal: { ...workerSignal(), kind: 'pause' } }),
+      ]) {
+        await h.sendRawSignal(w, payload);
+      }
+      const good = workerSignal();
+      await transport.sendSignal(w, good);
+      await inbox.waitForSignal('w', good.executionId);
+      expect(inbox.of('w')).toEqual([good]);
+    });
+
+    it('keeps a subscription whose handler throws, and still rings the others', async () => {
+      const w = newWorker();
+      const inbox = new Inbox();
+      const record = inbox.handler('throws');
+      await listen(transport, w, (s) => {
+        record(s);
+        throw new Error('signal handler failed (expected by the test)');
+      });
+      await listen(transport, w, inbox.handler('fine'));
+      const [first, second] = [workerSignal(), workerSignal()];
+      await transport.sendSignal(w, first);
+      await transport.sendSignal(w, second);
+      await inbox.waitForSignal('throws', second.executionId);
+      await inbox.waitForSignal('fine', second.executionId);
+      expect(inbox.of('throws')).toEqual([first, second]);
+      expect(inbox.of('fine')).toEqual([first, second]);
     });
   });
 }

@@ -32,6 +32,10 @@ async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnectio
       opened.push(t);
       return t;
     },
+    async sendRawSignal(workerId, payload) {
+      nc.publish(`${subjectPrefix}_signal.${subjectToken(workerId)}`, new TextEncoder().encode(payload));
+      await nc.flush();
+    },
     async close() {
       for (const t of opened) await t.close();
       const jsm = await nc.jetstreamManager();

@@ -20,6 +20,9 @@ async function postgresHarness(): Promise<WorkTransportHarness> {
       opened.push({ transport, pool });
       return transport;
     },
+    async sendRawSignal(_workerId, payload) {
+      await db.pool.query(`SELECT pg_notify('baton_signals', $1)`, [payload]);
+    },
     async close() {
       for (const { transport, pool } of opened) {
         await transport.close();

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { z } from 'zod';
 import { ErrorInfo } from '../../schemas/events.ts';
+import { ActionPolicy } from '../../schemas/worker-events.ts';
 import {
   ActionError,
   InvalidActionDefinitionError,
@@ -138,6 +139,20 @@ describe('defineAction', () => {
       /retry.maxIntervalMs: maxIntervalMs must be at least initialIntervalMs/,
     );
   });
+
+  it('checks a concurrency policy, naming the field', () => {
+    const attempt = (concurrency: unknown) => () =>
+      defineAction({ ...minimal, name: 'test.bad', concurrency } as Parameters<typeof defineAction>[0]);
+    for (const limit of [0, -1, 1.5, 100_001, '3', undefined]) {
+      expect(attempt({ limit }), String(limit)).toThrow(/invalid action definition "test.bad": concurrency.limit: must be an integer from 1 to 100000/);
+    }
+    for (const key of ['', 'a..b', '.a', 'a.', 'a b', 'a[0]', 7]) {
+      expect(attempt({ limit: 1, key }), String(key)).toThrow(/concurrency.key: must be a dotted path into the input, like "tenantId" or "customer.id"/);
+    }
+    expect(attempt({ limit: 1, keys: 'tenantId' })).toThrow(/concurrency: Unrecognized key: "keys"/);
+    expect(defineAction({ ...minimal, name: 'test.one', concurrency: { limit: 1 } }).concurrency).toEqual({ limit: 1 });
+    expect(defineAction({ ...minimal, name: 'test.key', concurrency: { limit: 100_000, key: 'customer.id' } }).concurrency).toEqual({ limit: 100_000, key: 'customer.id' });
+  });
 });
 
 describe('failures: ActionError, toErrorInfo, isRetryable', () => {
@@ -200,6 +215,13 @@ describe('createActionRegistry', () => {
     expect(registry.has('ml.train')).toBe(false);
     registry.names().push('mutated');
     expect(registry.names()).not.toContain('mutated');
+  });
+
+  it('advertises each action\'s concurrency limit with its other policies', () => {
+    const limited = defineAction({ ...minimal, name: 'test.limited', concurrency: { limit: 2, key: 'tenantId' } });
+    const policies = createActionRegistry([noop, limited]).policies();
+    expect(policies).toEqual({ 'test.limited': { concurrency: { limit: 2, key: 'tenantId' } } });
+    expect(ActionPolicy.parse(policies['test.limited'])).toEqual(policies['test.limited']);
   });
 
   it('refuses two actions with one name, naming it', () => {

@@ -200,6 +200,18 @@ describe('workers fold', () => {
     expect(row).toMatchObject({ workerId: 'w1', status: 'stopped', statusReason: 'drained', actions: ['core.noop'], capacity: 4, pid: 42, started: 1, completed: 1, startedAt: at(0), statusChangedAt: at(11) });
   });
 
+  it('keeps the policies and global position of the latest WorkerStarted', () => {
+    const policies = { 'core.noop': { concurrency: { limit: 3, key: 'tenantId' } } };
+    const [first, second] = stored('worker-w1', [
+      { type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 4, policies }, metadata: { by: 'worker:w1', occurredAt: at(0) } },
+      { type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 4 }, metadata: { by: 'worker:w1', occurredAt: at(5) } },
+    ]);
+    const once = foldWorkers([first!])!;
+    expect(once).toMatchObject({ policies, startedPosition: Number(first!.globalPosition) });
+    expect(foldWorkers([first!, second!])).toMatchObject({ policies: {}, startedPosition: Number(second!.globalPosition) });
+    expect(foldWorkers(outcomes)).toMatchObject({ policies: {}, startedPosition: null });
+  });
+
   it('knows a worker from its outcomes before its WorkerStarted arrives', () => {
     expect(foldWorkers(outcomes)).toMatchObject({ status: 'unknown', started: 1, completed: 1 });
   });
