@@ -153,15 +153,15 @@ describe('workflows on a real executor and worker', () => {
     });
     const ended = await workflowEnded(c.store, workflowId);
     expect(ended.snapshot.value).toBe('Failed');
-    expect(ended.events.at(-1)).toMatchObject({ type: 'WorkflowFailed', data: { failedSteps: ['bad'], reason: expect.stringMatching(/bad \(Failed: boom\).*cancelled: waiting/) } });
+    expect(ended.events.at(-1)).toMatchObject({ type: 'WorkflowFailed', data: { failedSteps: ['bad'], reason: expect.stringMatching(/bad \(Failed: boom\).*cancelled: waiting, slow$/) } });
     const status = await workflowStatus(deps(), workflowId);
     const byId = Object.fromEntries(status.steps.map((s) => [s.id, s]));
     expect(byId['start']!.status).toBe('Completed');
     expect(byId['bad']).toMatchObject({ status: 'Failed', error: { message: 'boom' }, execution: { status: 'Failed' } });
     expect(byId['waiting']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
-    // `slow` was running: its worker was asked to stop (until workers honour that, it may complete).
+    // `slow` was running: its worker was asked to stop, aborted the run and recorded it.
     expect((await c.store.readStream(executionStreamId(byId['slow']!.executionId!))).map((e) => e.type)).toContain('ExecutionCancelRequested');
-    expect(['Cancelled', 'Completed']).toContain(byId['slow']!.status);
+    expect(byId['slow']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
     expect(byId['after-bad']).toMatchObject({ status: 'Skipped', executionId: null });
     expect(byId['after-waiting']).toMatchObject({ status: 'Skipped', executionId: null });
     expect([...(await executionsOf(workflowId)).keys()].sort()).toEqual(['bad', 'pause', 'slow', 'start', 'waiting']);
@@ -212,10 +212,11 @@ describe('workflows on a real executor and worker', () => {
     const status = await workflowStatus(deps(), workflowId);
     const byId = Object.fromEntries(status.steps.map((s) => [s.id, s]));
     expect(byId['waiting']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
-    // `slow` was running on the worker: its worker was asked to stop. Until workers honour
-    // ExecutionCancelRequested (being built on main) it may still complete.
-    expect((await c.store.readStream(executionStreamId(byId['slow']!.executionId!))).map((e) => e.type)).toContain('ExecutionCancelRequested');
-    expect(['Cancelled', 'Completed']).toContain(byId['slow']!.status);
+    // `slow` was running on the worker: its worker was asked to stop, aborted the run and recorded it.
+    const slowEvents = await c.store.readStream(executionStreamId(byId['slow']!.executionId!));
+    expect(slowEvents.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCancelRequested', 'ExecutionCancelled']);
+    expect(slowEvents.at(-1)!.metadata.by).toMatch(/^worker:/);
+    expect(byId['slow']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
     expect(byId['later']).toMatchObject({ status: 'Skipped', executionId: null });
     expect(await cancelWorkflow(deps(), workflowId, 'too late')).toMatchObject({ outcome: 'too-late', status: 'Cancelled', message: expect.stringMatching(/already Cancelled/) });
   });
