@@ -1,6 +1,7 @@
 // Time-travel over GraphQL: history and stateAt fold the stream from the event store through
 // the machine; executionMachine describes the statechart.
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { gql, handOff, useApi } from './api-harness.ts';
 
@@ -33,7 +34,7 @@ describe('Execution.history', () => {
     expect(steps.map((s: any) => s.owner)).toEqual(['executor', 'executor', 'worker:w1', 'worker:w1', 'worker:w1']);
     expect(steps[2].changed).toEqual(expect.arrayContaining(['owner', 'workerId', 'deadline', 'owners', 'scheduledAt']));
     expect(steps[4].context).toMatchObject({ result: { n: 1 }, owners: ['executor', 'worker:w1'] });
-    expect(steps.every((s: any) => s.machineVersion === '2')).toBe(true);
+    expect(steps.every((s: any) => s.machineVersion === MACHINE_VERSION)).toBe(true);
   });
 
   it('pages with fromRevision and limit, and refuses a limit past 1000', async () => {
@@ -61,6 +62,7 @@ describe('Execution.stateAt', () => {
       next: [
         { type: 'ExecutionStarted', by: 'worker:w1' },
         { type: 'ExecutionCancelled', by: 'worker:w1' },
+        { type: 'ExecutionCancelRequested', by: 'executor' },
         { type: 'OwnershipReleased', by: 'worker:w1' },
         { type: 'OwnershipReclaimed', by: 'executor' },
       ],
