@@ -96,7 +96,7 @@ function changedKeys(before: ExecutionContext | undefined, after: ExecutionConte
 export function nextEvents(snapshot: ExecutionSnapshot): NextEvent[] {
   const { owner, deadline } = snapshot.context;
   return allowedEventTypes(snapshot).flatMap((type): NextEvent[] => {
-    if (type === 'OwnershipReclaimed') return [{ type, by: EXECUTOR }];
+    if (type === 'OwnershipReclaimed' || type === 'ExecutionCancelRequested') return [{ type, by: EXECUTOR }];
     // The executor may end a run past its recorded start-to-close deadline (machine v2).
     if (type === 'ExecutionTimedOut' && owner !== EXECUTOR && deadline !== null) return [{ type, by: owner }, { type, by: EXECUTOR }];
     return [{ type, by: owner }];

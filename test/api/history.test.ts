@@ -61,8 +61,8 @@ describe('Execution.stateAt', () => {
       event: { type: 'ExecutionHandedOff', by: 'executor' },
       next: [
         { type: 'ExecutionStarted', by: 'worker:w1' },
-        { type: 'ExecutionCancelled', by: 'worker:w1' },
         { type: 'ExecutionCancelRequested', by: 'executor' },
+        { type: 'ExecutionCancelled', by: 'worker:w1' },
         { type: 'OwnershipReleased', by: 'worker:w1' },
         { type: 'OwnershipReclaimed', by: 'executor' },
       ],
