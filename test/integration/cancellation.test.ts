@@ -204,6 +204,6 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
     expect(late.stderr.trim()).toBe(`baton: execution ${running} is already Cancelled`);
     const missing = await cli(['cancel', '00000000-0000-4000-8000-000000000000']);
     expect(missing.code).not.toBe(0);
-    expect(missing.stderr).toMatch('execution 00000000-0000-4000-8000-000000000000 not found');
+    expect(missing.stderr).toMatch('execution or workflow 00000000-0000-4000-8000-000000000000 not found');
   });
 });

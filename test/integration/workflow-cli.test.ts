@@ -79,6 +79,10 @@ describe('baton workflow', () => {
     const cancel = await baton('workflow', 'cancel', 'report-1');
     expect(cancel.code).toBe(1);
     expect(cancel.stderr).toBe('baton: workflow report-1 is already Completed; there is nothing to cancel\n');
+    // `baton cancel` takes a workflow id too.
+    const plain = await baton('cancel', 'report-1');
+    expect(plain.code).toBe(1);
+    expect(plain.stderr).toBe('baton: workflow report-1 is already Completed; there is nothing to cancel\n');
     const missing = await baton('workflow', 'status', 'nope');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toBe('baton: workflow nope not found\n');
