@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionsProjection } from '../../projections/executions.projection.ts';
+import { workersProjection } from '../../projections/workers.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createLogger } from '../../src/log.ts';
@@ -136,7 +137,7 @@ describe('projector', () => {
       await until('the notification', async () => heard.includes(executionId));
       await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'test' }, by: 'executor' });
       await until('the cancellation', async () => (await db.pool.query(`SELECT 1 FROM baton_read.executions WHERE execution_id = $1 AND status = 'Cancelled'`, [executionId])).rowCount === 1);
-      await until('the workers rebuild', async () => (await readCheckpoint(db.pool, 'workers')).version === 1);
+      await until('the workers rebuild', async () => (await readCheckpoint(db.pool, 'workers')).version === workersProjection.version);
       await projector.checkDrift();
       expect(projector.problems()).toEqual([]);
     } finally {

@@ -6,6 +6,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { timeline } from '../../src/replay/inspect.ts';
@@ -55,7 +56,7 @@ describe('baton replay', () => {
   it('replays every stored history through the current machine: no divergence, exit 0', async () => {
     const r = await baton(['replay', '--all']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^7 executions \(35 events\) replayed against current \(version 2\)/m);
+    expect(r.stdout).toMatch(new RegExp(`^7 executions \\(35 events\\) replayed against current \\(version ${MACHINE_VERSION}\\)`, 'm'));
     expect(r.stdout).toMatch(/no divergence/);
   });
 
