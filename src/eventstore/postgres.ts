@@ -31,6 +31,7 @@ import type {
   SubscribeOptions,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
+import { validateAppend } from './append-validation.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
@@ -56,7 +57,6 @@ export class TransactionOrderConflict extends BatonError {
   }
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_ORDER_RETRIES = 5;
 
 interface EventRow {
@@ -88,20 +88,6 @@ const toStored = (r: EventRow, streamId = r.stream_id): StoredEvent => ({
   metadata: r.metadata,
   recordedAt: r.recorded_at,
 });
-
-function validateAppend(streamId: string, events: NewEvent[], expected: ExpectedRevision): void {
-  if (typeof streamId !== 'string' || streamId.length === 0) throw new BatonError('append: streamId must be a non-empty string');
-  if (!Array.isArray(events) || events.length === 0) throw new BatonError(`append to ${streamId}: events must be a non-empty array`);
-  if (typeof expected === 'bigint' && expected < 0n) throw new BatonError(`append to ${streamId}: expectedRevision must be >= 0, 'no_stream' or 'any'`);
-  const seen = new Set<string>();
-  events.forEach((e, i) => {
-    if (typeof e.eventId !== 'string' || !UUID.test(e.eventId)) throw new BatonError(`append to ${streamId}: events[${i}].eventId must be a uuid`);
-    if (seen.has(e.eventId)) throw new BatonError(`append to ${streamId}: events[${i}].eventId ${e.eventId} appears twice in one append`);
-    seen.add(e.eventId);
-    if (typeof e.type !== 'string' || e.type.length === 0) throw new BatonError(`append to ${streamId}: events[${i}].type must be a non-empty string`);
-    if (e.data === undefined) throw new BatonError(`append to ${streamId}: events[${i}].data is required (use {} or null)`);
-  });
-}
 
 /** `LIKE` patterns for stream prefixes, with LIKE's wildcards escaped. */
 const prefixPatterns = (prefixes?: string[]) =>

@@ -1,0 +1,21 @@
+// Argument checks every EventStore adapter makes before an append, so that a malformed append
+// is refused with the same message whichever store is configured (the contract suite checks
+// the wording).
+import { BatonError } from '../errors.ts';
+import type { ExpectedRevision, NewEvent } from './event-store.ts';
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function validateAppend(streamId: string, events: NewEvent[], expected: ExpectedRevision): void {
+  if (typeof streamId !== 'string' || streamId.length === 0) throw new BatonError('append: streamId must be a non-empty string');
+  if (!Array.isArray(events) || events.length === 0) throw new BatonError(`append to ${streamId}: events must be a non-empty array`);
+  if (typeof expected === 'bigint' && expected < 0n) throw new BatonError(`append to ${streamId}: expectedRevision must be >= 0, 'no_stream' or 'any'`);
+  const seen = new Set<string>();
+  events.forEach((e, i) => {
+    if (typeof e.eventId !== 'string' || !UUID.test(e.eventId)) throw new BatonError(`append to ${streamId}: events[${i}].eventId must be a uuid`);
+    if (seen.has(e.eventId)) throw new BatonError(`append to ${streamId}: events[${i}].eventId ${e.eventId} appears twice in one append`);
+    seen.add(e.eventId);
+    if (typeof e.type !== 'string' || e.type.length === 0) throw new BatonError(`append to ${streamId}: events[${i}].type must be a non-empty string`);
+    if (e.data === undefined) throw new BatonError(`append to ${streamId}: events[${i}].data is required (use {} or null)`);
+  });
+}
