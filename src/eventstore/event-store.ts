@@ -1,4 +1,5 @@
-// The EventStore port. Adapters: Postgres (default, ./postgres.ts); EventStoreDB later.
+// The EventStore port. Adapters: Postgres (default, ./postgres.ts); EventStoreDB/KurrentDB
+// (./eventstoredb.ts, when BATON_EVENTSTORE_URL is set).
 // Every adapter passes the one contract suite in test/contract/event-store.contract.ts.
 
 /** An event as the caller hands it to append(). */
