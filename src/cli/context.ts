@@ -1,9 +1,11 @@
 // What a CLI command needs: config, a logger on stderr (stdout is for results), the database
-// (embedded unless BATON_DATABASE_URL is set), the event store and the execution runtime.
+// (embedded unless BATON_DATABASE_URL is set), the event store (EventStoreDB when
+// BATON_EVENTSTORE_URL is set, else Postgres) and the execution runtime.
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/connect.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { openEventStore } from './event-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Logger } from 'pino';
 import type pg from 'pg';
@@ -13,7 +15,7 @@ export interface CliContext {
   log: Logger;
   databaseUrl: string;
   pool: pg.Pool;
-  store: PostgresEventStore;
+  store: EventStore;
   runtime: ExecutionRuntime;
 }
 
@@ -21,7 +23,7 @@ export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promi
   const config = loadConfig();
   const log = createLogger(config, { destination: 'stderr' });
   const db = await openDatabase(config, log);
-  const store = createPostgresEventStore(db.pool, { log });
+  const { store } = openEventStore(config, db.pool, log, 'debug');
   try {
     return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }) });
   } finally {

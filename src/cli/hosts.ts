@@ -9,7 +9,8 @@ import { builtinActions, createActionRegistry, loadActionsModule, type AnyAction
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { openEventStore, type EventStoreKind } from './event-store.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
@@ -30,7 +31,9 @@ export interface HostEnvironment {
   config: Config;
   log: Logger;
   db: Database;
-  store: PostgresEventStore;
+  store: EventStore;
+  /** Which adapter `store` is (BATON_EVENTSTORE_URL set: eventstoredb). */
+  storeKind: EventStoreKind;
   runtime: ExecutionRuntime;
   liveness: LivenessStore;
   transport: WorkTransport;
@@ -47,7 +50,7 @@ export async function openHostEnvironment(o: { transport?: TransportKind; compon
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
   const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}` });
-  const store = createPostgresEventStore(db.pool, { log });
+  const { store, kind: storeKind } = openEventStore(config, db.pool, log);
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;
   if (kind === 'nats') {
@@ -63,6 +66,7 @@ export async function openHostEnvironment(o: { transport?: TransportKind; compon
     log,
     db,
     store,
+    storeKind,
     runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }),
     liveness: createLivenessStore(db.pool),
     transport,
@@ -248,6 +252,7 @@ export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: DevOpt
   return [
     `Baton dev is running (${env.db.embedded ? 'embedded Postgres' : 'Postgres'}, ${env.transportKind === 'nats' ? 'NATS JetStream' : 'Postgres work queue'})`,
     `  database  ${redactUrl(env.db.url)}${env.db.embedded ? ` (data in ${env.config.dataDir})` : ''}`,
+    ...(env.storeKind === 'eventstoredb' ? [`  events    ${redactUrl(env.config.eventStoreUrl!)} (EventStoreDB/KurrentDB; the read model stays in Postgres)`] : []),
     `  workers   ${hosts.workers.map((w) => w.workerId).join(', ')} (capacity ${o.capacity} each)`,
     `  GraphQL   ${hosts.api?.url ?? '(off)'}   (GraphiQL: open it in a browser)`,
     `  timeline  ${hosts.api?.uiUrl ?? '(off)'}   (each execution's events, states and path on the statechart)`,

@@ -1,0 +1,22 @@
+// Which EventStore adapter a host or CLI command uses: EventStoreDB/KurrentDB when
+// BATON_EVENTSTORE_URL is set, Postgres otherwise. Either way projections, the read model,
+// liveness and the Postgres work queue stay in Postgres (the pool passed here).
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import { redactUrl } from '../db/connect.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { createEventStoreDbEventStore } from '../eventstore/eventstoredb.ts';
+import { createPostgresEventStore } from '../eventstore/postgres.ts';
+
+export type EventStoreKind = 'postgres' | 'eventstoredb';
+
+/** The configured store; `announce` is the level at which to log the choice (hosts: info). */
+export function openEventStore(config: Config, pool: pg.Pool, log: Logger, announce: 'info' | 'debug' = 'info'): { store: EventStore; kind: EventStoreKind } {
+  if (config.eventStoreUrl) {
+    log[announce]({ eventStore: 'eventstoredb', url: redactUrl(config.eventStoreUrl) }, 'event store: EventStoreDB/KurrentDB (BATON_EVENTSTORE_URL); read model, liveness and work queue in Postgres');
+    return { store: createEventStoreDbEventStore(config.eventStoreUrl, { log: log.child({ component: 'eventstoredb' }) }), kind: 'eventstoredb' };
+  }
+  log[announce]({ eventStore: 'postgres' }, 'event store: Postgres');
+  return { store: createPostgresEventStore(pool, { log }), kind: 'postgres' };
+}
