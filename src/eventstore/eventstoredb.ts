@@ -81,6 +81,9 @@ export interface EventStoreDbEventStore extends EventStore {
   readonly client: EventStoreDBClient;
 }
 
+/** How long a confirmed subscription must have lasted for its drop to restart the backoff. */
+const HEALTHY_AFTER_MS = 10_000;
+
 const isStreamNotFound = (err: unknown) => (err as { type?: unknown } | null)?.type === 'stream-not-found';
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -243,16 +246,18 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
       };
       o.signal?.addEventListener('abort', stop, { once: true });
       closing.signal.addEventListener('abort', stop, { once: true });
-      // The server confirmed the subscription: it is up again, so the next drop starts the backoff afresh.
-      subscription.on('confirmation', () => (attempt = 0));
+      // A subscription the server confirmed and kept for a while means it is back: the next drop
+      // starts the backoff afresh (one dropped right after its confirmation keeps backing off).
+      let confirmedAt: number | undefined;
+      subscription.on('confirmation', () => (confirmedAt = performance.now()));
       let failure: unknown = new Error('EventStoreDB ended the subscription');
       try {
         for await (const resolved of subscription as AsyncIterable<AllStreamResolvedEvent>) {
-          attempt = 0;
           if (!resolved.event) continue;
           const position = globalPositionOf(resolved);
           if (!isPast(position, after)) continue; // resuming: the event at the checkpoint itself
           after = position;
+          attempt = 0; // progress: the connection works
           const stored = wanted(resolved.event.streamId, o.streamPrefixes) ? toStoredEvent(resolved) : null;
           if (stored) yield stored;
           if (stopped()) return;
@@ -266,6 +271,7 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
       }
       if (stopped()) return;
       if (isPermanentSubscriptionError(failure)) throw failure;
+      if (confirmedAt !== undefined && performance.now() - confirmedAt >= HEALTHY_AFTER_MS) attempt = 0;
       attempt++;
       const delayMs = reconnectDelay(attempt, backoff);
       log?.warn({ err: failure, after: after.toString(), attempt, delayMs }, 'EventStoreDB subscription dropped; resubscribing from the last position seen');
