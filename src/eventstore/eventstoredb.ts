@@ -16,10 +16,11 @@
 //   ids, a conflict if none do, and a conflict too if only some do. With 'any' it checks a cache
 //   of recently written ids (best effort: after a restart it may store a retry twice; Baton
 //   itself never appends with 'any'). Its reply does not say whether it wrote or deduplicated
-//   (newer servers return the original position for a duplicate), so each append stamps a random
-//   id into its last event's metadata (APPEND_ID_KEY) and reads that one event back: another
-//   call's stamp means the append was a retry (idempotentReplay), and the event read gives
-//   lastPosition from the log itself. Cost: one indexed single-event read per append.
+//   (a duplicate's reply carries the same revision, and on newer servers the same position), so
+//   each append stamps a random id into its last event's metadata (APPEND_ID_KEY) and reads that
+//   one event back: another call's stamp means the append was a retry (idempotentReplay), and
+//   the event read gives lastPosition from the log itself. Cost: one indexed single-event read
+//   per append.
 //
 // - Gap against the contract: EventStoreDB does not keep event ids unique across the store. A
 //   reused id in another stream, or at a new revision of the same stream (expected revision =
@@ -30,8 +31,13 @@
 //
 // - readAll. The v6 client cannot filter a read of $all on the server (subscribeToAll can), so
 //   readAll pages through $all and keeps the wanted streams itself; system streams ($…) are
-//   never returned. Catch-up is therefore proportional to everything written after `after`, not
-//   just Baton's streams. subscribe(), the path every host follows, filters on the server.
+//   never returned. A catch-up read therefore costs everything written after `after`, not just
+//   Baton's streams (EventStoreDB's own system events are few unless stats are written to the
+//   database). subscribe(), which hosts follow once caught up, filters on the server.
+//
+// - Subscriptions are catch-up subscriptions to $all from `after`. When the connection drops or
+//   the server restarts, the subscription is reopened from the last position seen (backoff
+//   doubling from 100 ms to 5 s), until the caller's signal aborts or the store is closed.
 import { randomUUID } from 'node:crypto';
 import {
   BACKWARDS,
