@@ -108,6 +108,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       postgres: embedded ? `embedded ${embedded.clusterDir} on 127.0.0.1:${embedded.port}` : `${redactUrl(baseUrl)} (BATON_DATABASE_URL)`,
       template,
       nats: natsUrl ?? 'unreachable (NATS tests skip)',
+      eventstore: config.eventStoreUrl ? `${redactUrl(config.eventStoreUrl)} (BATON_EVENTSTORE_URL)` : 'BATON_EVENTSTORE_URL not set (EventStoreDB suite skips)',
       ms: Math.round(performance.now() - t0),
     },
     'test run ready',
