@@ -24,6 +24,7 @@ import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
 import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
+import { registerEventStoreCommands } from './eventstore-command.ts';
 import { countEvents } from '../eventstore/postgres.ts';
 
 const program = new Command('baton')
@@ -368,6 +369,7 @@ registerDlqCommand(program);
 registerReplayCommands(program);
 registerCancelCommand(program);
 registerWorkflowCommands(program);
+registerEventStoreCommands(program);
 
 try {
   await program.parseAsync(process.argv);
