@@ -3,7 +3,8 @@
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/connect.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { openConfiguredEventStore } from '../eventstore/open.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Logger } from 'pino';
 import type pg from 'pg';
@@ -13,7 +14,8 @@ export interface CliContext {
   log: Logger;
   databaseUrl: string;
   pool: pg.Pool;
-  store: PostgresEventStore;
+  /** Postgres on `pool`, or EventStoreDB when BATON_EVENTSTORE_URL is set. */
+  store: EventStore;
   runtime: ExecutionRuntime;
 }
 
@@ -21,7 +23,13 @@ export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promi
   const config = loadConfig();
   const log = createLogger(config, { destination: 'stderr' });
   const db = await openDatabase(config, log);
-  const store = createPostgresEventStore(db.pool, { log });
+  let store: EventStore;
+  try {
+    store = await openConfiguredEventStore(config, db.pool, log);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
   try {
     return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }) });
   } finally {

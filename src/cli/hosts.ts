@@ -9,7 +9,8 @@ import { builtinActions, createActionRegistry, loadActionsModule, type AnyAction
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { openConfiguredEventStore } from '../eventstore/open.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
@@ -30,7 +31,8 @@ export interface HostEnvironment {
   config: Config;
   log: Logger;
   db: Database;
-  store: PostgresEventStore;
+  /** Postgres on `db`, or EventStoreDB when BATON_EVENTSTORE_URL is set. */
+  store: EventStore;
   runtime: ExecutionRuntime;
   liveness: LivenessStore;
   transport: WorkTransport;
@@ -47,7 +49,13 @@ export async function openHostEnvironment(o: { transport?: TransportKind; compon
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
   const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}` });
-  const store = createPostgresEventStore(db.pool, { log });
+  let store: EventStore;
+  try {
+    store = await openConfiguredEventStore(config, db.pool, log);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;
   if (kind === 'nats') {

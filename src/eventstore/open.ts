@@ -8,6 +8,7 @@
 // adapter at compile time.
 import pg from 'pg';
 import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
 import { migrateAll } from '../db/all-migrations.ts';
 import { DatabaseUnavailableError, redactUrl } from '../db/connect.ts';
 import { BatonError, ConfigError } from '../errors.ts';
@@ -122,4 +123,14 @@ async function createEventStoreDb(url: string, log: Logger | undefined): Promise
     throw new EventStoreAdapterMissingError('src/eventstore/eventstoredb.ts does not export createEventStoreDbEventStore(connectionString, options)');
   }
   return adapter.createEventStoreDbEventStore(url, log ? { log } : undefined);
+}
+
+/**
+ * The event store a host or CLI command uses: EventStoreDB when BATON_EVENTSTORE_URL is set,
+ * else Postgres on the database's pool (which the caller owns; closing the store leaves it open).
+ * The read model, liveness and the Postgres work queue stay in Postgres either way.
+ */
+export async function openConfiguredEventStore(config: Pick<Config, 'eventStoreUrl'>, pool: pg.Pool, log?: Logger): Promise<EventStore> {
+  if (!config.eventStoreUrl) return createPostgresEventStore(pool, { log });
+  return (await openEventStoreByUrl(config.eventStoreUrl, { log })).store;
 }
