@@ -7,9 +7,10 @@ import type { Config } from '../config.ts';
 import { redactUrl } from '../db/connect.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { createEventStoreDbEventStore } from '../eventstore/eventstoredb.ts';
+import type { EventStoreKind } from '../eventstore/open.ts';
+export type { EventStoreKind };
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 
-export type EventStoreKind = 'postgres' | 'eventstoredb';
 
 /** The configured store; `announce` is the level at which to log the choice (hosts: info). */
 export function openEventStore(config: Config, pool: pg.Pool, log: Logger, announce: 'info' | 'debug' = 'info'): { store: EventStore; kind: EventStoreKind } {

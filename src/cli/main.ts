@@ -24,6 +24,7 @@ import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
 import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
+import { registerEventStoreCommands } from './eventstore-command.ts';
 import { countEvents } from '../eventstore/postgres.ts';
 
 const program = new Command('baton')
@@ -243,8 +244,12 @@ const projectionName = (value: string): string => {
   }
   return value;
 };
-/** Matching events in the store, for a progress bar's total. */
-const eventsFor = (pool: import('pg').Pool, p: Projection) => countEvents(pool, p.streamPrefixes);
+/**
+ * Matching events in the store, for a progress bar's total; undefined (a bar without a total)
+ * when the events are in EventStoreDB (BATON_EVENTSTORE_URL), which has no cheap count.
+ */
+const eventsFor = async (ctx: { pool: import('pg').Pool; config: { eventStoreUrl: string | undefined } }, p: Projection) =>
+  ctx.config.eventStoreUrl ? undefined : countEvents(ctx.pool, p.streamPrefixes);
 
 projectionsCommand
   .command('status')
@@ -269,9 +274,9 @@ projectionsCommand
   .description('rebuild projections from position 0 aside, then swap them in (the API keeps serving)')
   .argument('[name]', 'one projection (default: all)', projectionName)
   .action(async (name: string | undefined) => {
-    await withContext(async ({ pool, store, log }) => {
+    await withContext(async ({ pool, store, log, config }) => {
       for (const p of projections.filter((x) => name === undefined || x.name === name)) {
-        const progress = progressLine(`rebuilding ${p.name}`, await eventsFor(pool, p));
+        const progress = progressLine(`rebuilding ${p.name}`, await eventsFor({ pool, config }, p));
         const r = await rebuildProjection({ pool, store, projection: p, log, onProgress: (x) => progress.update(x.events) });
         progress.finish(`${r.events.toLocaleString('en')} events in ${(r.ms / 1000).toFixed(1)} s, swapped in`);
       }
@@ -283,8 +288,9 @@ projectionsCommand
   .description('rebuild into a scratch schema and compare with the live read model; exit 1 on any difference')
   .option('--json', 'print JSON')
   .action(async (o: { json?: boolean }) => {
-    await withContext(async ({ pool, store }) => {
-      const total = (await Promise.all(projections.map((p) => eventsFor(pool, p)))).reduce((a, b) => a + b, 0);
+    await withContext(async ({ pool, store, config }) => {
+      const counts = await Promise.all(projections.map((p) => eventsFor({ pool, config }, p)));
+      const total = counts.includes(undefined) ? undefined : counts.reduce((a: number, b) => a + (b ?? 0), 0);
       const progress = progressLine('verifying', total);
       const done = new Map<string, number>();
       const report = await verifyReadModel({
@@ -368,6 +374,7 @@ registerDlqCommand(program);
 registerReplayCommands(program);
 registerCancelCommand(program);
 registerWorkflowCommands(program);
+registerEventStoreCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,169 @@
+// `baton eventstore copy` as a user runs it (real processes), Postgres → Postgres: every stream
+// arrives with the same ids, types, data, metadata and revisions, in the source's global order;
+// a copy stopped midway resumes without duplicates, even when its checkpoint is behind what the
+// target already holds or lost altogether; copying again changes nothing; a target holding other
+// events, or a checkpoint that belongs to another target, is refused with a message saying why.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redactUrl } from '../../src/db/connect.ts';
+import { START, type EventStore, type NewEvent, type StoredEvent } from '../../src/eventstore/event-store.ts';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { runBaton, type CliResult } from '../support/cli.ts';
+import { createTestDatabase, useTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const source = useTestDatabase();
+let scratch: string;
+let sourceStore: EventStore;
+const TOTAL = 420;
+const STREAMS = 37;
+
+/** Deterministic choices, so a failure reproduces. */
+function rng(seed: number): (n: number) => number {
+  let s = seed >>> 0;
+  return (n) => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s % n;
+  };
+}
+
+async function readEverything(store: EventStore): Promise<StoredEvent[]> {
+  const all: StoredEvent[] = [];
+  for (let after = START; ; ) {
+    const page = await store.readAll({ after, limit: 1000 });
+    if (page.length === 0) return all;
+    all.push(...page);
+    after = page[page.length - 1]!.globalPosition;
+  }
+}
+
+/** What a copy must keep; global positions and recordedAt are each store's own. */
+const essence = (e: StoredEvent) => ({ eventId: e.eventId, streamId: e.streamId, revision: e.revision, type: e.type, data: e.data, metadata: e.metadata });
+
+async function copy(target: TestDatabase, args: string[] = [], env: Record<string, string> = {}): Promise<CliResult> {
+  return runBaton(['eventstore', 'copy', '--from', source().url, '--to', target.url, ...args], { databaseUrl: null, env: { BATON_DATA_DIR: scratch, ...env } });
+}
+const json = (r: CliResult) => {
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as { read: number; appended: number; alreadyPresent: number; streamsCreated: number; complete: boolean; resumed: boolean; checkpoint: string };
+};
+
+const targets: TestDatabase[] = [];
+async function newTarget(): Promise<{ db: TestDatabase; store: EventStore }> {
+  const db = await createTestDatabase({ max: 2 });
+  targets.push(db);
+  return { db, store: createPostgresEventStore(db.pool) };
+}
+
+beforeAll(async () => {
+  scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-copy-'));
+  sourceStore = createPostgresEventStore(source().pool);
+  const pick = rng(8);
+  const revisions = new Map<string, bigint>();
+  const event = (n: number, streamId: string): NewEvent => ({
+    eventId: randomUUID(),
+    type: ['ThingRequested', 'ThingMoved', 'ThingNoted', 'ThingEnded'][pick(4)]!,
+    data: { n, streamId, nested: { list: [n, String(n), null, { deep: n % 2 === 0 }] }, text: `é ✓ "quoted" ${n}` },
+    metadata: { by: pick(2) === 0 ? 'executor' : 'worker:w1', correlationId: randomUUID(), occurredAt: new Date(1_700_000_000_000 + n).toISOString() },
+  });
+  async function appendSome(streamId: string, count: number, n: number): Promise<void> {
+    const at = revisions.get(streamId);
+    revisions.set(streamId, (at ?? -1n) + BigInt(count));
+    await sourceStore.append(streamId, Array.from({ length: count }, (_, i) => event(n + i, streamId)), { expectedRevision: at ?? 'no_stream' });
+  }
+  // Half one writer at a time, half four writers at once on their own streams (transactions that
+  // commit out of position order: the copy must keep the order readAll delivers, not positions).
+  let n = 0;
+  while (n < TOTAL / 2) {
+    const count = Math.min(1 + pick(3), TOTAL / 2 - n);
+    await appendSome(`copytest-${pick(STREAMS)}`, count, n);
+    n += count;
+  }
+  await Promise.all(
+    [0, 1, 2, 3].map(async (w) => {
+      for (let i = 0; i < TOTAL / 8; i += 3) await appendSome(`copytest-${w * 9 + (i % 9)}`, 3, n + w * 1000 + i);
+    }),
+  );
+  const all = await readEverything(sourceStore);
+  expect(all).toHaveLength(n + 4 * 3 * Math.ceil(TOTAL / 8 / 3));
+});
+
+afterAll(async () => {
+  await sourceStore?.close();
+  await Promise.all(targets.map((t) => t.drop()));
+  await fs.rm(scratch, { recursive: true, force: true });
+});
+
+describe('baton eventstore copy (Postgres → Postgres)', () => {
+  it('copies every stream with its ids, types, data, metadata and revisions, in the same global order; again, it is a no-op', async () => {
+    const { store } = await newTarget();
+    const expected = await readEverything(sourceStore);
+    const r = await copy(targets[targets.length - 1]!, ['--batch-size', '64']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`${expected.length} events read, ${expected.length} appended \\(\\d+ new streams\\), 0 already in the target`));
+    expect(r.stdout).toMatch(/done: the target holds every event the source had/);
+
+    const copied = await readEverything(store);
+    expect(copied.map(essence)).toEqual(expected.map(essence));
+    const streams = [...new Set(expected.map((e) => e.streamId))];
+    for (const s of streams) expect((await store.readStream(s)).map(essence)).toEqual((await sourceStore.readStream(s)).map(essence));
+
+    // The default checkpoint (in BATON_DATA_DIR) makes the same command a quick no-op …
+    const again = json(await copy(targets[targets.length - 1]!, ['--json']));
+    expect(again).toMatchObject({ read: 0, appended: 0, alreadyPresent: 0, complete: true, resumed: true });
+    expect(path.dirname(again.checkpoint)).toBe(scratch);
+    // … and without it (another machine, a deleted file) everything is recognised by id.
+    const reread = json(await copy(targets[targets.length - 1]!, ['--json', '--checkpoint', path.join(scratch, 'none-yet.json')]));
+    expect(reread).toMatchObject({ read: expected.length, appended: 0, alreadyPresent: expected.length, streamsCreated: 0, complete: true, resumed: false });
+    expect((await readEverything(store)).map(essence)).toEqual(expected.map(essence));
+  });
+
+  it('resumes a copy stopped midway without duplicates, even from a checkpoint older than the target', async () => {
+    const { db, store } = await newTarget();
+    const expected = await readEverything(sourceStore);
+    const checkpoint = path.join(scratch, 'interrupted.json');
+
+    const first = json(await copy(db, ['--json', '--checkpoint', checkpoint, '--batch-size', '50', '--limit', '120']));
+    expect(first).toMatchObject({ read: 120, appended: 120, alreadyPresent: 0, complete: false });
+    expect((await readEverything(store)).map(essence)).toEqual(expected.slice(0, 120).map(essence));
+
+    // A crash after appending, before saving the checkpoint: the target is ahead of it.
+    const stale = await fs.readFile(checkpoint, 'utf8');
+    const second = json(await copy(db, ['--json', '--checkpoint', checkpoint, '--batch-size', '50', '--limit', '75']));
+    expect(second).toMatchObject({ read: 75, appended: 75, complete: false, resumed: true });
+    await fs.writeFile(checkpoint, stale);
+
+    // Resumed with another batch size, so runs split differently from the ones appended.
+    const rest = json(await copy(db, ['--json', '--checkpoint', checkpoint, '--batch-size', '7']));
+    expect(rest).toMatchObject({ read: expected.length - 120, alreadyPresent: 75, appended: expected.length - 195, complete: true, resumed: true });
+    const copied = await readEverything(store);
+    expect(new Set(copied.map((e) => e.eventId)).size).toBe(copied.length);
+    expect(copied.map(essence)).toEqual(expected.map(essence));
+  });
+
+  it('refuses a checkpoint that belongs to another target, and a target that holds other events', async () => {
+    const done = path.join(scratch, 'done.json');
+    const a = await newTarget();
+    expect((await copy(a.db, ['--checkpoint', done, '--limit', '30'])).code).toBe(0);
+
+    // The same checkpoint pointed at a fresh database (it names its pair of URLs, so rename it).
+    const b = await newTarget();
+    const text = JSON.parse(await fs.readFile(done, 'utf8')) as { to: string };
+    const forB = path.join(scratch, 'for-b.json');
+    await fs.writeFile(forB, JSON.stringify({ ...text, to: redactUrl(b.db.url) }));
+    const refused = await copy(b.db, ['--checkpoint', forB]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/the checkpoint says event [0-9a-f-]{36} \(copytest-\d+ at revision \d+\) was copied, but the target does not have it/);
+    expect(await readEverything(b.store)).toEqual([]);
+
+    // A target whose stream already holds a different event where the source's first one belongs.
+    const c = await newTarget();
+    const [firstEvent] = await readEverything(sourceStore);
+    await c.store.append(firstEvent!.streamId, [{ eventId: randomUUID(), type: 'SomethingElse', data: {}, metadata: {} }], { expectedRevision: 'no_stream' });
+    const conflict = await copy(c.db, ['--checkpoint', path.join(scratch, 'conflict.json')]);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toContain(`cannot copy ${firstEvent!.streamId} at revision 0: the target already holds event`);
+  });
+});
