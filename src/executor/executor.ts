@@ -18,6 +18,7 @@ import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { WORKER_STREAM_PREFIX } from '../../schemas/worker-events.ts';
+import { followStore } from '../eventstore/follow.ts';
 import { SchedulingIndex, type ActionGauges, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
 
 /** What the executor needs to know about live workers (the liveness table provides it). */
@@ -511,26 +512,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const deadLetters = ready.then(() => (o.handleDeadLetters === false ? undefined : o.transport.onDeadLetter(onDeadLetter)));
   deadLetters.catch((err: unknown) => log.error({ err }, 'could not subscribe to dead letters'));
 
-  // Follow from the last event applied; when the database goes away (restart, failover, a
-  // terminated connection), wait and resume from there: the index stays valid in between.
-  const following = ready.then(async (from) => {
+  // Follow from the last event applied, resuming after database errors (followStore).
+  const following = ready.then((from) => {
     kick();
-    let after = from;
-    let backoffMs = 100;
-    while (!ac.signal.aborted) {
-      try {
-        for await (const event of o.store.subscribe({ after, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal })) {
-          observe(event);
-          after = event.globalPosition;
-          backoffMs = 100;
-        }
-      } catch (err) {
-        if (ac.signal.aborted) break;
-        log.error({ err, retryInMs: backoffMs }, 'lost the event store subscription; resuming from the last event seen');
-        await new Promise((r) => setTimeout(r, backoffMs));
-        backoffMs = Math.min(backoffMs * 2, 5_000);
-      }
-    }
+    return followStore({ store: o.store, after: from, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal, log, who: 'executor' }, observe);
   });
   following.catch((err: unknown) => {
     if (!ac.signal.aborted) log.fatal({ err }, 'executor stopped following the event store');

@@ -31,6 +31,7 @@ import { DuplicateEventIdError, IdempotencyKeyConflictError, NotFoundError, Wron
 import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime, LoadedExecution } from '../runtime/execution-runtime.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
+import { followStore } from '../eventstore/follow.ts';
 import { asWorkflowEvent, decideAll, loadWorkflow, workflowEvent, workflowEventId } from './workflow-stream.ts';
 
 export interface OrchestratorOptions {
@@ -484,24 +485,7 @@ export function startOrchestrator(o: OrchestratorOptions): Orchestrator {
     return after;
   })();
 
-  const following = ready.then(async (from) => {
-    let after = from;
-    let backoffMs = 100;
-    while (!ac.signal.aborted) {
-      try {
-        for await (const event of o.store.subscribe({ after, streamPrefixes: prefixes, signal: ac.signal })) {
-          apply(event);
-          after = event.globalPosition;
-          backoffMs = 100;
-        }
-      } catch (err) {
-        if (ac.signal.aborted) break;
-        log.error({ err, retryInMs: backoffMs }, 'orchestrator lost the event store subscription; resuming from the last event seen');
-        await pause(backoffMs);
-        backoffMs = Math.min(backoffMs * 2, 5_000);
-      }
-    }
-  });
+  const following = ready.then((from) => followStore({ store: o.store, after: from, streamPrefixes: prefixes, signal: ac.signal, log, who: 'orchestrator' }, apply));
   following.catch((err: unknown) => {
     if (!ac.signal.aborted) log.fatal({ err }, 'orchestrator stopped following the event store');
   });
