@@ -15,6 +15,12 @@ import { waitForFinal } from './wait.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
 
+const positiveMs = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer (milliseconds)');
+  return n;
+};
+
 /** An execution id (a uuid) or a workflow id. */
 function executionOrWorkflowId(value: string): string {
   try {
@@ -50,7 +56,7 @@ export function registerCancelCommand(program: Command): void {
     .argument('<id>', 'execution id, or workflow id', executionOrWorkflowId)
     .option('--reason <text>', 'why (recorded in the history)', DEFAULT_REASON)
     .option('--wait', 'wait until it reaches a final state and print it (exit 1 unless Cancelled)')
-    .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', (v) => Number(v))
+    .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveMs)
     .option('--json', 'print JSON')
     .action(async (id: string, o: { reason: string; wait?: boolean; timeout?: number; json?: boolean }) => {
       await withContext(async ({ runtime, store }) => {
