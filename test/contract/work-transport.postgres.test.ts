@@ -38,13 +38,16 @@ workTransportContract('postgres', postgresHarness);
 describe('postgres work queue: dead letters and wake-ups', () => {
   const db = useTestDatabase({ max: 4 });
 
+  // One statement, so both tables are read in one snapshot: two queries could see a message
+  // in the queue and then, moved in between, in the dead letters too.
   async function rowsOf(messageId: string) {
-    const q = await db().pool.query<{ delivery_count: number }>('SELECT delivery_count FROM baton_work_queue WHERE message_id = $1', [messageId]);
-    const d = await db().pool.query<{ deliveries: number; reason: string; handled: boolean }>(
-      'SELECT deliveries, reason, handled_at IS NOT NULL AS handled FROM baton_dead_letters WHERE message_id = $1',
+    const { rows } = await db().pool.query<{ queued: { delivery_count: number } | null; dead: { deliveries: number; reason: string; handled: boolean } | null }>(
+      `SELECT (SELECT json_build_object('delivery_count', delivery_count) FROM baton_work_queue WHERE message_id = $1) AS queued,
+              (SELECT json_build_object('deliveries', deliveries, 'reason', reason, 'handled', handled_at IS NOT NULL)
+                 FROM baton_dead_letters WHERE message_id = $1) AS dead`,
       [messageId],
     );
-    return { queued: q.rows[0], dead: d.rows[0] };
+    return { queued: rows[0]!.queued ?? undefined, dead: rows[0]!.dead ?? undefined };
   }
 
   async function waitForRows(messageId: string, until: (rows: Awaited<ReturnType<typeof rowsOf>>) => boolean, timeoutMs = 5_000) {
