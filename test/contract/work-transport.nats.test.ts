@@ -173,6 +173,44 @@ describe.skipIf(!natsUrl)('nats', () => {
       }
     });
 
+    it('a worker\'s consumer outlives idle pulls, is deleted once nobody pulls past its inactive threshold, and comes back with what waited', { timeout: 30_000 }, async () => {
+      const h = await natsHarness();
+      try {
+        const transport = await h.open({ ackWaitMs: 1_000, consumerInactiveThresholdMs: 1_000 });
+        const jsm = await h.nc.jetstreamManager();
+        const worker = 'w-inactive';
+        const exists = () =>
+          jsm.consumers.info(h.streamName, `worker-${worker}`).then(
+            () => true,
+            () => false,
+          );
+        const seen: string[] = [];
+        const handler = async (d: Parameters<Parameters<WorkTransport['consume']>[1]>[0]) => {
+          seen.push(d.message.messageId);
+          await d.ack();
+        };
+        const first = await transport.consume(worker, handler, { concurrency: 1 });
+        // Idle, but holding a pull request open: a live worker is never inactive.
+        await new Promise((r) => setTimeout(r, 3_500));
+        expect(await exists(), 'consumer of a live, idle worker').toBe(true);
+        await first.stop();
+        const deadline = Date.now() + 10_000;
+        while ((await exists()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        expect(await exists(), 'consumer deleted after the inactive threshold').toBe(false);
+
+        const waiting = workMessage(worker);
+        await transport.publish([waiting]); // nobody consumes this worker's subjects now
+        const again = await transport.consume(worker, handler, { concurrency: 1 });
+        const until = Date.now() + 5_000;
+        while (!seen.includes(waiting.messageId) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        await again.stop();
+        expect(seen).toEqual([waiting.messageId]);
+        expect((await jsm.consumers.info(h.streamName, `worker-${worker}`)).config.inactive_threshold).toBe(nanos(1_000));
+      } finally {
+        await h.close();
+      }
+    });
+
     it('keeps ids with dots, wildcards and spaces apart on the wire', async () => {
       expect(subjectToken('host.a')).toBe('host~2Ea');
       expect(subjectToken('a*>b c%')).toBe('a~2A~3Eb~20c~25');
