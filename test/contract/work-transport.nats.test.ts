@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadTestHarnessConfig } from '../../src/config.ts';
-import { createNatsWorkTransport, subjectToken } from '../../src/transport/nats.ts';
+import { createNatsWorkTransport, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats.ts';
 import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';
 
@@ -16,7 +16,7 @@ if (!natsUrl) {
 
 /** One stream and subject prefix per harness, deleted afterwards; every connection closed. */
 const connections: NatsConnection[] = [];
-async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnection; streamName: string; subjectPrefix: string }> {
+async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnection; streamName: string; subjectPrefix: string; open(options: NatsWorkTransportOptions): Promise<WorkTransport> }> {
   const id = randomBytes(4).toString('hex');
   const streamName = `BATON_TEST_${id}`;
   const subjectPrefix = `batontest.${id}`;
@@ -27,7 +27,7 @@ async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnectio
     nc,
     streamName,
     subjectPrefix,
-    async open(options) {
+    async open(options: NatsWorkTransportOptions) {
       const t = await createNatsWorkTransport(nc, { ...options, streamName, subjectPrefix });
       opened.push(t);
       return t;
