@@ -51,6 +51,8 @@ export const ConcurrencyPolicy = z.object({
 export type ConcurrencyPolicy = z.infer<typeof ConcurrencyPolicy>;
 
 export const ActionPolicy = z.object({
+  /** The action's runtime tag: the work subject's `<runtime>` token (`node` when absent, as before workers said). */
+  runtime: z.string().min(1).max(200).optional(),
   retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),
@@ -68,7 +70,7 @@ export const WorkerStarted = event(
     capacity: z.number().int().min(1).max(100_000),
     host: z.string().min(1).max(255).optional(),
     pid: z.number().int().positive().optional(),
-    /** Per action, when it sets any: retry policy, timeouts and concurrency limit. */
+    /** Per action: its runtime, and the retry policy, timeouts and concurrency limit it sets. */
     policies: z.record(z.string(), ActionPolicy).optional(),
   }),
   WorkerRef,

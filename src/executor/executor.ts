@@ -19,6 +19,7 @@ import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { WORKER_STREAM_PREFIX } from '../../schemas/worker-events.ts';
 import { followStore } from '../eventstore/follow.ts';
+import { DEFAULT_RUNTIME } from '../actions/action.ts';
 import { SchedulingIndex, type ActionGauges, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
 
 /** What the executor needs to know about live workers (the liveness table provides it). */
@@ -226,7 +227,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
           messageId: handoffId,
           executionId: execution.executionId,
           workerId: worker.workerId,
-          runtime: worker.runtimes[0] ?? 'node',
+          runtime: runtimeOf(execution.action),
           action: execution.action,
           attempt: current.snapshot.context.attempt,
           handoffRevision: String(r.revision),
@@ -249,6 +250,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
       log.debug({ count: messages.length }, 'handed off and published');
     }
   }
+
+  /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
+  const runtimeOf = (action: string): string => index.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
 
   /** Delay before the attempt after `attempt`: the action's advertised policy, else the default. */
   function retryDelay(action: string, attempt: number): number {
@@ -292,7 +296,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     messageId: h.handoffEventId,
     executionId: h.executionId,
     workerId: h.workerId,
-    runtime: 'node',
+    runtime: runtimeOf(h.action),
     action: h.action,
     attempt: h.attempt,
     handoffRevision: String(h.handoffRevision),
