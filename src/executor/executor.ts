@@ -13,7 +13,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
 import type { DeadLetter, WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { BatonError, NotFoundError, RejectedCommandError, WrongExpectedRevisionError } from '../errors.ts';
-import { isFinal } from '../../actors/execution.machine.ts';
+import { isFinal, type ExecutionContext } from '../../actors/execution.machine.ts';
 import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
@@ -205,7 +205,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const r = await o.runtime.dispatch(
           execution.executionId,
           [
-            { type: 'SchedulingStarted', data: {}, by: 'executor' },
+            { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(current.snapshot.context, execution.action) }, by: 'executor' },
             {
               type: 'ExecutionHandedOff',
               data: {
@@ -254,6 +254,17 @@ export function startExecutor(o: ExecutorOptions): Executor {
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
   const runtimeOf = (action: string): string => index.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
 
+  /**
+   * The attempt limit to record when scheduling: the action's advertised retry.maxAttempts,
+   * capped by a limit the submission named; the current limit when the action sets none. Never
+   * below the attempt being scheduled (the machine refuses that).
+   */
+  function attemptLimit(c: ExecutionContext, action: string): number {
+    const own = index.policyOf(action)?.retry?.maxAttempts;
+    const limit = own === undefined ? c.maxAttempts : Math.min(own, c.submittedMaxAttempts ?? own);
+    return Math.max(limit, c.attempt);
+  }
+
   /** Delay before the attempt after `attempt`: the action's advertised policy, else the default. */
   function retryDelay(action: string, attempt: number): number {
     const p = index.policyOf(action)?.retry;
@@ -264,8 +275,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function decideRetries(): Promise<void> {
     const pending = index.retryPending();
     await mapLimit(pending, async (d: RetryDecision) => {
-      // The action's own budget, when its workers advertise one, caps the submission's.
-      const maxAttempts = Math.min(d.maxAttempts, index.policyOf(d.action)?.retry?.maxAttempts ?? Infinity);
+      // The limit the history recorded when this attempt was scheduled. An execution scheduled before
+      // machine version 4 recorded none: then the action's budget caps the request's, as it did.
+      const maxAttempts = d.limitRecorded ? d.maxAttempts : Math.min(d.maxAttempts, index.policyOf(d.action)?.retry?.maxAttempts ?? Infinity);
       try {
         if (d.cancelRequested !== undefined) {
           // Someone asked to cancel while a worker held it; the baton came back instead: end it.

@@ -79,7 +79,10 @@ interface Tracked {
   phase: Phase;
   workerId: string | null;
   attempt: number;
+  /** Mirrors the machine's context.maxAttempts (the request's, then what SchedulingStarted recorded). */
   maxAttempts: number;
+  /** Whether a SchedulingStarted recorded a limit (machine version 4); before that the executor capped it itself. */
+  limitRecorded: boolean;
   avoid: Set<string>;
   /** Arrival order, kept across retries: a retried execution keeps its place in line. */
   seq: number;
@@ -134,6 +137,8 @@ export interface RetryDecision {
   action: string;
   attempt: number;
   maxAttempts: number;
+  /** maxAttempts was recorded by a SchedulingStarted (else it is the request's, from before machine version 4). */
+  limitRecorded: boolean;
   reason: string;
   /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */
   cancelRequested?: string;
@@ -214,6 +219,7 @@ export class SchedulingIndex {
           workerId: null,
           attempt: 1,
           maxAttempts: Number(data.maxAttempts ?? 1),
+          limitRecorded: false,
           avoid: new Set(),
           seq: this.#seq++,
           revision: event.revision,
@@ -238,6 +244,10 @@ export class SchedulingIndex {
         this.#wait(id, tracked, Date.parse(String(data.retryAt)));
         return true;
       case 'SchedulingStarted':
+        if (tracked && typeof data.maxAttempts === 'number') {
+          tracked.maxAttempts = data.maxAttempts;
+          tracked.limitRecorded = true;
+        }
         this.#schedulingStarted(id, tracked);
         return false;
       case 'ExecutionHandedOff': {
@@ -386,6 +396,7 @@ export class SchedulingIndex {
         action: tracked.action,
         attempt: tracked.attempt,
         maxAttempts: tracked.maxAttempts,
+        limitRecorded: tracked.limitRecorded,
         reason: reason ?? 'returned',
         ...(tracked.cancelRequested !== undefined && { cancelRequested: tracked.cancelRequested }),
       });

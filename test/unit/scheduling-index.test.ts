@@ -30,6 +30,20 @@ describe('SchedulingIndex', () => {
     expect(index.ready(0).map((w) => w.executionId)).toEqual([b, a, c]);
   });
 
+  it('follows the attempt limit SchedulingStarted records, as the machine does', () => {
+    const index = new SchedulingIndex();
+    const lowered = requested(index, { maxAttempts: 3 });
+    index.apply(stored(lowered, 1, 'SchedulingStarted', { maxAttempts: 1 }));
+    index.apply(stored(lowered, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    index.apply(stored(lowered, 3, 'ExecutionStarted', { attempt: 1 }));
+    expect(index.apply(stored(lowered, 4, 'ExecutionFailed', { error: { message: 'boom' }, retryable: true })).terminal).toBe('Failed');
+    const raised = requested(index, { maxAttempts: 1 });
+    index.apply(stored(raised, 1, 'SchedulingStarted', { maxAttempts: 5 }));
+    index.apply(stored(raised, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    index.apply(stored(raised, 3, 'OwnershipReclaimed', { reason: 'worker-lost', workerId: 'w1', attempt: 1 }));
+    expect(index.retryPending()).toEqual([expect.objectContaining({ executionId: raised, maxAttempts: 5, limitRecorded: true })]);
+  });
+
   it('tracks a handoff, the worker’s load, and frees it when the execution ends', () => {
     const index = new SchedulingIndex();
     const id = requested(index);
@@ -53,7 +67,7 @@ describe('SchedulingIndex', () => {
     index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
     index.apply(stored(id, 3, 'ExecutionStarted', { attempt: 1 }));
     expect(index.apply(stored(id, 4, 'ExecutionFailed', { error: { message: 'boom' }, retryable: true })).terminal).toBeNull();
-    expect(index.retryPending()).toEqual([{ executionId: id, action: 'core.noop', attempt: 1, maxAttempts: 2, reason: 'attempt 1 failed: boom' }]);
+    expect(index.retryPending()).toEqual([{ executionId: id, action: 'core.noop', attempt: 1, maxAttempts: 2, limitRecorded: false, reason: 'attempt 1 failed: boom' }]);
     index.apply(stored(id, 5, 'ExecutionRetryScheduled', { attempt: 2, retryAt: new Date(5_000).toISOString(), reason: 'r' }));
     expect(index.retryPending()).toEqual([]);
     expect(index.ready(4_999)).toEqual([]);
