@@ -169,8 +169,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
     if (ready.length === 0) return;
     // A worker whose WorkerStarted this index has not applied yet (its liveness row can be a
     // moment ahead of our subscription) gets nothing yet: its policies, concurrency limits
-    // included, are not known here. Applying that event kicks another pass.
-    const fit = (await o.workers.list()).filter((w) => !w.draining && w.ageMs < staleAfterMs && index.workerStatus(w.workerId) !== undefined);
+    // included, are not known here. Applying that event kicks another pass. Nor does one whose
+    // stream says Lost, even if it beats again (SIGCONT): it must announce itself again first.
+    const fit = (await o.workers.list()).filter((w) => !w.draining && w.ageMs < staleAfterMs && index.workerStatus(w.workerId) === 'active');
     const planned = new Map<string, number>();
     /** Concurrency slots this pass plans to take, per bucket: the index counts them only once appended. */
     const plannedSlots = new Map<string, number>();
@@ -427,6 +428,36 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }
   }
 
+  /**
+   * Reclaim at once what a previous process of a worker id held when a new process announced
+   * itself under that id: that process is gone (kill -9, OOM, a crash), so waiting for its
+   * heartbeat to go stale or its message's ack-wait would only delay the retry. A start that
+   * landed after the announcement is the new process's own and is left alone.
+   */
+  async function reclaimOrphans(): Promise<void> {
+    await mapLimit(index.takeOrphans(), async (x) => {
+      try {
+        const loaded = await o.runtime.load(x.executionId);
+        const c = loaded.snapshot.context;
+        if (c.owner !== `worker:${x.workerId}` || c.attempt !== x.attempt) return;
+        const start = loaded.events.findLast((e) => e.type === 'ExecutionStarted');
+        if (start && start.globalPosition > x.announcedAt) return;
+        const r = await o.runtime.dispatch(
+          x.executionId,
+          { type: 'OwnershipReclaimed', data: { reason: 'worker-restarted', workerId: x.workerId, attempt: x.attempt }, by: 'executor' },
+          { known: loaded },
+        );
+        if (r.appended) {
+          metrics?.enforced.inc({ kind: 'restart reclaim' });
+          log.warn({ executionId: x.executionId, workerId: x.workerId, attempt: x.attempt }, `reclaimed from worker ${x.workerId}: it restarted while holding it`);
+        }
+      } catch (err) {
+        if (err instanceof RejectedCommandError || err instanceof NotFoundError) return; // moved on meanwhile
+        log.error({ executionId: x.executionId, err }, 'restart reclaim failed; the lost-worker and schedule-to-start checks still apply');
+      }
+    });
+  }
+
   /** Runs past their start-to-close deadline (plus a grace for the worker to say so itself). */
   async function timeOutOverdueRuns(): Promise<void> {
     await mapLimit(index.overdueRuns(now(), timeoutGraceMs), (r) =>
@@ -508,6 +539,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       log.info({ executionId, status: terminal, revision: Number(event.revision) }, `execution ${executionId} reached terminal state ${terminal}`);
     }
     if (unblocks) kick();
+    if (event.type === 'WorkerStarted' && caughtUp) reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
     if (event.type === 'ExecutionCancelRequested') ringCancelRequests().catch((err: unknown) => log.warn({ err, executionId }, 'could not ring the worker about a cancel request; the monitor rings again'));
   }
 
@@ -531,6 +563,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   // Follow from the last event applied, resuming after database errors (followStore).
   const following = ready.then((from) => {
     kick();
+    // Restarts the catch-up saw whose previous processes' executions nothing has settled yet.
+    reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
     return followStore({ store: o.store, after: from, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal, log, who: 'executor' }, observe);
   });
   following.catch((err: unknown) => {

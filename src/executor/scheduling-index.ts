@@ -144,6 +144,19 @@ export interface RetryDecision {
   cancelRequested?: string;
 }
 
+/**
+ * An execution a previous process of a worker id still held when a new process announced itself
+ * under that id (WorkerStarted): that process is gone, so the executor reclaims at once instead of
+ * waiting for its heartbeat to go stale or its message's ack-wait to pass.
+ */
+export interface Orphan {
+  executionId: string;
+  workerId: string;
+  attempt: number;
+  /** Global position of the WorkerStarted: a start after it is the new process's own. */
+  announcedAt: bigint;
+}
+
 /** An execution a worker holds that someone asked to cancel: the worker must be told. */
 export interface CancelRequest {
   executionId: string;
@@ -159,6 +172,8 @@ function reclaimReason(reason: string, workerId: string, attempt: number): strin
       return `reclaimed: worker ${workerId} did not start attempt ${attempt} before its schedule-to-start deadline`;
     case 'worker-lost':
       return `reclaimed: worker ${workerId} stopped sending heartbeats during attempt ${attempt}`;
+    case 'worker-restarted':
+      return `reclaimed: worker ${workerId} restarted while it held attempt ${attempt} (its previous process ended without handing it back)`;
     default:
       return `reclaimed from worker ${workerId} (${reason}) during attempt ${attempt}`;
   }
@@ -173,6 +188,10 @@ export class SchedulingIndex {
   readonly #load = new Map<string, number>();
   readonly #workers = new Map<string, WorkerStatus>();
   readonly #policies = new Map<string, ActionPolicy>();
+  /** Executions with a cancel request, so the monitor's ring looks at these and not at every held one. */
+  readonly #cancelRequested = new Set<string>();
+  /** Held by a previous process of their worker id, not reclaimed yet (see Orphan). */
+  readonly #orphans = new Map<string, Orphan>();
   /** Actions some worker has advertised (with or without a policy): their keys can be computed. */
   readonly #known = new Set<string>();
   /** Executions of actions not advertised yet, per action: they keep their input until it is. */
@@ -269,6 +288,7 @@ export class SchedulingIndex {
         return false;
       }
       case 'ExecutionStarted':
+        this.#orphans.delete(id); // started after the new process announced itself: its own
         if (tracked) {
           tracked.phase = 'running';
           if (tracked.workerId) {
@@ -279,7 +299,10 @@ export class SchedulingIndex {
         this.#handedOff.delete(id);
         return false;
       case 'ExecutionCancelRequested':
-        if (tracked) tracked.cancelRequested = String(data.reason);
+        if (tracked) {
+          tracked.cancelRequested = String(data.reason);
+          this.#cancelRequested.add(id);
+        }
         return false;
       case 'OwnershipReclaimed':
         if (tracked && data.reason === 'schedule-to-start') tracked.avoid.add(String(data.workerId));
@@ -293,7 +316,7 @@ export class SchedulingIndex {
         const retry = tracked !== undefined && data.retryable === true && tracked.attempt < tracked.maxAttempts;
         const message = String((data.error as { message?: unknown } | undefined)?.message ?? 'failed');
         this.#release(id, tracked, retry ? 'retry-pending' : 'done', `attempt ${tracked?.attempt} failed: ${message}`);
-        if (!retry) this.#executions.delete(id);
+        if (!retry) this.#forgetExecution(id);
         return true;
       }
       case 'ExecutionCompleted':
@@ -302,7 +325,7 @@ export class SchedulingIndex {
       case 'ExecutionAbandoned':
         this.#release(id, tracked, 'done');
         this.#retryPending.delete(id);
-        this.#executions.delete(id);
+        this.#forgetExecution(id);
         return true;
       default:
         return false;
@@ -312,8 +335,14 @@ export class SchedulingIndex {
   #applyWorker(workerId: string, event: StoredEvent): boolean {
     const status = WORKER_STATUS[event.type];
     if (!status) return false;
+    const before = this.#workers.get(workerId);
     this.#workers.set(workerId, status);
     if (event.type === 'WorkerStarted') {
+      // A new process under a known id: whatever the id still holds, the previous process held
+      // (a clean stop holds nothing; a lost one's reclaims may not all have landed).
+      if (before !== undefined) {
+        for (const x of this.heldBy(workerId)) this.#orphans.set(x.executionId, { ...x, workerId, announcedAt: event.globalPosition });
+      }
       // The latest worker to start offering an action says its policy, or that it has none.
       const data = event.data as { actions?: string[]; policies?: Record<string, ActionPolicy> };
       const policies = data.policies ?? {};
@@ -347,6 +376,12 @@ export class SchedulingIndex {
       const waiting = this.#waiting.get(id);
       if (waiting) this.#waiting.set(id, { ...waiting, bucket });
     }
+  }
+
+  /** It reached a final state: nothing about it is needed any more. */
+  #forgetExecution(id: string): void {
+    this.#executions.delete(id);
+    this.#cancelRequested.delete(id);
   }
 
   #wait(id: string, t: Tracked, notBefore: number): void {
@@ -383,6 +418,7 @@ export class SchedulingIndex {
     this.#waiting.delete(id);
     this.#handedOff.delete(id);
     this.#running.delete(id);
+    this.#orphans.delete(id);
     if (!tracked) return;
     this.#freeSlot(tracked);
     if (phase === 'done') {
@@ -518,12 +554,20 @@ export class SchedulingIndex {
     return held.map((x) => ({ executionId: x.executionId, attempt: x.attempt }));
   }
 
+  /** Orphans not reclaimed yet; each is handed out once (the executor's reclaim is a compare-and-swap). */
+  takeOrphans(): Orphan[] {
+    const orphans = [...this.#orphans.values()];
+    this.#orphans.clear();
+    return orphans;
+  }
+
   /** Executions a worker holds (handed off or running) with a cancel request on them. */
   cancelRequestsHeld(): CancelRequest[] {
     const requests: CancelRequest[] = [];
-    for (const held of [...this.#handedOff.values(), ...this.#running.values()]) {
-      const reason = this.#executions.get(held.executionId)?.cancelRequested;
-      if (reason !== undefined) requests.push({ executionId: held.executionId, workerId: held.workerId, attempt: held.attempt, reason });
+    for (const id of this.#cancelRequested) {
+      const held = this.#handedOff.get(id) ?? this.#running.get(id);
+      const reason = this.#executions.get(id)?.cancelRequested;
+      if (held && reason !== undefined) requests.push({ executionId: id, workerId: held.workerId, attempt: held.attempt, reason });
     }
     return requests;
   }
