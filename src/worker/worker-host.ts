@@ -10,10 +10,10 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ActionRegistry } from '../actions/index.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
-import type { LivenessStore } from '../liveness/liveness-store.ts';
+import { HEARTBEAT_INTERVAL_MS, type LivenessStore } from '../liveness/liveness-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
-import { recordWorkerEvent } from './worker-lifecycle.ts';
+import { recordWorkerEvent, workerLifecycle } from './worker-lifecycle.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 
 export interface WorkerHostOptions {
@@ -84,19 +84,23 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const runtimes = o.actions.runtimes();
 
   const policies = o.actions.policies();
-  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', {
+  const announcement = {
     actions,
     runtimes,
     capacity,
     host: os.hostname(),
     pid: process.pid,
     ...(Object.keys(policies).length > 0 && { policies }),
-  });
+  };
+  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', announcement);
+  const heartbeatIntervalMs = o.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
+  const lifecycle = workerLifecycle({ store: o.store, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
     state: () => ({ workerId, actions, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),
-    intervalMs: o.heartbeatIntervalMs,
+    intervalMs: heartbeatIntervalMs,
     log,
+    afterBeat: lifecycle.afterBeat,
   });
   heartbeat.start();
   await heartbeat.beatNow(); // visible to executors before the first message can arrive
@@ -114,7 +118,11 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         cancellers,
         startToCloseMs: o.startToCloseMs,
         onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
-        onFinished: (outcome) => metrics?.runs.inc({ worker: workerId, outcome }),
+        onFinished: (outcome) => {
+          metrics?.runs.inc({ worker: workerId, outcome });
+          // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
+          if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
+        },
       }),
     { concurrency: capacity },
   );
@@ -134,8 +142,8 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
       stopping ??= (async () => {
         draining = true;
         log.info({ inFlight: running.size, reason }, 'draining: no new work; finishing what runs');
-        await recordWorkerEvent(o.store, workerId, 'WorkerDraining', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerDraining'));
-        await heartbeat.beatNow();
+        await heartbeat.beatNow(); // executors stop scheduling to it, even while it announces itself again below
+        await lifecycle.record('WorkerDraining', { reason });
         const timeoutMs = o.shutdownTimeoutMs ?? 30_000;
         const grace = setTimeout(() => {
           log.warn({ inFlight: running.size, timeoutMs }, 'shutdown timeout: aborting runs still in progress; their executions are released');
@@ -148,7 +156,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         await heartbeat.stop();
         await o.liveness.remove(workerId);
         metrics?.running.delete(workerId);
-        await recordWorkerEvent(o.store, workerId, 'WorkerStopped', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerStopped'));
+        await lifecycle.record('WorkerStopped', { reason });
         log.info(`worker ${workerId} stopped`);
       })();
       return stopping;
