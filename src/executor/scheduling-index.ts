@@ -29,6 +29,8 @@ export interface WaitingExecution {
   seq: number;
   /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
   notBefore: number;
+  /** Since when it could have been scheduled (ms since epoch): its request, or its retry's time. */
+  since: number;
   /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
   avoid: readonly string[];
   /** The concurrency bucket (action and key) whose slot scheduling it takes: see `freeSlots`. */
@@ -182,6 +184,8 @@ function reclaimReason(reason: string, workerId: string, attempt: number): strin
 export class SchedulingIndex {
   readonly #executions = new Map<string, Tracked>();
   readonly #waiting = new Map<string, WaitingExecution>();
+  /** The same, per action: the actions anything waits for, cheaply. */
+  readonly #waitingByAction = new Map<string, Set<string>>();
   readonly #handedOff = new Map<string, HandedOffExecution>();
   readonly #retryPending = new Map<string, RetryDecision>();
   readonly #running = new Map<string, RunningExecution>();
@@ -252,7 +256,7 @@ export class SchedulingIndex {
           if (!set) this.#unkeyed.set(action, (set = new Set()));
           set.add(id);
         }
-        this.#wait(id, t, 0);
+        this.#wait(id, t, 0, event.recordedAt.getTime());
         return true;
       }
       case 'ExecutionRetryScheduled':
@@ -260,7 +264,7 @@ export class SchedulingIndex {
         this.#retryPending.delete(id);
         tracked.phase = 'waiting';
         tracked.attempt = Number(data.attempt);
-        this.#wait(id, tracked, Date.parse(String(data.retryAt)));
+        this.#wait(id, tracked, Date.parse(String(data.retryAt)), event.recordedAt.getTime());
         return true;
       case 'SchedulingStarted':
         if (tracked && typeof data.maxAttempts === 'number') {
@@ -384,12 +388,24 @@ export class SchedulingIndex {
     this.#cancelRequested.delete(id);
   }
 
-  #wait(id: string, t: Tracked, notBefore: number): void {
-    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, avoid: [...t.avoid], bucket: t.bucket });
+  #wait(id: string, t: Tracked, notBefore: number, at: number): void {
+    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, since: Math.max(at, notBefore), avoid: [...t.avoid], bucket: t.bucket });
+    let ids = this.#waitingByAction.get(t.action);
+    if (!ids) this.#waitingByAction.set(t.action, (ids = new Set()));
+    ids.add(id);
+  }
+
+  #unwait(id: string): void {
+    const w = this.#waiting.get(id);
+    if (!w) return;
+    this.#waiting.delete(id);
+    const ids = this.#waitingByAction.get(w.action);
+    ids?.delete(id);
+    if (ids?.size === 0) this.#waitingByAction.delete(w.action);
   }
 
   #schedulingStarted(id: string, tracked: Tracked | undefined): void {
-    this.#waiting.delete(id);
+    this.#unwait(id);
     if (!tracked) return;
     tracked.phase = 'scheduling';
     this.#takeSlot(tracked);
@@ -415,7 +431,7 @@ export class SchedulingIndex {
   }
 
   #release(id: string, tracked: Tracked | undefined, phase: Phase, reason?: string): void {
-    this.#waiting.delete(id);
+    this.#unwait(id);
     this.#handedOff.delete(id);
     this.#running.delete(id);
     this.#orphans.delete(id);
@@ -538,6 +554,16 @@ export class SchedulingIndex {
     return this.#waiting.size;
   }
 
+  /** The actions some execution waits for, and how many wait for each. */
+  waitingActions(): Map<string, number> {
+    return new Map([...this.#waitingByAction].map(([action, ids]) => [action, ids.size]));
+  }
+
+  /** The executions waiting for one action. */
+  waitingFor(action: string): WaitingExecution[] {
+    return [...(this.#waitingByAction.get(action) ?? [])].map((id) => this.#waiting.get(id)!);
+  }
+
   /** Handoffs whose schedule-to-start deadline passed before the worker started. */
   expiredHandoffs(now: number): HandedOffExecution[] {
     return [...this.#handedOff.values()].filter((h) => h.deadline <= now);
@@ -584,6 +610,6 @@ export class SchedulingIndex {
 
   /** Drop a waiting entry this executor found it cannot schedule (another executor took it). */
   forget(executionId: string): void {
-    this.#waiting.delete(executionId);
+    this.#unwait(executionId);
   }
 }
