@@ -16,54 +16,26 @@
 // The executor rebuilds this from the event store when it starts and keeps it current from
 // its subscription. Every executor holds its own copy; compare-and-swap appends settle races
 // between them.
-import { createHash } from 'node:crypto';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { workerIdOfStream, type ActionPolicy } from '../../schemas/worker-events.ts';
+import { AdvertisedWorkers } from './advertised-workers.ts';
+import { SlotCounts, concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
+import { WaitingQueue } from './waiting-queue.ts';
+import {
+  reclaimReason,
+  type ActionGauges,
+  type CancelRequest,
+  type HandedOffExecution,
+  type Orphan,
+  type RetryDecision,
+  type RunningExecution,
+  type WaitingExecution,
+  type WorkerStatus,
+} from './scheduling-entries.ts';
 
-export interface WaitingExecution {
-  executionId: string;
-  action: string;
-  priority: number;
-  /** Global order of arrival, for FIFO within a priority. */
-  seq: number;
-  /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
-  notBefore: number;
-  /** Since when it could have been scheduled (ms since epoch): its request, or its retry's time. */
-  since: number;
-  /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
-  avoid: readonly string[];
-  /** The concurrency bucket (action and key) whose slot scheduling it takes: see `freeSlots`. */
-  bucket: string;
-}
-
-export interface HandedOffExecution {
-  executionId: string;
-  workerId: string;
-  action: string;
-  attempt: number;
-  handoffEventId: string;
-  handoffRevision: bigint;
-  handedOffAt: number;
-  /** The schedule-to-start deadline (ms since epoch). */
-  deadline: number;
-}
-
-export interface RunningExecution {
-  executionId: string;
-  workerId: string;
-  attempt: number;
-  /** The recorded start-to-close deadline, as written (the executor must name it exactly); null when none. */
-  deadline: string | null;
-}
-
-export type WorkerStatus = 'active' | 'draining' | 'stopped' | 'lost';
-const WORKER_STATUS: Record<string, WorkerStatus> = {
-  WorkerStarted: 'active',
-  WorkerDraining: 'draining',
-  WorkerStopped: 'stopped',
-  WorkerLost: 'lost',
-};
+export { concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
+export type { ActionGauges, CancelRequest, HandedOffExecution, Orphan, RetryDecision, RunningExecution, WaitingExecution, WorkerStatus } from './scheduling-entries.ts';
 
 const TERMINAL_STATUS: Record<string, string> = {
   ExecutionCompleted: 'Completed',
@@ -103,106 +75,23 @@ interface Tracked {
   input?: unknown;
 }
 
-/** Identifies one concurrency bucket: the action, and the key's value (null: no key, or the input lacks it). */
-export const slotBucket = (action: string, key: string | null): string => JSON.stringify([action, key]);
-
-/** Longer key values are replaced by a digest, so an index entry never holds a large value. */
-const MAX_KEY_CHARS = 200;
-
-/**
- * The value at a dotted path (`customer.id`) of an input, as a bucket key: a string as it is,
- * any other value as its JSON (so 42 and "42" share a bucket), and null when the path is
- * missing or null there (one shared bucket for all such inputs).
- */
-export function concurrencyKeyOf(path: string | undefined, input: unknown): string | null {
-  if (path === undefined) return null;
-  let value: unknown = input;
-  for (const part of path.split('.')) {
-    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, part)) return null;
-    value = (value as Record<string, unknown>)[part];
-  }
-  if (value === null || value === undefined) return null;
-  const key = typeof value === 'string' ? value : JSON.stringify(value);
-  return key.length <= MAX_KEY_CHARS ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
-}
-
-export interface ActionGauges {
-  waiting: number;
-  atLimit: number;
-  held: number;
-  limit: number | undefined;
-}
-
-/** An execution whose baton came back: the executor must schedule a retry or abandon it. */
-export interface RetryDecision {
-  executionId: string;
-  action: string;
-  attempt: number;
-  maxAttempts: number;
-  /** maxAttempts was recorded by a SchedulingStarted (else it is the request's, from before machine version 4). */
-  limitRecorded: boolean;
-  reason: string;
-  /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */
-  cancelRequested?: string;
-}
-
-/**
- * An execution a previous process of a worker id still held when a new process announced itself
- * under that id (WorkerStarted): that process is gone, so the executor reclaims at once instead of
- * waiting for its heartbeat to go stale or its message's ack-wait to pass.
- */
-export interface Orphan {
-  executionId: string;
-  workerId: string;
-  attempt: number;
-  /** Global position of the WorkerStarted: a start after it is the new process's own. */
-  announcedAt: bigint;
-}
-
-/** An execution a worker holds that someone asked to cancel: the worker must be told. */
-export interface CancelRequest {
-  executionId: string;
-  workerId: string;
-  attempt: number;
-  reason: string;
-}
-
-/** Why a reclaim happened, in words for the history (ExecutionRetryScheduled / ExecutionAbandoned reason). */
-function reclaimReason(reason: string, workerId: string, attempt: number): string {
-  switch (reason) {
-    case 'schedule-to-start':
-      return `reclaimed: worker ${workerId} did not start attempt ${attempt} before its schedule-to-start deadline`;
-    case 'worker-lost':
-      return `reclaimed: worker ${workerId} stopped sending heartbeats during attempt ${attempt}`;
-    case 'worker-restarted':
-      return `reclaimed: worker ${workerId} restarted while it held attempt ${attempt} (its previous process ended without handing it back)`;
-    default:
-      return `reclaimed from worker ${workerId} (${reason}) during attempt ${attempt}`;
-  }
-}
-
 export class SchedulingIndex {
   readonly #executions = new Map<string, Tracked>();
-  readonly #waiting = new Map<string, WaitingExecution>();
-  /** The same, per action: the actions anything waits for, cheaply. */
-  readonly #waitingByAction = new Map<string, Set<string>>();
+  readonly #waiting = new WaitingQueue();
   readonly #handedOff = new Map<string, HandedOffExecution>();
   readonly #retryPending = new Map<string, RetryDecision>();
   readonly #running = new Map<string, RunningExecution>();
   readonly #load = new Map<string, number>();
-  readonly #workers = new Map<string, WorkerStatus>();
-  readonly #policies = new Map<string, ActionPolicy>();
+  /** Worker statuses and the policies they advertise, from the worker streams. */
+  readonly #advertised = new AdvertisedWorkers();
   /** Executions with a cancel request, so the monitor's ring looks at these and not at every held one. */
   readonly #cancelRequested = new Set<string>();
   /** Held by a previous process of their worker id, not reclaimed yet (see Orphan). */
   readonly #orphans = new Map<string, Orphan>();
-  /** Actions some worker has advertised (with or without a policy): their keys can be computed. */
-  readonly #known = new Set<string>();
   /** Executions of actions not advertised yet, per action: they keep their input until it is. */
   readonly #unkeyed = new Map<string, Set<string>>();
   /** Slots held per bucket, and per action (the sum over its buckets). */
-  readonly #held = new Map<string, number>();
-  readonly #heldByAction = new Map<string, number>();
+  readonly #slots = new SlotCounts();
   #seq = 0;
 
   /**
@@ -234,7 +123,7 @@ export class SchedulingIndex {
         // worker has advertised the action costs nothing in the usual case. The price: when a
         // later deployment changes an action's key path, executions already requested keep the
         // bucket they got (a limit change applies at once).
-        const known = this.#known.has(action);
+        const known = this.#advertised.knows(action);
         const t: Tracked = {
           action,
           priority: Number(data.priority ?? 0),
@@ -246,7 +135,7 @@ export class SchedulingIndex {
           avoid: new Set(),
           seq: this.#seq++,
           revision: event.revision,
-          bucket: slotBucket(action, known ? concurrencyKeyOf(this.#policies.get(action)?.concurrency?.key, data.input) : null),
+          bucket: slotBucket(action, known ? concurrencyKeyOf(this.#advertised.policyOf(action)?.concurrency?.key, data.input) : null),
           holdsSlot: false,
           ...(!known && { input: data.input }),
         };
@@ -337,27 +226,14 @@ export class SchedulingIndex {
   }
 
   #applyWorker(workerId: string, event: StoredEvent): boolean {
-    const status = WORKER_STATUS[event.type];
-    if (!status) return false;
-    const before = this.#workers.get(workerId);
-    this.#workers.set(workerId, status);
-    if (event.type === 'WorkerStarted') {
+    const change = this.#advertised.apply(workerId, event);
+    if (!change) return false;
+    if (event.type === 'WorkerStarted' && change.before !== undefined) {
       // A new process under a known id: whatever the id still holds, the previous process held
       // (a clean stop holds nothing; a lost one's reclaims may not all have landed).
-      if (before !== undefined) {
-        for (const x of this.heldBy(workerId)) this.#orphans.set(x.executionId, { ...x, workerId, announcedAt: event.globalPosition });
-      }
-      // The latest worker to start offering an action says its policy, or that it has none.
-      const data = event.data as { actions?: string[]; policies?: Record<string, ActionPolicy> };
-      const policies = data.policies ?? {};
-      for (const action of new Set([...(data.actions ?? []), ...Object.keys(policies)])) {
-        const policy = policies[action];
-        if (policy) this.#policies.set(action, policy);
-        else this.#policies.delete(action);
-        this.#known.add(action);
-        this.#keyWaitingInputs(action);
-      }
+      for (const x of this.heldBy(workerId)) this.#orphans.set(x.executionId, { ...x, workerId, announcedAt: event.globalPosition });
     }
+    for (const action of change.advertised) this.#keyWaitingInputs(action);
     return true; // a worker came, went or changed: scheduling may change
   }
 
@@ -366,7 +242,7 @@ export class SchedulingIndex {
     const ids = this.#unkeyed.get(action);
     if (!ids) return;
     this.#unkeyed.delete(action);
-    const path = this.#policies.get(action)?.concurrency?.key;
+    const path = this.#advertised.policyOf(action)?.concurrency?.key;
     for (const id of ids) {
       const t = this.#executions.get(id);
       if (!t) continue;
@@ -374,11 +250,10 @@ export class SchedulingIndex {
       delete t.input;
       if (bucket === t.bucket) continue;
       const held = t.holdsSlot;
-      if (held) this.#freeSlot(t);
+      if (held) this.#slots.free(t);
       t.bucket = bucket;
-      if (held) this.#takeSlot(t);
-      const waiting = this.#waiting.get(id);
-      if (waiting) this.#waiting.set(id, { ...waiting, bucket });
+      if (held) this.#slots.take(t);
+      this.#waiting.rebucket(id, bucket);
     }
   }
 
@@ -389,54 +264,23 @@ export class SchedulingIndex {
   }
 
   #wait(id: string, t: Tracked, notBefore: number, at: number): void {
-    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, since: Math.max(at, notBefore), avoid: [...t.avoid], bucket: t.bucket });
-    let ids = this.#waitingByAction.get(t.action);
-    if (!ids) this.#waitingByAction.set(t.action, (ids = new Set()));
-    ids.add(id);
-  }
-
-  #unwait(id: string): void {
-    const w = this.#waiting.get(id);
-    if (!w) return;
-    this.#waiting.delete(id);
-    const ids = this.#waitingByAction.get(w.action);
-    ids?.delete(id);
-    if (ids?.size === 0) this.#waitingByAction.delete(w.action);
+    this.#waiting.add({ executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, since: Math.max(at, notBefore), avoid: [...t.avoid], bucket: t.bucket });
   }
 
   #schedulingStarted(id: string, tracked: Tracked | undefined): void {
-    this.#unwait(id);
+    this.#waiting.remove(id);
     if (!tracked) return;
     tracked.phase = 'scheduling';
-    this.#takeSlot(tracked);
-  }
-
-  /** Idempotent: an execution holds at most one slot. */
-  #takeSlot(t: Tracked): void {
-    if (t.holdsSlot) return;
-    t.holdsSlot = true;
-    this.#held.set(t.bucket, (this.#held.get(t.bucket) ?? 0) + 1);
-    this.#heldByAction.set(t.action, (this.#heldByAction.get(t.action) ?? 0) + 1);
-  }
-
-  /** Idempotent: gives the slot back only if it is held, so a second release frees nothing. */
-  #freeSlot(t: Tracked): void {
-    if (!t.holdsSlot) return;
-    t.holdsSlot = false;
-    for (const [map, k] of [[this.#held, t.bucket], [this.#heldByAction, t.action]] as const) {
-      const n = (map.get(k) ?? 1) - 1;
-      if (n > 0) map.set(k, n);
-      else map.delete(k);
-    }
+    this.#slots.take(tracked);
   }
 
   #release(id: string, tracked: Tracked | undefined, phase: Phase, reason?: string): void {
-    this.#unwait(id);
+    this.#waiting.remove(id);
     this.#handedOff.delete(id);
     this.#running.delete(id);
     this.#orphans.delete(id);
     if (!tracked) return;
-    this.#freeSlot(tracked);
+    this.#slots.free(tracked);
     if (phase === 'done') {
       const unkeyed = this.#unkeyed.get(tracked.action);
       unkeyed?.delete(id);
@@ -462,31 +306,20 @@ export class SchedulingIndex {
     tracked.phase = phase;
   }
 
-  /**
-   * Executions ready to schedule at `now`, highest priority first, then oldest first; of each
-   * concurrency bucket only as many as it has free slots (the first in that order), so a full
-   * bucket holds back its own executions and nothing behind them.
-   */
+  /** Executions ready to schedule at `now` (see WaitingQueue.ready). */
   ready(now: number): WaitingExecution[] {
-    const sorted = [...this.#waiting.values()].filter((w) => w.notBefore <= now && this.freeSlots(w.action, w.bucket) > 0).sort((a, b) => b.priority - a.priority || a.seq - b.seq);
-    const offered = new Map<string, number>();
-    return sorted.filter((w) => {
-      const n = offered.get(w.bucket) ?? 0;
-      if (n >= this.freeSlots(w.action, w.bucket)) return false;
-      offered.set(w.bucket, n + 1);
-      return true;
-    });
+    return this.#waiting.ready(now, (action, bucket) => this.freeSlots(action, bucket));
   }
 
   /** The action's concurrency limit (per key when its policy names one), or undefined when it has none. */
   concurrencyLimitOf(action: string): number | undefined {
-    return this.#policies.get(action)?.concurrency?.limit;
+    return this.#advertised.policyOf(action)?.concurrency?.limit;
   }
 
   /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
   freeSlots(action: string, bucket: string): number {
     const limit = this.concurrencyLimitOf(action);
-    return limit === undefined ? Infinity : Math.max(0, limit - (this.#held.get(bucket) ?? 0));
+    return limit === undefined ? Infinity : Math.max(0, limit - this.#slots.heldIn(bucket));
   }
 
   /**
@@ -505,8 +338,8 @@ export class SchedulingIndex {
       e.waiting++;
       if (this.freeSlots(w.action, w.bucket) === 0) e.atLimit++;
     }
-    for (const [action, n] of this.#heldByAction) entry(action).held = n;
-    for (const [action, p] of this.#policies) if (p.concurrency) entry(action);
+    for (const [action, n] of this.#slots.byAction()) entry(action).held = n;
+    for (const action of this.#advertised.limitedActions()) entry(action);
     return out;
   }
 
@@ -523,9 +356,7 @@ export class SchedulingIndex {
 
   /** The earliest future notBefore among waiting retries, if any. */
   nextRetryAt(now: number): number | undefined {
-    let next: number | undefined;
-    for (const w of this.#waiting.values()) if (w.notBefore > now && (next === undefined || w.notBefore < next)) next = w.notBefore;
-    return next;
+    return this.#waiting.nextRetryAt(now);
   }
 
   /** Executions this index believes a worker holds. */
@@ -556,12 +387,12 @@ export class SchedulingIndex {
 
   /** The actions some execution waits for, and how many wait for each. */
   waitingActions(): Map<string, number> {
-    return new Map([...this.#waitingByAction].map(([action, ids]) => [action, ids.size]));
+    return this.#waiting.actions();
   }
 
   /** The executions waiting for one action. */
   waitingFor(action: string): WaitingExecution[] {
-    return [...(this.#waitingByAction.get(action) ?? [])].map((id) => this.#waiting.get(id)!);
+    return this.#waiting.of(action);
   }
 
   /** Handoffs whose schedule-to-start deadline passed before the worker started. */
@@ -600,16 +431,16 @@ export class SchedulingIndex {
 
   /** The worker's lifecycle status from its stream; undefined before its first event. */
   workerStatus(workerId: string): WorkerStatus | undefined {
-    return this.#workers.get(workerId);
+    return this.#advertised.status(workerId);
   }
 
   /** The latest policy a worker advertised for the action, if any. */
   policyOf(action: string): ActionPolicy | undefined {
-    return this.#policies.get(action);
+    return this.#advertised.policyOf(action);
   }
 
   /** Drop a waiting entry this executor found it cannot schedule (another executor took it). */
   forget(executionId: string): void {
-    this.#unwait(executionId);
+    this.#waiting.remove(executionId);
   }
 }
