@@ -4,6 +4,7 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import type { ExecutionRow } from '../../projections/executions.ts';
+import { createLivenessStore, type ActionOffer } from '../liveness/liveness-store.ts';
 import { badInput } from './errors.ts';
 import { findExecutions, findHeartbeats, listEvents, type EventRow } from './read-model-queries.ts';
 
@@ -20,10 +21,13 @@ export interface Loaders {
   heartbeat: DataLoader<string, string | null>;
   /** One loader per (fromRevision, limit) a request uses: ids → that window of each stream. */
   events(fromRevision: number, limit: number): DataLoader<string, EventRow[]>;
+  /** action → the live workers offering it now (null: none), by a heartbeat within `staleAfterMs`. */
+  offering(staleAfterMs: number): DataLoader<string, ActionOffer | null>;
 }
 
 export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST): Loaders {
   const eventLoaders = new Map<string, DataLoader<string, EventRow[]>>();
+  let offeringLoader: DataLoader<string, ActionOffer | null> | undefined;
   let eventsLeft = eventBudget;
   return {
     execution: new DataLoader(async (ids) => {
@@ -51,6 +55,13 @@ export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST): 
         eventLoaders.set(key, loader);
       }
       return loader;
+    },
+    offering(staleAfterMs) {
+      offeringLoader ??= new DataLoader(async (actions) => {
+        const offers = await createLivenessStore(pool).offering(actions, staleAfterMs);
+        return actions.map((a) => offers.get(a) ?? null);
+      });
+      return offeringLoader;
     },
   };
 }

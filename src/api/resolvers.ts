@@ -1,6 +1,7 @@
 // Query, subscription and type resolvers over the read model. Fields whose names match the row
 // (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
+import { waitingReason } from '../liveness/waiting-reason.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
@@ -62,6 +63,11 @@ export const resolvers = {
   Execution: {
     id: (row: ExecutionRow) => row.executionId,
     stalled: (row: ExecutionRow) => isStalled(row, Date.now()),
+    async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
+      if (row.status !== 'Requested') return null;
+      const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(row.action);
+      return waitingReason(row, offer ?? undefined, Date.now());
+    },
     lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       const held = row.workerId !== null && (HELD_STATUSES as readonly string[]).includes(row.status);
       return held ? ctx.loaders.heartbeat.load(row.workerId!) : null;

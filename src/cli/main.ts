@@ -26,6 +26,9 @@ import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
 import { countEvents } from '../eventstore/postgres.ts';
+import { createLivenessStore } from '../liveness/liveness-store.ts';
+import { waitingReasonNow } from '../liveness/waiting-reason.ts';
+import { workerStaleAfterMs } from '../config.ts';
 
 const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
@@ -92,17 +95,19 @@ program
   .argument('<id>', 'execution id', executionId)
   .option('--json', 'print JSON')
   .action(async (id: string, o: { json?: boolean }) => {
-    await withContext(async ({ runtime }) => {
+    await withContext(async ({ runtime, pool, config }) => {
       const { snapshot, revision } = await runtime.load(id);
       const c = snapshot.context;
+      const waiting = await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts));
       if (o.json) {
-        console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, context: c }));
+        console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, context: c }));
         return;
       }
       console.log(
         fields([
           ['execution', id],
           ['status', statusOf(snapshot)],
+          ['waiting', waiting],
           ['action', c.action],
           ['owner', c.owner],
           ['worker', c.workerId],

@@ -316,7 +316,7 @@ export function createMonitor(o: MonitorOptions) {
     /** Per action no live worker offers now, the executions waiting for it (as the last tick saw). */
     unoffered(): ReadonlyMap<string, number> {
       const waiting = o.index.waitingActions();
-      return new Map([...unofferedSince.keys()].map((action) => [action, waiting.get(action) ?? 0]));
+      return new Map([...unofferedSince.keys()].flatMap((action) => (waiting.has(action) ? [[action, waiting.get(action)!] as const] : [])));
     },
   };
 }

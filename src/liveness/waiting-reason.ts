@@ -1,7 +1,7 @@
 // Why an execution waits in Requested, told from what exists: its own state (a retry's backoff)
 // and the workers' heartbeats now (is any live worker offering its action?). Nothing is kept by
 // hand for it, so `baton status` and the GraphQL API say the same from the same facts.
-import type { ActionOffer } from './liveness-store.ts';
+import type { ActionOffer, LivenessStore } from './liveness-store.ts';
 
 export interface ExecutionWaitState {
   status: string;
@@ -21,4 +21,11 @@ export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefi
   if ((offer?.ready ?? 0) > 0) return null;
   const draining = offer?.draining ?? 0;
   return `no live worker offers action "${e.action}"${draining > 0 ? ` (${draining} draining)` : ''}`;
+}
+
+/** The reason for one execution now, asking the liveness table only when it waits in Requested. */
+export async function waitingReasonNow(liveness: Pick<LivenessStore, 'offering'>, e: ExecutionWaitState, staleAfterMs: number): Promise<string | null> {
+  if (e.status !== 'Requested') return null;
+  const offer = (await liveness.offering([e.action], staleAfterMs)).get(e.action);
+  return waitingReason(e, offer, Date.now());
 }
