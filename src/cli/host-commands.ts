@@ -20,7 +20,7 @@ import {
   type RunningHosts,
   type TransportKind,
 } from './hosts.ts';
-import { runUntilSignalled, stopHosts } from './shutdown.ts';
+import { runUntilSignalled, stopHosts, watchStopSignals, type StopSignals } from './shutdown.ts';
 
 export interface MetricsOptions {
   metricsHost: string;
@@ -56,6 +56,25 @@ export async function runHost(
   o: HostRun,
   start: (env: HostEnvironment, hosts: RunningHosts) => Promise<Started>,
 ): Promise<void> {
+  const stop = watchStopSignals(base.log);
+  try {
+    await startAndRun(base, component, o, stop, start);
+  } catch (err) {
+    if (!stop.signal.aborted) throw err;
+    // Told to stop while starting (waiting for its database, say): that is not a failure.
+    base.log.info({ signal: stop.signal.reason, err }, `${component} stopped before it had started`);
+  } finally {
+    stop.dispose();
+  }
+}
+
+async function startAndRun(
+  base: HostBase,
+  component: string,
+  o: HostRun,
+  stop: StopSignals,
+  start: (env: HostEnvironment, hosts: RunningHosts) => Promise<Started>,
+): Promise<void> {
   let problems: () => string[] = () => ['starting'];
   const health = await startHealthServer({
     host: o.metricsHost,
@@ -67,7 +86,7 @@ export async function runHost(
   });
   let env: HostEnvironment;
   try {
-    env = await openHostEnvironment({ base, component, transport: o.transport, poolSize: o.poolSize });
+    env = await openHostEnvironment({ base, component, transport: o.transport, poolSize: o.poolSize, signal: stop.signal });
   } catch (err) {
     await health.close();
     throw err;
@@ -81,8 +100,9 @@ export async function runHost(
     throw err;
   }
   problems = started.problems ?? (() => []);
-  started.announce(env, hosts);
-  await runUntilSignalled(env, hosts, { shutdownTimeoutMs: o.shutdownTimeoutMs });
+  if (!stop.signal.aborted) started.announce(env, hosts);
+  // A signal that came while starting is drained at once.
+  await runUntilSignalled(env, hosts, stop, { shutdownTimeoutMs: o.shutdownTimeoutMs });
 }
 
 export function runExecutor(o: MetricsOptions & { transport?: TransportKind }): Promise<void> {

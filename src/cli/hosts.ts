@@ -61,12 +61,19 @@ export function hostBase(component: string): HostBase {
  * Open everything a host needs. The transport defaults to NATS when BATON_NATS_URL is set.
  * A database that refuses connections is waited for (BATON_DB_WAIT, default: for good).
  */
-export async function openHostEnvironment(o: { base: HostBase; transport?: TransportKind; poolSize?: number; component: string }): Promise<HostEnvironment> {
+export async function openHostEnvironment(o: {
+  base: HostBase;
+  transport?: TransportKind;
+  poolSize?: number;
+  component: string;
+  /** Stops waiting for the database (a stop signal while starting). */
+  signal?: AbortSignal;
+}): Promise<HostEnvironment> {
   const { config, log, registry } = o.base;
   const kind: TransportKind = o.transport ?? (config.natsUrl ? 'nats' : 'postgres');
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
-  const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}`, waitAs: 'host' });
+  const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}`, waitAs: 'host', signal: o.signal });
   const { store, kind: storeKind } = openEventStore(config, db.pool, log);
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;

@@ -33,6 +33,8 @@ export interface OpenDatabaseOptions {
    * (BATON_DB_WAIT overrides both): a `host` waits for good, a `cli` command 10 s. Default `cli`.
    */
   waitAs?: 'host' | 'cli';
+  /** Stops waiting for the database (a stop signal while starting). */
+  signal?: AbortSignal;
 }
 
 export async function openDatabase(config: Config, log: Logger, options: OpenDatabaseOptions = {}): Promise<Database> {
@@ -84,7 +86,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
         await pool.query('SELECT 1');
         return migrateAll(pool, { log });
       },
-      { ...wait, log, what: `Postgres at ${redactUrl(url)}` },
+      { ...wait, log, what: `Postgres at ${redactUrl(url)}`, signal: options.signal },
     );
     if (applied.length) log.info({ applied }, 'database migrated');
   } catch (err) {

@@ -75,6 +75,8 @@ export interface WaitForDatabaseOptions {
   what: string;
   /** How `waitMs` was set, for the log: `BATON_DB_WAIT=30s`. */
   setting: string;
+  /** Stops the waiting (a stop signal while starting): the last error is thrown at once. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -95,7 +97,7 @@ export async function waitForDatabase<T>(attempt: () => Promise<T>, o: WaitForDa
     } catch (err) {
       const reason = transientReason(err);
       const remaining = o.waitMs - (performance.now() - started);
-      if (reason === undefined || remaining <= 0) throw err;
+      if (reason === undefined || remaining <= 0 || o.signal?.aborted) throw err;
       if (!logged.has(reason)) {
         logged.add(reason);
         o.log.warn(
@@ -104,7 +106,11 @@ export async function waitForDatabase<T>(attempt: () => Promise<T>, o: WaitForDa
         );
       }
       // The last try comes at the deadline, not a backoff step before it.
-      await sleep(Math.min(delay * (0.8 + Math.random() * 0.4), remaining));
+      const aborted = await sleep(Math.min(delay * (0.8 + Math.random() * 0.4), remaining), undefined, { signal: o.signal }).then(
+        () => false,
+        () => true,
+      );
+      if (aborted) throw err;
       delay = Math.min(delay * 2, MAX_DELAY_MS);
     }
   }
