@@ -9,7 +9,6 @@
 // running; the next baton process on the data dir adopts and, in the end, stops it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -163,32 +162,6 @@ export async function isPostmasterOf(pid: number, clusterDir: string): Promise<b
 export async function postmasterPid(clusterDir: string): Promise<number | undefined> {
   const s = await inspectPidFile(clusterDir).catch(() => undefined);
   return s?.state === 'running' ? s.pid : undefined;
-}
-
-export function isPortTaken(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    const done = (taken: boolean) => {
-      socket.destroy();
-      resolve(taken);
-    };
-    socket.setTimeout(1_000, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
-
-/** A port on 127.0.0.1 that nothing listens on right now (the OS picks it). */
-export function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

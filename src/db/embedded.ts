@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { currentProcess, isAlive, isSameProcess, parseIdentity, signal, type ProcessIdentity } from '../process/identity.ts';
 import { claimPidFile, pidFileHolder } from '../process/pid-file.ts';
+import { freeLoopbackPort, isPortTaken } from '../process/ports.ts';
 import {
   EMBEDDED_PG_PASSWORD,
   EMBEDDED_PG_USER,
@@ -22,9 +23,7 @@ import {
 } from './embedded-cluster.ts';
 import {
   ensureDatabase,
-  freeLoopbackPort,
   inspectPidFile,
-  isPortTaken,
   isPostmasterOf,
   launchServer,
   stopByPid,
