@@ -149,4 +149,16 @@ describe('baton dev', () => {
     // Bounded by the shutdown timeout (2 s) plus the drain grace (10 s).
     expect(Date.now() - t1).toBeLessThan(15_000);
   }, 300_000);
+
+  it('a CLI command that started the embedded Postgres itself stops it when Ctrl-C ends the command', async () => {
+    const dir = await projectDir();
+    // No dev running: the command starts (and owns) the server, then waits for a run no worker takes.
+    const waiting = start('submit --wait', ['submit', 'core.noop', '--wait'], { cwd: dir, group: true, env: { BATON_DATA_DIR: dir } });
+    await waiting.waitFor(/waiting for it to finish/, STARTUP_MS);
+    const server = await postmasterPid(dir);
+    ctrlC(waiting);
+    await waiting.exitWithin(15_000);
+    expect(waiting.proc.signalCode).toBe('SIGINT'); // it dies of the signal, as a command should
+    await until('the embedded Postgres to be stopped', () => !isAlive(server), 15_000);
+  }, 120_000);
 });

@@ -2,7 +2,10 @@
 // the second moves off the metrics port the first holds — and both get work. A worker asking
 // for a port or an id another live process holds is refused in one line, before it has
 // announced anything (no WorkerStarted, no liveness row, no work handed to it).
+import fs from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
@@ -83,4 +86,24 @@ describe('two workers on one machine', () => {
     for (const c of [w1, w2, executor]) c.proc.kill('SIGTERM');
     for (const c of [w1, w2, executor]) expect(await c.exitWithin(20_000), diagnostics()).toBe(0);
   }, 180_000);
+
+  it('gives two baton dev sharing one database (BATON_DATABASE_URL) different worker ids', async () => {
+    await db.pool.query('DELETE FROM baton_worker_liveness');
+    const dirs = await Promise.all([1, 2].map(() => fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-dev-shared-'))));
+    try {
+      const devs = [];
+      for (const [i, dir] of dirs.entries()) {
+        const d = start(`dev ${i + 1}`, ['dev', '--workers', '2', '--port', '0', '--metrics-port', '0'], { cwd: dir, env: { BATON_DATA_DIR: dir } });
+        await d.waitFor(/Ctrl-C drains and stops\./, 60_000);
+        devs.push(d);
+      }
+      expect(devs[0]!.output.join('')).toMatch(/workers\s+dev-1, dev-2 /);
+      expect(devs[1]!.output.join('')).toMatch(/workers\s+dev-3, dev-4 /);
+      expect((await workerIds()).map((r) => r.worker_id)).toEqual(['dev-1', 'dev-2', 'dev-3', 'dev-4']);
+      for (const d of devs) d.proc.kill('SIGINT');
+      for (const d of devs) expect(await d.exitWithin(20_000), diagnostics()).toBe(0);
+    } finally {
+      for (const dir of dirs) await fs.rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
