@@ -15,6 +15,14 @@ export interface Config {
   readonly dataDir: string;
   /** BATON_EMBEDDED_PG_PORT: where the embedded Postgres listens (127.0.0.1 only). */
   readonly embeddedPgPort: number;
+  /** Whether BATON_EMBEDDED_PG_PORT was set: then a taken port is refused, where a taken default is replaced by a free one. */
+  readonly embeddedPgPortSet: boolean;
+  /**
+   * BATON_DB_WAIT: how long a process starting up waits for its database to accept it (ms;
+   * Infinity: for good; 0: one try). undefined when unset: hosts wait for good, CLI commands
+   * DEFAULT_CLI_DB_WAIT_MS (see dbWaitFor()).
+   */
+  readonly dbWaitMs: number | undefined;
   /** BATON_NATS_URL. Unset: work goes through the Postgres queue. */
   readonly natsUrl: string | undefined;
   /** BATON_EVENTSTORE_URL. Unset: the event store is Postgres. */
@@ -24,6 +32,8 @@ export interface Config {
   readonly apiHost: string;
   /** BATON_API_PORT. */
   readonly apiPort: number;
+  /** Whether BATON_API_PORT was set: then a taken port is refused, where a taken default is replaced by a free one. */
+  readonly apiPortSet: boolean;
   /** BATON_API_TOKEN: the admin bearer token (mutations). Secret: never log it. */
   readonly apiToken: string | undefined;
   /** BATON_API_READ_TOKEN: a bearer token for queries and subscriptions only. Secret: never log it. */
@@ -59,6 +69,22 @@ export const DEFAULT_TIMEOUTS: TimeoutConfig = Object.freeze({
   shutdownTimeoutMs: 30_000,
   maxAttempts: 3,
 });
+
+/**
+ * A CLI command waits this long for a database that refuses it (BATON_DB_WAIT unset): someone
+ * at a terminal, or a script, wants an answer, where a host is supervised and keeps waiting.
+ */
+export const DEFAULT_CLI_DB_WAIT_MS = 10_000;
+
+/** How long `who` waits for its database at start (BATON_DB_WAIT, else its default), and how that was set. */
+export function dbWaitFor(config: Pick<Config, 'dbWaitMs'>, who: 'host' | 'cli'): { waitMs: number; setting: string } {
+  if (config.dbWaitMs !== undefined) {
+    return { waitMs: config.dbWaitMs, setting: `BATON_DB_WAIT=${config.dbWaitMs === Infinity ? 'forever' : `${config.dbWaitMs / 1000}s`}` };
+  }
+  return who === 'host'
+    ? { waitMs: Infinity, setting: 'waiting for good; BATON_DB_WAIT bounds it' }
+    : { waitMs: DEFAULT_CLI_DB_WAIT_MS, setting: `giving up after ${DEFAULT_CLI_DB_WAIT_MS / 1000} s; BATON_DB_WAIT changes it` };
+}
 
 export const DEFAULT_DATA_DIR = './.baton';
 export const DEFAULT_EMBEDDED_PG_PORT = 54329;
@@ -111,6 +137,22 @@ const duration = (fallback: number) =>
       })
       .optional(),
   ).transform((v) => v ?? fallback);
+// `forever`, or a duration where 0 means one try; unset stays undefined (each kind of process has its default).
+const waitDuration = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .transform((v, ctx) => {
+      if (/^\s*forever\s*$/i.test(v)) return Infinity;
+      const ms = parseDuration(v);
+      if (ms === undefined || ms > 7 * 24 * 3_600_000) {
+        ctx.addIssue({ code: 'custom', message: `Invalid wait "${v}": expected forever, 0 (one try), or a duration such as 30s or 5m (at most 7 days)` });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .optional(),
+);
 const count = (fallback: number, what: string) =>
   z.preprocess(
     unsetIfEmpty,
@@ -149,6 +191,7 @@ const EnvSchema = z.object({
   ),
   BATON_API_HOST: z.preprocess(unsetIfEmpty, z.string().trim().default(DEFAULT_API_HOST)),
   BATON_API_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_API_PORT)),
+  BATON_DB_WAIT: waitDuration,
   BATON_API_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
   BATON_API_READ_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
@@ -187,11 +230,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     databaseUrl: e.BATON_DATABASE_URL,
     dataDir: path.resolve(cwd, e.BATON_DATA_DIR),
     embeddedPgPort: e.BATON_EMBEDDED_PG_PORT,
+    embeddedPgPortSet: unsetIfEmpty(env.BATON_EMBEDDED_PG_PORT) !== undefined,
+    dbWaitMs: e.BATON_DB_WAIT,
     natsUrl: e.BATON_NATS_URL,
     eventStoreUrl: e.BATON_EVENTSTORE_URL,
     logLevel: e.BATON_LOG_LEVEL,
     apiHost: e.BATON_API_HOST,
     apiPort: e.BATON_API_PORT,
+    apiPortSet: unsetIfEmpty(env.BATON_API_PORT) !== undefined,
     nodeEnv: e.NODE_ENV,
     timeouts: Object.freeze({
       scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,

@@ -3,7 +3,6 @@
 // graphql-armor's depth/alias/token/cost limits and suggestion blocking, argument checks in the
 // resolvers, and error masking (no stacks, no SQL; database outages → 503 SERVICE_UNAVAILABLE).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { createYoga, type GraphiQLOptions, type YogaLogger } from 'graphql-yoga';
@@ -13,6 +12,7 @@ import type { ActionRegistry } from '../actions/registry.ts';
 import { DEFAULT_API_HOST, DEFAULT_API_PORT } from '../config.ts';
 import { staleAfterMs } from '../liveness/liveness-store.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import { listenOn } from '../observability/listen.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { checkExposure, createApiAuth, useTokenAuth } from './auth.ts';
@@ -52,6 +52,11 @@ export interface ApiServerOptions {
   host?: string;
   /** Default 4000; 0 picks a free port. */
   port?: number;
+  /**
+   * What asked for `port` (`--port`, `BATON_API_PORT`), when the user did: a taken port is then
+   * refused in one line naming it. Unset, `port` is the default, and a taken one is replaced by a free one.
+   */
+  portSetting?: string;
   /** BATON_API_TOKEN: needed for mutations; with any token set, every request needs one. */
   adminToken?: string;
   /** BATON_API_READ_TOKEN: queries and subscriptions only. */
@@ -110,17 +115,13 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
 
   const ui = createUiHandler();
   const server = http.createServer((req, res) => (isUiRequest(req.url) ? ui(req, res) : yoga(req, res)));
+  let origin: string;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(o.port ?? DEFAULT_API_PORT, host, () => resolve());
-    });
+    ({ origin } = await listenOn(server, { host, port: o.port ?? DEFAULT_API_PORT, setting: o.portSetting, what: 'the GraphQL API', log }));
   } catch (err) {
     await updates.close();
     throw err;
   }
-  const { address, port } = server.address() as AddressInfo;
-  const origin = `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
   const url = `${origin}${GRAPHQL_PATH}`;
   const uiUrl = `${origin}${UI_PATH}`;
   log.info({ url, uiUrl, tokens: auth.required }, 'GraphQL API listening');

@@ -5,9 +5,8 @@ import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
 import { waitForFinal } from './wait.ts';
-import { defaultWorkerId, describeDev, loadActions, openHostEnvironment, runUntilSignalled, startApi, startDev, startExecutorHost, startWorker } from './hosts.ts';
-import { createActionRegistry } from '../actions/index.ts';
-import { startHealthServer } from '../observability/http.ts';
+import { givenOption, runApi, runExecutor, runProjector, runWorker } from './host-commands.ts';
+import { runDev } from './dev.ts';
 import { fields, table, toJson } from './format.ts';
 import { runEventStoreBench, printEventStoreBench } from '../bench/eventstore.ts';
 import { runEndToEndBench, printEndToEndBench } from '../bench/end-to-end.ts';
@@ -15,7 +14,6 @@ import { runProjectionBench, printProjectionBench } from '../bench/projections.t
 import { runReplayBench, printReplayBench } from '../bench/replay.ts';
 import { projections, type Projection } from '../../projections/index.ts';
 import { readCheckpoints } from '../readmodel/checkpoints.ts';
-import { startProjector } from '../readmodel/projector-host.ts';
 import { rebuildProjection } from '../readmodel/rebuild.ts';
 import { verifyReadModel } from '../readmodel/verify.ts';
 import { progressLine } from './progress.ts';
@@ -164,12 +162,9 @@ program
   .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
   .addOption(apiPortOption())
-  .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout?: number; port?: number }) => {
-    const options = { ...o, shutdownTimeoutMs: o.shutdownTimeout, apiPort: o.port };
-    const { env, hosts } = await startDev(options);
-    console.log(describeDev(env, hosts, options));
-    await runUntilSignalled(env, hosts);
-  });
+  .action((o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout?: number; port?: number }, cmd: Command) =>
+    runDev({ ...o, shutdownTimeoutMs: o.shutdownTimeout, apiPort: o.port, apiPortSetting: givenOption(cmd, 'port', '--port'), metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
+  );
 
 program
   .command('executor')
@@ -177,14 +172,9 @@ program
   .addOption(transportOption())
   .addOption(portOption(9464))
   .addOption(hostOption())
-  .action(async (o: { transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string }) => {
-    const env = await openHostEnvironment({ transport: o.transport, component: 'executor' });
-    const executor = startExecutorHost(env);
-    await executor.ready;
-    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
-    env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'executor running');
-    await runUntilSignalled(env, { executor, workers: [], health });
-  });
+  .action((o: { transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string }, cmd: Command) =>
+    runExecutor({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
+  );
 
 program
   .command('worker')
@@ -196,31 +186,16 @@ program
   .addOption(portOption(9465))
   .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
-  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }) => {
-    const env = await openHostEnvironment({ transport: o.transport, component: 'worker' });
-    const worker = await startWorker(env, {
-      workerId: o.id ?? defaultWorkerId(),
-      actions: createActionRegistry(await loadActions(o.actions)),
-      capacity: o.capacity,
-      shutdownTimeoutMs: o.shutdownTimeout,
-    });
-    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
-    env.log.info({ metrics: `${health.url}/metrics`, transport: env.transportKind }, 'worker running');
-    await runUntilSignalled(env, { workers: [worker], health });
-  });
+  .action((o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }, cmd: Command) =>
+    runWorker({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
+  );
 
 program
   .command('projector')
   .description('run the projector: keeps the read model (baton_read.*) up to date from the events')
   .addOption(portOption(9466))
   .addOption(hostOption())
-  .action(async (o: { metricsPort: number; metricsHost: string }) => {
-    const env = await openHostEnvironment({ transport: 'postgres', component: 'projector' });
-    const projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log, registry: env.registry });
-    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => projector.problems(), log: env.log });
-    env.log.info({ metrics: `${health.url}/metrics` }, 'projector running');
-    await runUntilSignalled(env, { projector, workers: [], health });
-  });
+  .action((o: { metricsPort: number; metricsHost: string }, cmd: Command) => runProjector({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }));
 
 program
   .command('api')
@@ -229,13 +204,9 @@ program
   .option('--actions <module>', 'a module exporting more actions, so submitExecution can check their input')
   .addOption(portOption(9467))
   .addOption(hostOption())
-  .action(async (o: { port?: number; actions?: string; metricsPort: number; metricsHost: string }) => {
-    const env = await openHostEnvironment({ component: 'api' }); // its transport serves deadLetters
-    const api = await startApi(env, createActionRegistry(await loadActions(o.actions)), o.port);
-    const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
-    env.log.info({ graphql: api.url, metrics: `${health.url}/metrics` }, 'API running');
-    await runUntilSignalled(env, { workers: [], api, health });
-  });
+  .action((o: { port?: number; actions?: string; metricsPort: number; metricsHost: string }, cmd: Command) =>
+    runApi({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
+  );
 
 const projectionsCommand = program.command('projections').description('inspect, rebuild and verify the read model');
 const projectionName = (value: string): string => {

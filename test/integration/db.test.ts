@@ -150,7 +150,8 @@ describe('openDatabase', () => {
   });
 
   it('names the URL without its password, and the variable, when the server is unreachable', async () => {
-    const config = loadConfig({ BATON_DATABASE_URL: 'postgres://baton:s3cret@127.0.0.1:1/baton' });
+    // One try: waiting for the server is test/integration/db-wait.test.ts's subject.
+    const config = loadConfig({ BATON_DATABASE_URL: 'postgres://baton:s3cret@127.0.0.1:1/baton', BATON_DB_WAIT: '0' });
     const err = await openDatabase(config, silentLogger()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DatabaseUnavailableError);
     const message = (err as Error).message;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
-import { loadConfig, loadTestHarnessConfig, DEFAULT_TIMEOUTS, parseDuration } from '../../src/config.ts';
+import { dbWaitFor, loadConfig, loadTestHarnessConfig, DEFAULT_CLI_DB_WAIT_MS, DEFAULT_TIMEOUTS, parseDuration } from '../../src/config.ts';
 import { createLogger, loggerOptions } from '../../src/log.ts';
 
 describe('loadConfig', () => {
@@ -12,11 +12,14 @@ describe('loadConfig', () => {
       databaseUrl: undefined,
       dataDir: '/srv/app/.baton',
       embeddedPgPort: 54329,
+      embeddedPgPortSet: false,
+      dbWaitMs: undefined,
       natsUrl: undefined,
       eventStoreUrl: undefined,
       logLevel: 'info',
       apiHost: '127.0.0.1',
       apiPort: 4000,
+      apiPortSet: false,
       nodeEnv: 'production',
       timeouts: DEFAULT_TIMEOUTS,
     });
@@ -111,6 +114,27 @@ describe('loadConfig', () => {
     expect(err!.message).toMatch(/BATON_API_TOKEN: Invalid token/);
     expect(err!.message).toMatch(/BATON_API_READ_TOKEN: Invalid token/);
     expect(err!.message).not.toContain('hunter2');
+  });
+
+  it('says whether a port was asked for, so that only a default port is swapped for a free one when taken', () => {
+    expect(loadConfig({ BATON_API_PORT: '4000', BATON_EMBEDDED_PG_PORT: '54329' })).toMatchObject({ apiPortSet: true, embeddedPgPortSet: true });
+    expect(loadConfig({ BATON_API_PORT: ' ', BATON_EMBEDDED_PG_PORT: '' })).toMatchObject({ apiPortSet: false, embeddedPgPortSet: false });
+  });
+
+  it('reads BATON_DB_WAIT: forever, 0 (one try) or a duration; unset, hosts wait for good and CLI commands 10 s', () => {
+    expect(loadConfig({ BATON_DB_WAIT: 'forever' }).dbWaitMs).toBe(Infinity);
+    expect(loadConfig({ BATON_DB_WAIT: '0' }).dbWaitMs).toBe(0);
+    expect(loadConfig({ BATON_DB_WAIT: '90s' }).dbWaitMs).toBe(90_000);
+    expect(loadConfig({ BATON_DB_WAIT: '' }).dbWaitMs).toBeUndefined();
+    expect(() => loadConfig({ BATON_DB_WAIT: 'a while' })).toThrow(/BATON_DB_WAIT: Invalid wait "a while": expected forever, 0/);
+    expect(() => loadConfig({ BATON_DB_WAIT: '-5s' })).toThrow(/BATON_DB_WAIT: Invalid wait/);
+
+    const unset = loadConfig({});
+    expect(dbWaitFor(unset, 'host').waitMs).toBe(Infinity);
+    expect(dbWaitFor(unset, 'cli').waitMs).toBe(DEFAULT_CLI_DB_WAIT_MS);
+    const set = loadConfig({ BATON_DB_WAIT: '2m' });
+    expect(dbWaitFor(set, 'host')).toEqual({ waitMs: 120_000, setting: 'BATON_DB_WAIT=120s' });
+    expect(dbWaitFor(set, 'cli').waitMs).toBe(120_000);
   });
 
   it('reads timeouts as durations, with defaults, and names a bad one', () => {
