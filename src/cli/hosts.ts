@@ -5,7 +5,7 @@ import os from 'node:os';
 import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { builtinActions, createActionRegistry, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
+import { configuredBuiltinActions, createActionRegistry, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
@@ -81,9 +81,10 @@ export async function openHostEnvironment(o: { transport?: TransportKind; compon
   };
 }
 
-export async function loadActions(modulePath?: string): Promise<AnyActionDefinition[]> {
+/** The built-ins (http.request with BATON_HTTP_ALLOW, when `config` is given) and the module's actions. */
+export async function loadActions(modulePath?: string, config: Pick<Config, 'httpAllow'> = { httpAllow: [] }): Promise<AnyActionDefinition[]> {
   const extra = modulePath ? await loadActionsModule(modulePath) : [];
-  return [...builtinActions, ...extra];
+  return [...configuredBuiltinActions(config), ...extra];
 }
 
 /** A default worker id: stable per host and process, and valid as `worker:<id>`. */
@@ -146,7 +147,7 @@ export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; h
   const env = await openHostEnvironment({ transport: o.transport ?? 'postgres', component: 'dev', poolSize: 20 });
   const hosts: Partial<RunningHosts> & { workers: WorkerHost[] } = { workers: [] };
   try {
-    const actions = createActionRegistry(await loadActions(o.actions));
+    const actions = createActionRegistry(await loadActions(o.actions, env.config));
     hosts.executor = startExecutorHost(env, env.log.child({ component: 'executor' }));
     await hosts.executor.ready;
     const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry }));
@@ -245,6 +246,8 @@ export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: n
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
+    limits: env.config.apiLimits,
+    introspection: env.config.apiIntrospection,
   });
 }
 

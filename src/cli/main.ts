@@ -200,7 +200,7 @@ program
     const env = await openHostEnvironment({ transport: o.transport, component: 'worker' });
     const worker = await startWorker(env, {
       workerId: o.id ?? defaultWorkerId(),
-      actions: createActionRegistry(await loadActions(o.actions)),
+      actions: createActionRegistry(await loadActions(o.actions, env.config)),
       capacity: o.capacity,
       shutdownTimeoutMs: o.shutdownTimeout,
     });
@@ -231,7 +231,7 @@ program
   .addOption(hostOption())
   .action(async (o: { port?: number; actions?: string; metricsPort: number; metricsHost: string }) => {
     const env = await openHostEnvironment({ component: 'api' }); // its transport serves deadLetters
-    const api = await startApi(env, createActionRegistry(await loadActions(o.actions)), o.port);
+    const api = await startApi(env, createActionRegistry(await loadActions(o.actions, env.config)), o.port);
     const health = await startHealthServer({ host: o.metricsHost, port: o.metricsPort, registry: env.registry, problems: () => [], log: env.log });
     env.log.info({ graphql: api.url, metrics: `${health.url}/metrics` }, 'API running');
     await runUntilSignalled(env, { workers: [], api, health });
