@@ -29,7 +29,7 @@ const within = <T>(p: Promise<T>, ms: number, what: string) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
 
 describe('slow clients', () => {
-  const api = useApi({ limits: { headersTimeoutMs: 500, requestTimeoutMs: 1_000 } });
+  const api = useApi({ limits: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, keepAliveTimeoutMs: 300 } });
 
   it('are cut off when their headers trickle in, while the server keeps serving', async () => {
     const slow = await connect(api().url);
@@ -52,6 +52,19 @@ describe('slow clients', () => {
       await within(idle.closed, 5_000, 'the idle connection to be closed');
     } finally {
       idle.socket.destroy();
+    }
+  });
+
+  it('have an idle kept-alive connection closed after the keep-alive timeout', async () => {
+    const conn = await connect(api().url);
+    try {
+      conn.socket.write(`POST /graphql HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${LIST.length}\r\n\r\n${LIST}`);
+      const answered = Date.now();
+      const all = await within(conn.closed, 3_000, 'the idle kept-alive connection to be closed');
+      expect(all).toMatch(/^HTTP\/1\.1 200[\s\S]*\r\nKeep-Alive: timeout=0\r\n/i); // whole seconds: 300 ms is 0 (the default, 5 s, would say 5)
+      expect(Date.now() - answered).toBeLessThan(3_000);
+    } finally {
+      conn.socket.destroy();
     }
   });
 
