@@ -165,7 +165,13 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   // Past this many open connections Node closes new ones at once; those open keep being served.
   server.maxConnections = limits.maxConnections;
-  server.on('drop', (data?: { remoteAddress?: string }) => log.warn({ client: data?.remoteAddress, maxConnections: limits.maxConnections }, 'connection refused: too many open (BATON_API_MAX_CONNECTIONS)'));
+  // A flood of refused connections is one warning every 10 s, not one line each.
+  let warnedAt = 0;
+  server.on('drop', (data?: { remoteAddress?: string }) => {
+    if (Date.now() - warnedAt < 10_000) return;
+    warnedAt = Date.now();
+    log.warn({ client: data?.remoteAddress, maxConnections: limits.maxConnections }, 'refusing connections: too many open (BATON_API_MAX_CONNECTIONS)');
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
