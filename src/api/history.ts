@@ -10,16 +10,17 @@ import { MAX_EVENTS_LIMIT, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { badInput } from './errors.ts';
 import { jsonSize } from './json-size.ts';
-import { jsonField } from './response-budget.ts';
+import { formatBytes, jsonField } from './response-budget.ts';
 
 /** Events one request may fold in all (~4 µs each): a 100,000-event stream is ~0.4 s of CPU. */
 export const FOLDED_EVENTS_PER_REQUEST = 100_000;
 /**
- * Event data one request may fold, as JSON. Folded streams stay in memory until the response
- * is sent, so streams are read one after another and none is read once this is passed: a
- * request holds at most this plus one stream, however large the results in it.
+ * Event data one request may fold, as JSON, in multiples of what it may send
+ * (BATON_API_MAX_RESPONSE_BYTES; 8 MiB → 32 MiB). Folded streams stay in memory until the
+ * response is sent, so streams are read one after another and none is read once this is
+ * passed: a request holds at most this plus one stream, however large the results in it.
  */
-export const FOLDED_BYTES_PER_REQUEST = 32 * 1024 * 1024;
+export const FOLDED_BYTES_PER_RESPONSE_BYTE = 4;
 
 // Keyed by the response's loaders, which each event of a subscription renews.
 const timelines = new WeakMap<object, DataLoader<string, TimelineStep[]>>();
@@ -28,14 +29,15 @@ function timelineOf(ctx: ApiContext, executionId: string): Promise<TimelineStep[
   let loader = timelines.get(ctx.loaders);
   if (!loader) {
     let eventsLeft = FOLDED_EVENTS_PER_REQUEST;
-    let bytesLeft = FOLDED_BYTES_PER_REQUEST;
+    const foldedBytes = ctx.budget.limits.maxResponseBytes * FOLDED_BYTES_PER_RESPONSE_BYTE;
+    let bytesLeft = foldedBytes;
     let previous: Promise<unknown> = Promise.resolve();
     const fold = async (id: string) => {
-      if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold();
+      if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold(foldedBytes);
       const events = await ctx.runtime.readHistory(id);
       eventsLeft -= events.length;
       for (const e of events) bytesLeft -= jsonSize(e.data, bytesLeft + 1);
-      if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold();
+      if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold(foldedBytes);
       return timeline(id, events);
     };
     loader = new DataLoader(
@@ -54,10 +56,11 @@ function timelineOf(ctx: ApiContext, executionId: string): Promise<TimelineStep[
   return loader.load(executionId);
 }
 
-const tooMuchToFold = () =>
+const tooMuchToFold = (foldedBytes: number) =>
   badInput(
     'history',
-    `this request would fold more than ${FOLDED_EVENTS_PER_REQUEST} events or ${FOLDED_BYTES_PER_REQUEST / 1024 ** 2} MiB of event data; ask for fewer executions`,
+    `this request would fold more than ${FOLDED_EVENTS_PER_REQUEST} events or ${formatBytes(foldedBytes)} of event data ` +
+      `(${FOLDED_BYTES_PER_RESPONSE_BYTE} × BATON_API_MAX_RESPONSE_BYTES); ask for fewer executions`,
   );
 
 const diagram = machineDiagram(executionMachine, MACHINE_VERSION);

@@ -126,6 +126,21 @@ describe('the response budget', () => {
 
 });
 
+describe('history folds', () => {
+  const api = useApi({ limits: { maxResponseBytes: 256 * 1024 } });
+
+  it('stop at 4 × the response budget of event data per request, however the response is cut', async () => {
+    const huge = 'h'.repeat(300 * 1024);
+    for (let i = 0; i < 4; i++) await complete(api().runtime, { huge, i }); // 1.2 MB, over 1 MiB
+    await api().catchUp();
+    const r = await gql(api().url, `{ executions(first: 4) { edges { node { history(limit: 1) { type } } } } }`);
+    expect(r.errors![0]!.message).toMatch(/^history: this request would fold more than 100000 events or 1 MiB of event data \(4 × BATON_API_MAX_RESPONSE_BYTES\); ask for fewer/);
+    const fewer = await gql(api().url, `{ executions(first: 3) { edges { node { history { type } } } } }`);
+    expect(fewer.errors).toBeUndefined();
+    expect(fewer.data!.executions.edges).toHaveLength(3);
+  });
+});
+
 describe('a small response budget', () => {
   const api = useApi({ limits: { maxValueBytes: 1024, maxResponseBytes: 16 * 1024 } });
 
