@@ -24,11 +24,16 @@ export type ApiErrorCode =
   | 'FORBIDDEN'
   /** The server was started without what the field needs (dead letters without a work transport). */
   | 'NOT_CONFIGURED'
+  /** The response would pass BATON_API_MAX_RESPONSE_BYTES. */
+  | 'RESPONSE_TOO_LARGE'
+  /** A per-client or server-wide cap (subscriptions) is reached: try again once one is free. */
+  | 'LIMIT_EXCEEDED'
   | 'SERVICE_UNAVAILABLE';
 
 const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,
+  LIMIT_EXCEEDED: 429,
   SERVICE_UNAVAILABLE: 503,
 };
 
@@ -99,6 +104,13 @@ const asGraphQLError = (e: unknown): GraphQLError | undefined => (e instanceof E
 /** yoga's `maskedErrors.maskError`. Never passes isDev on: development mode must not leak either. */
 export function maskApiError(error: unknown, fallbackMessage: string): Error {
   const located = asGraphQLError(error);
+  // yoga's own request errors ("POST body sent invalid JSON.") carry the parser's message in
+  // extensions.originalError, and it quotes the whole body (a 60 KB body drew a 360 KB answer):
+  // keep yoga's short fixed message, code and status (400 whatever the client accepts), without it.
+  if (located?.extensions?.['originalError'] !== undefined) {
+    const status = (located.extensions['http'] as { status?: number } | undefined)?.status ?? 400;
+    return createGraphQLError(located.message, { extensions: { code: located.extensions['code'] ?? 'BAD_REQUEST', http: { status } } });
+  }
   const original = located?.originalError ?? error;
   if (isDatabaseUnavailable(original)) {
     return codedError('SERVICE_UNAVAILABLE', 'the database is unavailable; try again shortly', {}, located);
@@ -107,3 +119,4 @@ export function maskApiError(error: unknown, fallbackMessage: string): Error {
   if (known) return codedError(known.code, known.message, known.extra, located);
   return yogaMaskError(error, fallbackMessage, false);
 }
+

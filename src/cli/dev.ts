@@ -53,7 +53,7 @@ export async function runDev(o: DevOptions): Promise<void> {
   try {
     // One process runs every role here, so it gets the connections of several hosts.
     await runHost(base, 'dev', { ...o, transport: o.transport ?? 'postgres', poolSize: 20 }, async (env, hosts) => {
-      const actions = createActionRegistry(await loadActions(o.actions));
+      const actions = createActionRegistry(await loadActions(o.actions, env.config));
       // The API first: its port is the last one to bind, and nothing is announced before it.
       hosts.api = await startApi(env, actions, o.apiPort, o.apiPortSetting);
       hosts.executor = startExecutorHost(env, env.log.child({ component: 'executor' }));

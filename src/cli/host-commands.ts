@@ -117,7 +117,7 @@ export function runWorker(
   o: MetricsOptions & { id?: string; actions?: string; capacity: number; transport?: TransportKind; shutdownTimeout?: number },
 ): Promise<void> {
   return runHost(hostBase('worker'), 'worker', { ...o, shutdownTimeoutMs: o.shutdownTimeout }, async (env, hosts) => {
-    const actions = createActionRegistry(await loadActions(o.actions));
+    const actions = createActionRegistry(await loadActions(o.actions, env.config));
     const worker = await startWorker(env, { workerId: o.id ?? defaultWorkerId(), actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeout });
     hosts.workers.push(worker);
     return { announce: () => env.log.info({ metrics: `${hosts.health.url}/metrics`, transport: env.transportKind }, 'worker running') };
@@ -138,7 +138,7 @@ export function runProjector(o: MetricsOptions): Promise<void> {
 export function runApi(o: MetricsOptions & { port?: number; actions?: string }): Promise<void> {
   // Its transport serves deadLetters.
   return runHost(hostBase('api'), 'api', o, async (env, hosts) => {
-    const api = (hosts.api = await startApi(env, createActionRegistry(await loadActions(o.actions)), o.port, '--port'));
+    const api = (hosts.api = await startApi(env, createActionRegistry(await loadActions(o.actions, env.config)), o.port, '--port'));
     return { announce: () => env.log.info({ graphql: api.url, metrics: `${hosts.health.url}/metrics` }, 'API running') };
   });
 }

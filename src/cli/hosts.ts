@@ -5,7 +5,7 @@ import os from 'node:os';
 import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { builtinActions, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
+import { configuredBuiltinActions, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { openDatabase, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
@@ -119,9 +119,10 @@ export async function closeAll(log: Logger, closers: (() => Promise<unknown> | u
   if (first !== undefined) throw first;
 }
 
-export async function loadActions(modulePath?: string): Promise<AnyActionDefinition[]> {
+/** The built-ins (http.request with BATON_HTTP_ALLOW, when `config` is given) and the module's actions. */
+export async function loadActions(modulePath: string | undefined, config: Pick<Config, 'httpAllow'>): Promise<AnyActionDefinition[]> {
   const extra = modulePath ? await loadActionsModule(modulePath) : [];
-  return [...builtinActions, ...extra];
+  return [...configuredBuiltinActions(config), ...extra];
 }
 
 /** A default worker id: stable per host and process, and valid as `worker:<id>`. */
@@ -211,5 +212,7 @@ export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: n
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
+    limits: env.config.apiLimits,
+    introspection: env.config.apiIntrospection,
   });
 }

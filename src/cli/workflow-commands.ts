@@ -61,8 +61,8 @@ interface SubmitOptions {
 
 async function submitCommand(file: string, o: SubmitOptions): Promise<void> {
   const definition = await readDefinitionFile(file); // DefinitionFileError names line and column
-  const actions = createActionRegistry(await loadActions(o.actions));
   await withContext(async (ctx: CliContext) => {
+    const actions = createActionRegistry(await loadActions(o.actions, ctx.config));
     let r;
     try {
       r = await submitWorkflow({ ...ctx, actions }, definition, { ...(o.id !== undefined && { id: o.id }) });
