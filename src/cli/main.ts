@@ -93,7 +93,7 @@ program
   .option('--worker <id>', 'only executions held (now or last) by this worker', filterText(500))
   .option('--since <time>', 'only executions requested at or after this ISO time', isoTime)
   .option('--until <time>', 'only executions requested before this ISO time', isoTime)
-  .addOption(new Option('--limit <n>', 'executions per page (1-1000)').argParser(intFrom(1, 1000)).default(50))
+  .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
   .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
   .option('--json', 'print JSON: { executions, nextCursor }')
   .action(async (o) => (await import('./run/executions.ts')).listCommand(o));
@@ -192,6 +192,7 @@ bench
   .command('eventstore')
   .description('append throughput (1 and 64 streams, single events and batches of 6) and rehydration time')
   .addOption(new Option('--seconds <n>', 'duration of each append phase').argParser(positiveInt).default(3))
+  .addOption(new Option('--large-history <events>', 'events in the long execution rehydrated last').argParser(intFrom(1_000, 1_000_000)).default(100_000))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).eventStoreBenchCommand(o));
 

@@ -40,7 +40,7 @@ export async function submitCommand(action: string, o: { input?: unknown; key?: 
  */
 async function notAnExecution(store: EventStore, err: unknown, id: string): Promise<never> {
   if (err instanceof NotFoundError && (await store.readStream(workflowStreamId(id), { limit: 1 })).length > 0) {
-    throw new NotFoundError('execution', `${id} (it is a workflow: run \`baton workflow status ${id}\`)`);
+    throw new BatonError(`${id} is a workflow, not an execution: run \`baton workflow status ${id}\``);
   }
   throw err;
 }
