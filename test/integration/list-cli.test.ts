@@ -106,10 +106,13 @@ describe('baton list', () => {
       after = page.nextCursor;
     }
     expect(seen).toEqual(all);
-    // In a table, the cursor goes to stderr so stdout stays the table.
-    const table = await baton('list', '--limit', '3');
+    // In a table, the command for the next page goes to stderr (same filters), so stdout stays the table.
+    const table = await baton('list', '--limit', '3', '--action', 'core.noop');
     expect(table.stdout.trim().split('\n')).toHaveLength(4);
-    expect(table.stderr).toMatch(/^more: baton list … --after [A-Za-z0-9_-]+\n$/);
+    const more = /^more: baton list --action core\.noop --limit 3 --after ([A-Za-z0-9_-]+)\n$/.exec(table.stderr);
+    expect(more, table.stderr).not.toBeNull();
+    const rest = await listJson('--action', 'core.noop', '--limit', '3', '--after', more![1]!);
+    expect(rest.executions.map((e) => e.executionId)).toEqual([requested[1], requested[0]]);
   });
 
   it('refuses bad options, naming the option and the reason', async () => {

@@ -108,6 +108,21 @@ function afterCursor(value: string): ExecutionCursor {
   return cursor;
 }
 
+/** The command that prints the next page: the same filters and limit, after the cursor. */
+function nextPageCommand(o: ListOptions, cursor: string): string {
+  const quote = (v: string) => (/^[\w.:@+-]+$/.test(v) ? v : `'${v.replace(/'/g, `'\\''`)}'`);
+  const flags: [string, string | undefined][] = [
+    ['--status', o.status],
+    ['--action', o.action],
+    ['--worker', o.worker],
+    ['--since', o.since?.toISOString()],
+    ['--until', o.until?.toISOString()],
+    ['--limit', String(o.limit)],
+    ['--after', cursor],
+  ];
+  return ['baton list', ...flags.filter(([, v]) => v !== undefined).map(([f, v]) => `${f} ${quote(v!)}`)].join(' ');
+}
+
 /** `baton list`: the GraphQL `executions` query's filters, order (newest first) and cursors, from the read model. */
 export async function listCommand(o: ListOptions): Promise<void> {
   if (o.since && o.until && o.since >= o.until) throw new BatonError('--since must be before --until');
@@ -131,6 +146,6 @@ export async function listCommand(o: ListOptions): Promise<void> {
       ),
     );
     // On stderr, so `baton list > ids.txt` keeps only the table.
-    if (next) process.stderr.write(`more: baton list … --after ${next}\n`);
+    if (next) process.stderr.write(`more: ${nextPageCommand(o, next)}\n`);
   });
 }
