@@ -6,9 +6,9 @@
 #   docker build -t baton:local .                    # the image docker-compose.yml runs
 #   docker build --target typecheck .                # optional: type-check the sources in a container
 #
-# Stages: base (Node and the work dir), typecheck (every dependency and tsc; only built when
-# targeted), build (every dependency; `npm run build` compiles to dist/), runtime (production
-# dependencies, the sources and dist/, run as the unprivileged `node` user).
+# Stages: base (Node and the work dir), build (every dependency; `npm run build` compiles to
+# dist/), typecheck (the build plus the tests and tsc; only built when targeted), runtime
+# (production dependencies, the sources and dist/, run as the unprivileged `node` user).
 
 FROM node:20-bookworm-slim AS base
 WORKDIR /app
@@ -17,23 +17,9 @@ ENV NODE_ENV=production \
     NPM_CONFIG_FUND=false \
     NPM_CONFIG_AUDIT=false
 
-FROM base AS typecheck
-COPY package.json package-lock.json ./
-# No install scripts: `prepare` (the build) needs sources not copied yet, and tsc needs none.
-RUN npm ci --include=dev --ignore-scripts
-COPY tsconfig.json vitest.config.ts ./
-COPY bin ./bin
-COPY src ./src
-COPY actors ./actors
-COPY schemas ./schemas
-COPY projections ./projections
-COPY examples ./examples
-COPY test ./test
-RUN npx tsc --noEmit -p .
-
 FROM base AS build
 COPY package.json package-lock.json ./
-# No install scripts here either; `npm run build` runs once the sources are in.
+# No install scripts: `prepare` (the build) needs the sources, which come next.
 RUN npm ci --include=dev --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
@@ -43,6 +29,12 @@ COPY actors ./actors
 COPY schemas ./schemas
 COPY projections ./projections
 RUN npm run build
+
+FROM build AS typecheck
+COPY vitest.config.ts ./
+COPY examples ./examples
+COPY test ./test
+RUN npx tsc --noEmit -p .
 
 FROM base AS runtime
 COPY package.json package-lock.json ./
