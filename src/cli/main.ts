@@ -96,7 +96,7 @@ program
   .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
   .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
   .option('--json', 'print JSON: { executions, nextCursor }')
-  .action(async (o) => (await import('./run/executions.ts')).listCommand(o));
+  .action(async (o) => (await import('./run/list.ts')).listCommand(o));
 
 const transportOption = () =>
   new Option('--transport <kind>', 'work transport (default: nats when BATON_NATS_URL is set, else postgres)').choices(['nats', 'postgres']);

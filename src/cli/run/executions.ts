@@ -1,9 +1,7 @@
-// What `baton submit | status | events | list` do (their options are defined in main.ts):
-// one execution's state and history from its stream, and many executions from the read model.
+// What `baton submit | status | events` do (their options are defined in main.ts): one
+// execution's state and history, from its stream.
 import { statusOf } from '../../../actors/execution.machine.ts';
 import { workflowStreamId } from '../../../schemas/workflow-events.ts';
-import { encodeCursor, parseCursor, type ExecutionCursor } from '../../api/execution-cursor.ts';
-import { listExecutions } from '../../api/read-model-queries.ts';
 import { BatonError, NotFoundError } from '../../errors.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
 import { withContext } from '../context.ts';
@@ -87,65 +85,5 @@ export async function eventsCommand(id: string, o: { json?: boolean }): Promise<
         steps.map((s) => [String(s.revision), s.type, s.by, s.state, s.recordedAt]),
       ),
     );
-  });
-}
-
-export interface ListOptions {
-  status?: string;
-  action?: string;
-  worker?: string;
-  since?: Date;
-  until?: Date;
-  limit: number;
-  after?: string;
-  json?: boolean;
-}
-
-/** The cursors are the GraphQL API's (`pageInfo.endCursor` works here too, and `--after` there). */
-function afterCursor(value: string): ExecutionCursor {
-  const cursor = parseCursor(value);
-  if (!cursor) throw new BatonError(`--after: "${value.slice(0, 40)}" is not a cursor from \`baton list\` (pass the one a full page ends with)`);
-  return cursor;
-}
-
-/** The command that prints the next page: the same filters and limit, after the cursor. */
-function nextPageCommand(o: ListOptions, cursor: string): string {
-  const quote = (v: string) => (/^[\w.:@+-]+$/.test(v) ? v : `'${v.replace(/'/g, `'\\''`)}'`);
-  const flags: [string, string | undefined][] = [
-    ['--status', o.status],
-    ['--action', o.action],
-    ['--worker', o.worker],
-    ['--since', o.since?.toISOString()],
-    ['--until', o.until?.toISOString()],
-    ['--limit', String(o.limit)],
-    ['--after', cursor],
-  ];
-  return ['baton list', ...flags.filter(([, v]) => v !== undefined).map(([f, v]) => `${f} ${quote(v!)}`)].join(' ');
-}
-
-/** `baton list`: the GraphQL `executions` query's filters, order (newest first) and cursors, from the read model. */
-export async function listCommand(o: ListOptions): Promise<void> {
-  if (o.since && o.until && o.since >= o.until) throw new BatonError('--since must be before --until');
-  const after = o.after === undefined ? undefined : afterCursor(o.after);
-  await withContext(async ({ pool }) => {
-    const filter = { status: o.status, action: o.action, workerId: o.worker, since: o.since?.toISOString(), until: o.until?.toISOString() };
-    const page = await listExecutions(pool, { filter, first: o.limit, ...(after && { after }) });
-    const next = page.hasNextPage ? encodeCursor(page.rows.at(-1)!.cursor) : null;
-    if (o.json) {
-      console.log(toJson({ executions: page.rows.map((r) => r.row), nextCursor: next }));
-      return;
-    }
-    if (page.rows.length === 0) {
-      console.log(after ? 'no more executions' : 'no executions match');
-      return;
-    }
-    console.log(
-      table(
-        ['EXECUTION', 'STATUS', 'ACTION', 'WORKER', 'ATTEMPT', 'REQUESTED', 'FINISHED'],
-        page.rows.map(({ row: r }) => [r.executionId, r.status, r.action, r.workerId ?? '-', `${r.attempt}/${r.maxAttempts}`, r.requestedAt, r.finishedAt ?? '-']),
-      ),
-    );
-    // On stderr, so `baton list > ids.txt` keeps only the table.
-    if (next) process.stderr.write(`more: ${nextPageCommand(o, next)}\n`);
   });
 }
