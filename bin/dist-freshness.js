@@ -33,7 +33,7 @@ export function sourceFiles(root) {
 /**
  * `{ fresh: true }`, or `{ fresh: false, reason }`: no build, an unfinished one, or a source
  * (or a tsconfig) changed after the last build started. Cost: one stat per source file; with
- * about 150 files that is ~3 ms, against the ~2 s tsx needs to compile them on every start.
+ * about 150 files that is 3-6 ms, against the ~2 s tsx needs to compile them on every start.
  */
 export function distFreshness(root) {
   let startedAt;
