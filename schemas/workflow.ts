@@ -3,13 +3,10 @@
 // `checkWorkflow` finds every problem of a definition before anything is written: bad fields,
 // duplicate ids, unknown actions, missing or self dependencies, cycles (with the path).
 import { z } from 'zod';
+import { WORKFLOW_ID_MAX_LENGTH, WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE } from './workflow-id.ts';
 
 /** A workflow's id: a UUID by default, or one the submitter chose (which makes submitting idempotent). */
-export const WorkflowId = z
-  .string()
-  .min(1)
-  .max(200)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'must start with a letter or digit and contain only letters, digits and . _ : -');
+export const WorkflowId = z.string().min(1).max(WORKFLOW_ID_MAX_LENGTH).regex(WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE);
 
 export const StepId = z
   .string()

@@ -282,7 +282,7 @@ const EnvSchema = z.object({
   ),
   BATON_LOG_LEVEL: z.preprocess(
     (v) => (typeof v === 'string' ? unsetIfEmpty(v.toLowerCase()) : v),
-    z.enum(LOG_LEVELS, { message: `Invalid log level: expected one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+    z.enum(LOG_LEVELS, { message: `Invalid log level: expected one of ${LOG_LEVELS.join(', ')}` }).optional(),
   ),
   BATON_API_HOST: z.preprocess(unsetIfEmpty, z.string().trim().default(DEFAULT_API_HOST)),
   BATON_API_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_API_PORT)),
@@ -324,12 +324,18 @@ function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.inf
   return result.data;
 }
 
+/** What differs between the hosts and the commands that run and end (src/cli/context.ts). */
+export interface ConfigDefaults {
+  /** The level when BATON_LOG_LEVEL is unset. Default info (the hosts); CLI commands pass warn. */
+  logLevel?: LogLevel;
+}
+
 /**
  * Parse the environment into a complete Config. Throws ConfigError naming every bad
  * variable (`BATON_DATABASE_URL: Invalid url: expected postgres://…`).
  * `cwd` is what a relative BATON_DATA_DIR is resolved against.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd(), defaults: ConfigDefaults = {}): Config {
   const e = parseEnv(EnvSchema, env);
   const config = {
     databaseUrl: e.BATON_DATABASE_URL,
@@ -339,7 +345,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     dbWaitMs: e.BATON_DB_WAIT,
     natsUrl: e.BATON_NATS_URL,
     eventStoreUrl: e.BATON_EVENTSTORE_URL,
-    logLevel: e.BATON_LOG_LEVEL,
+    logLevel: e.BATON_LOG_LEVEL ?? defaults.logLevel ?? 'info',
     apiHost: e.BATON_API_HOST,
     apiPort: e.BATON_API_PORT,
     apiPortSet: unsetIfEmpty(env.BATON_API_PORT) !== undefined,

@@ -15,7 +15,7 @@ const MAX_IDEMPOTENCY_KEY_LENGTH = 500;
 const MAX_REASON_LENGTH = 1_000;
 const DEFAULT_CANCEL_REASON = 'cancelled through the API';
 
-interface SubmitArgs {
+export interface SubmitArgs {
   action: string;
   input?: unknown;
   idempotencyKey?: string | null;

@@ -3,7 +3,6 @@
 // cannot have stops it before it has announced anything (a worker in the liveness table, a
 // WorkerStarted); then open its database (waiting for it), start its hosts, and run until a
 // stop signal (shutdown.ts). A failed start stops whatever had started and exits 1 in one line.
-import type { Command } from 'commander';
 import { createActionRegistry } from '../actions/index.ts';
 import { startHealthServer } from '../observability/http.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
@@ -29,10 +28,6 @@ export interface MetricsOptions {
   metricsPortSetting?: string;
 }
 
-/** The option's flag when the user gave it on the command line, else undefined (a default). */
-export function givenOption(cmd: Command, key: string, flag: string): string | undefined {
-  return cmd.getOptionValueSource(key) === 'cli' ? flag : undefined;
-}
 
 interface HostRun extends MetricsOptions {
   transport?: TransportKind;

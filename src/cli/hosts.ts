@@ -22,7 +22,7 @@ import { createPostgresWorkTransport } from '../transport/postgres.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
 import type { Projector } from '../readmodel/projector-host.ts';
-import { startApiServer, type ApiServer } from '../api/server.ts';
+import type { ApiServer } from '../api/server.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 
 export type TransportKind = 'nats' | 'postgres';
@@ -74,7 +74,7 @@ export async function openHostEnvironment(o: {
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
   const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}`, waitAs: 'host', signal: o.signal });
-  const { store, kind: storeKind } = openEventStore(config, db.pool, log);
+  const { store, kind: storeKind } = await openEventStore(config, db.pool, log);
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;
   try {
@@ -197,8 +197,11 @@ export function startWorker(
  * The GraphQL API on the configured address (BATON_API_HOST/PORT, tokens from the environment).
  * `port` and `portSetting`: a port asked for by an option (`--port`); otherwise BATON_API_PORT
  * when set, else the default, which is swapped for a free one when taken.
+ * Imported here, not at the top: graphql-yoga and its plugins take ~0.4 s to load (2-core dev
+ * machine), which the executor, worker and projector hosts would otherwise pay on every start.
  */
-export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number, portSetting?: string): Promise<ApiServer> {
+export async function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number, portSetting?: string): Promise<ApiServer> {
+  const { startApiServer } = await import('../api/server.ts');
   return startApiServer({
     pool: env.db.pool,
     runtime: env.runtime,

@@ -92,6 +92,15 @@ describe('baton replay', () => {
     expect(human.stderr).toMatch(/checking in-flight executions: 35 events/);
   });
 
+  it("the README's deploy gate: examples/candidate.machine.ts strands exactly the running executions", async () => {
+    const r = await baton(['replay', '--in-flight', '--against', './examples/candidate.machine.ts', '--json']);
+    expect(r.code, r.stderr).toBe(1);
+    const report = JSON.parse(r.stdout);
+    expect(report.against).toBe('./examples/candidate.machine.ts (version 4-candidate)');
+    expect(report.divergences.map((d: any) => d.executionId).sort()).toEqual([...running].sort());
+    expect(report.divergences.every((d: any) => d.kind === 'stranded' && /ExecutionProgressed/.test(d.reason))).toBe(true);
+  });
+
   it('--all against the candidate reports the finished histories it cannot read too', async () => {
     const r = await baton(['replay', '--all', '--against', CANDIDATE, '--json']);
     expect(r.code).toBe(1);

@@ -56,6 +56,13 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it('takes the default log level from the caller (warn for CLI commands); BATON_LOG_LEVEL still wins', () => {
+    expect(loadConfig({}, '/srv', { logLevel: 'warn' }).logLevel).toBe('warn');
+    expect(loadConfig({ BATON_LOG_LEVEL: '' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('warn');
+    expect(loadConfig({ BATON_LOG_LEVEL: 'info' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('info');
+    expect(loadConfig({}, '/srv').logLevel).toBe('info');
+  });
+
   it('treats empty variables as unset', () => {
     expect(loadConfig({ BATON_DATABASE_URL: '', BATON_EMBEDDED_PG_PORT: ' ', NODE_ENV: '' }, '/x')).toMatchObject({
       databaseUrl: undefined,
