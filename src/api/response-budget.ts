@@ -71,7 +71,7 @@ export class ResponseBudget {
   }
 }
 
-interface BudgetContext {
+export interface BudgetContext {
   budget: ResponseBudget;
   role: Role;
 }
