@@ -3,19 +3,21 @@
 import { z } from 'zod';
 import { ActionError, defineAction, type ActionContext } from './action.ts';
 import { runSignal } from './abort.ts';
+import type { Json } from '../input/rules.ts';
+import { jsonValue } from '../input/schemas.ts';
 
 /** The longest core.sleep: one day. */
 export const MAX_SLEEP_MS = 86_400_000;
 
 export const noop = defineAction({
   name: 'core.noop',
-  input: z.json(),
+  input: jsonValue(),
   run: () => null,
 });
 
 export const echo = defineAction({
   name: 'core.echo',
-  input: z.json(),
+  input: jsonValue(),
   run: (input) => input,
 });
 
@@ -74,7 +76,7 @@ const HttpRequestInput = z
       .default('GET'),
     headers: z.record(z.string(), z.string()).optional(),
     /** A string is sent as is; anything else as JSON (content-type application/json unless headers set one). */
-    body: z.json().optional(),
+    body: jsonValue().optional(),
     /** Whole request, body included. */
     timeoutMs: z.number().int().positive().max(MAX_SLEEP_MS).default(HTTP_DEFAULT_TIMEOUT_MS),
     /**
@@ -89,7 +91,7 @@ const HttpRequestInput = z
   });
 export type HttpRequestInput = z.input<typeof HttpRequestInput>;
 
-export type Json = z.infer<ReturnType<typeof z.json>>;
+export type { Json };
 export interface HttpResponse {
   status: number;
   /** Lower-case names, as fetch gives them. */

@@ -2,6 +2,7 @@
 // {requestedAt, executionId} of the last row a page returned. Opaque so clients cannot come to
 // depend on the ordering columns; strictly checked because they come back from clients.
 import { z } from 'zod';
+import { dateTimeRangeProblem } from '../input/rules.ts';
 import { badInput } from './errors.ts';
 
 export interface ExecutionCursor {
@@ -11,7 +12,8 @@ export interface ExecutionCursor {
 }
 
 const CursorShape = z.strictObject({
-  requestedAt: z.iso.datetime({ precision: 6 }),
+  // In years 0001 to 9999, like every date-time argument: Postgres reads "0000-…" as no date at all.
+  requestedAt: z.iso.datetime({ precision: 6 }).refine((t) => dateTimeRangeProblem(t) === undefined),
   executionId: z.uuid(),
 });
 

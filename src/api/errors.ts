@@ -13,6 +13,7 @@ import {
   NotFoundError,
   RejectedCommandError,
 } from '../errors.ts';
+import { InvalidInputError } from '../input/errors.ts';
 import { WorkflowIdConflictError } from '../workflow/service.ts';
 
 export type ApiErrorCode =
@@ -79,6 +80,10 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 /** Baton's typed error → code and client-safe message; undefined for errors that must be masked. */
 export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
+  if (err instanceof InvalidInputError) {
+    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    return { code: 'BAD_USER_INPUT', message: err.describe({ listKnown: true }), extra: { argument: err.argument, problems } };
+  }
   if (err instanceof InvalidActionInputError) {
     return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', issues: err.issues } };
   }
