@@ -11,6 +11,7 @@ import { createLogger } from '../log.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats.ts';
 import { createPostgresWorkTransport } from '../transport/postgres.ts';
 import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
+import { positionOption } from './arguments.ts';
 import { fields, table, toJson } from './format.ts';
 
 type TransportKind = 'nats' | 'postgres';
@@ -85,7 +86,7 @@ export function registerDlqCommand(program: Command): void {
     .command('list')
     .description('list dead letters, oldest first')
     .addOption(new Option('--limit <n>', 'at most this many (1 to 1000)').argParser(limitArg).default(100))
-    .option('--after <cursor>', 'continue after this cursor (printed when there are more)')
+    .option('--after <cursor>', 'continue after this cursor (printed when there are more)', positionOption('--after'))
     .option('--json', 'print JSON: an array of dead letters, each with its cursor')
     .addOption(transportOption())
     .action(async (o: { limit: number; after?: string; json?: boolean; transport?: TransportKind }) => {

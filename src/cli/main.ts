@@ -1,6 +1,7 @@
 // `baton` — the command line.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { executionId } from './arguments.ts';
+import { executionId, integerOption, jsonOption, type JsonOptionValue } from './arguments.ts';
+import { checkSubmission, type SubmissionNames } from '../runtime/submission.ts';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { BatonError } from '../errors.ts';
 import { withContext } from './context.ts';
@@ -31,40 +32,36 @@ const program = new Command('baton')
   .description('Baton: event-sourced executions with explicit ownership.\nWithout BATON_DATABASE_URL, Baton runs an embedded Postgres under ./.baton/.')
   .showHelpAfterError();
 
-const jsonInput = (value: string): unknown => {
-  try {
-    return JSON.parse(value);
-  } catch (e) {
-    throw new InvalidArgumentError(`not valid JSON (${(e as Error).message})`);
-  }
-};
 const positiveInt = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
   return n;
 };
 
+/** How `baton submit` names what it takes, in the messages of the submission check. */
+const SUBMIT_NAMES: SubmissionNames = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority' };
+
 program
   .command('submit')
-  .description('request an execution of an action')
+  .description('request an execution of an action (checked as the API checks it: a known action, input that fits its schema)')
   .argument('<action>', 'action name, e.g. core.noop')
-  .option('--input <json>', 'action input as JSON', jsonInput)
+  .option('--input <json>', 'action input as JSON (default: null)', jsonOption('--input'))
+  .option('--actions <module>', 'a module exporting more actions, so theirs can be submitted (the built-ins are always known)')
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
-  .option('--max-attempts <n>', 'attempts before the execution is abandoned', positiveInt)
-  .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer, default 0; may be negative)', (v) => {
-    const n = Number(v);
-    // The range of GraphQL's Int, so every submission path accepts the same priorities.
-    if (!/^-?\d+$/.test(v.trim()) || !Number.isInteger(n) || n < -2_147_483_648 || n > 2_147_483_647) {
-      throw new InvalidArgumentError('must be an integer from -2147483648 to 2147483647');
-    }
-    return n;
-  })
+  .option('--max-attempts <n>', 'attempts before the execution is abandoned (1 to 1000)', integerOption('--max-attempts'))
+  .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
   .option('--json', 'print JSON')
-  .action(async (action: string, o: { input?: unknown; key?: string; maxAttempts?: number; priority?: number; wait?: boolean; timeout?: number; json?: boolean }) => {
+  .action(async (action: string, o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; wait?: boolean; timeout?: number; json?: boolean }) => {
+    // Checked before the database is opened: a bad submission writes nothing and needs nothing.
+    const request = checkSubmission(
+      createActionRegistry(await loadActions(o.actions)),
+      { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }) },
+      SUBMIT_NAMES,
+    );
     await withContext(async ({ runtime, store }) => {
-      const r = await runtime.submit({ action, input: o.input, idempotencyKey: o.key, maxAttempts: o.maxAttempts, priority: o.priority });
+      const r = await runtime.submit(request);
       if (!o.wait) {
         if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision }));
         else console.log(`${r.created ? 'submitted' : 'already submitted (same idempotency key)'}: ${r.executionId} (${statusOf(r.snapshot)})`);

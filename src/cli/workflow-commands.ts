@@ -5,12 +5,14 @@ import { Command, InvalidArgumentError } from 'commander';
 import { createActionRegistry } from '../actions/index.ts';
 import { readDefinitionFile } from '../workflow/definition-file.ts';
 import { InvalidWorkflowError, cancelWorkflow, submitWorkflow, waitForWorkflowEnd, workflowStatus, type WorkflowStatusView } from '../workflow/service.ts';
-import { workflowId } from './arguments.ts';
+import { textOption, workflowId } from './arguments.ts';
 import { withContext, type CliContext } from './context.ts';
 import { fields, table, toJson } from './format.ts';
 import { loadActions } from './hosts.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
+/** ExecutionCancelRequested's limit (schemas/events.ts), as the API's cancel takes it. */
+const MAX_REASON_LENGTH = 1_000;
 
 const positiveInt = (value: string): number => {
   const n = Number(value);
@@ -124,7 +126,7 @@ export function registerWorkflowCommands(program: Command): void {
     .command('cancel')
     .description('cancel a workflow: no more steps start and the running ones are cancelled (exit 1 when it already ended)')
     .argument('<id>', 'workflow id', workflowId)
-    .option('--reason <text>', 'why (recorded in its history)', DEFAULT_REASON)
+    .option('--reason <text>', 'why (recorded in its history)', textOption('--reason', MAX_REASON_LENGTH), DEFAULT_REASON)
     .option('--json', 'print JSON')
     .action(async (id: string, o: { reason: string; json?: boolean }) => {
       await withContext(async (ctx) => {

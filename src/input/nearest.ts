@@ -1,22 +1,22 @@
 // "Did you mean …?": the known name nearest to a mistyped one, for unknown fields of workflow
 // definitions and action options, unknown BATON_* variables and unknown actions. Names are
 // compared without case, `_`, `-`, `.` and spaces (dependOn ≈ depends_on ≈ dependsOn), by edit
-// distance; `aliases` catch the words people reach for that look nothing like the name
+// distance (a swap of neighbours is one edit); `aliases` catch the words people reach for that look nothing like the name
 // (`after` for `dependsOn`).
 
 const normalise = (name: string) => name.toLowerCase().replace(/[-_.\s]/g, '');
 
-/** Levenshtein distance, one row at a time. */
+/** Edit distance where swapping two neighbours is one edit (`nmae` → `name`): optimal string alignment. */
 export function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
   for (let i = 1; i <= a.length; i++) {
-    const current = [i];
     for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
     }
-    previous = current;
   }
-  return previous[b.length]!;
+  return d[a.length]![b.length]!;
 }
 
 /**

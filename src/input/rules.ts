@@ -152,6 +152,10 @@ const DATE_TIME_RANGE = `must be from ${EARLIEST_DATE_TIME} to ${LATEST_DATE_TIM
 /** An ISO 8601 date-time with a zone, in UTC with milliseconds as JavaScript writes it (any year), or undefined. */
 export function parseDateTime(value: unknown): string | undefined {
   if (typeof value !== 'string' || !ISO_DATE_TIME.test(value)) return undefined;
+  // Date rolls 2026-02-30 over to March 2nd; a date that is not in the calendar is refused.
+  const [year, month, day] = value.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (day > [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!) return undefined;
   const t = new Date(value);
   return Number.isNaN(t.getTime()) ? undefined : t.toISOString();
 }
