@@ -146,6 +146,22 @@ export function jsonProblems(value: unknown, limits: JsonLimits = JSON_LIMITS, m
   return problems;
 }
 
+/**
+ * Where `value` (any objects, not only JSON) nests deeper than `maxDepth`, walked iteratively:
+ * for what is still to be turned into JSON by a recursive JSON.stringify. A cycle is infinitely deep.
+ */
+export function nestingProblem(value: unknown, maxDepth: number = JSON_LIMITS.maxDepth): ValueProblem | undefined {
+  const stack: { value: unknown; path: (string | number)[] }[] = [{ value, path: [] }];
+  while (stack.length > 0) {
+    const { value: v, path } = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (path.length >= maxDepth) return { path, message: `nested deeper than ${maxDepth} levels of arrays and objects` };
+    if (Array.isArray(v)) v.forEach((item, i) => stack.push({ value: item, path: [...path, i] }));
+    else for (const key of Object.keys(v)) stack.push({ value: (v as Record<string, unknown>)[key], path: [...path, key] });
+  }
+  return undefined;
+}
+
 const DATE_TIME_SHAPE = 'must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z';
 const DATE_TIME_RANGE = `must be from ${EARLIEST_DATE_TIME} to ${LATEST_DATE_TIME} (years 0001 to 9999 in UTC)`;
 

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
 import { describeProblem, under } from '../input/errors.ts';
-import { JSON_LIMITS, jsonProblems, type Json } from '../input/rules.ts';
+import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -78,6 +78,9 @@ export async function cancelHeldExecution(runtime: ExecutionRuntime, workerId: s
 function asJson(value: unknown, what: 'result' | 'details'): Json {
   const unstorable = (why: string, cause?: unknown) =>
     new ActionError(`the action's ${what} cannot be stored: ${why}`, { type: 'UnstorableResult', retryable: false, cause });
+  // Depth first: JSON.stringify recurses, and overflows the stack long before it would refuse.
+  const deep = nestingProblem(value);
+  if (deep) throw unstorable(describeProblem(under(what, [deep])[0]!));
   let json: Json;
   try {
     json = value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
