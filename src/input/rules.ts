@@ -165,15 +165,20 @@ export function nestingProblem(value: unknown, maxDepth: number = JSON_LIMITS.ma
 const DATE_TIME_SHAPE = 'must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z';
 const DATE_TIME_RANGE = `must be from ${EARLIEST_DATE_TIME} to ${LATEST_DATE_TIME} (years 0001 to 9999 in UTC)`;
 
-/** An ISO 8601 date-time with a zone, in UTC with milliseconds as JavaScript writes it (any year), or undefined. */
-export function parseDateTime(value: unknown): string | undefined {
+/** The year of an ISO 8601 date-time with a zone whose date is in the calendar, or undefined. */
+function dateTimeYear(value: unknown): number | undefined {
   if (typeof value !== 'string' || !ISO_DATE_TIME.test(value)) return undefined;
   // Date rolls 2026-02-30 over to March 2nd; a date that is not in the calendar is refused.
-  const [year, month, day] = value.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const year = Number(value.slice(0, 4));
+  const month = Number(value.slice(5, 7));
+  const day = Number(value.slice(8, 10));
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-  if (day > [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!) return undefined;
-  const t = new Date(value);
-  return Number.isNaN(t.getTime()) ? undefined : t.toISOString();
+  return day <= [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]! ? year : undefined;
+}
+
+/** An ISO 8601 date-time with a zone, in UTC with milliseconds as JavaScript writes it (any year), or undefined. */
+export function parseDateTime(value: unknown): string | undefined {
+  return dateTimeYear(value) === undefined ? undefined : new Date(value as string).toISOString();
 }
 
 /** Why a date-time from parseDateTime is outside years 0001 to 9999, or undefined. */
@@ -188,6 +193,19 @@ export function dateTimeProblem(value: unknown): { iso: string } | { problem: st
   if (iso === undefined) return { problem: DATE_TIME_SHAPE };
   const range = dateTimeRangeProblem(iso);
   return range ? { problem: range } : { iso };
+}
+
+/**
+ * dateTimeProblem's verdict without the normalised value, for the event catalog, which checks
+ * every event's times: only a date in year 0001 or 9999 can be moved out of range by its zone,
+ * so only those pay for a Date (about 5 µs, against 0.3 µs for the rest).
+ */
+export function dateTimeValueProblem(value: unknown): string | undefined {
+  const year = dateTimeYear(value);
+  if (year === undefined) return DATE_TIME_SHAPE;
+  if (year > 1 && year < 9999) return undefined;
+  const r = dateTimeProblem(value);
+  return 'problem' in r ? r.problem : undefined;
 }
 
 // YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z or ±HH:MM (or ±HHMM, ±HH); the calendar is checked by Date.

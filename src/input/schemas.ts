@@ -4,7 +4,7 @@
 // problems with paths, where an unknown field says which known one was probably meant.
 import { z } from 'zod';
 import { unknownNameMessage } from './nearest.ts';
-import { JSON_LIMITS, dateTimeProblem, formatPath, jsonProblems, textContentProblem, type Json, type JsonLimits } from './rules.ts';
+import { JSON_LIMITS, dateTimeValueProblem, formatPath, jsonProblems, textContentProblem, type Json, type JsonLimits } from './rules.ts';
 
 /** A string Postgres can store: no NUL, no lone surrogate. Chain .min()/.max() as usual. */
 export const text = () =>
@@ -22,8 +22,8 @@ export const jsonValue = (limits: JsonLimits = JSON_LIMITS): z.ZodType<Json> =>
 /** An ISO 8601 date-time with a zone, years 0001 to 9999. */
 export const dateTime = () =>
   z.string().superRefine((s, ctx) => {
-    const r = dateTimeProblem(s);
-    if ('problem' in r) ctx.addIssue({ code: 'custom', message: r.problem });
+    const problem = dateTimeValueProblem(s);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 
 export interface Problem {
