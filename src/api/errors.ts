@@ -82,6 +82,8 @@ export function describeApiError(err: unknown): { code: ApiErrorCode; message: s
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
   if (err instanceof InvalidInputError) {
     const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    // listKnown: whether the message lists what may be chosen (every registered action, for an
+    // unknown one); the lists stay out of `problems`, so whoever decides who may see them decides here.
     return { code: 'BAD_USER_INPUT', message: err.describe({ listKnown: true }), extra: { argument: err.argument, problems } };
   }
   if (err instanceof InvalidActionInputError) {

@@ -15,6 +15,16 @@ const db = useTestDatabase();
 const baton = (...args: string[]): Promise<CliResult> => runBaton(args, { databaseUrl: db().url });
 const eventCount = async () => (await db().pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n as number;
 
+type Refusal = [args: string[], starts: string, message: RegExp];
+
+/** Runs each at once (they are separate processes) and expects each refused; then that nothing was written. */
+async function expectAllRefused(cases: Refusal[]): Promise<void> {
+  const before = await eventCount();
+  const results = await Promise.all(cases.map(([args]) => baton(...args)));
+  results.forEach((r, i) => expectRefused(r, cases[i]![1], cases[i]![2]));
+  expect(await eventCount()).toBe(before);
+}
+
 /** Exit 1 with exactly one line on stderr, `baton: <starts>…` matching `message`, and nothing on stdout. */
 function expectRefused(r: CliResult, starts: string, message: RegExp): void {
   expect(r.code, r.stderr).toBe(1);
@@ -27,24 +37,23 @@ function expectRefused(r: CliResult, starts: string, message: RegExp): void {
 
 describe('baton submit', { timeout: 120_000 }, () => {
   it('refuses an unknown action and input its schema refuses, as submitExecution does; writes nothing', async () => {
-    const before = await eventCount();
-    expectRefused(await baton('submit', 'nope.nothing'), 'action: unknown action "nope.nothing"', /known actions: core\.echo, core\.fail, core\.noop, core\.sleep, http\.request$/);
-    expectRefused(await baton('submit', 'core.slep', '--input', '{"ms":1}'), 'action: unknown action "core.slep"; did you mean "core.sleep"?', /known actions/);
-    expectRefused(await baton('submit', 'core.sleep', '--input', '{"ms":"x"}'), 'invalid input for action core.sleep: input.ms:', /expected number, received string/);
-    expect(await eventCount()).toBe(before);
+    await expectAllRefused([
+      [['submit', 'nope.nothing'], 'action: unknown action "nope.nothing"', /known actions: core\.echo, core\.fail, core\.noop, core\.sleep, http\.request$/],
+      [['submit', 'core.slep', '--input', '{"ms":1}'], 'action: unknown action "core.slep"; did you mean "core.sleep"?', /known actions/],
+      [['submit', 'core.sleep', '--input', '{"ms":"x"}'], 'invalid input for action core.sleep: input.ms:', /expected number, received string/],
+    ]);
   });
 
   it('refuses the hostile JSON the API refuses: NUL and lone-surrogate escapes, deep nesting; and options out of range', async () => {
-    const before = await eventCount();
-    expectRefused(await baton('submit', 'core.echo', '--input', '{"a":{"b":"x\\u0000"}}'), '--input (at a.b): ', /must not contain a NUL character/);
-    expectRefused(await baton('submit', 'core.echo', '--input', '{"k\\u0000":1}'), '--input (at k\\u0000): ', /key must not contain a NUL/);
-    expectRefused(await baton('submit', 'core.echo', '--input', '["\\ud800"]'), '--input (at 0): ', /lone UTF-16 surrogate/);
-    expectRefused(await baton('submit', 'core.echo', '--input', `${'['.repeat(5_000)}1${']'.repeat(5_000)}`), '--input (at 0.0.0', /nested deeper than 100 levels/);
-    expectRefused(await baton('submit', 'core.echo', '--input', '{"a":'), '--input: not valid JSON', /JSON/);
-    expectRefused(await baton('submit', 'core.echo', '--key', 'k'.repeat(501)), '--key: ', /must be at most 500 characters \(got 501\)$/);
-    const ranges = await baton('submit', 'core.echo', '--max-attempts', '5000', '--priority', '2147483648');
-    expectRefused(ranges, '--max-attempts: must be from 1 to 1000 (got 5000); --priority: ', /must be from -2147483648 to 2147483647 \(got 2147483648\)$/);
-    expect(await eventCount()).toBe(before);
+    await expectAllRefused([
+      [['submit', 'core.echo', '--input', '{"a":{"b":"x\\u0000"}}'], '--input (at a.b): ', /must not contain a NUL character/],
+      [['submit', 'core.echo', '--input', '{"k\\u0000":1}'], '--input (at k\\u0000): ', /key must not contain a NUL/],
+      [['submit', 'core.echo', '--input', '["\\ud800"]'], '--input (at 0): ', /lone UTF-16 surrogate/],
+      [['submit', 'core.echo', '--input', `${'['.repeat(5_000)}1${']'.repeat(5_000)}`], '--input (at 0.0.0', /nested deeper than 100 levels/],
+      [['submit', 'core.echo', '--input', '{"a":'], '--input: not valid JSON', /JSON/],
+      [['submit', 'core.echo', '--key', 'k'.repeat(501)], '--key: ', /must be at most 500 characters \(got 501\)$/],
+      [['submit', 'core.echo', '--max-attempts', '5000', '--priority', '2147483648'], '--max-attempts: must be from 1 to 1000 (got 5000); --priority: ', /must be from -2147483648 to 2147483647 \(got 2147483648\)$/],
+    ]);
   });
 
   it('stores --input null as JSON null, and no --input as null too', async () => {
@@ -71,10 +80,12 @@ describe('baton submit', { timeout: 120_000 }, () => {
 
 describe('the other commands’ options', { timeout: 120_000 }, () => {
   it('refuses absurd dates and positions past bigint, naming the option', async () => {
-    expectRefused(await baton('replay', '--all', '--since', '0000-01-01T00:00:00Z'), '--since: must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z', /years 0001 to 9999/);
-    expectRefused(await baton('inspect', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--at', '2026-02-30T00:00:00Z'), '--at: must be an ISO 8601 date-time', /like 2024-05-01T12:00:00Z$/);
-    expectRefused(await baton('dlq', 'list', '--after', '9999999999999999999', '--transport', 'postgres'), '--after: must be a whole number from 0 to 9223372036854775807', /earlier page/);
-    expectRefused(await baton('cancel', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--reason', 'r'.repeat(1_001)), '--reason: must be at most 1000 characters', /\(got 1001\)$/);
+    await expectAllRefused([
+      [['replay', '--all', '--since', '0000-01-01T00:00:00Z'], '--since: must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z', /years 0001 to 9999/],
+      [['inspect', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--at', '2026-02-30T00:00:00Z'], '--at: must be an ISO 8601 date-time', /like 2024-05-01T12:00:00Z$/],
+      [['dlq', 'list', '--after', '9999999999999999999', '--transport', 'postgres'], '--after: must be a whole number from 0 to 9223372036854775807', /earlier page/],
+      [['cancel', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--reason', 'r'.repeat(1_001)], '--reason: must be at most 1000 characters', /\(got 1001\)$/],
+    ]);
   });
 
   it('refuses an unknown BATON_* variable, naming the one probably meant', async () => {
