@@ -27,9 +27,9 @@ export class InvalidInputError extends BatonError {
     super(problems.map((p) => describeProblem(p)).join('; '));
   }
 
-  /** The argument the first problem is in: `input` for `input.a.b`. */
+  /** The argument the first problem is in: `input` for `input.a.b`, `--input` for `--input (at a.b)`. */
   get argument(): string {
-    return this.problems[0]?.path.split('.')[0] ?? '';
+    return this.problems[0]?.path.split(/[.\s]/)[0] ?? '';
   }
 
   /** The message, with or without the lists of known names. */
