@@ -178,7 +178,9 @@ function dateTimeYear(value: unknown): number | undefined {
 
 /** An ISO 8601 date-time with a zone, in UTC with milliseconds as JavaScript writes it (any year), or undefined. */
 export function parseDateTime(value: unknown): string | undefined {
-  return dateTimeYear(value) === undefined ? undefined : new Date(value as string).toISOString();
+  if (dateTimeYear(value) === undefined) return undefined;
+  const t = new Date(value as string);
+  return Number.isNaN(t.getTime()) ? undefined : t.toISOString();
 }
 
 /** Why a date-time from parseDateTime is outside years 0001 to 9999, or undefined. */
@@ -208,8 +210,9 @@ export function dateTimeValueProblem(value: unknown): string | undefined {
   return 'problem' in r ? r.problem : undefined;
 }
 
-// YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z or ±HH:MM (or ±HHMM, ±HH); the calendar is checked by Date.
-const ISO_DATE_TIME = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,9})?)?(Z|[+-]([01]\d|2[0-3])(:?[0-5]\d)?)$/i;
+// YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z or ±HH:MM (or ±HHMM): each form JavaScript's Date
+// reads as written (it takes no ±HH alone); the calendar is checked in dateTimeYear.
+const ISO_DATE_TIME = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,9})?)?(Z|[+-]([01]\d|2[0-3]):?[0-5]\d)$/;
 
 /** Why `value` is not a position (a whole number from 0 to Postgres's bigint maximum) written in decimal. */
 export function bigintTextProblem(value: string): string | undefined {

@@ -110,7 +110,8 @@ describe('date-times and positions', () => {
     for (const bad of ['0000-01-01T00:00:00Z', '0001-01-01T00:30:00+01:00', '9999-12-31T23:59:59-01:00']) {
       expect(dateTimeProblem(bad), bad).toEqual({ problem: expect.stringMatching(/^must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z/) });
     }
-    for (const bad of ['yesterday', '2026-02-30T00:00:00Z', '2026-05-01', '2026-05-01T12:00:00', '+010000-01-01T00:00:00Z']) {
+    expect(dateTimeProblem('2026-05-01T12:00:00.123456789-0130')).toEqual({ iso: '2026-05-01T13:30:00.123Z' });
+    for (const bad of ['yesterday', '2026-02-30T00:00:00Z', '2026-05-01', '2026-05-01T12:00:00', '2026-05-01T12:00:00+02', '2026-05-01t12:00:00z', '+010000-01-01T00:00:00Z']) {
       expect(dateTimeProblem(bad), bad).toEqual({ problem: expect.stringMatching(/^must be an ISO 8601 date-time with a time zone/) });
     }
   });
@@ -131,6 +132,7 @@ describe('nearest names', () => {
     expect(nearestName('after', ['id', 'action', 'input', 'dependsOn'])).toBeUndefined();
     expect(nearestName('BATON_DATABSE_URL', ['BATON_DATABASE_URL', 'BATON_DATA_DIR'])).toBe('BATON_DATABASE_URL');
     expect(nearestName('zzz', ['id', 'action'])).toBeUndefined();
+    expect(nearestName('nmae', ['name', 'onFailure', 'steps'])).toBe('name'); // a swap is one edit
     expect(unknownNameMessage('field', 'zzz', ['a', 'b'])).toBe('unknown field; known: a, b');
   });
 
