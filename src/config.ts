@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
+import { unknownNameMessage } from './input/nearest.ts';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -315,13 +316,36 @@ const EnvSchema = z.object({
   ),
 });
 
-function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
+/**
+ * BATON_* variables that are not Baton's configuration, so an unknown one is not refused:
+ * Docker Compose's (the env file to read, the ports to publish; see .env.example) and the test
+ * harness's (TestEnvSchema below, and the browser test's screenshot switch).
+ */
+export const NON_CONFIG_VARIABLES: readonly string[] = [
+  'BATON_ENV_FILE',
+  'BATON_COMPOSE_PG_PORT',
+  'BATON_COMPOSE_NATS_PORT',
+  'BATON_COMPOSE_NATS_MONITOR_PORT',
+  'BATON_COMPOSE_API_PORT',
+  'BATON_COMPOSE_ESDB_PORT',
+  'BATON_REQUIRE_NATS',
+  'BATON_UI_SCREENSHOT_TO_DOCS',
+];
+
+/** A misspelt BATON_* variable would silently leave its setting at the default: name it, and the one probably meant. */
+function unknownVariables(env: NodeJS.ProcessEnv): string[] {
+  const known = Object.keys(EnvSchema.shape).filter((k) => k.startsWith('BATON_'));
+  return Object.keys(env)
+    .filter((k) => k.startsWith('BATON_') && !known.includes(k) && !NON_CONFIG_VARIABLES.includes(k))
+    .sort()
+    .map((k) => `${k}: ${unknownNameMessage('variable', k, known).replace(/; known: .*$/, '')}`);
+}
+
+function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, extra: string[] = []): z.infer<S> {
   const result = schema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.map(String).join('.') || '(environment)'}: ${i.message}`);
-    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  }
-  return result.data;
+  const problems = [...(result.success ? [] : result.error.issues.map((i) => `${i.path.map(String).join('.') || '(environment)'}: ${i.message}`)), ...extra];
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  return result.data as z.infer<S>;
 }
 
 /** What differs between the hosts and the commands that run and end (src/cli/context.ts). */
@@ -336,7 +360,7 @@ export interface ConfigDefaults {
  * `cwd` is what a relative BATON_DATA_DIR is resolved against.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd(), defaults: ConfigDefaults = {}): Config {
-  const e = parseEnv(EnvSchema, env);
+  const e = parseEnv(EnvSchema, env, unknownVariables(env));
   const config = {
     databaseUrl: e.BATON_DATABASE_URL,
     dataDir: path.resolve(cwd, e.BATON_DATA_DIR),

@@ -2,6 +2,7 @@
 // `http.request` for the most common real job (call a webhook, poll an API; http-request.ts).
 import { z } from 'zod';
 import { ActionError, defineAction } from './action.ts';
+import { jsonValue } from '../input/schemas.ts';
 import { createHttpRequestAction } from './http-request.ts';
 
 export { HTTP_DEFAULT_TIMEOUT_MS, HTTP_MAX_BODY_BYTES, HTTP_MAX_REDIRECTS, type HttpRequestInput, type HttpResponse } from './http-request.ts';
@@ -11,13 +12,13 @@ export const MAX_SLEEP_MS = 86_400_000;
 
 export const noop = defineAction({
   name: 'core.noop',
-  input: z.json(),
+  input: jsonValue(),
   run: () => null,
 });
 
 export const echo = defineAction({
   name: 'core.echo',
-  input: z.json(),
+  input: jsonValue(),
   run: (input) => input,
 });
 

@@ -6,6 +6,8 @@ import { Agent, fetch, Headers, type Response } from 'undici';
 import { z } from 'zod';
 import { ActionError, defineAction, type ActionContext } from './action.ts';
 import { runSignal } from './abort.ts';
+import type { Json } from '../input/rules.ts';
+import { jsonValue } from '../input/schemas.ts';
 import { createAddressPolicy, type AddressPolicy, type AddressPolicyOptions } from './outbound-address.ts';
 
 /** The longest request: one day, like core.sleep. */
@@ -30,7 +32,7 @@ const HttpRequestInput = z
       .default('GET'),
     headers: z.record(z.string(), z.string()).optional(),
     /** A string is sent as is; anything else as JSON (content-type application/json unless headers set one). */
-    body: z.json().optional(),
+    body: jsonValue().optional(),
     /** Whole request, body included. */
     timeoutMs: z.number().int().positive().max(MAX_TIMEOUT_MS).default(HTTP_DEFAULT_TIMEOUT_MS),
     /**
@@ -45,7 +47,7 @@ const HttpRequestInput = z
   });
 export type HttpRequestInput = z.input<typeof HttpRequestInput>;
 
-export type Json = z.infer<ReturnType<typeof z.json>>;
+export type { Json };
 export interface HttpResponse {
   status: number;
   /** Lower-case names, as fetch gives them. */

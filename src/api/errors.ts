@@ -4,6 +4,7 @@
 // a database outage into SERVICE_UNAVAILABLE (HTTP 503), and anything else into yoga's masked
 // "Unexpected error.".
 import type { GraphQLError } from 'graphql';
+import type { Role } from './auth.ts';
 import { createGraphQLError, maskError as yogaMaskError } from 'graphql-yoga';
 import { InvalidActionInputError } from '../actions/action.ts';
 import {
@@ -13,6 +14,7 @@ import {
   NotFoundError,
   RejectedCommandError,
 } from '../errors.ts';
+import { InvalidInputError } from '../input/errors.ts';
 import { WorkflowIdConflictError } from '../workflow/service.ts';
 
 export type ApiErrorCode =
@@ -84,6 +86,12 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 /** Baton's typed error → code and client-safe message; undefined for errors that must be masked. */
 export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
+  if (err instanceof InvalidInputError) {
+    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    // The lists of what may be chosen (every registered action, for an unknown one) stay out:
+    // only a resolver knows the caller's role, and it adds them for admins (knownFor).
+    return { code: 'BAD_USER_INPUT', message: err.describe({ listKnown: false }), extra: { argument: err.argument, problems } };
+  }
   if (err instanceof InvalidActionInputError) {
     return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', issues: err.issues } };
   }
@@ -120,3 +128,16 @@ export function maskApiError(error: unknown, fallbackMessage: string): Error {
   return yogaMaskError(error, fallbackMessage, false);
 }
 
+/**
+ * Runs `fn`; an InvalidInputError it throws reaches the client with the lists of known names
+ * (every action this server runs) only when the caller holds the admin token, or no tokens are set.
+ */
+export async function knownFor<T>(role: Role, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof InvalidInputError) || role !== 'admin') throw err;
+    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    throw new ApiError('BAD_USER_INPUT', err.describe({ listKnown: true }), err.argument, { problems });
+  }
+}

@@ -2,6 +2,7 @@
 // executionId} of the last row a page returned. The encoding alone, with no GraphQL in it, so
 // `baton list` pages with the same cursors without loading the API (cursor.ts wraps it for the API).
 import { z } from 'zod';
+import { dateTimeRangeProblem } from '../input/rules.ts';
 
 export interface ExecutionCursor {
   /** requested_at with the database's microseconds, so a page never skips a row it shares a millisecond with. */
@@ -10,7 +11,8 @@ export interface ExecutionCursor {
 }
 
 const CursorShape = z.strictObject({
-  requestedAt: z.iso.datetime({ precision: 6 }),
+  // In years 0001 to 9999, like every date-time argument: Postgres reads "0000-…" as no date at all.
+  requestedAt: z.iso.datetime({ precision: 6 }).refine((t) => dateTimeRangeProblem(t) === undefined),
   executionId: z.uuid(),
 });
 

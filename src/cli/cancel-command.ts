@@ -2,9 +2,11 @@
 // and say what happened: cancelled now, asked its worker to stop, already asked, or too late.
 // An id that names no execution but a workflow cancels the workflow (`baton workflow cancel`).
 import { InvalidArgumentError, type Command } from 'commander';
-import { executionId, workflowId } from './arguments.ts';
+import { executionId, textOption, workflowId } from './arguments.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
+/** ExecutionCancelRequested's limit (schemas/events.ts), as the API's cancel takes it. */
+const MAX_REASON_LENGTH = 1_000;
 
 const positiveMs = (value: string): number => {
   const n = Number(value);
@@ -30,7 +32,7 @@ export function registerCancelCommand(program: Command): void {
     .command('cancel')
     .description('cancel an execution (at once before a worker holds it, else by asking that worker to stop) or a workflow; exit 1 when too late')
     .argument('<id>', 'execution id, or workflow id', executionOrWorkflowId)
-    .option('--reason <text>', 'why (recorded in the history)', DEFAULT_REASON)
+    .option('--reason <text>', 'why (recorded in the history)', textOption('--reason', MAX_REASON_LENGTH), DEFAULT_REASON)
     .option('--wait', 'wait until it reaches a final state and print it (exit 1 unless Cancelled)')
     .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveMs)
     .option('--json', 'print JSON')

@@ -4,6 +4,7 @@
 // when BATON_NATS_URL is set (no database), else the Postgres work queue, like the hosts do.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { intFrom } from './options.ts';
+import { positionOption } from './arguments.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const messageIdArg = (value: string): string => {
@@ -22,7 +23,7 @@ export function registerDlqCommand(program: Command): void {
     .command('list')
     .description('list dead letters, oldest first')
     .addOption(new Option('--limit <n>', 'at most this many (1 to 1000)').argParser(intFrom(1, 1_000)).default(100))
-    .option('--after <cursor>', 'continue after this cursor (printed when there are more)')
+    .option('--after <cursor>', 'continue after this cursor (printed when there are more)', positionOption('--after'))
     .option('--json', 'print JSON: an array of dead letters, each with its cursor')
     .addOption(transportOption())
     .action(async (o) => (await import('./run/dlq.ts')).dlqListCommand(o));

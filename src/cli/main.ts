@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
-import { executionIdOrPointer } from './arguments.ts';
+import { executionIdOrPointer, integerOption, jsonOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
 import { filterText, givenOption, intFrom, isoTime, positiveInt } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
@@ -38,29 +38,15 @@ const program = new Command('baton')
   .enablePositionalOptions()
   .showHelpAfterError();
 
-const jsonInput = (value: string): unknown => {
-  try {
-    return JSON.parse(value);
-  } catch (e) {
-    throw new InvalidArgumentError(`not valid JSON (${(e as Error).message})`);
-  }
-};
-
 program
   .command('submit')
-  .description('request an execution of an action')
+  .description('request an execution of an action (checked as the API checks it: a known action, input that fits its schema)')
   .argument('<action>', 'action name, e.g. core.noop')
-  .option('--input <json>', 'action input as JSON', jsonInput)
+  .option('--input <json>', 'action input as JSON (default: null)', jsonOption('--input'))
+  .option('--actions <module>', 'a module exporting more actions, so theirs can be submitted (the built-ins are always known)')
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
-  .option('--max-attempts <n>', 'attempts before the execution is abandoned', positiveInt)
-  .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer, default 0; may be negative)', (v) => {
-    const n = Number(v);
-    // The range of GraphQL's Int, so every submission path accepts the same priorities.
-    if (!/^-?\d+$/.test(v.trim()) || !Number.isInteger(n) || n < -2_147_483_648 || n > 2_147_483_647) {
-      throw new InvalidArgumentError('must be an integer from -2147483648 to 2147483647');
-    }
-    return n;
-  })
+  .option('--max-attempts <n>', 'attempts before the execution is abandoned (1 to 1000)', integerOption('--max-attempts'))
+  .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
   .option('--json', 'print JSON')

@@ -3,22 +3,19 @@
 // no database.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ForkEventInput, InspectPoint } from '../replay/inspect.ts';
-import { executionId } from './arguments.ts';
-import { isoTime } from './options.ts';
+import { dateTimeOption, executionId, jsonOption } from './arguments.ts';
 
 const revision = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a revision (0, 1, 2, …)');
   return n;
 };
-const inspectPoint = (value: string): InspectPoint => (/^\d+$/.test(value) ? { revision: Number(value) } : { at: isoTime(value) });
+const sinceTime = dateTimeOption('--since');
+const atTime = dateTimeOption('--at');
+const inspectPoint = (value: string): InspectPoint => (/^\d+$/.test(value) ? { revision: Number(value) } : { at: atTime(value) });
+const eventJson = jsonOption('--event');
 const forkEvent = (value: string, previous: ForkEventInput[] = []): ForkEventInput[] => {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value);
-  } catch (e) {
-    throw new InvalidArgumentError(`not valid JSON (${(e as Error).message})`);
-  }
+  const parsed: unknown = eventJson(value).json;
   if (typeof parsed !== 'object' || parsed === null || typeof (parsed as ForkEventInput).type !== 'string') {
     throw new InvalidArgumentError('must be a JSON object with a "type" (and "data", optionally "by"), e.g. \'{"type":"ExecutionFailed","data":{"error":{"message":"boom"},"retryable":false}}\'');
   }
@@ -42,7 +39,7 @@ export function registerReplayCommands(program: Command): void {
     .argument('[id]', 'one execution, printed step by step', executionId)
     .option('--all', 'every execution in the store, with a progress bar and a summary')
     .option('--in-flight', 'every execution not yet final: the deploy gate (use with --against <module>)')
-    .option('--since <time>', 'with --all/--in-flight: only executions requested at or after this ISO time', isoTime)
+    .option('--since <time>', 'with --all/--in-flight: only executions requested at or after this ISO time', sinceTime)
     .option('--file <history.json>', 'a history written by `baton export` (no database needed)')
     .addOption(new Option('--against <machine>', '`current`, `recorded` (the version each event was written by) or a module exporting a candidate executionMachine').default('current'))
     .option('--json', 'print JSON')

@@ -2,10 +2,12 @@
 // with problems is refused before anything is written, one problem per line with its field
 // path; the executors' orchestrators run the rest (src/workflow/orchestrator.ts).
 import type { Command } from 'commander';
-import { workflowId } from './arguments.ts';
+import { textOption, workflowId } from './arguments.ts';
 import { positiveInt } from './options.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
+/** ExecutionCancelRequested's limit (schemas/events.ts), as the API's cancel takes it. */
+const MAX_REASON_LENGTH = 1_000;
 
 export function registerWorkflowCommands(program: Command): void {
   const workflow = program.command('workflow').description('workflows: DAGs of steps, each step an execution that starts once its parents completed');
@@ -32,7 +34,7 @@ export function registerWorkflowCommands(program: Command): void {
     .command('cancel')
     .description('cancel a workflow: no more steps start and the running ones are cancelled (exit 1 when it already ended)')
     .argument('<id>', 'workflow id', workflowId)
-    .option('--reason <text>', 'why (recorded in its history)', DEFAULT_REASON)
+    .option('--reason <text>', 'why (recorded in its history)', textOption('--reason', MAX_REASON_LENGTH), DEFAULT_REASON)
     .option('--json', 'print JSON')
     .action(async (id: string, o) => (await import('./run/workflow.ts')).workflowCancelCommand(id, o));
 }

@@ -66,7 +66,8 @@ describe('baton replay', () => {
     expect(r.stdout).toMatch(/^0 executions \(0 events, 7 passed over\)/m);
     const bad = await baton(['replay', '--all', '--since', 'yesterday']);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/must be an ISO time/);
+    // The same rule and words as every date-time argument of the API (src/input/rules.ts).
+    expect(bad.stderr).toBe('baton: --since: must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z\n');
   });
 
   it('prints each step of one execution, and with a changed machine the divergence with both states, exit 1', async () => {

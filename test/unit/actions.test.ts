@@ -150,7 +150,7 @@ describe('defineAction', () => {
     for (const key of ['', 'a..b', '.a', 'a.', 'a b', 'a[0]', 7]) {
       expect(attempt({ limit: 1, key }), String(key)).toThrow(/concurrency.key: must be a dotted path into the input, like "tenantId" or "customer.id"/);
     }
-    expect(attempt({ limit: 1, keys: 'tenantId' })).toThrow(/concurrency: Unrecognized key: "keys"/);
+    expect(attempt({ limit: 1, keys: 'tenantId' })).toThrow(/concurrency.keys: unknown field; did you mean "key"\?/);
     expect(defineAction({ ...minimal, name: 'test.one', concurrency: { limit: 1 } }).concurrency).toEqual({ limit: 1 });
     expect(defineAction({ ...minimal, name: 'test.key', concurrency: { limit: 100_000, key: 'customer.id' } }).concurrency).toEqual({ limit: 100_000, key: 'customer.id' });
   });

@@ -4,13 +4,30 @@ import { statusOf } from '../../../actors/execution.machine.ts';
 import { workflowStreamId } from '../../../schemas/workflow-events.ts';
 import { BatonError, NotFoundError } from '../../errors.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
+import { createActionRegistry } from '../../actions/index.ts';
+import { loadConfig } from '../../config.ts';
+import { checkSubmission, type SubmissionNames } from '../../runtime/submission.ts';
+import type { JsonOptionValue } from '../arguments.ts';
 import { withContext } from '../context.ts';
+import { loadActions } from '../hosts.ts';
 import { fields, table, toJson } from '../format.ts';
 import { waitForFinal } from '../wait.ts';
 
-export async function submitCommand(action: string, o: { input?: unknown; key?: string; maxAttempts?: number; priority?: number; wait?: boolean; timeout?: number; json?: boolean }): Promise<void> {
+/** How `baton submit` names what it takes, in the messages of the submission check. */
+const SUBMIT_NAMES: SubmissionNames = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority' };
+
+export async function submitCommand(
+  action: string,
+  o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; wait?: boolean; timeout?: number; json?: boolean },
+): Promise<void> {
+  // Checked before the database is opened: a bad submission writes nothing and needs nothing.
+  const request = checkSubmission(
+    createActionRegistry(await loadActions(o.actions, loadConfig())),
+    { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }) },
+    SUBMIT_NAMES,
+  );
   await withContext(async ({ runtime, store }) => {
-    const r = await runtime.submit({ action, input: o.input, idempotencyKey: o.key, maxAttempts: o.maxAttempts, priority: o.priority });
+    const r = await runtime.submit(request);
     if (!o.wait) {
       if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision }));
       else console.log(`${r.created ? 'submitted' : 'already submitted (same idempotency key)'}: ${r.executionId} (${statusOf(r.snapshot)})`);
