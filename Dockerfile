@@ -1,13 +1,14 @@
 # Baton's image: the CLI and every host (`baton executor`, `baton worker`, `baton projector`,
-# `baton api`, `baton eventstore copy`, ...). No build step: bin/baton.js runs the TypeScript
-# sources through tsx, which is a runtime dependency for that reason (package.json), so a
-# production install (--omit=dev) is all the image needs.
+# `baton api`, `baton eventstore copy`, ...). bin/baton.js runs the compiled JavaScript in dist/,
+# built in the `build` stage; tsx stays a runtime dependency (package.json) for `--actions` and
+# `--against` modules written in TypeScript, and for running the sources should dist/ be missing.
 #
 #   docker build -t baton:local .                    # the image docker-compose.yml runs
 #   docker build --target typecheck .                # optional: type-check the sources in a container
 #
-# Stages: base (Node and the work dir), typecheck (every dependency and tsc; only built when
-# targeted), runtime (production dependencies and the sources, run as the unprivileged `node` user).
+# Stages: base (Node and the work dir), build (every dependency; `npm run build` compiles to
+# dist/), typecheck (the build plus the tests and tsc; only built when targeted), runtime
+# (production dependencies, the sources and dist/, run as the unprivileged `node` user).
 
 FROM node:20-bookworm-slim AS base
 WORKDIR /app
@@ -16,29 +17,39 @@ ENV NODE_ENV=production \
     NPM_CONFIG_FUND=false \
     NPM_CONFIG_AUDIT=false
 
-FROM base AS typecheck
+FROM base AS build
 COPY package.json package-lock.json ./
-RUN npm ci --include=dev
-COPY tsconfig.json vitest.config.ts ./
+# No install scripts: `prepare` (the build) needs the sources, which come next.
+RUN npm ci --include=dev --ignore-scripts
+COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
+COPY scripts ./scripts
 COPY src ./src
 COPY actors ./actors
 COPY schemas ./schemas
 COPY projections ./projections
+RUN npm run build
+
+FROM build AS typecheck
+COPY vitest.config.ts ./
 COPY examples ./examples
 COPY test ./test
 RUN npx tsc --noEmit -p .
 
 FROM base AS runtime
 COPY package.json package-lock.json ./
-# Production dependencies only. Install scripts stay on: esbuild (under tsx) checks its binary.
-RUN npm ci --omit=dev && npm cache clean --force
 COPY bin ./bin
+COPY scripts ./scripts
+# Production dependencies only. Install scripts stay on: esbuild (under tsx) checks its binary;
+# `prepare` finds no TypeScript compiler here and leaves the build to the `build` stage.
+RUN npm ci --omit=dev && npm cache clean --force
 COPY src ./src
 COPY actors ./actors
 COPY schemas ./schemas
 COPY projections ./projections
 COPY examples ./examples
+# After the sources: bin/baton.js runs dist/ only while no source is newer than its build.
+COPY --from=build /app/dist ./dist
 # The sources stay root-owned and read-only to the process; only BATON_DATA_DIR (./.baton: copy
 # checkpoints, the embedded Postgres of `baton dev`) is the node user's.
 RUN mkdir -p /app/.baton && chown node:node /app/.baton

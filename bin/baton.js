@@ -1,6 +1,20 @@
 #!/usr/bin/env node
-// Baton's command line. TypeScript sources run through tsx, so there is no build step to forget.
-import { register } from 'tsx/esm/api';
+// Baton's command line. It runs the compiled JavaScript in dist/ (built by `npm run build`, which
+// `npm ci` runs as the `prepare` script) when that is up to date with the sources, and otherwise
+// the TypeScript sources through tsx, saying so once on stderr: a developer who edited a source
+// never runs stale code silently. Measured on the 2-core dev machine: `baton --help` takes
+// 2.3 s through tsx (it compiles every module it loads, on every start) against 0.2 s from dist/.
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { distFreshness, DIST_MAIN } from './dist-freshness.js';
 
-register();
-await import('../src/cli/main.ts');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const dist = distFreshness(root);
+if (dist.fresh) {
+  await import(pathToFileURL(path.join(root, DIST_MAIN)).href);
+} else {
+  process.stderr.write(`baton: running from the TypeScript sources (slower start): ${dist.reason}; \`npm run build\` compiles them to dist/\n`);
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../src/cli/main.ts');
+}

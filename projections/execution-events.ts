@@ -42,7 +42,7 @@ export function executionEventRow(e: StoredEvent): ExecutionEventRow | undefined
   };
 }
 
-const COLUMNS = ['eventId', 'executionId', 'streamId', 'revision', 'globalPosition', 'type', 'by', 'data', 'metadata', 'occurredAt', 'recordedAt'].map(snakeCase);
+export const EXECUTION_EVENT_COLUMNS = ['eventId', 'executionId', 'streamId', 'revision', 'globalPosition', 'type', 'by', 'data', 'metadata', 'occurredAt', 'recordedAt'].map(snakeCase);
 
 export const executionEventsProjection: Projection = {
   name: 'execution_events',
@@ -52,7 +52,7 @@ export const executionEventsProjection: Projection = {
   ddl: new URL('./execution-events.sql', import.meta.url),
   async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[]): Promise<BatchResult> {
     const rows = events.map(executionEventRow).filter((r) => r !== undefined);
-    await insertRowsIgnoringDuplicates(client, qualified(schema, 'execution_events'), COLUMNS, rows);
+    await insertRowsIgnoringDuplicates(client, qualified(schema, 'execution_events'), EXECUTION_EVENT_COLUMNS, rows);
     return { changedExecutions: [], refused: [] };
   },
 };

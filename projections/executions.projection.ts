@@ -21,7 +21,7 @@ const sampleExecution: Record<keyof ExecutionRow, true> = {
   runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
   refusedEvents: true,
 };
-const EXECUTION_COLUMNS = Object.keys(sampleExecution).map(snakeCase);
+export const EXECUTION_COLUMNS = Object.keys(sampleExecution).map(snakeCase);
 const STATS_COLUMNS = Object.keys(emptyActionStats('x')).map(snakeCase);
 
 export const executionRowFromDb = (r: Record<string, unknown>) => fromColumns<ExecutionRow>(r, EXECUTION_BIGINTS);

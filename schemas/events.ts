@@ -2,6 +2,8 @@
 // event store, the projections, the API and the docs all use these; TypeScript types are
 // inferred from them, never written twice.
 import { z } from 'zod';
+import { INT32 } from '../src/input/rules.ts';
+import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
 export const ExecutorRef = z.literal('executor');
@@ -17,7 +19,7 @@ export const WorkerRef = z
 export const ActorRef = z.union([ExecutorRef, WorkerRef]);
 export type ActorRef = z.infer<typeof ActorRef>;
 
-const IsoTime = z.iso.datetime({ offset: true });
+const IsoTime = dateTime();
 
 /**
  * Metadata every event carries. `occurredAt` is the appender's clock reading: the machine
@@ -27,11 +29,11 @@ const metadata = <B extends z.ZodType<string>>(by: B) =>
   z.object({
     by,
     occurredAt: IsoTime,
-    correlationId: z.string().min(1).optional(),
-    causationId: z.string().min(1).optional(),
-    machineVersion: z.string().min(1).optional(),
+    correlationId: text().min(1).optional(),
+    causationId: text().min(1).optional(),
+    machineVersion: text().min(1).optional(),
     /** The state the machine reached with this event when it was appended; replay compares against it. */
-    stateAfter: z.string().min(1).optional(),
+    stateAfter: text().min(1).optional(),
   });
 export const EventMetadata = metadata(ActorRef);
 export type EventMetadata = z.infer<typeof EventMetadata>;
@@ -43,9 +45,9 @@ const event = <T extends string, D extends z.ZodType, B extends z.ZodType<string
 ) => z.object({ type: z.literal(type), data, metadata: metadata(by) });
 
 export const ErrorInfo = z.object({
-  message: z.string(),
-  type: z.string().optional(),
-  stack: z.string().optional(),
+  message: text(),
+  type: text().optional(),
+  stack: text().optional(),
 });
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
@@ -55,8 +57,8 @@ const MaxAttempts = z.number().int().min(1).max(1000);
 export const ExecutionRequested = event(
   'ExecutionRequested',
   z.object({
-    action: z.string().min(1).max(200),
-    input: z.json(),
+    action: text().min(1).max(200),
+    input: jsonValue(),
     /** The attempt limit the submission named, or (maxAttemptsIsDefault) the submitter's default. */
     maxAttempts: MaxAttempts,
     /**
@@ -67,10 +69,10 @@ export const ExecutionRequested = event(
      * read as the submission's.)
      */
     maxAttemptsIsDefault: z.literal(true).optional(),
-    idempotencyKey: z.string().min(1).max(500).optional(),
-    priority: z.number().int().optional(),
-    parentId: z.string().min(1).optional(),
-    workflowId: z.string().min(1).optional(),
+    idempotencyKey: text().min(1).max(500).optional(),
+    priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
+    parentId: text().min(1).optional(),
+    workflowId: text().min(1).optional(),
   }),
   ExecutorRef,
 );
@@ -110,10 +112,10 @@ export const ExecutionStarted = event(
 );
 export const ExecutionProgressed = event(
   'ExecutionProgressed',
-  z.object({ details: z.json().optional() }),
+  z.object({ details: jsonValue().optional() }),
   WorkerRef,
 );
-export const ExecutionCompleted = event('ExecutionCompleted', z.object({ result: z.json() }), WorkerRef);
+export const ExecutionCompleted = event('ExecutionCompleted', z.object({ result: jsonValue() }), WorkerRef);
 export const ExecutionFailed = event(
   'ExecutionFailed',
   z.object({ error: ErrorInfo, retryable: z.boolean() }),
@@ -121,7 +123,7 @@ export const ExecutionFailed = event(
 );
 export const ExecutionCancelled = event(
   'ExecutionCancelled',
-  z.object({ reason: z.string().min(1) }),
+  z.object({ reason: text().min(1) }),
   ActorRef,
 );
 /**
@@ -132,7 +134,7 @@ export const ExecutionCancelled = event(
  */
 export const ExecutionCancelRequested = event(
   'ExecutionCancelRequested',
-  z.object({ reason: z.string().min(1).max(1_000) }),
+  z.object({ reason: text().min(1).max(1_000) }),
   ExecutorRef,
 );
 export const ExecutionTimedOut = event(
@@ -155,7 +157,7 @@ export const OwnershipReclaimed = event(
 );
 export const OwnershipReleased = event(
   'OwnershipReleased',
-  z.object({ reason: z.string().min(1) }),
+  z.object({ reason: text().min(1) }),
   WorkerRef,
 );
 export const ExecutionRetryScheduled = event(
@@ -164,13 +166,13 @@ export const ExecutionRetryScheduled = event(
     attempt: Attempt,
     /** earliest time the next attempt may be scheduled (backoff). */
     retryAt: IsoTime,
-    reason: z.string().min(1),
+    reason: text().min(1),
   }),
   ExecutorRef,
 );
 export const ExecutionAbandoned = event(
   'ExecutionAbandoned',
-  z.object({ reason: z.string().min(1) }),
+  z.object({ reason: text().min(1) }),
   ExecutorRef,
 );
 

@@ -3,16 +3,17 @@
 // executor concluded (lost). Heartbeats are liveness, not history, and never come here
 // (src/liveness/ keeps them in a table).
 import { z } from 'zod';
+import { dateTime, text } from '../src/input/schemas.ts';
 import { EventMetadata, ExecutorRef, WorkerRef } from './events.ts';
 
-const IsoTime = z.iso.datetime({ offset: true });
+const IsoTime = dateTime();
 
 /** Same metadata as execution events, with `by` narrowed to who may append each event. */
 const event = <T extends string, D extends z.ZodType, B extends z.ZodType<string>>(type: T, data: D, by: B) =>
   z.object({ type: z.literal(type), data, metadata: EventMetadata.extend({ by }) });
 
 /** Action names (`core.noop`) and runtime tags (`node`) a worker advertises. */
-const Names = z.array(z.string().min(1).max(200)).min(1).max(10_000);
+const Names = z.array(text().min(1).max(200)).min(1).max(10_000);
 
 /**
  * What the executor needs to know of an action to schedule and retry it: the worker that runs
@@ -52,7 +53,7 @@ export type ConcurrencyPolicy = z.infer<typeof ConcurrencyPolicy>;
 
 export const ActionPolicy = z.object({
   /** The action's runtime tag: the work subject's `<runtime>` token (`node` when absent, as before workers said). */
-  runtime: z.string().min(1).max(200).optional(),
+  runtime: text().min(1).max(200).optional(),
   retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),
@@ -68,24 +69,24 @@ export const WorkerStarted = event(
     runtimes: Names,
     /** Executions it runs at once. */
     capacity: z.number().int().min(1).max(100_000),
-    host: z.string().min(1).max(255).optional(),
+    host: text().min(1).max(255).optional(),
     pid: z.number().int().positive().optional(),
     /** Per action: its runtime, and the retry policy, timeouts and concurrency limit it sets. */
-    policies: z.record(z.string(), ActionPolicy).optional(),
+    policies: z.record(text(), ActionPolicy).optional(),
   }),
   WorkerRef,
 );
 /** The worker stopped taking new work (SIGTERM, `baton worker drain`); it finishes or releases what it holds. */
-export const WorkerDraining = event('WorkerDraining', z.object({ reason: z.string().min(1).max(1_000) }), WorkerRef);
+export const WorkerDraining = event('WorkerDraining', z.object({ reason: text().min(1).max(1_000) }), WorkerRef);
 /** The worker exited cleanly; it holds nothing. */
-export const WorkerStopped = event('WorkerStopped', z.object({ reason: z.string().min(1).max(1_000) }), WorkerRef);
+export const WorkerStopped = event('WorkerStopped', z.object({ reason: text().min(1).max(1_000) }), WorkerRef);
 /**
  * The executor concluded the worker is gone (no heartbeat for too long) and will reclaim
  * what it held. `lastHeartbeatAt` is the last beat the executor saw.
  */
 export const WorkerLost = event(
   'WorkerLost',
-  z.object({ lastHeartbeatAt: IsoTime, reason: z.string().min(1).max(1_000) }),
+  z.object({ lastHeartbeatAt: IsoTime, reason: text().min(1).max(1_000) }),
   ExecutorRef,
 );
 

@@ -2,6 +2,7 @@
 // executor that orchestrates it. Its steps are ordinary executions (with workflowId/parentId);
 // these events record the orchestration decisions, so another executor can continue from them.
 import { z } from 'zod';
+import { jsonValue, text } from '../src/input/schemas.ts';
 import { ErrorInfo, EventMetadata, ExecutorRef } from './events.ts';
 import { StepId, WorkflowDefinition } from './workflow.ts';
 
@@ -13,15 +14,15 @@ export const StepOutcome = z.enum(['Completed', 'Failed', 'Cancelled', 'TimedOut
 export type StepOutcome = z.infer<typeof StepOutcome>;
 
 export const WorkflowStarted = event('WorkflowStarted', z.object({ definition: WorkflowDefinition }));
-export const WorkflowStepScheduled = event('WorkflowStepScheduled', z.object({ stepId: StepId, executionId: z.string().min(1) }));
+export const WorkflowStepScheduled = event('WorkflowStepScheduled', z.object({ stepId: StepId, executionId: text().min(1) }));
 export const WorkflowStepFinished = event(
   'WorkflowStepFinished',
-  z.object({ stepId: StepId, executionId: z.string().min(1), outcome: StepOutcome, result: z.json().optional(), error: ErrorInfo.optional() }),
+  z.object({ stepId: StepId, executionId: text().min(1), outcome: StepOutcome, result: jsonValue().optional(), error: ErrorInfo.optional() }),
 );
-export const WorkflowCancelRequested = event('WorkflowCancelRequested', z.object({ reason: z.string().min(1) }));
+export const WorkflowCancelRequested = event('WorkflowCancelRequested', z.object({ reason: text().min(1) }));
 export const WorkflowCompleted = event('WorkflowCompleted', z.object({}));
-export const WorkflowFailed = event('WorkflowFailed', z.object({ reason: z.string().min(1), failedSteps: z.array(StepId).min(1) }));
-export const WorkflowCancelled = event('WorkflowCancelled', z.object({ reason: z.string().min(1) }));
+export const WorkflowFailed = event('WorkflowFailed', z.object({ reason: text().min(1), failedSteps: z.array(StepId).min(1) }));
+export const WorkflowCancelled = event('WorkflowCancelled', z.object({ reason: text().min(1) }));
 
 export const WorkflowEvent = z.discriminatedUnion('type', [
   WorkflowStarted,

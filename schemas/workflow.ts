@@ -1,15 +1,15 @@
 // A workflow definition: a DAG of steps, each an action run as an ordinary execution. A step
 // starts when all its parents completed; its input may take values from their results.
-// `checkWorkflow` finds every problem of a definition before anything is written: bad fields,
-// duplicate ids, unknown actions, missing or self dependencies, cycles (with the path).
+// `checkWorkflow` finds every problem of a definition at once, before anything is written:
+// unknown fields (with the name probably meant), bad values, duplicate ids, unknown actions,
+// missing or self dependencies, cycles (with the path).
 import { z } from 'zod';
+import { WORKFLOW_ID_MAX_LENGTH, WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE } from './workflow-id.ts';
+import { INT32 } from '../src/input/rules.ts';
+import { jsonValue, text, zodProblems } from '../src/input/schemas.ts';
 
 /** A workflow's id: a UUID by default, or one the submitter chose (which makes submitting idempotent). */
-export const WorkflowId = z
-  .string()
-  .min(1)
-  .max(200)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'must start with a letter or digit and contain only letters, digits and . _ : -');
+export const WorkflowId = z.string().min(1).max(WORKFLOW_ID_MAX_LENGTH).regex(WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE);
 
 export const StepId = z
   .string()
@@ -18,25 +18,27 @@ export const StepId = z
   .regex(/^[A-Za-z0-9_-]+$/, 'may contain only letters, digits, _ and -');
 
 /** `<parent step id>.result[.path…]`: a value from a parent's result. */
-const ResultRef = z.string().regex(/^[A-Za-z0-9_-]+\.result(\.[A-Za-z0-9_-]+)*$/, 'must look like "<step>.result" or "<step>.result.<field>…"');
+const RESULT_REF = /^[A-Za-z0-9_-]+\.result(\.[A-Za-z0-9_-]+)*$/;
+const ResultRef = text().regex(RESULT_REF, 'must look like "<step>.result" or "<step>.result.<field>…"');
 
-export const WorkflowStep = z.object({
+// Strict: a misspelt field (`after`, `dependOn`, `inputs`) must not leave a step without its dependency or input.
+export const WorkflowStep = z.strictObject({
   id: StepId,
-  action: z.string().min(1).max(200),
-  input: z.json().optional(),
+  action: text().min(1).max(200),
+  input: jsonValue().optional(),
   /** Steps that must complete before this one starts. */
   dependsOn: z.array(StepId).max(1000).default([]),
   /** Input keys filled from parents' results: `{ "image": "resize.result.url" }`. */
-  inputFrom: z.record(z.string().min(1), ResultRef).optional(),
+  inputFrom: z.record(text().min(1), ResultRef).optional(),
   maxAttempts: z.number().int().min(1).max(1000).optional(),
-  priority: z.number().int().optional(),
+  priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
 });
 export type WorkflowStep = z.infer<typeof WorkflowStep>;
 
 export const FailurePolicy = z.enum(['fail-fast', 'continue']);
 
-export const WorkflowDefinition = z.object({
-  name: z.string().min(1).max(200).optional(),
+export const WorkflowDefinition = z.strictObject({
+  name: text().min(1).max(200).optional(),
   /** fail-fast: the first failure cancels the rest. continue: branches not depending on it go on. */
   onFailure: FailurePolicy.default('fail-fast'),
   steps: z.array(WorkflowStep).min(1, 'a workflow needs at least one step').max(1000),
@@ -46,36 +48,85 @@ export type WorkflowDefinition = z.infer<typeof WorkflowDefinition>;
 export type WorkflowProblem = { path: string; message: string };
 export type WorkflowCheck = { ok: true; definition: WorkflowDefinition } | { ok: false; problems: WorkflowProblem[] };
 
+/** Words people write for a field, mapped to the field they meant. */
+const FIELD_ALIASES: Readonly<Record<string, string>> = {
+  after: 'dependsOn',
+  needs: 'dependsOn',
+  requires: 'dependsOn',
+  parents: 'dependsOn',
+  with: 'input',
+  params: 'input',
+  args: 'input',
+  arguments: 'input',
+  uses: 'action',
+  run: 'action',
+  retries: 'maxAttempts',
+  attempts: 'maxAttempts',
+};
+
+/** What the graph checks need of a step, read from the raw definition so they run even when its fields have problems. */
+interface StepSketch {
+  id?: string;
+  action?: string;
+  dependsOn: string[];
+  inputFrom: [key: string, ref: string][];
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The steps of a raw definition as far as they can be read ([] when there are none to read). */
+export function sketchSteps(value: unknown): StepSketch[] {
+  const steps = isRecord(value) && Array.isArray(value.steps) ? value.steps : [];
+  return steps.map((step: unknown) => {
+    const s = isRecord(step) ? step : {};
+    return {
+      ...(typeof s.id === 'string' && { id: s.id }),
+      ...(typeof s.action === 'string' && { action: s.action }),
+      dependsOn: Array.isArray(s.dependsOn) ? s.dependsOn.map((p) => (typeof p === 'string' ? p : '')) : [],
+      inputFrom: isRecord(s.inputFrom) ? Object.entries(s.inputFrom).flatMap(([k, ref]) => (typeof ref === 'string' && RESULT_REF.test(ref) ? [[k, ref] as [string, string]] : [])) : [],
+    };
+  });
+}
+
 /**
  * Parse and check a definition. `knownActions`, when given, is every action some worker offers.
- * Every problem is listed, each with its field path, so one round trip fixes them all.
+ * Every problem is listed at once, each with its field path: those of the fields (unknown ones
+ * with the name probably meant) and those of the graph (read from whatever steps can be read).
  */
 export function checkWorkflow(value: unknown, knownActions?: ReadonlySet<string>): WorkflowCheck {
   const parsed = WorkflowDefinition.safeParse(value);
-  if (!parsed.success) {
-    return { ok: false, problems: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) };
-  }
-  const def = parsed.data;
+  const problems: WorkflowProblem[] = parsed.success ? [] : zodProblems(parsed.error, WorkflowDefinition, FIELD_ALIASES);
+  // A field already refused is not reported again by the graph checks.
+  const refused = new Set(problems.map((p) => p.path));
+  for (const p of graphProblems(sketchSteps(value), knownActions)) if (!refused.has(p.path)) problems.push(p);
+  return problems.length > 0 || !parsed.success ? { ok: false, problems } : { ok: true, definition: parsed.data };
+}
+
+function graphProblems(steps: readonly StepSketch[], knownActions?: ReadonlySet<string>): WorkflowProblem[] {
   const problems: WorkflowProblem[] = [];
   const index = new Map<string, number>();
-  def.steps.forEach((step, i) => {
+  steps.forEach((step, i) => {
+    if (step.id === undefined) return;
     if (index.has(step.id)) problems.push({ path: `steps.${i}.id`, message: `"${step.id}" is already the id of steps.${index.get(step.id)}` });
     else index.set(step.id, i);
   });
-  def.steps.forEach((step, i) => {
-    if (knownActions && !knownActions.has(step.action)) problems.push({ path: `steps.${i}.action`, message: `unknown action "${step.action}"` });
+  steps.forEach((step, i) => {
+    if (knownActions && step.action !== undefined && !knownActions.has(step.action)) {
+      problems.push({ path: `steps.${i}.action`, message: `unknown action "${step.action}"` });
+    }
     step.dependsOn.forEach((parent, j) => {
+      if (parent === '') return; // not a string: the field check said so
       if (parent === step.id) problems.push({ path: `steps.${i}.dependsOn.${j}`, message: `step "${step.id}" depends on itself` });
       else if (!index.has(parent)) problems.push({ path: `steps.${i}.dependsOn.${j}`, message: `no step "${parent}" in this workflow` });
     });
-    for (const [key, ref] of Object.entries(step.inputFrom ?? {})) {
+    for (const [key, ref] of step.inputFrom) {
       const parent = ref.split('.')[0]!;
       if (!step.dependsOn.includes(parent)) problems.push({ path: `steps.${i}.inputFrom.${key}`, message: `"${ref}" names "${parent}", which is not in dependsOn` });
     }
   });
-  const cycle = findCycle(def.steps);
+  const cycle = findCycle(steps.flatMap((s) => (s.id === undefined ? [] : [{ id: s.id, dependsOn: s.dependsOn }])));
   if (cycle) problems.push({ path: 'steps', message: `dependency cycle: ${cycle.join(' → ')}` });
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, definition: def };
+  return problems;
 }
 
 /** One dependency cycle as a path that ends where it starts, or null. Self-references are reported apart. */

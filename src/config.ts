@@ -1,9 +1,11 @@
 // The only module that reads process.env. Every variable is parsed once, here, into a
 // complete typed Config (defaults applied, paths resolved), in the spirit of Temporal's
 // WorkerOptions -> CompiledWorkerOptions; the rest of the code takes a Config.
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
+import { unknownNameMessage } from './input/nearest.ts';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -15,6 +17,14 @@ export interface Config {
   readonly dataDir: string;
   /** BATON_EMBEDDED_PG_PORT: where the embedded Postgres listens (127.0.0.1 only). */
   readonly embeddedPgPort: number;
+  /** Whether BATON_EMBEDDED_PG_PORT was set: then a taken port is refused, where a taken default is replaced by a free one. */
+  readonly embeddedPgPortSet: boolean;
+  /**
+   * BATON_DB_WAIT: how long a process starting up waits for its database to accept it (ms;
+   * Infinity: for good; 0: one try). undefined when unset: hosts wait for good, CLI commands
+   * DEFAULT_CLI_DB_WAIT_MS (see dbWaitFor()).
+   */
+  readonly dbWaitMs: number | undefined;
   /** BATON_NATS_URL. Unset: work goes through the Postgres queue. */
   readonly natsUrl: string | undefined;
   /** BATON_EVENTSTORE_URL. Unset: the event store is Postgres. */
@@ -24,6 +34,8 @@ export interface Config {
   readonly apiHost: string;
   /** BATON_API_PORT. */
   readonly apiPort: number;
+  /** Whether BATON_API_PORT was set: then a taken port is refused, where a taken default is replaced by a free one. */
+  readonly apiPortSet: boolean;
   /** BATON_API_TOKEN: the admin bearer token (mutations). Secret: never log it. */
   readonly apiToken: string | undefined;
   /** BATON_API_READ_TOKEN: a bearer token for queries and subscriptions only. Secret: never log it. */
@@ -31,6 +43,31 @@ export interface Config {
   readonly nodeEnv: 'development' | 'production' | 'test';
   /** Timeouts and retry defaults; each action may override its own (see src/actions/action.ts). */
   readonly timeouts: TimeoutConfig;
+  /** What one request, one client and all clients together may take from the API. */
+  readonly apiLimits: ApiLimits;
+  /** BATON_API_INTROSPECTION: schema introspection and GraphiQL (on by default). */
+  readonly apiIntrospection: boolean;
+  /** BATON_HTTP_ALLOW: hosts, addresses and CIDR ranges http.request may reach although they are not public. */
+  readonly httpAllow: readonly string[];
+}
+
+export interface ApiLimits {
+  /** BATON_API_MAX_VALUE_BYTES: a larger JSON value inside a list comes back as a `$truncated` marker. */
+  readonly maxValueBytes: number;
+  /** BATON_API_MAX_RESPONSE_BYTES: a response that would be larger is refused. */
+  readonly maxResponseBytes: number;
+  /** BATON_API_MAX_SUBSCRIPTIONS: open subscriptions, all clients together. */
+  readonly maxSubscriptions: number;
+  /** BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT: open subscriptions of one client address. */
+  readonly maxSubscriptionsPerClient: number;
+  /** BATON_API_MAX_CONNECTIONS: open HTTP connections; further ones are closed at once. */
+  readonly maxConnections: number;
+  /** BATON_API_HEADERS_TIMEOUT: a client must send its request headers within this long. */
+  readonly headersTimeoutMs: number;
+  /** BATON_API_REQUEST_TIMEOUT: ... and its whole request (the body) within this long. */
+  readonly requestTimeoutMs: number;
+  /** BATON_API_KEEP_ALIVE_TIMEOUT: an idle kept-alive connection is closed after this long. */
+  readonly keepAliveTimeoutMs: number;
 }
 
 export interface TimeoutConfig {
@@ -63,6 +100,36 @@ export const DEFAULT_TIMEOUTS: TimeoutConfig = Object.freeze({
   // Far past a deploy or a restart of every worker (minutes), so nothing submitted meanwhile is
   // lost to one; the wait is visible long before (baton status, /metrics).
   noWorkerTimeoutMs: 60 * 60_000,
+});
+
+/**
+ * A CLI command waits this long for a database that refuses it (BATON_DB_WAIT unset): someone
+ * at a terminal, or a script, wants an answer, where a host is supervised and keeps waiting.
+ */
+export const DEFAULT_CLI_DB_WAIT_MS = 10_000;
+
+/** How long `who` waits for its database at start (BATON_DB_WAIT, else its default), and how that was set. */
+export function dbWaitFor(config: Pick<Config, 'dbWaitMs'>, who: 'host' | 'cli'): { waitMs: number; setting: string } {
+  if (config.dbWaitMs !== undefined) {
+    return { waitMs: config.dbWaitMs, setting: `BATON_DB_WAIT=${config.dbWaitMs === Infinity ? 'forever' : `${config.dbWaitMs / 1000}s`}` };
+  }
+  return who === 'host'
+    ? { waitMs: Infinity, setting: 'waiting for good; BATON_DB_WAIT bounds it' }
+    : { waitMs: DEFAULT_CLI_DB_WAIT_MS, setting: `giving up after ${DEFAULT_CLI_DB_WAIT_MS / 1000} s; BATON_DB_WAIT changes it` };
+}
+
+// Sizes: 16 KiB keeps a page of 100 executions with every JSON field far below the response
+// budget (100 × 4 fields × 16 KiB = 6.4 MiB < 8 MiB); 8 MiB is ~50 MiB of heap while it is built.
+// Timeouts: headers and bodies are at most 64 KiB, which any client sends in well under 10 s.
+export const DEFAULT_API_LIMITS: ApiLimits = Object.freeze({
+  maxValueBytes: 16 * 1024,
+  maxResponseBytes: 8 * 1024 * 1024,
+  maxSubscriptions: 500,
+  maxSubscriptionsPerClient: 50,
+  maxConnections: 1_000,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
 });
 
 export const DEFAULT_DATA_DIR = './.baton';
@@ -123,16 +190,87 @@ const duration = (fallback: number) =>
       })
       .optional(),
   ).transform((v) => v ?? fallback);
-const count = (fallback: number, what: string) =>
+// `forever`, or a duration where 0 means one try; unset stays undefined (each kind of process has its default).
+const waitDuration = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .transform((v, ctx) => {
+      if (/^\s*forever\s*$/i.test(v)) return Infinity;
+      const ms = parseDuration(v);
+      if (ms === undefined || ms > 7 * 24 * 3_600_000) {
+        ctx.addIssue({ code: 'custom', message: `Invalid wait "${v}": expected forever, 0 (one try), or a duration such as 30s or 5m (at most 7 days)` });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .optional(),
+);
+const count = (fallback: number, what: string, max = 1000) => {
+  const message = `Invalid ${what}: expected a whole number from 1 to ${max}`;
+  return z.preprocess(unsetIfEmpty, z.coerce.number({ message }).int(message).min(1, message).max(max, message).default(fallback));
+};
+
+const BYTE_UNITS: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
+/** `16384`, `16KiB`, `8MiB`, `1GiB` (binary units); undefined when it is none of those. */
+export function parseByteSize(text: string): number | undefined {
+  const m = /^\s*(\d+)\s*(b|kib|mib|gib)?\s*$/i.exec(text);
+  if (!m) return undefined;
+  const bytes = Number(m[1]) * BYTE_UNITS[(m[2] ?? 'b').toLowerCase()]!;
+  return Number.isSafeInteger(bytes) ? bytes : undefined;
+}
+const byteSize = (fallback: number, min: number, max: number) =>
   z.preprocess(
     unsetIfEmpty,
-    z.coerce
-      .number({ message: `Invalid ${what}: expected a whole number from 1 to 1000` })
-      .int(`Invalid ${what}: expected a whole number from 1 to 1000`)
-      .min(1, `Invalid ${what}: expected a whole number from 1 to 1000`)
-      .max(1000, `Invalid ${what}: expected a whole number from 1 to 1000`)
-      .default(fallback),
-  );
+    z
+      .string()
+      .transform((v, ctx) => {
+        const bytes = parseByteSize(v);
+        if (bytes === undefined || bytes < min || bytes > max) {
+          ctx.addIssue({ code: 'custom', message: `Invalid size "${v}": expected bytes, or e.g. 16KiB or 8MiB (from ${min} bytes to ${max / 1024 ** 2} MiB)` });
+          return z.NEVER;
+        }
+        return bytes;
+      })
+      .optional(),
+  ).transform((v) => v ?? fallback);
+
+const onOff = z.preprocess(
+  (v) => (typeof v === 'string' ? unsetIfEmpty(v.trim().toLowerCase()) : v),
+  z
+    .enum(['on', 'off', '1', '0', 'true', 'false'], { message: 'Invalid switch: expected on or off' })
+    .default('on')
+    .transform((v) => v === 'on' || v === '1' || v === 'true'),
+);
+
+// One entry of BATON_HTTP_ALLOW: a host name, an IP address, or a CIDR range (10.0.0.0/8, fd00::/8).
+const HOST_NAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+function allowEntryProblem(entry: string): string | undefined {
+  const [address, prefix, extra] = entry.split('/');
+  const family = isIP(address!);
+  if (extra !== undefined) return `"${entry}" is not a host, an address or a CIDR range`;
+  if (prefix !== undefined) {
+    const max = family === 4 ? 32 : family === 6 ? 128 : 0;
+    if (max === 0) return `"${entry}": a CIDR range needs an IP address before the /`;
+    if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > max) return `"${entry}": the prefix length must be from 0 to ${max}`;
+    return undefined;
+  }
+  return family !== 0 || HOST_NAME.test(entry) ? undefined : `"${entry}" is not a host, an address or a CIDR range`;
+}
+const hostAllowList = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .transform((v, ctx) => {
+      const entries = v.split(/[\s,]+/).filter((e) => e !== '');
+      for (const entry of entries) {
+        const problem = allowEntryProblem(entry);
+        if (problem) ctx.addIssue({ code: 'custom', message: `Invalid allow-list entry ${problem}: expected e.g. api.internal, 10.1.2.3, 10.0.0.0/8 or fd00::/8` });
+      }
+      return entries.map((e) => e.toLowerCase());
+    })
+    .optional(),
+).transform((v) => v ?? []);
 
 // A token travels in an Authorization header: one visible-ASCII word. Messages never echo it.
 const token = z
@@ -157,12 +295,23 @@ const EnvSchema = z.object({
   ),
   BATON_LOG_LEVEL: z.preprocess(
     (v) => (typeof v === 'string' ? unsetIfEmpty(v.toLowerCase()) : v),
-    z.enum(LOG_LEVELS, { message: `Invalid log level: expected one of ${LOG_LEVELS.join(', ')}` }).default('info'),
+    z.enum(LOG_LEVELS, { message: `Invalid log level: expected one of ${LOG_LEVELS.join(', ')}` }).optional(),
   ),
   BATON_API_HOST: z.preprocess(unsetIfEmpty, z.string().trim().default(DEFAULT_API_HOST)),
   BATON_API_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_API_PORT)),
+  BATON_DB_WAIT: waitDuration,
   BATON_API_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
   BATON_API_READ_TOKEN: z.preprocess(unsetIfEmpty, token.optional()),
+  BATON_API_MAX_VALUE_BYTES: byteSize(DEFAULT_API_LIMITS.maxValueBytes, 256, 64 * 1024 ** 2),
+  BATON_API_MAX_RESPONSE_BYTES: byteSize(DEFAULT_API_LIMITS.maxResponseBytes, 4 * 1024, 1024 ** 3),
+  BATON_API_MAX_SUBSCRIPTIONS: count(DEFAULT_API_LIMITS.maxSubscriptions, 'number of subscriptions', 100_000),
+  BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT: count(DEFAULT_API_LIMITS.maxSubscriptionsPerClient, 'number of subscriptions', 100_000),
+  BATON_API_MAX_CONNECTIONS: count(DEFAULT_API_LIMITS.maxConnections, 'number of connections', 1_000_000),
+  BATON_API_HEADERS_TIMEOUT: duration(DEFAULT_API_LIMITS.headersTimeoutMs),
+  BATON_API_REQUEST_TIMEOUT: duration(DEFAULT_API_LIMITS.requestTimeoutMs),
+  BATON_API_KEEP_ALIVE_TIMEOUT: duration(DEFAULT_API_LIMITS.keepAliveTimeoutMs),
+  BATON_API_INTROSPECTION: onOff,
+  BATON_HTTP_ALLOW: hostAllowList,
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
   BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
@@ -180,13 +329,42 @@ const EnvSchema = z.object({
   ),
 });
 
-function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
+/**
+ * BATON_* variables that are not Baton's configuration, so an unknown one is not refused:
+ * Docker Compose's (the env file to read, the ports to publish; see .env.example) and the test
+ * harness's (TestEnvSchema below, and the browser test's screenshot switch).
+ */
+export const NON_CONFIG_VARIABLES: readonly string[] = [
+  'BATON_ENV_FILE',
+  'BATON_COMPOSE_PG_PORT',
+  'BATON_COMPOSE_NATS_PORT',
+  'BATON_COMPOSE_NATS_MONITOR_PORT',
+  'BATON_COMPOSE_API_PORT',
+  'BATON_COMPOSE_ESDB_PORT',
+  'BATON_REQUIRE_NATS',
+  'BATON_UI_SCREENSHOT_TO_DOCS',
+];
+
+/** A misspelt BATON_* variable would silently leave its setting at the default: name it, and the one probably meant. */
+function unknownVariables(env: NodeJS.ProcessEnv): string[] {
+  const known = Object.keys(EnvSchema.shape).filter((k) => k.startsWith('BATON_'));
+  return Object.keys(env)
+    .filter((k) => k.startsWith('BATON_') && !known.includes(k) && !NON_CONFIG_VARIABLES.includes(k))
+    .sort()
+    .map((k) => `${k}: ${unknownNameMessage('variable', k, known).replace(/; known: .*$/, '')}`);
+}
+
+function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, extra: string[] = []): z.infer<S> {
   const result = schema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.map(String).join('.') || '(environment)'}: ${i.message}`);
-    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  }
-  return result.data;
+  const problems = [...(result.success ? [] : result.error.issues.map((i) => `${i.path.map(String).join('.') || '(environment)'}: ${i.message}`)), ...extra];
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  return result.data as z.infer<S>;
+}
+
+/** What differs between the hosts and the commands that run and end (src/cli/context.ts). */
+export interface ConfigDefaults {
+  /** The level when BATON_LOG_LEVEL is unset. Default info (the hosts); CLI commands pass warn. */
+  logLevel?: LogLevel;
 }
 
 /**
@@ -194,18 +372,24 @@ function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.inf
  * variable (`BATON_DATABASE_URL: Invalid url: expected postgres://…`).
  * `cwd` is what a relative BATON_DATA_DIR is resolved against.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Config {
-  const e = parseEnv(EnvSchema, env);
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd(), defaults: ConfigDefaults = {}): Config {
+  const e = parseEnv(EnvSchema, env, unknownVariables(env));
   const config = {
     databaseUrl: e.BATON_DATABASE_URL,
     dataDir: path.resolve(cwd, e.BATON_DATA_DIR),
     embeddedPgPort: e.BATON_EMBEDDED_PG_PORT,
+    embeddedPgPortSet: unsetIfEmpty(env.BATON_EMBEDDED_PG_PORT) !== undefined,
+    dbWaitMs: e.BATON_DB_WAIT,
     natsUrl: e.BATON_NATS_URL,
     eventStoreUrl: e.BATON_EVENTSTORE_URL,
-    logLevel: e.BATON_LOG_LEVEL,
+    logLevel: e.BATON_LOG_LEVEL ?? defaults.logLevel ?? 'info',
     apiHost: e.BATON_API_HOST,
     apiPort: e.BATON_API_PORT,
+    apiPortSet: unsetIfEmpty(env.BATON_API_PORT) !== undefined,
     nodeEnv: e.NODE_ENV,
+    apiLimits: apiLimitsOf(e),
+    apiIntrospection: e.BATON_API_INTROSPECTION,
+    httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
     timeouts: Object.freeze({
       scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,
       startToCloseMs: e.BATON_START_TO_CLOSE_TIMEOUT,
@@ -223,6 +407,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiReadToken: { value: e.BATON_API_READ_TOKEN, enumerable: false },
   });
   return Object.freeze(config);
+}
+
+function apiLimitsOf(e: z.infer<typeof EnvSchema>): ApiLimits {
+  if (e.BATON_API_MAX_VALUE_BYTES > e.BATON_API_MAX_RESPONSE_BYTES) {
+    throw new ConfigError('invalid configuration: BATON_API_MAX_VALUE_BYTES: must not be larger than BATON_API_MAX_RESPONSE_BYTES');
+  }
+  if (e.BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT > e.BATON_API_MAX_SUBSCRIPTIONS) {
+    throw new ConfigError('invalid configuration: BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT: must not be larger than BATON_API_MAX_SUBSCRIPTIONS');
+  }
+  if (e.BATON_API_HEADERS_TIMEOUT > e.BATON_API_REQUEST_TIMEOUT) {
+    throw new ConfigError('invalid configuration: BATON_API_HEADERS_TIMEOUT: must not be longer than BATON_API_REQUEST_TIMEOUT (the headers are part of the request)');
+  }
+  return Object.freeze({
+    maxValueBytes: e.BATON_API_MAX_VALUE_BYTES,
+    maxResponseBytes: e.BATON_API_MAX_RESPONSE_BYTES,
+    maxSubscriptions: e.BATON_API_MAX_SUBSCRIPTIONS,
+    maxSubscriptionsPerClient: e.BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT,
+    maxConnections: e.BATON_API_MAX_CONNECTIONS,
+    headersTimeoutMs: e.BATON_API_HEADERS_TIMEOUT,
+    requestTimeoutMs: e.BATON_API_REQUEST_TIMEOUT,
+    keepAliveTimeoutMs: e.BATON_API_KEEP_ALIVE_TIMEOUT,
+  });
 }
 
 /** What the test harness (test/support) reads besides Config. */

@@ -1,5 +1,6 @@
 // Typed errors. Each says who throws it and what the caller can do about it.
 import type { z } from 'zod';
+import { zodProblems } from './input/schemas.ts';
 
 export class BatonError extends Error {
   constructor(message: string, options?: ErrorOptions) {
@@ -84,8 +85,9 @@ export class IdempotencyKeyConflictError extends BatonError {
   }
 }
 
-export function zodIssues(error: z.ZodError): { path: string; message: string }[] {
-  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+/** zod's issues with dotted paths; with `schema`, an unknown field names the known one probably meant. */
+export function zodIssues(error: z.ZodError, schema?: z.ZodType): { path: string; message: string }[] {
+  return zodProblems(error, schema);
 }
 
 /** Parse with a zod schema, throwing InvalidEventError that names each bad field. */

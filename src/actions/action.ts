@@ -14,7 +14,9 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
 import { ConcurrencyPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
-import { BatonError, InvalidEventError, zodIssues } from '../errors.ts';
+import { BatonError, InvalidEventError } from '../errors.ts';
+import { storableText } from '../input/rules.ts';
+import { zodProblems } from '../input/schemas.ts';
 
 /**
  * Dotted lowercase names: a namespace, then one or more `.part`s (`core.noop`,
@@ -119,7 +121,8 @@ export class InvalidActionDefinitionError extends BatonError {
 
 const positiveMs = z.number().int().positive().max(2_147_483_647); // setTimeout's limit (~24.8 days)
 
-const SpecShape = z.object({
+// Strict, so a misspelt option (`timeout`, `retries`) is refused rather than silently ignored.
+const SpecShape = z.strictObject({
   name: z
     .string({ error: 'must be a string like "core.noop"' })
     .max(MAX_NAME_LENGTH)
@@ -140,7 +143,8 @@ const SpecShape = z.object({
   heartbeatTimeoutMs: positiveMs.optional(),
   stallTimeoutMs: positiveMs.optional(),
   scheduleToStartTimeoutMs: positiveMs.optional(),
-  retry: RetryBackoff.extend({ nonRetryable: z.array(z.string().min(1)).optional() })
+  retry: z
+    .strictObject({ ...RetryBackoff.shape, nonRetryable: z.array(z.string().min(1)).optional() })
     .refine((r) => r.maxIntervalMs >= r.initialIntervalMs, {
       message: 'maxIntervalMs must be at least initialIntervalMs',
       path: ['maxIntervalMs'],
@@ -150,6 +154,17 @@ const SpecShape = z.object({
   run: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function (input, ctx) => result'),
 });
 
+/** Words people write for an option, mapped to the option they meant. */
+const OPTION_ALIASES: Readonly<Record<string, string>> = {
+  timeout: 'timeoutMs',
+  schema: 'input',
+  handler: 'run',
+  execute: 'run',
+  retries: 'retry',
+  maxAttempts: 'retry',
+  limit: 'concurrency',
+};
+
 /**
  * Checks the definition and returns the action. Throws InvalidActionDefinitionError naming
  * each bad field (`name: must be lowercase dotted segments…`, `timeoutMs: Too small…`).
@@ -158,7 +173,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
   const parsed = SpecShape.safeParse({ ...spec, runtime: spec?.runtime ?? DEFAULT_RUNTIME });
   if (!parsed.success) {
     const name = typeof spec?.name === 'string' ? spec.name : '';
-    throw new InvalidActionDefinitionError(name, zodIssues(parsed.error));
+    throw new InvalidActionDefinitionError(name, zodProblems(parsed.error, SpecShape, OPTION_ALIASES));
   }
   const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
   const run = spec.run;
@@ -212,12 +227,13 @@ export class ActionError extends BatonError {
 // History is forever; a runaway message or stack must not bloat every read of the stream.
 const MAX_MESSAGE_CHARS = 4_096;
 const MAX_STACK_CHARS = 16_384;
-const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}… (${s.length - max} more chars)` : s);
+// Stored as text, so a NUL or a lone surrogate in a message (from input echoed back, say) is replaced, not refused.
+const clip = (s: string, max: number) => storableText(s.length > max ? `${s.slice(0, max)}… (${s.length - max} more chars)` : s);
 
 /** The failure's type: ActionError.type, else the error's name, else "NonError" for a thrown non-Error. */
 export function errorType(err: unknown): string {
-  if (err instanceof ActionError) return err.type;
-  if (err instanceof Error) return err.name || 'Error';
+  if (err instanceof ActionError) return clip(err.type, 200);
+  if (err instanceof Error) return clip(String(err.name) || 'Error', 200);
   return 'NonError';
 }
 

@@ -5,8 +5,8 @@
 //                                                    // or: export default resize;
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { BatonError } from '../errors.ts';
+import { importUserModule } from '../user-modules/import-module.ts';
 import { isActionDefinition, type AnyActionDefinition } from './action.ts';
 
 /** The module is missing, failed to import, or exports no actions; the message says which and why. */
@@ -28,8 +28,7 @@ export interface LoadActionsOptions {
 /**
  * Imports `modulePath` (relative to cwd) and returns its actions: the `actions` export when
  * there is one, else the default export; either an action (defineAction) or an array of
- * them. `.js` and `.mjs` always work; `.ts` works when the process runs under tsx (as
- * `baton` does).
+ * them. `.js` and `.mjs` always work; so does `.ts` (src/user-modules/import-module.ts).
  */
 export async function loadActionsModule(modulePath: string, options: LoadActionsOptions = {}): Promise<AnyActionDefinition[]> {
   const cwd = options.cwd ?? process.cwd();
@@ -42,12 +41,12 @@ export async function loadActionsModule(modulePath: string, options: LoadActions
 
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    mod = await importUserModule(file);
   } catch (err) {
     const code = (err as { code?: string }).code;
     const hint =
       code === 'ERR_UNKNOWN_FILE_EXTENSION'
-        ? ' (a .ts module needs the process to run under tsx, as `baton` does; or compile it to .js)'
+        ? ' (Baton imports .js, .mjs, .ts, .mts and .cts modules; compile others to .js)'
         : '';
     throw new ActionsModuleError(file, `actions module ${file} failed to load${hint}: ${(err as Error).message}`, {
       cause: err,

@@ -76,7 +76,7 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
  */
 export function validateInput<I>(action: ActionDefinition<I, unknown>, input: unknown): I {
   const r = action.input.safeParse(input);
-  if (!r.success) throw new InvalidActionInputError(action.name, zodIssues(r.error));
+  if (!r.success) throw new InvalidActionInputError(action.name, zodIssues(r.error, action.input));
   return r.data;
 }
 

@@ -1,4 +1,7 @@
-// Checks of argument values the schema's types cannot express. Each error names the argument.
+// Checks of argument values the schema's types cannot express, with the rules of src/input.
+// Each error names the argument. (Every String, ID, JSON and DateTime argument has already
+// passed the general rules in argument-rules.ts; these add each argument's own limits.)
+import { integerProblem, textProblem } from '../input/rules.ts';
 import { badInput } from './errors.ts';
 
 export const MAX_PAGE_SIZE = 100;
@@ -13,13 +16,14 @@ export function uuidArg(value: string, name: string): string {
 }
 
 export function intInRange(value: number, name: string, min: number, max: number): number {
-  if (!Number.isInteger(value) || value < min || value > max) throw badInput(name, `must be from ${min} to ${max} (got ${value})`);
+  const problem = integerProblem(value, min, max);
+  if (problem) throw badInput(name, problem);
   return value;
 }
 
 /** A string argument that must not be empty and has a length limit. */
 export function textArg(value: string, name: string, maxLength: number): string {
-  if (value.trim() === '') throw badInput(name, 'must not be empty');
-  if (value.length > maxLength) throw badInput(name, `must be at most ${maxLength} characters (got ${value.length})`);
+  const problem = textProblem(value, { required: true, maxLength });
+  if (problem) throw badInput(name, problem);
   return value;
 }

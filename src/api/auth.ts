@@ -20,6 +20,8 @@ export interface ApiAuth {
   readonly required: boolean;
   /** The request's role, or undefined when a token is required and it brought no valid one. */
   roleOf(request: Request): Role | undefined;
+  /** The same, from the Authorization header's value. */
+  roleOfAuthorization(header: string | undefined): Role | undefined;
 }
 
 // Digests first: timingSafeEqual needs equal lengths, and comparing fixed-size digests hides
@@ -32,9 +34,9 @@ export function createApiAuth(o: TokenOptions): ApiAuth {
   const read = o.readToken ? digest(o.readToken) : undefined;
   const required = admin !== undefined || read !== undefined;
   const roles = new WeakMap<Request, Role | undefined>();
-  function resolve(request: Request): Role | undefined {
+  function resolve(authorization: string | undefined): Role | undefined {
     if (!required) return 'admin';
-    const token = BEARER.exec(request.headers.get('authorization') ?? '')?.[1];
+    const token = BEARER.exec(authorization ?? '')?.[1];
     if (token === undefined) return undefined;
     const given = digest(token);
     // Compare against both, always, so the time taken does not tell which one matched.
@@ -45,9 +47,10 @@ export function createApiAuth(o: TokenOptions): ApiAuth {
   return {
     required,
     roleOf(request) {
-      if (!roles.has(request)) roles.set(request, resolve(request));
+      if (!roles.has(request)) roles.set(request, resolve(request.headers.get('authorization') ?? undefined));
       return roles.get(request);
     },
+    roleOfAuthorization: resolve,
   };
 }
 

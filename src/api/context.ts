@@ -8,10 +8,17 @@ import type { WorkTransport } from '../transport/work-transport.ts';
 import type { Role } from './auth.ts';
 import type { ExecutionUpdates } from './live-updates.ts';
 import type { Loaders } from './loaders.ts';
+import type { ResponseBudget } from './response-budget.ts';
 
 export interface ApiContext {
   role: Role;
+  /** Who is asking, for per-client caps: the peer's address. */
+  client: string;
   loaders: Loaders;
+  /** What this response may still carry (BATON_API_MAX_*_BYTES). */
+  budget: ResponseBudget;
+  /** A fresh budget and loaders: each event of a subscription is a response of its own. */
+  renew(): void;
   pool: pg.Pool;
   runtime: ExecutionRuntime;
   /** For workflows, folded from their streams; absent when the server was started without one. */

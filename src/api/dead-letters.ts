@@ -2,6 +2,7 @@
 // mutation. They read the transport, not the read model, so they work only when the server was
 // given one (startApiServer's `transport`); otherwise they say so.
 import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
+import { bigintTextProblem } from '../input/rules.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput } from './errors.ts';
@@ -10,7 +11,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // A transport cursor is a decimal position; the API's is that, prefixed and base64url'd, so
 // clients treat it as opaque (as they do the executions cursors).
 const CURSOR_PREFIX = 'dead-letter:';
-const TRANSPORT_CURSOR = /^\d{1,19}$/;
 const MAX_CURSOR_LENGTH = 64;
 
 export function encodeDeadLetterCursor(transportCursor: string): string {
@@ -22,7 +22,8 @@ export function decodeDeadLetterCursor(value: string): string {
   const refuse = () => badInput('after', 'not a dead-letter cursor from this API (pass pageInfo.endCursor of the previous page)');
   if (value.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(value)) throw refuse();
   const text = Buffer.from(value, 'base64url').toString('utf8');
-  if (!text.startsWith(CURSOR_PREFIX) || !TRANSPORT_CURSOR.test(text.slice(CURSOR_PREFIX.length))) throw refuse();
+  // A position within Postgres's bigint: 19 digits can go past it.
+  if (!text.startsWith(CURSOR_PREFIX) || bigintTextProblem(text.slice(CURSOR_PREFIX.length))) throw refuse();
   return text.slice(CURSOR_PREFIX.length);
 }
 

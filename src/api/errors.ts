@@ -4,6 +4,7 @@
 // a database outage into SERVICE_UNAVAILABLE (HTTP 503), and anything else into yoga's masked
 // "Unexpected error.".
 import type { GraphQLError } from 'graphql';
+import type { Role } from './auth.ts';
 import { createGraphQLError, maskError as yogaMaskError } from 'graphql-yoga';
 import { InvalidActionInputError } from '../actions/action.ts';
 import {
@@ -13,6 +14,7 @@ import {
   NotFoundError,
   RejectedCommandError,
 } from '../errors.ts';
+import { InvalidInputError } from '../input/errors.ts';
 import { WorkflowIdConflictError } from '../workflow/service.ts';
 
 export type ApiErrorCode =
@@ -24,11 +26,16 @@ export type ApiErrorCode =
   | 'FORBIDDEN'
   /** The server was started without what the field needs (dead letters without a work transport). */
   | 'NOT_CONFIGURED'
+  /** The response would pass BATON_API_MAX_RESPONSE_BYTES. */
+  | 'RESPONSE_TOO_LARGE'
+  /** A per-client or server-wide cap (subscriptions) is reached: try again once one is free. */
+  | 'LIMIT_EXCEEDED'
   | 'SERVICE_UNAVAILABLE';
 
 const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {
   UNAUTHENTICATED: 401,
   FORBIDDEN: 403,
+  LIMIT_EXCEEDED: 429,
   SERVICE_UNAVAILABLE: 503,
 };
 
@@ -79,6 +86,12 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 /** Baton's typed error → code and client-safe message; undefined for errors that must be masked. */
 export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
+  if (err instanceof InvalidInputError) {
+    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    // The lists of what may be chosen (every registered action, for an unknown one) stay out:
+    // only a resolver knows the caller's role, and it adds them for admins (knownFor).
+    return { code: 'BAD_USER_INPUT', message: err.describe({ listKnown: false }), extra: { argument: err.argument, problems } };
+  }
   if (err instanceof InvalidActionInputError) {
     return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', issues: err.issues } };
   }
@@ -99,6 +112,13 @@ const asGraphQLError = (e: unknown): GraphQLError | undefined => (e instanceof E
 /** yoga's `maskedErrors.maskError`. Never passes isDev on: development mode must not leak either. */
 export function maskApiError(error: unknown, fallbackMessage: string): Error {
   const located = asGraphQLError(error);
+  // yoga's own request errors ("POST body sent invalid JSON.") carry the parser's message in
+  // extensions.originalError, and it quotes the whole body (a 60 KB body drew a 360 KB answer):
+  // keep yoga's short fixed message, code and status (400 whatever the client accepts), without it.
+  if (located?.extensions?.['originalError'] !== undefined) {
+    const status = (located.extensions['http'] as { status?: number } | undefined)?.status ?? 400;
+    return createGraphQLError(located.message, { extensions: { code: located.extensions['code'] ?? 'BAD_REQUEST', http: { status } } });
+  }
   const original = located?.originalError ?? error;
   if (isDatabaseUnavailable(original)) {
     return codedError('SERVICE_UNAVAILABLE', 'the database is unavailable; try again shortly', {}, located);
@@ -106,4 +126,18 @@ export function maskApiError(error: unknown, fallbackMessage: string): Error {
   const known = describeApiError(original);
   if (known) return codedError(known.code, known.message, known.extra, located);
   return yogaMaskError(error, fallbackMessage, false);
+}
+
+/**
+ * Runs `fn`; an InvalidInputError it throws reaches the client with the lists of known names
+ * (every action this server runs) only when the caller holds the admin token, or no tokens are set.
+ */
+export async function knownFor<T>(role: Role, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof InvalidInputError) || role !== 'admin') throw err;
+    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    throw new ApiError('BAD_USER_INPUT', err.describe({ listKnown: true }), err.argument, { problems });
+  }
 }

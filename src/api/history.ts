@@ -9,32 +9,59 @@ import { machineDiagram } from '../replay/machine-diagram.ts';
 import { MAX_EVENTS_LIMIT, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { badInput } from './errors.ts';
+import { jsonSize } from './json-size.ts';
+import { formatBytes, jsonField } from './response-budget.ts';
 
 /** Events one request may fold in all (~4 µs each): a 100,000-event stream is ~0.4 s of CPU. */
 export const FOLDED_EVENTS_PER_REQUEST = 100_000;
+/**
+ * Event data one request may fold, as JSON, in multiples of what it may send
+ * (BATON_API_MAX_RESPONSE_BYTES; 8 MiB → 32 MiB). Folded streams stay in memory until the
+ * response is sent, so streams are read one after another and none is read once this is
+ * passed: a request holds at most this plus one stream, however large the results in it.
+ */
+export const FOLDED_BYTES_PER_RESPONSE_BYTE = 4;
 
-const timelines = new WeakMap<ApiContext, DataLoader<string, TimelineStep[]>>();
+// Keyed by the response's loaders, which each event of a subscription renews.
+const timelines = new WeakMap<object, DataLoader<string, TimelineStep[]>>();
 
 function timelineOf(ctx: ApiContext, executionId: string): Promise<TimelineStep[]> {
-  let loader = timelines.get(ctx);
+  let loader = timelines.get(ctx.loaders);
   if (!loader) {
-    let left = FOLDED_EVENTS_PER_REQUEST;
+    let eventsLeft = FOLDED_EVENTS_PER_REQUEST;
+    const foldedBytes = ctx.budget.limits.maxResponseBytes * FOLDED_BYTES_PER_RESPONSE_BYTE;
+    let bytesLeft = foldedBytes;
+    let previous: Promise<unknown> = Promise.resolve();
+    const fold = async (id: string) => {
+      if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold(foldedBytes);
+      const events = await ctx.runtime.readHistory(id);
+      eventsLeft -= events.length;
+      for (const e of events) bytesLeft -= jsonSize(e.data, bytesLeft + 1);
+      if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold(foldedBytes);
+      return timeline(id, events);
+    };
     loader = new DataLoader(
       (ids) =>
         Promise.all(
-          ids.map(async (id) => {
-            const events = await ctx.runtime.readHistory(id);
-            left -= events.length;
-            if (left < 0) throw badInput('history', `this request would fold more than ${FOLDED_EVENTS_PER_REQUEST} events; ask for fewer executions`);
-            return timeline(id, events);
+          ids.map((id) => {
+            const turn = previous.then(() => fold(id));
+            previous = turn.catch(() => undefined);
+            return turn;
           }),
         ),
       { batch: false },
     );
-    timelines.set(ctx, loader);
+    timelines.set(ctx.loaders, loader);
   }
   return loader.load(executionId);
 }
+
+const tooMuchToFold = (foldedBytes: number) =>
+  badInput(
+    'history',
+    `this request would fold more than ${FOLDED_EVENTS_PER_REQUEST} events or ${formatBytes(foldedBytes)} of event data ` +
+      `(${FOLDED_BYTES_PER_RESPONSE_BYTE} × BATON_API_MAX_RESPONSE_BYTES); ask for fewer executions`,
+  );
 
 const diagram = machineDiagram(executionMachine, MACHINE_VERSION);
 
@@ -52,6 +79,13 @@ const toState = (step: TimelineStep) => ({
 export const historyResolvers = {
   Query: {
     executionMachine: () => diagram,
+  },
+  HistoryStep: {
+    data: jsonField((step: TimelineStep) => step.data),
+    context: jsonField((step: TimelineStep) => step.context),
+  },
+  ExecutionState: {
+    context: jsonField((state: ReturnType<typeof toState>) => state.context),
   },
   Execution: {
     async history(row: ExecutionRow, a: { fromRevision: number; limit: number }, ctx: ApiContext) {

@@ -5,23 +5,38 @@
 //
 // Notifications can be lost (the LISTEN connection drops; nobody is listening yet), so the
 // row is read again on every (re)connect and on every subscribe; revisions make repeats harmless.
+//
+// Each follower takes a slot (subscription-slots.ts), and one for an id the read model has not
+// shown within `unknownGraceMs` ends with NOT_FOUND unless the event store has that execution
+// (then the projector is merely behind, and it waits on).
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { Repeater, SlidingBuffer } from 'graphql-yoga';
 import { finalStatuses } from '../../actors/execution.machine.ts';
 import type { ExecutionRow } from '../../projections/executions.ts';
-
 import { EXECUTIONS_CHANGED_CHANNEL } from '../readmodel/notifications.ts';
+import { ApiError } from './errors.ts';
+import type { SubscriptionSlots } from './subscription-slots.ts';
 
 export { EXECUTIONS_CHANGED_CHANNEL };
 
 const RECONNECT_DELAY_MS = 1_000;
+/**
+ * How long a subscription waits for an execution the read model has not shown before it asks
+ * the event store. Ids come from submitExecution, which returns once the event is stored, so
+ * this only covers the projector's lag (p99 < 1 s at full load) with a wide margin.
+ */
+export const UNKNOWN_EXECUTION_GRACE_MS = 10_000;
 
 export interface ExecutionUpdates {
   /** Start listening if not yet; rejects when the database cannot be reached. */
   ready(): Promise<void>;
-  /** The row now (once it exists) and after each change; ends after a final status. */
-  follow(executionId: string): AsyncIterableIterator<ExecutionRow>;
+  /**
+   * The row now (once it exists) and after each change; ends after a final status, or with a
+   * NOT_FOUND ApiError (the last value) for an execution that does not exist. Throws
+   * LIMIT_EXCEEDED when `client` or the server has no subscription slot left.
+   */
+  follow(executionId: string, client: string): AsyncIterableIterator<ExecutionRow | ApiError>;
   /** Stop listening and end every follower. */
   close(): Promise<void>;
 }
@@ -35,8 +50,14 @@ interface Follower {
 export function createExecutionUpdates(o: {
   pool: pg.Pool;
   readRows: (ids: readonly string[]) => Promise<ExecutionRow[]>;
+  /** Whether the event store has the execution (asked once the grace period passed without a row). */
+  exists: (executionId: string) => Promise<boolean>;
+  slots: SubscriptionSlots;
+  /** Default UNKNOWN_EXECUTION_GRACE_MS. */
+  unknownGraceMs?: number;
   log: Logger;
 }): ExecutionUpdates {
+  const unknownGraceMs = o.unknownGraceMs ?? UNKNOWN_EXECUTION_GRACE_MS;
   const followers = new Map<string, Set<Follower>>();
   let listener: pg.PoolClient | undefined;
   let listening: Promise<void> | undefined;
@@ -121,10 +142,11 @@ export function createExecutionUpdates(o: {
     }
   }
 
-  function follow(executionId: string): AsyncIterableIterator<ExecutionRow> {
+  function follow(executionId: string, client: string): AsyncIterableIterator<ExecutionRow | ApiError> {
+    const release = o.slots.acquire(client);
     // A slow client gets the newest row, not a backlog: only the latest state matters, and the
     // final row, being the last, is never the one dropped.
-    return new Repeater<ExecutionRow>(async (push, stop) => {
+    const repeater = new Repeater<ExecutionRow | ApiError>(async (push, stop) => {
       const follower: Follower = {
         lastRevision: -1,
         deliver: (row) => void push(row).catch(() => undefined),
@@ -133,14 +155,33 @@ export function createExecutionUpdates(o: {
       let set = followers.get(executionId);
       if (!set) followers.set(executionId, (set = new Set()));
       set.add(follower);
+      const endIfUnknown = async () => {
+        if (follower.lastRevision >= 0) return;
+        // When the store cannot say, keep waiting: ending a real execution's subscription is worse.
+        const exists = await o.exists(executionId).catch(() => true);
+        if (exists || follower.lastRevision >= 0) return;
+        void push(new ApiError('NOT_FOUND', `no execution ${executionId}: the event store has none (asked after waiting ${unknownGraceMs / 1000} s)`)).catch(() => undefined);
+        stop();
+      };
+      const unknown = setTimeout(() => void endIfUnknown(), unknownGraceMs);
       try {
         refresh([executionId]); // the current row, read after registering so no change slips between
         await stop;
       } finally {
+        clearTimeout(unknown);
         set.delete(follower);
         if (set.size === 0) followers.delete(executionId);
+        release();
       }
     }, new SlidingBuffer(1));
+    // A subscription ended before its first read never runs the body above: free its slot here too.
+    const returnOf = repeater.return.bind(repeater);
+    return Object.assign(repeater, {
+      return(value?: unknown) {
+        release();
+        return returnOf(value);
+      },
+    });
   }
 
   return {

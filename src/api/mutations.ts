@@ -1,21 +1,16 @@
-// Mutations: the only writes the API makes, all through the event-sourced runtime. Input is
-// checked against the action's own schema before anything is appended, so a bad submission
-// never becomes history.
+// Mutations: the only writes the API makes, all through the event-sourced runtime. A submission
+// is checked by the one submission check every front door uses, so a bad one never becomes history.
 import { statusOf } from '../../actors/execution.machine.ts';
-import { validateInput } from '../actions/registry.ts';
 import { cancelExecution as cancel } from '../runtime/cancel.ts';
-import { intInRange, textArg, uuidArg } from './arguments.ts';
+import { submitExecution as submit } from '../runtime/submission.ts';
+import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
-import { ApiError, badInput } from './errors.ts';
+import { ApiError, knownFor } from './errors.ts';
 
-// The limits ExecutionRequested / ExecutionCancelled put on these fields, checked here so the
-// error names the argument rather than the event's field.
-const MAX_ATTEMPTS_LIMIT = 1_000;
-const MAX_IDEMPOTENCY_KEY_LENGTH = 500;
 const MAX_REASON_LENGTH = 1_000;
 const DEFAULT_CANCEL_REASON = 'cancelled through the API';
 
-interface SubmitArgs {
+export interface SubmitArgs {
   action: string;
   input?: unknown;
   idempotencyKey?: string | null;
@@ -23,22 +18,18 @@ interface SubmitArgs {
   priority?: number | null;
 }
 
+/** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
-  const action = ctx.actions.get(a.action);
-  if (!action) {
-    const shown = a.action.length > 100 ? `${a.action.slice(0, 100)}…` : a.action;
-    throw badInput('action', `unknown action ${JSON.stringify(shown)}; known actions: ${ctx.actions.names().join(', ')}`);
-  }
-  const input = a.input ?? null;
-  validateInput(action, input); // InvalidActionInputError names each field: `input.ms: …`
-  const r = await ctx.runtime.submit({
-    action: action.name,
-    input,
-    ...(a.idempotencyKey != null && { idempotencyKey: textArg(a.idempotencyKey, 'idempotencyKey', MAX_IDEMPOTENCY_KEY_LENGTH) }),
-    ...(a.maxAttempts != null && { maxAttempts: intInRange(a.maxAttempts, 'maxAttempts', 1, MAX_ATTEMPTS_LIMIT) }),
-    ...(a.priority != null && { priority: a.priority }),
-  });
-  ctx.log.info({ executionId: r.executionId, action: action.name, created: r.created }, 'execution submitted');
+  const r = await knownFor(ctx.role, () =>
+    submit(ctx, {
+      action: a.action,
+      input: a.input ?? null,
+      ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
+      ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
+      ...(a.priority != null && { priority: a.priority }),
+    }),
+  );
+  ctx.log.info({ executionId: r.executionId, action: a.action, created: r.created }, 'execution submitted');
   return { executionId: r.executionId, created: r.created, status: statusOf(r.snapshot) };
 }
 

@@ -1,9 +1,10 @@
 // The API's reads of the read model (schema baton_read) and of worker liveness. Every value is a
 // bound parameter; the only SQL assembled at run time is a choice among fixed fragments.
 // Batch readers take many ids at once: the per-request DataLoaders (loaders.ts) call them.
-import type pg from 'pg';
+import pg from 'pg';
 import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
-import { actionStatsFromDb, executionRowFromDb } from '../../projections/executions.projection.ts';
+import { EXECUTION_EVENT_COLUMNS } from '../../projections/execution-events.ts';
+import { EXECUTION_COLUMNS, actionStatsFromDb, executionRowFromDb } from '../../projections/executions.projection.ts';
 import { STALLED_SQL, type ExecutionRow } from '../../projections/executions.ts';
 import { percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
 import { qualified, fromColumns } from '../../projections/rows.ts';
@@ -20,10 +21,62 @@ const LIVENESS = 'baton_worker_liveness';
 /** Statuses in which a worker holds an execution. */
 export const HELD_STATUSES = ['Scheduled', 'Running'] as const;
 
-export async function findExecutions(pool: pg.Pool, ids: readonly string[]): Promise<ExecutionRow[]> {
+// JSON columns whose size only an action or its caller decides: read capped (see cappedColumns).
+const EXECUTION_LARGE_COLUMNS = ['input', 'result', 'error', 'last_progress'] as const;
+const EVENT_LARGE_COLUMNS = ['data', 'metadata'] as const;
+export type ExecutionValueColumn = (typeof EXECUTION_LARGE_COLUMNS)[number];
+export type EventValueColumn = (typeof EVENT_LARGE_COLUMNS)[number];
+
+/**
+ * An execution row as the API reads it: each large JSON value with its size in bytes (as
+ * Postgres writes it out, about its size as compact JSON; null for SQL NULL), and the value
+ * itself null when it is larger than the cap the query was given.
+ */
+export type CappedExecutionRow = ExecutionRow & { inputBytes: number | null; resultBytes: number | null; errorBytes: number | null; lastProgressBytes: number | null };
+
+/**
+ * The select list of `columns` in which each of `large` is read only up to `$cap` bytes (else
+ * null) and comes with `<column>_bytes`. Large values stay in Postgres until someone asks for
+ * one: a page of 100 executions with 100 MB results reads 100 sizes into Node, not 10 GB.
+ */
+function cappedColumns(columns: readonly string[], large: readonly string[], cap: string): string {
+  return columns
+    .map((c) => {
+      const column = pg.escapeIdentifier(c);
+      if (!large.includes(c)) return column;
+      const size = `octet_length(${column}::text)`;
+      return `CASE WHEN ${size} <= ${cap} THEN ${column} END AS ${column}, ${size} AS ${pg.escapeIdentifier(`${c}_bytes`)}`;
+    })
+    .join(', ');
+}
+const EXECUTION_SELECT = (cap: string) => cappedColumns(EXECUTION_COLUMNS, EXECUTION_LARGE_COLUMNS, cap);
+
+export async function findExecutions(pool: pg.Pool, ids: readonly string[], valueCap: number): Promise<CappedExecutionRow[]> {
   if (ids.length === 0) return [];
-  const r = await pool.query(`SELECT * FROM ${EXECUTIONS} WHERE execution_id = ANY($1::uuid[])`, [ids]);
-  return r.rows.map(executionRowFromDb);
+  const r = await pool.query(`SELECT ${EXECUTION_SELECT('$2')} FROM ${EXECUTIONS} WHERE execution_id = ANY($1::uuid[])`, [ids, valueCap]);
+  return r.rows.map((row) => executionRowFromDb(row) as CappedExecutionRow);
+}
+
+/** One large JSON value of each execution (or event, `executionId:revision`), whole: key → value. */
+export async function findWholeValues(
+  pool: pg.Pool,
+  of: { table: 'executions'; column: ExecutionValueColumn } | { table: 'events'; column: EventValueColumn },
+  keys: readonly string[],
+): Promise<Map<string, unknown>> {
+  if (keys.length === 0) return new Map();
+  const column = pg.escapeIdentifier(of.column);
+  if (of.table === 'executions') {
+    const r = await pool.query(`SELECT execution_id::text AS key, ${column} AS value FROM ${EXECUTIONS} WHERE execution_id = ANY($1::uuid[])`, [keys]);
+    return new Map(r.rows.map((row) => [row.key as string, row.value]));
+  }
+  const pairs = keys.map((k) => k.split(':'));
+  const r = await pool.query(
+    `SELECT e.execution_id::text || ':' || e.revision AS key, e.${column} AS value
+       FROM unnest($1::uuid[], $2::bigint[]) AS x(id, revision)
+       JOIN ${EXECUTION_EVENTS} e ON e.execution_id = x.id AND e.revision = x.revision`,
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1])],
+  );
+  return new Map(r.rows.map((row) => [row.key as string, row.value]));
 }
 
 export interface ExecutionFilter {
@@ -37,7 +90,7 @@ export interface ExecutionFilter {
 }
 
 export interface ExecutionPage {
-  rows: { row: ExecutionRow; cursor: ExecutionCursor }[];
+  rows: { row: CappedExecutionRow; cursor: ExecutionCursor }[];
   hasNextPage: boolean;
 }
 
@@ -56,7 +109,7 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
  * executions_requested/_status/_action/_worker indexes — so page 1,000 costs what page 1 does.
  * Reads one row more than asked to learn whether another page follows.
  */
-export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter; first: number; after?: ExecutionCursor }): Promise<ExecutionPage> {
+export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter; first: number; after?: ExecutionCursor; valueCap: number }): Promise<ExecutionPage> {
   const where: string[] = [];
   const values: unknown[] = [];
   for (const f of FILTERS) {
@@ -69,17 +122,17 @@ export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter
     values.push(o.after.requestedAt, o.after.executionId);
     where.push(`(requested_at, execution_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
   }
-  values.push(o.first + 1);
+  values.push(o.first + 1, o.valueCap);
   const r = await pool.query(
-    `SELECT *, to_char(requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_requested_at
+    `SELECT ${EXECUTION_SELECT(`$${values.length}`)}, to_char(requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_requested_at
        FROM ${EXECUTIONS}
       ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
       ORDER BY requested_at DESC, execution_id DESC
-      LIMIT $${values.length}`,
+      LIMIT $${values.length - 1}`,
     values,
   );
   const rows = r.rows.slice(0, o.first).map(({ cursor_requested_at, ...db }) => {
-    const row = executionRowFromDb(db);
+    const row = executionRowFromDb(db) as CappedExecutionRow;
     return { row, cursor: { requestedAt: cursor_requested_at as string, executionId: row.executionId } };
   });
   return { rows, hasNextPage: r.rows.length > o.first };
@@ -93,19 +146,28 @@ export interface EventRow {
   globalPosition: number;
   type: string;
   by: string | null;
+  /** Null when larger than the query's cap (see dataBytes). */
   data: unknown;
+  dataBytes: number;
   metadata: unknown;
+  metadataBytes: number;
   occurredAt: string | null;
   recordedAt: string;
 }
 
-/** Each execution's events from `fromRevision` in stream order, at most `limit` each (one index range scan per execution). */
-/** Each execution's events from `fromRevision`, at most `limit` each and `total` in all. */
-export async function listEvents(pool: pg.Pool, executionIds: readonly string[], fromRevision: number, limit: number, total: number): Promise<Map<string, EventRow[]>> {
+/**
+ * Each execution's events from `fromRevision` in stream order, at most `limit` each and `total`
+ * in all (one index range scan per execution); data and metadata capped at `valueCap` bytes.
+ */
+export async function listEvents(
+  pool: pg.Pool,
+  executionIds: readonly string[],
+  o: { fromRevision: number; limit: number; total: number; valueCap: number },
+): Promise<Map<string, EventRow[]>> {
   const byExecution = new Map<string, EventRow[]>(executionIds.map((id) => [id, []]));
   if (executionIds.length === 0) return byExecution;
   const r = await pool.query(
-    `SELECT e.* FROM unnest($1::uuid[]) AS x(id)
+    `SELECT ${cappedColumns(EXECUTION_EVENT_COLUMNS, EVENT_LARGE_COLUMNS, '$5')} FROM unnest($1::uuid[]) AS x(id)
        CROSS JOIN LATERAL (
          SELECT * FROM ${EXECUTION_EVENTS}
           WHERE execution_id = x.id AND revision >= $2
@@ -113,7 +175,7 @@ export async function listEvents(pool: pg.Pool, executionIds: readonly string[],
        ) e
       ORDER BY e.execution_id, e.revision
       LIMIT $4`,
-    [executionIds, fromRevision, limit, total],
+    [executionIds, o.fromRevision, o.limit, o.total, o.valueCap],
   );
   for (const db of r.rows) {
     const row = fromColumns<EventRow>(db, ['revision', 'global_position']);

@@ -1,5 +1,6 @@
 // Query, subscription and type resolvers over the read model. Fields whose names match the row
 // (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
+import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
 import { waitingReason } from '../liveness/waiting-reason.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
@@ -7,10 +8,22 @@ import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from '.
 import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
+import { ApiError } from './errors.ts';
 import { historyResolvers } from './history.ts';
 import { workflowResolvers } from './workflows.ts';
 import { mutationResolvers } from './mutations.ts';
-import { HELD_STATUSES, listActionStats, listExecutions, listWorkers, type ExecutionFilter } from './read-model-queries.ts';
+import {
+  HELD_STATUSES,
+  listActionStats,
+  listExecutions,
+  listWorkers,
+  type CappedExecutionRow,
+  type EventRow,
+  type EventValueColumn,
+  type ExecutionFilter,
+  type ExecutionValueColumn,
+} from './read-model-queries.ts';
+import { boundedJson, type WholeArgs } from './response-budget.ts';
 import { DateTimeScalar, JsonScalar, LongScalar } from './scalars.ts';
 
 interface EventWindow {
@@ -24,6 +37,17 @@ function eventWindow(a: EventWindow): EventWindow {
     limit: intInRange(a.limit, 'limit', 1, MAX_EVENTS_LIMIT),
   };
 }
+
+// The read model's large JSON values: capped in the row (its `<field>Bytes` says how large),
+// read whole through the request's loaders only when the response wants and can afford them.
+const executionJson =
+  (field: 'input' | 'result' | 'error' | 'lastProgress', column: ExecutionValueColumn) =>
+  (row: CappedExecutionRow, args: WholeArgs, ctx: ApiContext, info: GraphQLResolveInfo) =>
+    boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.executionValue(column).load(row.executionId) }, args, ctx, info);
+const eventJson =
+  (field: EventValueColumn) =>
+  (row: EventRow, args: WholeArgs, ctx: ApiContext, info: GraphQLResolveInfo) =>
+    boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.eventValue(field).load(`${row.executionId}:${row.revision}`) }, args, ctx, info);
 
 // Names and worker ids are bounded by the event schemas; longer values can match nothing.
 const filterText = (value: string | null | undefined, name: string) => (value == null ? value : textArg(value, name, 500));
@@ -41,7 +65,7 @@ export const resolvers = {
       const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
       const f = a.filter ?? {};
       const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId') };
-      const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }) });
+      const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }), valueCap: ctx.budget.limits.maxValueBytes });
       const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
     },
@@ -62,6 +86,10 @@ export const resolvers = {
 
   Execution: {
     id: (row: ExecutionRow) => row.executionId,
+    input: executionJson('input', 'input'),
+    result: executionJson('result', 'result'),
+    error: executionJson('error', 'error'),
+    lastProgress: executionJson('lastProgress', 'last_progress'),
     stalled: (row: ExecutionRow) => isStalled(row, Date.now()),
     async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       if (row.status !== 'Requested') return null;
@@ -79,9 +107,17 @@ export const resolvers = {
     ...historyResolvers.Execution,
   },
 
+  ExecutionEvent: {
+    data: eventJson('data'),
+    metadata: eventJson('metadata'),
+  },
+
   Worker: {
     id: (row: WorkerRow) => row.workerId,
   },
+
+  HistoryStep: historyResolvers.HistoryStep,
+  ExecutionState: historyResolvers.ExecutionState,
 
   DeadLetter: deadLetterResolvers.DeadLetter,
 
@@ -95,9 +131,14 @@ export const resolvers = {
       async subscribe(_: unknown, a: { id: string }, ctx: ApiContext) {
         const id = uuidArg(a.id, 'id');
         await ctx.updates.ready();
-        return ctx.updates.follow(id);
+        return ctx.updates.follow(id, ctx.client);
       },
-      resolve: (row: ExecutionRow) => row,
+      // Each event is its own response: a fresh budget and loaders (a cached row is stale by now).
+      resolve(row: ExecutionRow | ApiError, _a: unknown, ctx: ApiContext) {
+        if (row instanceof ApiError) throw row; // NOT_FOUND: the subscription ends with it
+        ctx.renew();
+        return row;
+      },
     },
   },
 };

@@ -1,8 +1,10 @@
 // The schema's custom scalars: JSON (any value), DateTime (ISO 8601 strings with a zone) and
 // Long (integers up to 2^53: counters outgrow GraphQL's 32-bit Int within days at full load).
+// What a JSON or DateTime argument may hold (storable JSON, years 0001 to 9999) is checked by
+// argument-rules.ts, which knows the argument's name to put in the error.
 import { GraphQLScalarType, Kind, valueFromASTUntyped } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
-import { z } from 'zod';
+import { parseDateTime } from '../input/rules.ts';
 
 // Built by yoga's createGraphQLError so that yoga sees a client error, not an unexpected one,
 // even where graphql is loaded twice (see errors.ts).
@@ -15,19 +17,17 @@ export const JsonScalar = new GraphQLScalarType({
   parseLiteral: (ast, variables) => valueFromASTUntyped(ast, variables),
 });
 
-const IsoDateTime = z.iso.datetime({ offset: true });
-const DATETIME_PROBLEM = 'must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z';
-
-function parseDateTime(value: unknown): string {
-  if (typeof value !== 'string' || !IsoDateTime.safeParse(value).success) throw invalid(`DateTime ${DATETIME_PROBLEM}`);
-  return new Date(value).toISOString();
+function parseDateTimeValue(value: unknown): string {
+  const iso = parseDateTime(value);
+  if (iso === undefined) throw invalid('DateTime must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z');
+  return iso;
 }
 
 export const DateTimeScalar = new GraphQLScalarType({
   name: 'DateTime',
   serialize: (value) => (value instanceof Date ? value.toISOString() : new Date(value as string).toISOString()),
-  parseValue: parseDateTime,
-  parseLiteral: (ast) => parseDateTime(ast.kind === Kind.STRING ? ast.value : undefined),
+  parseValue: parseDateTimeValue,
+  parseLiteral: (ast) => parseDateTimeValue(ast.kind === Kind.STRING ? ast.value : undefined),
 });
 
 function parseLong(value: unknown): number {

@@ -4,6 +4,7 @@ import fs from 'node:fs/promises';
 import type { GraphQLSchema } from 'graphql';
 import { createSchema } from 'graphql-yoga';
 import type { ApiContext } from './context.ts';
+import { applyArgumentRules } from './argument-rules.ts';
 import { resolvers } from './resolvers.ts';
 
 export const SCHEMA_FILE = new URL('../../schemas/graphql/schema.graphql', import.meta.url);
@@ -11,5 +12,5 @@ export const SCHEMA_FILE = new URL('../../schemas/graphql/schema.graphql', impor
 export async function loadApiSchema(): Promise<GraphQLSchema> {
   const typeDefs = await fs.readFile(SCHEMA_FILE, 'utf8');
   // createSchema refuses a resolver for a field the SDL does not have, so the two cannot drift.
-  return createSchema<ApiContext>({ typeDefs, resolvers });
+  return applyArgumentRules(createSchema<ApiContext>({ typeDefs, resolvers }));
 }

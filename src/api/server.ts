@@ -1,27 +1,36 @@
 // The GraphQL API host: graphql-yoga on node:http at /graphql (GraphiQL there too, for browsers).
-// Hardening, outermost first: body size limit (413), CSRF header check, bearer tokens (401/403),
-// graphql-armor's depth/alias/token/cost limits and suggestion blocking, argument checks in the
-// resolvers, and error masking (no stacks, no SQL; database outages → 503 SERVICE_UNAVAILABLE).
+// Hardening, outermost first: connection cap and header/request timeouts, body size limit
+// (413), CSRF header check, bearer tokens (401/403; GraphiQL's page too), graphql-armor's
+// depth/alias/token/cost limits and suggestion blocking, introspection (a setting), argument
+// checks in the resolvers, the response budget (large values truncated, large responses
+// refused), subscription caps, and error masking (no stacks, no SQL; stack traces in stored
+// errors for the admin token only; database outages → 503 SERVICE_UNAVAILABLE).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
-import { createYoga, type GraphiQLOptions, type YogaLogger } from 'graphql-yoga';
+import type { FieldNode, ValidationContext } from 'graphql';
+import { createGraphQLError, createYoga, type Plugin, type YogaLogger } from 'graphql-yoga';
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { executionStreamId } from '../../schemas/events.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
-import { DEFAULT_API_HOST, DEFAULT_API_PORT } from '../config.ts';
+import { DEFAULT_API_HOST, DEFAULT_API_LIMITS, DEFAULT_API_PORT, type ApiLimits } from '../config.ts';
+import { NotFoundError } from '../errors.ts';
 import { staleAfterMs } from '../liveness/liveness-store.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import { listenOn } from '../observability/listen.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { checkExposure, createApiAuth, useTokenAuth } from './auth.ts';
 import type { ApiContext } from './context.ts';
 import { describeApiError, isDatabaseUnavailable, maskApiError } from './errors.ts';
+import { refuseGraphiQL, renderGraphiQL, wantsGraphiQL } from './graphiql.ts';
 import { createExecutionUpdates } from './live-updates.ts';
 import { createLoaders } from './loaders.ts';
 import { findExecutions } from './read-model-queries.ts';
+import { ResponseBudget, useResponseBudget } from './response-budget.ts';
 import { loadApiSchema } from './schema.ts';
+import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
 
 /** GraphQL requests are small; 64 KiB leaves room for a generous submitExecution input. */
@@ -52,6 +61,11 @@ export interface ApiServerOptions {
   host?: string;
   /** Default 4000; 0 picks a free port. */
   port?: number;
+  /**
+   * What asked for `port` (`--port`, `BATON_API_PORT`), when the user did: a taken port is then
+   * refused in one line naming it. Unset, `port` is the default, and a taken one is replaced by a free one.
+   */
+  portSetting?: string;
   /** BATON_API_TOKEN: needed for mutations; with any token set, every request needs one. */
   adminToken?: string;
   /** BATON_API_READ_TOKEN: queries and subscriptions only. */
@@ -64,6 +78,12 @@ export interface ApiServerOptions {
   store?: EventStore;
   /** The work transport, for deadLetters and retryDeadLetter; without it they answer NOT_CONFIGURED. Not closed by close(). */
   transport?: WorkTransport;
+  /** Response sizes, subscription caps, connections and HTTP timeouts; each unset one is DEFAULT_API_LIMITS'. */
+  limits?: Partial<ApiLimits>;
+  /** BATON_API_INTROSPECTION; default true. False refuses introspection queries and does not serve GraphiQL. */
+  introspection?: boolean;
+  /** How long a subscription waits for an execution it cannot see before asking the event store; default 10 s. */
+  unknownExecutionGraceMs?: number;
 }
 
 export interface ApiServer {
@@ -80,10 +100,21 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   checkExposure({ host, adminToken: o.adminToken, readToken: o.readToken });
   const log = o.log.child({ component: 'api' });
   const auth = createApiAuth(o);
+  const limits: ApiLimits = { ...DEFAULT_API_LIMITS, ...o.limits };
+  const introspection = o.introspection ?? true;
   const schema = await loadApiSchema();
-  const updates = createExecutionUpdates({ pool: o.pool, readRows: (ids) => findExecutions(o.pool, ids), log });
+  const updates = createExecutionUpdates({
+    pool: o.pool,
+    readRows: (ids) => findExecutions(o.pool, ids, limits.maxValueBytes),
+    exists: (id) => executionExists(o, id),
+    slots: createSubscriptionSlots(limits),
+    ...(o.unknownExecutionGraceMs !== undefined && { unknownGraceMs: o.unknownExecutionGraceMs }),
+    log,
+  });
+  // What one response (or one event of a subscription) starts with.
+  const perResponse = () => ({ loaders: createLoaders(o.pool, undefined, limits.maxValueBytes), budget: new ResponseBudget(limits) });
 
-  const yoga = createYoga<Record<string, unknown>, ApiContext>({
+  const yoga = createYoga<{ req?: http.IncomingMessage }, ApiContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     landingPage: false,
@@ -91,12 +122,22 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     maxRequestBodySize: o.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     maskedErrors: { maskError: maskApiError },
     logging: yogaLogger(log),
-    graphiql: { title: 'Baton', subscriptionsProtocol: 'SSE' },
+    graphiql: introspection && { title: 'Baton', subscriptionsProtocol: 'SSE' },
     renderGraphiQL,
-    plugins: [useCSRFPrevention({ requestHeaders: [CSRF_HEADER] }), useTokenAuth(auth), EnvelopArmorPlugin(ARMOR)],
-    context: ({ request }) => ({
+    plugins: [
+      useCSRFPrevention({ requestHeaders: [CSRF_HEADER] }),
+      useTokenAuth(auth),
+      EnvelopArmorPlugin(ARMOR),
+      ...(introspection ? [] : [useNoIntrospection()]),
+      useResponseBudget(),
+    ],
+    context: ({ request, req }) => ({
       role: auth.roleOf(request) ?? 'read',
-      loaders: createLoaders(o.pool),
+      client: req?.socket.remoteAddress ?? 'unknown',
+      ...perResponse(),
+      renew(this: ApiContext) {
+        Object.assign(this, perResponse());
+      },
       pool: o.pool,
       runtime: o.runtime,
       store: o.store,
@@ -109,18 +150,40 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   });
 
   const ui = createUiHandler();
-  const server = http.createServer((req, res) => (isUiRequest(req.url) ? ui(req, res) : yoga(req, res)));
+  const server = http.createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      // Node looks for expired requests only this often (default 30 s): a 10 s headers timeout
+      // would otherwise let a slow client hold its connection for up to 40 s.
+      connectionsCheckingInterval: Math.max(100, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 2))),
+    },
+    (req, res) => {
+      if (isUiRequest(req.url)) return ui(req, res);
+      if (wantsGraphiQL(req, GRAPHQL_PATH)) {
+        if (!introspection) return refuseGraphiQL(res, 'off', GRAPHQL_PATH);
+        if (auth.roleOfAuthorization(req.headers.authorization) === undefined) return refuseGraphiQL(res, 'token', GRAPHQL_PATH);
+      }
+      return yoga(req, res);
+    },
+  );
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  // Past this many open connections Node closes new ones at once; those open keep being served.
+  server.maxConnections = limits.maxConnections;
+  // A flood of refused connections is one warning every 10 s, not one line each.
+  let warnedAt = 0;
+  server.on('drop', (data?: { remoteAddress?: string }) => {
+    if (Date.now() - warnedAt < 10_000) return;
+    warnedAt = Date.now();
+    log.warn({ client: data?.remoteAddress, maxConnections: limits.maxConnections }, 'refusing connections: too many open (BATON_API_MAX_CONNECTIONS)');
+  });
+  let origin: string;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(o.port ?? DEFAULT_API_PORT, host, () => resolve());
-    });
+    ({ origin } = await listenOn(server, { host, port: o.port ?? DEFAULT_API_PORT, setting: o.portSetting, what: 'the GraphQL API', log }));
   } catch (err) {
     await updates.close();
     throw err;
   }
-  const { address, port } = server.address() as AddressInfo;
-  const origin = `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
   const url = `${origin}${GRAPHQL_PATH}`;
   const uiUrl = `${origin}${UI_PATH}`;
   log.info({ url, uiUrl, tokens: auth.required }, 'GraphQL API listening');
@@ -142,13 +205,33 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   };
 }
 
-// The offline GraphiQL bundle is ~9 MB of JavaScript: load it on the first browser visit,
-// not at every start of every host.
-let graphiqlRenderer: Promise<(opts?: GraphiQLOptions) => string> | undefined;
-async function renderGraphiQL(opts: GraphiQLOptions): Promise<string> {
-  graphiqlRenderer ??= import('@graphql-yoga/render-graphiql').then((m) => m.renderGraphiQL);
-  return (await graphiqlRenderer)(opts);
+/** Whether the event store has the execution: one event read, not its history. */
+async function executionExists(o: ApiServerOptions, executionId: string): Promise<boolean> {
+  if (o.store) return (await o.store.readStream(executionStreamId(executionId), { limit: 1 })).length > 0;
+  try {
+    await o.runtime.readHistory(executionId);
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
+  }
 }
+
+/**
+ * BATON_API_INTROSPECTION=off: `__schema` and `__type` fail validation (`__typename` still
+ * works). graphql's NoSchemaIntrospectionCustomRule would do, but its error comes from our copy
+ * of graphql, which yoga may not take for a GraphQLError (see errors.ts) and then masks.
+ */
+const useNoIntrospection = (): Plugin => ({
+  onValidate: ({ addValidationRule }) =>
+    addValidationRule((context: ValidationContext) => ({
+      Field(node: FieldNode) {
+        if (node.name.value === '__schema' || node.name.value === '__type') {
+          context.reportError(createGraphQLError('introspection is off on this server (BATON_API_INTROSPECTION=off)', { nodes: [node] }));
+        }
+      },
+    })),
+});
 
 /** yoga's logger on pino. Client mistakes are debug, outages warn; only the unexpected is an error. */
 function yogaLogger(log: Logger): YogaLogger {

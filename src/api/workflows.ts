@@ -11,6 +11,7 @@ import { loadWorkflow } from '../workflow/workflow-stream.ts';
 import { textArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput } from './errors.ts';
+import { jsonField } from './response-budget.ts';
 
 const MAX_REASON_LENGTH = 1_000;
 const DEFAULT_CANCEL_REASON = 'cancelled through the API';
@@ -66,8 +67,11 @@ export const workflowResolvers = {
   Mutation: { submitWorkflow, cancelWorkflow },
   Workflow: {
     id: (w: { workflowId: string }) => w.workflowId,
+    definition: jsonField((w: { definition: unknown }) => w.definition),
   },
   WorkflowStep: {
+    result: jsonField((s: WorkflowStepView) => s.result),
+    error: jsonField((s: WorkflowStepView) => s.error),
     /** The read model's row: it may lag the workflow's events by a moment (null until projected). */
     execution: (s: WorkflowStepView, _a: unknown, ctx: ApiContext) => (s.executionId ? ctx.loaders.execution.load(s.executionId) : null),
   },

@@ -111,8 +111,9 @@ async function rehydratePhase(store: PostgresEventStore, count: number, runs: nu
 
 export async function runEventStoreBench(
   ctx: { pool: pg.Pool; databaseUrl: string },
-  o: { seconds: number; progress: (line: string) => void },
+  o: { seconds: number; largeHistory?: number; progress: (line: string) => void },
 ): Promise<EventStoreBenchResult> {
+  const largeHistory = o.largeHistory ?? 100_000;
   return withScratchDatabase(ctx, 70, async ({ pool, postgresVersion }) => {
     const store = createPostgresEventStore(pool);
     try {
@@ -129,8 +130,8 @@ export async function runEventStoreBench(
       }
       o.progress(`[${phases.length + 1}/${phases.length + 2}] rehydrating a 1,000-event execution …`);
       const small = await rehydratePhase(store, 1_000, 30);
-      o.progress(`[${phases.length + 2}/${phases.length + 2}] rehydrating a 100,000-event execution …`);
-      const large = await rehydratePhase(store, 100_000, 3);
+      o.progress(`[${phases.length + 2}/${phases.length + 2}] rehydrating a ${largeHistory.toLocaleString('en')}-event execution …`);
+      const large = await rehydratePhase(store, largeHistory, 3);
       return { database: 'postgres (scratch database, dropped)', postgres: postgresVersion, seconds: o.seconds, appends, rehydrate: [small, large] };
     } finally {
       await store.close();

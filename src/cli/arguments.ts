@@ -1,15 +1,94 @@
-// Argument parsers shared by CLI commands: each refuses bad input with the reason.
+// Argument parsers shared by CLI commands: each refuses bad input with the reason. They load
+// nothing heavy (no zod, no schemas): commands are defined, and their arguments checked, before
+// the code that runs them is imported (main.ts). Values go through the same rules as the API's
+// arguments (src/input/rules.ts, which is zod-free): what one refuses, so does the other. A
+// parser throws InvalidInputError naming the option, which `baton` prints on one line
+// (`baton: --input (at a.b): must not contain a NUL character`) and exits 1, without echoing
+// what may be a huge value back.
 import { InvalidArgumentError } from 'commander';
 import { validate as isUuid } from 'uuid';
-import { WorkflowId } from '../../schemas/workflow.ts';
+import { workflowIdProblem } from '../../schemas/workflow-id.ts';
+import { InvalidInputError, under } from '../input/errors.ts';
+import { bigintTextProblem, dateTimeProblem, jsonProblems, textProblem, type Json } from '../input/rules.ts';
 
 export const executionId = (value: string): string => {
   if (!isUuid(value)) throw new InvalidArgumentError(`execution id must be a uuid, got "${value}"`);
   return value;
 };
 
+/**
+ * An execution id for a command that also has a workflow counterpart: a workflow id that is not a
+ * uuid (`nightly-2026-11-21`) is pointed there. (A workflow's uuid is told apart only once the
+ * store says no execution has it: see notAnExecution in run/executions.ts.)
+ */
+export const executionIdOrPointer = (workflowCommand: string) => (value: string): string => {
+  if (isUuid(value)) return value;
+  if (workflowIdProblem(value) === undefined) {
+    throw new InvalidArgumentError(`"${value}" is not an execution id (a uuid); for a workflow, run \`baton ${workflowCommand} ${value}\``);
+  }
+  return executionId(value);
+};
+
 export const workflowId = (value: string): string => {
-  const r = WorkflowId.safeParse(value);
-  if (!r.success) throw new InvalidArgumentError(`workflow id ${r.error.issues[0]!.message}, got "${value}"`);
+  const problem = value === '' ? 'must not be empty' : workflowIdProblem(value);
+  if (problem !== undefined) throw new InvalidArgumentError(`workflow id ${problem}, got "${value}"`);
   return value;
 };
+
+const refuse = (option: string, message: string) => new InvalidInputError([{ path: option, message }]);
+
+/** A JSON option's value, boxed: commander turns a parser's `null` into '' (so `--input null` must not return null). */
+export interface JsonOptionValue {
+  json: Json;
+}
+
+/** `--input '{"a":1}'`: JSON text whose value Baton can store (depth, size, no NUL or lone surrogate escapes). */
+export const jsonOption =
+  (option: string) =>
+  (text: string): JsonOptionValue => {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      throw refuse(option, `not valid JSON (${(e as Error).message})`);
+    }
+    const problems = under(option, jsonProblems(value));
+    if (problems.length > 0) throw new InvalidInputError(problems);
+    return { json: value as Json };
+  };
+
+/** `--since 2026-01-31T12:00:00Z`: an ISO 8601 date-time with a zone, years 0001 to 9999. */
+export const dateTimeOption =
+  (option: string) =>
+  (text: string): Date => {
+    const r = dateTimeProblem(text);
+    if ('problem' in r) throw refuse(option, r.problem);
+    return new Date(r.iso);
+  };
+
+/** Free text (`--reason`, `--key`): storable, not empty, at most `maxLength` characters. */
+export const textOption =
+  (option: string, maxLength: number) =>
+  (text: string): string => {
+    const problem = textProblem(text, { required: true, maxLength });
+    if (problem) throw refuse(option, problem);
+    return text;
+  };
+
+/** A position in a list (`--after`): a whole number within Postgres's bigint. */
+export const positionOption =
+  (option: string) =>
+  (text: string): string => {
+    const problem = bigintTextProblem(text);
+    if (problem) throw refuse(option, `${problem} (a cursor printed by an earlier page)`);
+    return text;
+  };
+
+/** Any whole number written in decimal; what range it must be in is the command's to check. */
+export const integerOption =
+  (option: string) =>
+  (text: string): number => {
+    const n = Number(text);
+    if (!/^\s*-?\d+\s*$/.test(text) || !Number.isSafeInteger(n)) throw refuse(option, `must be a whole number, got "${text.slice(0, 40)}"`);
+    return n;
+  };

@@ -19,11 +19,21 @@ export interface CliContext {
   runtime: ExecutionRuntime;
 }
 
+/**
+ * The Config of a command that runs and ends (not a host): it logs at warn unless
+ * BATON_LOG_LEVEL says otherwise, so its output is its result and nothing else (no
+ * "joining the embedded Postgres" or "migration applied" lines on every call).
+ */
+export const cliConfig = (): Config => loadConfig(process.env, process.cwd(), { logLevel: 'warn' });
+
+/** A command's logger: on stderr, so stdout stays the result (a table, JSON). */
+export const cliLogger = (config: Config): Logger => createLogger(config, { destination: 'stderr' });
+
 export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  const log = createLogger(config, { destination: 'stderr' });
+  const config = cliConfig();
+  const log = cliLogger(config);
   const db = await openDatabase(config, log);
-  const { store } = openEventStore(config, db.pool, log, 'debug');
+  const { store } = await openEventStore(config, db.pool, log, 'debug');
   try {
     return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }) });
   } finally {

@@ -1,13 +1,13 @@
-// Long-running hosts started from the CLI: `baton executor`, `baton worker`, and `baton dev`
-// (all of them in one process on the embedded default). Each exposes /healthz and /metrics
-// and drains on SIGTERM/SIGINT, then exits 0.
+// What long-running hosts started from the CLI are made of: the environment they open (config,
+// logger, database, event store, transport) and the executor, worker and API hosts with the
+// configured timeouts. host-commands.ts runs them; dev.ts runs all of them in one process.
 import os from 'node:os';
 import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { builtinActions, createActionRegistry, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
+import { configuredBuiltinActions, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
-import { openDatabase, redactUrl, type Database } from '../db/connect.ts';
+import { openDatabase, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { openEventStore, type EventStoreKind } from './event-store.ts';
@@ -15,14 +15,14 @@ import { startExecutor, type Executor } from '../executor/executor.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
-import { startHealthServer, type HealthServer } from '../observability/http.ts';
+import type { HealthServer } from '../observability/http.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats.ts';
 import { createPostgresWorkTransport } from '../transport/postgres.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
-import { startProjector, type Projector } from '../readmodel/projector-host.ts';
-import { startApiServer, type ApiServer } from '../api/server.ts';
+import type { Projector } from '../readmodel/projector-host.ts';
+import type { ApiServer } from '../api/server.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 
 export type TransportKind = 'nats' | 'postgres';
@@ -42,25 +42,52 @@ export interface HostEnvironment {
   close(): Promise<void>;
 }
 
-/** Open everything a host needs. The transport defaults to NATS when BATON_NATS_URL is set. */
-export async function openHostEnvironment(o: { transport?: TransportKind; component: string; poolSize?: number }): Promise<HostEnvironment> {
+/** What a host has before it opens its database: enough to bind its ports and log. */
+export interface HostBase {
+  config: Config;
+  log: Logger;
+  registry: Registry;
+}
+
+export function hostBase(component: string): HostBase {
   const config = loadConfig();
-  const log = createLogger(config).child({ component: o.component });
+  const log = createLogger(config).child({ component });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return { config, log, registry };
+}
+
+/**
+ * Open everything a host needs. The transport defaults to NATS when BATON_NATS_URL is set.
+ * A database that refuses connections is waited for (BATON_DB_WAIT, default: for good).
+ */
+export async function openHostEnvironment(o: {
+  base: HostBase;
+  transport?: TransportKind;
+  poolSize?: number;
+  component: string;
+  /** Stops waiting for the database (a stop signal while starting). */
+  signal?: AbortSignal;
+}): Promise<HostEnvironment> {
+  const { config, log, registry } = o.base;
   const kind: TransportKind = o.transport ?? (config.natsUrl ? 'nats' : 'postgres');
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
-  const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}` });
-  const { store, kind: storeKind } = openEventStore(config, db.pool, log);
+  const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}`, waitAs: 'host', signal: o.signal });
+  const { store, kind: storeKind } = await openEventStore(config, db.pool, log);
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;
-  if (kind === 'nats') {
-    nc = await connectNats(config.natsUrl!, log);
-    transport = await createNatsWorkTransport(nc, { log });
-  } else {
-    transport = createPostgresWorkTransport(db.pool, { log });
+  try {
+    if (kind === 'nats') {
+      nc = await connectNats(config.natsUrl!, log);
+      transport = await createNatsWorkTransport(nc, { log });
+    } else {
+      transport = createPostgresWorkTransport(db.pool, { log });
+    }
+  } catch (err) {
+    await closeAll(log, [() => nc?.close(), () => store.close(), () => db.close()]);
+    throw err;
   }
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
   return {
     config,
     log,
@@ -72,18 +99,30 @@ export async function openHostEnvironment(o: { transport?: TransportKind; compon
     transport,
     transportKind: kind,
     registry,
-    async close() {
-      await transport.close();
-      await nc?.drain();
-      await store.close();
-      await db.close();
-    },
+    // Every step runs even when one before it failed: the last one stops an embedded Postgres
+    // this process owns, which must not outlive it.
+    close: () => closeAll(log, [() => transport.close(), () => nc?.drain(), () => store.close(), () => db.close()]),
   };
 }
 
-export async function loadActions(modulePath?: string): Promise<AnyActionDefinition[]> {
+/** Run each closer in turn whatever the others did; throws the first failure at the end. */
+export async function closeAll(log: Logger, closers: (() => Promise<unknown> | undefined)[]): Promise<void> {
+  let first: unknown;
+  for (const close of closers) {
+    try {
+      await close();
+    } catch (err) {
+      log.warn({ err }, 'error while closing');
+      first ??= err;
+    }
+  }
+  if (first !== undefined) throw first;
+}
+
+/** The built-ins (http.request with BATON_HTTP_ALLOW, when `config` is given) and the module's actions. */
+export async function loadActions(modulePath: string | undefined, config: Pick<Config, 'httpAllow'>): Promise<AnyActionDefinition[]> {
   const extra = modulePath ? await loadActionsModule(modulePath) : [];
-  return [...builtinActions, ...extra];
+  return [...configuredBuiltinActions(config), ...extra];
 }
 
 /** A default worker id: stable per host and process, and valid as `worker:<id>`. */
@@ -95,84 +134,6 @@ export interface RunningHosts {
   projector?: Projector;
   api?: ApiServer;
   health: HealthServer;
-}
-
-/** Run until SIGTERM/SIGINT, then drain in order: API, workers, executor, projector, connections. */
-export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHosts): Promise<void> {
-  await new Promise<void>((resolve) => {
-    let signalled = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (signalled) {
-        env.log.warn({ signal }, 'second signal: exiting without finishing the drain');
-        process.exit(1);
-      }
-      signalled = true;
-      env.log.info({ signal }, 'draining');
-      void (async () => {
-        try {
-          await hosts.api?.close();
-          await Promise.all(hosts.workers.map((w) => w.stop(`received ${signal}`)));
-          await hosts.executor?.stop();
-          await hosts.projector?.stop();
-          await hosts.health.close();
-          await env.close();
-        } catch (err) {
-          env.log.error({ err }, 'error while draining');
-          process.exitCode = 1;
-        }
-        resolve();
-      })();
-    };
-    process.once('SIGTERM', onSignal);
-    process.once('SIGINT', onSignal);
-  });
-}
-
-export interface DevOptions {
-  workers: number;
-  /** GraphQL API port (BATON_API_PORT, default 4000); 0 picks a free one. */
-  apiPort?: number;
-  capacity: number;
-  metricsPort: number;
-  metricsHost?: string;
-  transport?: TransportKind;
-  actions?: string;
-  /** Default: BATON_SHUTDOWN_TIMEOUT. */
-  shutdownTimeoutMs?: number;
-}
-
-export async function startDev(o: DevOptions): Promise<{ env: HostEnvironment; hosts: RunningHosts }> {
-  // One process runs every role here, so it gets the connections of several hosts.
-  const env = await openHostEnvironment({ transport: o.transport ?? 'postgres', component: 'dev', poolSize: 20 });
-  const hosts: Partial<RunningHosts> & { workers: WorkerHost[] } = { workers: [] };
-  try {
-    const actions = createActionRegistry(await loadActions(o.actions));
-    hosts.executor = startExecutorHost(env, env.log.child({ component: 'executor' }));
-    await hosts.executor.ready;
-    const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry }));
-    hosts.workers = await Promise.all(
-      Array.from({ length: o.workers }, (_, i) =>
-        startWorker(env, { workerId: `dev-${i + 1}`, actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeoutMs }),
-      ),
-    );
-    hosts.api = await startApi(env, actions, o.apiPort);
-    hosts.health = await startHealthServer({
-      host: o.metricsHost,
-      port: o.metricsPort,
-      registry: env.registry,
-      problems: () => projector.problems(),
-      log: env.log,
-    });
-    return { env, hosts: hosts as RunningHosts };
-  } catch (err) {
-    // Stop whatever started, so a failed start (a port in use, say) leaves nothing running.
-    await hosts.api?.close().catch(() => undefined);
-    await Promise.all(hosts.workers.map((w) => w.stop('dev failed to start').catch(() => undefined)));
-    await hosts.executor?.stop().catch(() => undefined);
-    await hosts.projector?.stop().catch(() => undefined);
-    await env.close();
-    throw err;
-  }
 }
 
 /**
@@ -227,13 +188,21 @@ export function startWorker(
     log: env.log,
     registry: env.registry,
     heartbeatIntervalMs: t.heartbeatIntervalMs,
+    staleAfterMs: workerStaleAfterMs(t),
     startToCloseMs: t.startToCloseMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs ?? t.shutdownTimeoutMs,
   });
 }
 
-/** The GraphQL API on the configured address (BATON_API_HOST/PORT, tokens from the environment). */
-export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number): Promise<ApiServer> {
+/**
+ * The GraphQL API on the configured address (BATON_API_HOST/PORT, tokens from the environment).
+ * `port` and `portSetting`: a port asked for by an option (`--port`); otherwise BATON_API_PORT
+ * when set, else the default, which is swapped for a free one when taken.
+ * Imported here, not at the top: graphql-yoga and its plugins take ~0.4 s to load (2-core dev
+ * machine), which the executor, worker and projector hosts would otherwise pay on every start.
+ */
+export async function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number, portSetting?: string): Promise<ApiServer> {
+  const { startApiServer } = await import('../api/server.ts');
   return startApiServer({
     pool: env.db.pool,
     runtime: env.runtime,
@@ -242,24 +211,12 @@ export function startApi(env: HostEnvironment, actions: ActionRegistry, port?: n
     log: env.log,
     host: env.config.apiHost,
     port: port ?? env.config.apiPort,
+    portSetting: port !== undefined ? portSetting : env.config.apiPortSet ? 'BATON_API_PORT' : undefined,
     transport: env.transport,
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
+    limits: env.config.apiLimits,
+    introspection: env.config.apiIntrospection,
   });
-}
-
-export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: DevOptions): string {
-  return [
-    `Baton dev is running (${env.db.embedded ? 'embedded Postgres' : 'Postgres'}, ${env.transportKind === 'nats' ? 'NATS JetStream' : 'Postgres work queue'})`,
-    `  database  ${redactUrl(env.db.url)}${env.db.embedded ? ` (data in ${env.config.dataDir})` : ''}`,
-    ...(env.storeKind === 'eventstoredb' ? [`  events    ${redactUrl(env.config.eventStoreUrl!)} (EventStoreDB/KurrentDB; the read model stays in Postgres)`] : []),
-    `  workers   ${hosts.workers.map((w) => w.workerId).join(', ')} (capacity ${o.capacity} each)`,
-    `  GraphQL   ${hosts.api?.url ?? '(off)'}   (GraphiQL: open it in a browser)`,
-    `  timeline  ${hosts.api?.uiUrl ?? '(off)'}   (each execution's events, states and path on the statechart)`,
-    `  metrics   ${hosts.health.url}/metrics   health ${hosts.health.url}/healthz`,
-    `Try, from another terminal:  npx baton submit core.sleep --input '{"ms":50}' --wait`,
-    `Then:  npx baton replay --all   ·   npx baton inspect <id> --at 2`,
-    'Ctrl-C drains and stops.',
-  ].join('\n');
 }

@@ -1,30 +1,13 @@
 // `baton verify`: check DESIGN.md's invariants over every execution in the event store, and
 // that the read model equals a rebuild. Exit 1 on any violation, stuck or lost execution.
-import fs from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { validate as isUuid } from 'uuid';
-import { BatonError } from '../errors.ts';
-import { checkInvariants, describeReport, DEFAULT_STUCK_AFTER_MS, type CheckProgress } from '../verify/invariants.ts';
-import { withContext } from './context.ts';
-import { toJson } from './format.ts';
-import { progressLine, type Progress } from './progress.ts';
+import { DEFAULT_STUCK_AFTER_MS } from '../verify/defaults.ts';
 
 const nonNegativeInt = (value: string): number => {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number of milliseconds');
   return n;
 };
-
-/** One execution id a line; blank lines and `#` comments are skipped. */
-async function readExpectedIds(file: string): Promise<string[]> {
-  const text = await fs.readFile(file, 'utf8').catch((err: unknown) => {
-    throw new BatonError(`--expect: cannot read ${file}: ${(err as Error).message}`, { cause: err });
-  });
-  const ids = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
-  const bad = ids.filter((id) => !isUuid(id));
-  if (bad.length > 0) throw new BatonError(`--expect: ${file} holds ${bad.length} line(s) that are not execution ids, first: "${bad[0]}"`);
-  return ids;
-}
 
 export function registerVerifyCommand(program: Command): void {
   program
@@ -39,32 +22,5 @@ export function registerVerifyCommand(program: Command): void {
         .default(DEFAULT_STUCK_AFTER_MS),
     )
     .option('--expect <file>', 'execution ids that were submitted, one a line: each with no stream is lost')
-    .action(async (o: { json?: boolean; readModel: boolean; requireTerminal?: boolean; stuckAfter: number; expect?: string }) => {
-      const expected = o.expect ? await readExpectedIds(o.expect) : undefined;
-      await withContext(async ({ pool, store }) => {
-        let scanned = 0;
-        let line: { phase: CheckProgress['phase']; progress: Progress } | undefined;
-        const lineFor = (phase: CheckProgress['phase']) => {
-          if (line?.phase !== phase) {
-            const labels = { scan: 'scanning the event log', streams: 'checking executions', 'read-model': 'rebuilding the read model to compare' };
-            line = { phase, progress: progressLine(labels[phase], phase === 'streams' ? scanned : undefined) };
-          }
-          return line.progress;
-        };
-        const report = await checkInvariants(store, {
-          ...(expected && { expectedExecutionIds: expected }),
-          requireTerminal: o.requireTerminal ?? false,
-          stuckAfterMs: o.stuckAfter,
-          ...(o.readModel && { pool }),
-          onProgress: (p) => {
-            if (p.phase === 'scan') scanned = p.done;
-            lineFor(p.phase).update(p.phase === 'streams' ? (p.events ?? 0) : p.done);
-          },
-        });
-        line?.progress.finish('done');
-        process.stderr.write(`verify: ${report.ok ? 'every invariant holds' : 'PROBLEMS FOUND'}\n`);
-        console.log(o.json ? toJson(report) : describeReport(report));
-        if (!report.ok) process.exitCode = 1;
-      });
-    });
+    .action(async (o) => (await import('./run/verify.ts')).verifyCommand(o));
 }

@@ -2,10 +2,11 @@
 // Postgres under BATON_DATA_DIR (DESIGN.md, Modes). Either way it is migrated before use.
 import pg from 'pg';
 import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
+import { dbWaitFor, type Config } from '../config.ts';
 import { BatonError } from '../errors.ts';
 import { migrateAll } from './all-migrations.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
+import { transientReason, waitForDatabase } from './wait.ts';
 
 /** The database server could not be reached or refused us; the message names the URL (no password) and its source. */
 export class DatabaseUnavailableError extends BatonError {}
@@ -16,6 +17,8 @@ export interface Database {
   pool: pg.Pool;
   /** true when this is the embedded Postgres (started here or joined). */
   embedded: boolean;
+  /** Where the embedded Postgres keeps its data (undefined for BATON_DATABASE_URL). */
+  embeddedClusterDir: string | undefined;
   /** Ends the pool, then stops the embedded server if this process started it. Idempotent. */
   close(): Promise<void>;
 }
@@ -25,6 +28,13 @@ export interface OpenDatabaseOptions {
   max?: number;
   /** Shows in pg_stat_activity. Default `baton`. */
   applicationName?: string;
+  /**
+   * Who opens it, which sets how long a database that refuses connections is waited for
+   * (BATON_DB_WAIT overrides both): a `host` waits for good, a `cli` command 10 s. Default `cli`.
+   */
+  waitAs?: 'host' | 'cli';
+  /** Stops waiting for the database (a stop signal while starting). */
+  signal?: AbortSignal;
 }
 
 export async function openDatabase(config: Config, log: Logger, options: OpenDatabaseOptions = {}): Promise<Database> {
@@ -35,7 +45,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     url = config.databaseUrl;
     source = 'BATON_DATABASE_URL';
   } else {
-    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, log });
+    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, portIsDefault: !config.embeddedPgPortSet, log });
     url = embedded.url;
     source = `the embedded Postgres in ${embedded.clusterDir} (BATON_DATA_DIR, BATON_EMBEDDED_PG_PORT)`;
   }
@@ -48,11 +58,14 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
   });
   // An idle client whose server went away emits 'error' on the pool; unhandled, that would
   // crash the process. The next query fails and reports it instead.
-  pool.on('error', (err) => log.warn({ err }, 'idle Postgres connection lost'));
+  // Once close() began, such errors are expected: pool.end() resolves before its connections'
+  // goodbyes reach the server, and an embedded server stopped right after cuts them.
+  const lost = (what: string) => (err: Error) => (closing ? log.debug({ err }, what) : log.warn({ err }, what));
+  pool.on('error', lost('idle Postgres connection lost'));
   // A checked-out client has no pool listener (pg-pool removes it), so a connection that dies
   // between two queries of a transaction would emit 'error' with no one listening and crash
   // the process. Its pending or next query fails instead, and the caller retries.
-  pool.on('connect', (client) => client.on('error', (err) => log.warn({ err }, 'Postgres connection lost')));
+  pool.on('connect', (client) => client.on('error', lost('Postgres connection lost')));
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -64,36 +77,49 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
       }
     })());
 
+  const wait = dbWaitFor(config, options.waitAs ?? 'cli');
   try {
-    await probe(pool, url, source);
-    const applied = await migrateAll(pool, { log });
+    // Connecting and migrating are retried together: a server out of connection slots or
+    // still starting up can refuse either (pg opens more connections for the migrations).
+    const applied = await waitForDatabase(
+      async () => {
+        await pool.query('SELECT 1');
+        return migrateAll(pool, { log });
+      },
+      { ...wait, log, what: `Postgres at ${redactUrl(url)}`, signal: options.signal },
+    );
     if (applied.length) log.info({ applied }, 'database migrated');
   } catch (err) {
     await close();
-    throw err;
+    throw err instanceof BatonError ? err : unavailable(err, url, source, wait.waitMs);
   }
   log.debug({ url: redactUrl(url), embedded: !!embedded }, 'database open');
-  return { url, pool, embedded: !!embedded, close };
+  return { url, pool, embedded: !!embedded, embeddedClusterDir: embedded?.clusterDir, close };
 }
 
-async function probe(pool: pg.Pool, url: string, source: string): Promise<void> {
-  try {
-    await pool.query('SELECT 1');
-  } catch (err) {
-    const e = err as { code?: string; message?: string };
-    const hint =
-      e.code === '28P01' || e.code === '28000'
-        ? 'the user name or password is wrong.'
-        : e.code === '3D000'
-          ? 'create it first, or point BATON_DATABASE_URL at an existing database.'
-          : e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN' || /timeout/i.test(e.message ?? '')
+function unavailable(err: unknown, url: string, source: string, waitMs: number): DatabaseUnavailableError {
+  const e = err as { code?: string; message?: string };
+  const transient = transientReason(err);
+  const hint =
+    e.code === '28P01' || e.code === '28000'
+      ? 'the user name or password is wrong.'
+      : e.code === '3D000'
+        ? 'create it first, or point BATON_DATABASE_URL at an existing database.'
+        : e.code === '53300'
+          ? 'the server has no connection slot free: raise its max_connections, or run fewer or smaller pools.'
+          : transient || e.code === 'ENOTFOUND'
             ? `is the server running and reachable?${source === 'BATON_DATABASE_URL' ? ' Unset BATON_DATABASE_URL to use the embedded Postgres instead.' : ''}`
             : '';
-    throw new DatabaseUnavailableError(
-      `cannot connect to Postgres at ${redactUrl(url)} (from ${source}): ${e.message ?? String(err)}${hint ? `; ${hint}` : ''}`,
-      { cause: err },
-    );
+  // An SQLSTATE outside the connection classes came from the migrations, not from connecting.
+  const connecting = !/^[0-9A-Z]{5}$/.test(e.code ?? '') || /^(08|28|3D|53|57)/.test(e.code!);
+  if (!connecting) {
+    return new DatabaseUnavailableError(`cannot prepare Postgres at ${redactUrl(url)} (from ${source}) for Baton: ${e.message ?? String(err)}`, { cause: err });
   }
+  const gaveUp = transient && waitMs > 0 ? ` (gave up after ${Math.round(waitMs / 100) / 10} s; BATON_DB_WAIT sets how long to wait)` : '';
+  return new DatabaseUnavailableError(
+    `cannot connect to Postgres at ${redactUrl(url)} (from ${source}): ${e.message ?? String(err)}${gaveUp}${hint ? `; ${hint}` : ''}`,
+    { cause: err },
+  );
 }
 
 /** The URL with its password replaced by `***`, for messages and logs. */

@@ -87,6 +87,25 @@ export async function applyMigrations(
   return applied;
 }
 
+/**
+ * Whether every file of every set is already applied, unchanged: one query and no lock, so a
+ * process that starts against a current database (every CLI command) skips the locked pass of
+ * applyMigrations, which costs a round trip per set. False when anything is missing or differs
+ * (applyMigrations then applies it, or names the changed file), or the table does not exist yet.
+ */
+export async function migrationsApplied(pool: pg.Pool, sets: MigrationSet[]): Promise<boolean> {
+  const files = await Promise.all(sets.map(async (set) => ({ set, files: await readSet(set) })));
+  let rows: { set_name: string; id: string; checksum: string }[];
+  try {
+    rows = (await pool.query<{ set_name: string; id: string; checksum: string }>(`SELECT set_name, id, checksum FROM ${MIGRATIONS_TABLE}`)).rows;
+  } catch (err) {
+    if ((err as { code?: string }).code === '42P01') return false; // undefined_table: a fresh database
+    throw err;
+  }
+  const recorded = new Map(rows.map((r) => [`${r.set_name}/${r.id}`, r.checksum]));
+  return files.every(({ set, files }) => files.every((m) => recorded.get(`${set.name}/${m.id}`) === m.checksum));
+}
+
 async function applyOne(client: pg.PoolClient, set: MigrationSet, m: MigrationFile): Promise<void> {
   await client.query('BEGIN');
   try {

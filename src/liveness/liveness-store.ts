@@ -58,9 +58,28 @@ export interface ActionOffer {
   draining: number;
 }
 
+/** claim()'s answer: the id is ours now, or a live process holds it. */
+export type WorkerIdClaim = { claimed: true } | { claimed: false; holder: WorkerLiveness };
+
+export interface ClaimOptions {
+  /** A row whose heartbeat is older than this is a dead worker's: its id is free. */
+  staleAfterMs: number;
+  /**
+   * Whether the row's process is known to be gone though its heartbeat is fresh: on this
+   * host, its pid is dead or is our own (a container restarted with the same pid).
+   */
+  holderIsGone: (holder: WorkerLiveness) => boolean;
+}
+
 export interface LivenessStore {
   /** Upsert the worker's row with heartbeat_at = now(). Throws InvalidEventError for a malformed beat. */
   beat(worker: WorkerBeat, options?: BeatOptions): Promise<void>;
+  /**
+   * Take `worker.workerId` for this process before announcing it: write its row (draining, so
+   * no work is scheduled to it until its first real beat) unless a live process holds the id.
+   * Atomic against a concurrent claim of the same id: one of them wins.
+   */
+  claim(worker: WorkerBeat, options: ClaimOptions): Promise<WorkerIdClaim>;
   /** Delete the worker's row (clean shutdown); false when there was none. */
   remove(workerId: string): Promise<boolean>;
   /** Every row, stale ones included, by worker id. */
@@ -127,6 +146,35 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
            pid = EXCLUDED.pid, host = EXCLUDED.host`,
         [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true],
       );
+    },
+
+    async claim(worker, options) {
+      const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
+      const values = [w.workerId, w.actions, w.runtimes, w.capacity, w.pid ?? null, w.host ?? null];
+      for (;;) {
+        // xmin: the row version, which every write changes.
+        const { rows } = await pool.query<Row & { version: string }>(
+          `SELECT ${COLUMNS}, xmin::text AS version FROM baton_worker_liveness WHERE worker_id = $1`,
+          [w.workerId],
+        );
+        const current = rows[0] && toLiveness(rows[0]);
+        if (current && current.ageMs < options.staleAfterMs && !options.holderIsGone(current)) return { claimed: false, holder: current };
+        // Written only if the row is still the one judged above (or still absent): a process
+        // claiming the same id meanwhile changed it, and then we look again.
+        const r = current
+          ? await pool.query(
+              `UPDATE baton_worker_liveness SET actions = $2, runtimes = $3, capacity = $4, in_flight = 0, draining = true,
+                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6
+               WHERE worker_id = $1 AND xmin::text = $7`,
+              [...values, rows[0]!.version],
+            )
+          : await pool.query(
+              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host)
+               VALUES ($1, $2, $3, $4, 0, true, $5, $6) ON CONFLICT (worker_id) DO NOTHING`,
+              values,
+            );
+        if (r.rowCount === 1) return { claimed: true };
+      }
     },
 
     async remove(workerId) {

@@ -1,13 +1,18 @@
 // The small HTTP server every long-running host exposes: /healthz and /metrics (Prometheus).
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
+import { listenOn } from './listen.ts';
 
 export interface HealthServerOptions {
   host?: string;
   /** 0 picks a free port. */
   port: number;
+  /**
+   * The option that asked for `port` (`--metrics-port`), when the user did: a taken port is
+   * then refused. Unset, `port` is a default, and a taken one is replaced by a free one.
+   */
+  portSetting?: string;
   registry: Registry;
   /** Reasons the host is unhealthy; empty when healthy. */
   problems: () => string[];
@@ -42,13 +47,9 @@ export async function startHealthServer(o: HealthServerOptions): Promise<HealthS
       res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port, o.host ?? '127.0.0.1', () => resolve());
-  });
-  const { address, port } = server.address() as AddressInfo;
+  const { origin } = await listenOn(server, { host: o.host ?? '127.0.0.1', port: o.port, setting: o.portSetting, what: 'the /healthz and /metrics server', log: o.log });
   return {
-    url: `http://${address.includes(':') ? `[${address}]` : address}:${port}`,
+    url: origin,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -42,6 +42,18 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
   }
 }
 
+/** Whether every projection has its live tables (a checkpoint row): one query, no lock or transaction. */
+export async function readModelReady(pool: pg.Pool): Promise<boolean> {
+  try {
+    const r = await pool.query<{ projection: string }>('SELECT projection FROM baton_projection_checkpoints');
+    const known = new Set(r.rows.map((row) => row.projection));
+    return projections.every((p) => known.has(p.name));
+  } catch (err) {
+    if ((err as { code?: string }).code === '42P01') return false; // undefined_table: not migrated yet
+    throw err;
+  }
+}
+
 // Serialises table creation between processes starting at once (dev, projector, api).
 const LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('baton_read_model', 0))`;
 

@@ -1,9 +1,9 @@
 // What `--against` names: `current` (this build's machine), `recorded` (the version each event
 // was written by) or a module path exporting a candidate `executionMachine` (the deploy gate).
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { AnyStateMachine } from 'xstate';
 import { BatonError } from '../errors.ts';
+import { importUserModule } from '../user-modules/import-module.ts';
 import { CURRENT_MACHINE, RECORDED_MACHINES, type ReplayTarget } from './replay.ts';
 
 const isMachine = (value: unknown): value is AnyStateMachine =>
@@ -15,7 +15,7 @@ export async function loadReplayTarget(spec: string): Promise<ReplayTarget> {
   const file = path.resolve(spec);
   let module: Record<string, unknown>;
   try {
-    module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    module = await importUserModule(file);
   } catch (err) {
     throw new BatonError(`--against ${spec}: cannot import ${file}: ${(err as Error).message}`, { cause: err });
   }

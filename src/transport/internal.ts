@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BatonError, ConfigError, InvalidEventError, zodIssues } from '../errors.ts';
+import { bigintTextProblem } from '../input/rules.ts';
 import type { ConsumeOptions, Delivery, ListDeadLettersOptions, WorkerSignal, WorkMessage, WorkTransportOptions } from './work-transport.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -173,7 +174,7 @@ export function validateListDeadLetters(o: ListDeadLettersOptions): { limit: num
   if (!Number.isInteger(o?.limit) || o.limit < 1 || o.limit > MAX_DEAD_LETTER_PAGE) {
     throw new BatonError(`listDeadLetters: limit must be an integer from 1 to ${MAX_DEAD_LETTER_PAGE}, got ${String(o?.limit)}`);
   }
-  if (o.after !== undefined && (typeof o.after !== 'string' || !/^\d{1,19}$/.test(o.after))) {
+  if (o.after !== undefined && (typeof o.after !== 'string' || bigintTextProblem(o.after))) {
     throw new BatonError(`listDeadLetters: after must be the cursor of a dead letter from an earlier page, got ${JSON.stringify(o.after)}`);
   }
   return { limit: o.limit, after: BigInt(o.after ?? '0') };

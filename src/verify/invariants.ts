@@ -19,6 +19,7 @@ import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
 import { verifyReadModel, type VerifyReport } from '../readmodel/verify.ts';
 import { checkExecution, type InvariantViolation } from './execution-check.ts';
+import { DEFAULT_STUCK_AFTER_MS } from './defaults.ts';
 
 export { checkExecution, type ExecutionVerdict, type InvariantNumber, type InvariantViolation } from './execution-check.ts';
 
@@ -68,7 +69,7 @@ export interface InvariantReport {
   readModel?: VerifyReport;
 }
 
-export const DEFAULT_STUCK_AFTER_MS = 60_000;
+export { DEFAULT_STUCK_AFTER_MS };
 
 export async function checkInvariants(store: EventStore, options: CheckInvariantsOptions = {}): Promise<InvariantReport> {
   const pageSize = options.pageSize ?? 5_000;

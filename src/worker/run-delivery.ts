@@ -5,7 +5,9 @@
 // aborting the action's signal (see cancelHeldExecution for the handoffs no run holds yet).
 import type { Logger } from 'pino';
 import { statusOf } from '../../actors/execution.machine.ts';
-import { InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
+import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
+import { describeProblem, under } from '../input/errors.ts';
+import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -68,11 +70,26 @@ export async function cancelHeldExecution(runtime: ExecutionRuntime, workerId: s
   }
 }
 
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
-
-/** Results are stored as JSON: anything else is turned into what JSON.stringify would keep. */
-function asJson(value: unknown): Json {
-  return value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
+/**
+ * Results are stored as JSON: anything else is turned into what JSON.stringify would keep. What
+ * cannot be stored at all (a cycle, a NUL, nesting past the limit) fails the run for good:
+ * running it again would return the same.
+ */
+function asJson(value: unknown, what: 'result' | 'details'): Json {
+  const unstorable = (why: string, cause?: unknown) =>
+    new ActionError(`the action's ${what} cannot be stored: ${why}`, { type: 'UnstorableResult', retryable: false, cause });
+  // Depth first: JSON.stringify recurses, and overflows the stack long before it would refuse.
+  const deep = nestingProblem(value);
+  if (deep) throw unstorable(describeProblem(under(what, [deep])[0]!));
+  let json: Json;
+  try {
+    json = value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
+  } catch (err) {
+    throw unstorable((err as Error).message, err);
+  }
+  const problems = jsonProblems(json, JSON_LIMITS, 1);
+  if (problems.length > 0) throw unstorable(describeProblem(under(what, problems)[0]!));
+  return json;
 }
 
 /** Retry a transient failure (not a refusal) a few times: an outcome must not be lost to a blip. */
@@ -208,7 +225,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
         // Progress is history: append it, in order, without blocking the action.
         progressing = progressing.then(async () => {
           try {
-            const r = await runtime.dispatch(message.executionId, { type: 'ExecutionProgressed', data: { details: asJson(details) }, by: me }, { known });
+            const r = await runtime.dispatch(message.executionId, { type: 'ExecutionProgressed', data: { details: asJson(details, 'details') }, by: me }, { known });
             known = { snapshot: r.snapshot, revision: r.revision };
           } catch (err) {
             if (err instanceof RejectedCommandError) abort.abort(err); // fenced: someone else owns it now
@@ -217,7 +234,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
         });
       },
     });
-    outcome = { type: 'ExecutionCompleted', data: { result: asJson(result) } };
+    outcome = { type: 'ExecutionCompleted', data: { result: asJson(result, 'result') } };
   } catch (err) {
     const limit = abort.signal.reason instanceof LimitReached ? abort.signal.reason : err instanceof ActionTimeoutError ? new LimitReached('start-to-close', deadline) : undefined;
     if (abort.signal.reason instanceof CancelRequested) {

@@ -8,9 +8,11 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ActionRegistry } from '../actions/index.ts';
+import { BatonError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
-import { HEARTBEAT_INTERVAL_MS, type LivenessStore } from '../liveness/liveness-store.ts';
+import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore, type WorkerLiveness } from '../liveness/liveness-store.ts';
+import { isAlive } from '../process/identity.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { recordWorkerEvent, workerLifecycle } from './worker-lifecycle.ts';
@@ -27,11 +29,30 @@ export interface WorkerHostOptions {
   log: Logger;
   registry?: Registry;
   heartbeatIntervalMs?: number;
+  /** A worker silent this long is gone, and its id free to take. Default: 3 heartbeat intervals. */
+  staleAfterMs?: number;
   /** start-to-close limit of runs whose action sets none. */
   startToCloseMs?: number;
   /** How long a drain waits for runs to finish before aborting them. */
   shutdownTimeoutMs?: number;
 }
+
+/** A live process already runs a worker with this id; nothing was announced. */
+export class WorkerIdInUseError extends BatonError {
+  constructor(
+    readonly workerId: string,
+    readonly holder: WorkerLiveness,
+  ) {
+    super(
+      `worker id "${workerId}" is in use by a live worker (pid ${holder.pid ?? '?'} on ${holder.host ?? 'an unknown host'}, ` +
+        `last heartbeat ${(holder.ageMs / 1000).toFixed(1)} s ago): give this worker another id (--id), or stop that one first`,
+    );
+  }
+}
+
+/** The process behind a fresh liveness row is gone when it ran here and its pid is dead, or is ours (a restarted container). */
+const holderIsGone = (holder: WorkerLiveness) =>
+  holder.host === os.hostname() && holder.pid !== null && (holder.pid === process.pid || !isAlive(holder.pid));
 
 export interface WorkerHost {
   workerId: string;
@@ -84,6 +105,13 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const runtimes = o.actions.runtimes();
 
   const policies = o.actions.policies();
+  // Take the id before announcing it: two live processes under one id would share a stream,
+  // a liveness row and a queue, and each would take the other's work for its own.
+  const claim = await o.liveness.claim(
+    { workerId, actions, runtimes, capacity, inFlight: 0, draining: true, pid: process.pid, host: os.hostname() },
+    { staleAfterMs: o.staleAfterMs ?? staleAfterMs(o.heartbeatIntervalMs), holderIsGone },
+  );
+  if (!claim.claimed) throw new WorkerIdInUseError(workerId, claim.holder);
   const announcement = {
     actions,
     runtimes,
@@ -92,7 +120,10 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     pid: process.pid,
     ...(Object.keys(policies).length > 0 && { policies }),
   };
-  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', announcement);
+  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', announcement).catch(async (err: unknown) => {
+    await o.liveness.remove(workerId).catch(() => undefined); // give the id back
+    throw err;
+  });
   const heartbeatIntervalMs = o.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
   const lifecycle = workerLifecycle({ store: o.store, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
@@ -154,7 +185,8 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         await signals.stop();
         clearTimeout(grace);
         await heartbeat.stop();
-        await o.liveness.remove(workerId);
+        // Best effort: a row left behind goes stale by itself, and the drain must not wait on a database that is gone.
+        await o.liveness.remove(workerId).catch((err: unknown) => log.warn({ err }, 'could not remove the liveness row'));
         metrics?.running.delete(workerId);
         await lifecycle.record('WorkerStopped', { reason });
         log.info(`worker ${workerId} stopped`);

@@ -9,14 +9,17 @@
 // submitExecution checks its action. An action only some worker offers through a module the
 // caller did not load is refused: load the same module.
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { isDeepStrictEqual } from 'node:util';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { failedSteps, startWorkflow, workflowPlan, type WorkflowStatus } from '../../actors/workflow.machine.ts';
 import { workflowStreamId, type StepOutcome } from '../../schemas/workflow-events.ts';
-import { WorkflowDefinition, WorkflowId, checkWorkflow, type WorkflowProblem } from '../../schemas/workflow.ts';
+import { WorkflowId, checkWorkflow, type WorkflowDefinition, type WorkflowProblem } from '../../schemas/workflow.ts';
 import type { ErrorInfo } from '../../schemas/events.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
+import { jsonProblems } from '../input/rules.ts';
+import { zodProblems } from '../input/schemas.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { asWorkflowEvent, decideAll, loadWorkflow, workflowEvent, workflowEventId, type LoadedWorkflow } from './workflow-stream.ts';
@@ -54,21 +57,42 @@ export interface SubmitWorkflowResult {
   steps: number;
 }
 
-/** Every problem of a definition, including step inputs that do not fit their action's schema (when no inputFrom fills them in later). */
+/**
+ * Every problem of a definition at once: its fields and graph (checkWorkflow), and each step's
+ * input against its action's schema. A step with `inputFrom` has those keys filled from its
+ * parents' results when it runs, so its input is checked with them missing: a problem at such a
+ * key is not reported (the worker checks the filled input, as it does every execution's).
+ */
 export function workflowProblems(value: unknown, actions: Pick<ActionRegistry, 'get' | 'names'>): { ok: true; definition: WorkflowDefinition } | { ok: false; problems: WorkflowProblem[] } {
   const checked = checkWorkflow(value, new Set(actions.names()));
-  const parsed = WorkflowDefinition.safeParse(value);
   const problems: WorkflowProblem[] = checked.ok ? [] : [...checked.problems];
-  if (parsed.success) {
-    parsed.data.steps.forEach((step, i) => {
-      const action = actions.get(step.action);
-      if (!action || step.inputFrom) return; // inputs filled from results are checked by the worker, like any execution's
-      const r = action.input.safeParse(step.input ?? null);
-      if (!r.success) for (const issue of r.error.issues) problems.push({ path: ['steps', i, 'input', ...issue.path].join('.'), message: issue.message });
-    });
-  }
+  const steps = isRecord(value) && Array.isArray(value.steps) ? value.steps : [];
+  steps.forEach((step: unknown, i: number) => {
+    if (!isRecord(step) || typeof step.action !== 'string') return;
+    const action = actions.get(step.action);
+    // An input that is not storable JSON was refused by checkWorkflow already.
+    if (!action || jsonProblems(step.input ?? null).length > 0) return;
+    problems.push(...stepInputProblems(action.input, step.input, isRecord(step.inputFrom) ? Object.keys(step.inputFrom) : [], `steps.${i}.input`));
+  });
   return checked.ok && problems.length === 0 ? checked : { ok: false, problems };
 }
+
+function stepInputProblems(schema: z.ZodType, input: unknown, filled: string[], at: string): WorkflowProblem[] {
+  if (filled.length === 0) {
+    const r = schema.safeParse(input ?? null);
+    return r.success ? [] : zodProblems(r.error, schema).map((p) => ({ path: p.path ? `${at}.${p.path}` : at, message: p.message }));
+  }
+  if (input !== undefined && !isRecord(input)) return [{ path: at, message: 'must be an object when the step has inputFrom (its keys are added to it)' }];
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return [];
+  const later = new Set(filled);
+  return r.error.issues
+    .filter((issue) => !later.has(String(issue.path[0])))
+    .flatMap((issue) => zodProblems(new z.ZodError([issue]), schema))
+    .map((p) => ({ path: p.path ? `${at}.${p.path}` : at, message: p.message }));
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Check the definition, then append WorkflowStarted to a new stream. Any problem throws

@@ -2,6 +2,7 @@
 // Events go in through the runtime; catchUp() projects them, as the projector would.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { afterAll, beforeAll } from 'vitest';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { createActionRegistry } from '../../src/actions/registry.ts';
@@ -100,6 +101,62 @@ export function useApi(
 }
 
 export { catchUpFully };
+
+export interface SseEvent {
+  event: string;
+  data: any;
+}
+
+/**
+ * Open a GraphQL-over-SSE subscription; `next()` resolves with the next event (bounded).
+ * `dispatcher` (an undici Agent) picks how to connect, e.g. from another local address.
+ */
+export async function openSse(url: string, query: string, variables: Record<string, unknown>, o: { headers?: Record<string, string>; dispatcher?: Dispatcher } = {}) {
+  const controller = new AbortController();
+  const res = await undiciFetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...o.headers },
+    body: JSON.stringify({ query, variables }),
+    signal: controller.signal,
+    ...(o.dispatcher && { dispatcher: o.dispatcher }),
+  });
+  const reader = (res.body as unknown as ReadableStream<BufferSource>).pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = '';
+  let pending: Promise<ReadableStreamReadResult<string>> | undefined;
+  async function next(timeoutMs = 5_000): Promise<SseEvent | undefined> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const end = buffered.indexOf('\n\n');
+      if (end >= 0) {
+        const block = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        const lines = block.split('\n');
+        if (lines.every((l) => l.startsWith(':'))) continue; // keep-alive comment
+        const field = (name: string) => lines.find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim();
+        const data = field('data');
+        return { event: field('event') ?? 'message', data: data ? JSON.parse(data) : undefined };
+      }
+      const left = until - Date.now();
+      if (left <= 0) throw new Error(`no SSE event within ${timeoutMs} ms (buffered: ${JSON.stringify(buffered)})`);
+      let timer: NodeJS.Timeout | undefined;
+      // A read that outlived an earlier timeout still holds the next chunk: reuse it.
+      pending ??= reader.read();
+      const chunk = await Promise.race([
+        pending,
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no SSE event within ${timeoutMs} ms`)), left))),
+      ]).finally(() => clearTimeout(timer));
+      pending = undefined;
+      if (chunk.done) return undefined;
+      buffered += chunk.value;
+    }
+  }
+  const close = () => {
+    controller.abort();
+    return reader.cancel().catch(() => undefined);
+  };
+  return { res, next, close };
+}
+
 
 export const deadline = () => new Date(Date.now() + 60_000).toISOString();
 

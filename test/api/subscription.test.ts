@@ -3,61 +3,13 @@
 import { describe, expect, it } from 'vitest';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/api/live-updates.ts';
 import { startApiServer } from '../../src/api/server.ts';
-import { actions, catchUpFully, handOff, log, useApi } from './api-harness.ts';
+import { actions, catchUpFully, handOff, log, openSse, useApi } from './api-harness.ts';
 
 const api = useApi();
 const SUBSCRIBE = `subscription($id: ID!) { executionUpdated(id: $id) { id status revision owner } }`;
 
-interface SseEvent {
-  event: string;
-  data: any;
-}
-
 /** Open a GraphQL-over-SSE subscription; `next()` resolves with the next event (bounded). */
-async function subscribe(url: string, id: string, headers: Record<string, string> = {}) {
-  const controller = new AbortController();
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...headers },
-    body: JSON.stringify({ query: SUBSCRIBE, variables: { id } }),
-    signal: controller.signal,
-  });
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = '';
-  let pending: Promise<ReadableStreamReadResult<string>> | undefined;
-  async function next(timeoutMs = 5_000): Promise<SseEvent | undefined> {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const end = buffered.indexOf('\n\n');
-      if (end >= 0) {
-        const block = buffered.slice(0, end);
-        buffered = buffered.slice(end + 2);
-        const lines = block.split('\n');
-        if (lines.every((l) => l.startsWith(':'))) continue; // keep-alive comment
-        const field = (name: string) => lines.find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim();
-        const data = field('data');
-        return { event: field('event') ?? 'message', data: data ? JSON.parse(data) : undefined };
-      }
-      const left = until - Date.now();
-      if (left <= 0) throw new Error(`no SSE event within ${timeoutMs} ms (buffered: ${JSON.stringify(buffered)})`);
-      let timer: NodeJS.Timeout | undefined;
-      // A read that outlived an earlier timeout still holds the next chunk: reuse it.
-      pending ??= reader.read();
-      const chunk = await Promise.race([
-        pending,
-        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no SSE event within ${timeoutMs} ms`)), left))),
-      ]).finally(() => clearTimeout(timer));
-      pending = undefined;
-      if (chunk.done) return undefined;
-      buffered += chunk.value;
-    }
-  }
-  const close = () => {
-    controller.abort();
-    return reader.cancel().catch(() => undefined);
-  };
-  return { res, next, close };
-}
+const subscribe = (url: string, id: string, headers: Record<string, string> = {}) => openSse(url, SUBSCRIBE, { id }, { headers });
 
 const listeners = async () => {
   const r = await api().db.pool.query<{ n: number }>(
@@ -158,6 +110,31 @@ describe('executionUpdated', () => {
     } finally {
       await sub.close();
       await server.close();
+    }
+  });
+
+  // History is folded from the event store, which has every event before the projector runs
+  // (the read model's events table may trail the row a moment, so it would race).
+  it('reads each update afresh (nested history too), a large result whole', async () => {
+    const { runtime, url } = api();
+    const { executionId: id } = await runtime.submit({ action: 'core.noop' });
+    await api().catchUp();
+    const sub = await openSse(url, `subscription($id: ID!) { executionUpdated(id: $id) { status result history { type } } }`, { id });
+    try {
+      expect((await sub.next())!.data.data.executionUpdated).toEqual({ status: 'Requested', result: null, history: [{ type: 'ExecutionRequested' }] });
+      await handOff(runtime, id, 'w1');
+      await runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });
+      await api().catchUp();
+      expect((await sub.next())!.data.data.executionUpdated.history).toHaveLength(4);
+      const result = { blob: 'z'.repeat(40 * 1024) };
+      await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result }, by: 'worker:w1' });
+      await api().catchUp();
+      const last = (await sub.next())!.data.data.executionUpdated;
+      expect(last.status).toBe('Completed');
+      expect(last.result).toEqual(result);
+      expect(last.history.map((e: { type: string }) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+    } finally {
+      await sub.close();
     }
   });
 

@@ -1,9 +1,13 @@
-// The API's pure parts: outage detection and error masking, cursors, token checks.
+// The API's pure parts: outage detection and error masking, cursors, token checks, JSON sizes,
+// stack redaction and subscription slots.
 import { GraphQLError } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { createApiAuth, isLoopback } from '../../src/api/auth.ts';
 import { decodeCursor, encodeCursor } from '../../src/api/cursor.ts';
 import { badInput, isDatabaseUnavailable, maskApiError } from '../../src/api/errors.ts';
+import { jsonSize } from '../../src/api/json-size.ts';
+import { withoutStacks } from '../../src/api/redact.ts';
+import { createSubscriptionSlots } from '../../src/api/subscription-slots.ts';
 import { IdempotencyKeyConflictError } from '../../src/errors.ts';
 
 const pgError = (code: string, message = 'x') => Object.assign(new Error(message), { code });
@@ -81,5 +85,53 @@ describe('tokens', () => {
   it('know loopback hosts', () => {
     for (const h of ['127.0.0.1', '127.1.2.3', '::1', 'localhost', 'LOCALHOST']) expect(isLoopback(h), h).toBe(true);
     for (const h of ['0.0.0.0', '::', '10.0.0.1', 'example.com', '127.0.0.1.evil.com']) expect(isLoopback(h), h).toBe(false);
+  });
+});
+
+describe('jsonSize', () => {
+  it('is the UTF-8 length of JSON.stringify, escapes and all', () => {
+    const values: unknown[] = [
+      null, true, false, 0, -1.5, 1e21, Number.NaN, '', 'plain', 'quote " and \\ backslash', 'tab\tnew\nline\u0001',
+      'é ü 中文 😀', '\ud800 lone', [], [1, 'two', null, undefined, () => 0], {}, { a: 1, b: undefined, c: [{ d: 'e' }] },
+      { date: new Date(0) }, { nested: { deeper: { deepest: ['x'.repeat(1000)] } } },
+    ];
+    for (const v of values) expect(jsonSize(v), JSON.stringify(v)).toBe(Buffer.byteLength(JSON.stringify(v) ?? '', 'utf8'));
+    expect(jsonSize(undefined)).toBe(0);
+  });
+
+  it('stops counting past a bound', () => {
+    const big = { blob: 'x'.repeat(1_000_000), more: ['y'.repeat(1_000_000)] };
+    const stopped = jsonSize(big, 10_000);
+    expect(stopped).toBeGreaterThan(10_000);
+    expect(stopped).toBeLessThan(jsonSize(big));
+  });
+});
+
+describe('withoutStacks', () => {
+  it('drops the stack of every error object and copies only what changes', () => {
+    const untouched = { list: [1, 2], note: { message: 'no stack here' } };
+    const value = { error: { message: 'boom', type: 'Error', stack: 'at /srv/x.ts:1' }, steps: [{ error: { message: 'b', stack: 's' } }], untouched };
+    const redacted = withoutStacks(value) as typeof value;
+    expect(redacted).toEqual({ error: { message: 'boom', type: 'Error' }, steps: [{ error: { message: 'b' } }], untouched });
+    expect(redacted.untouched).toBe(untouched);
+    expect(value.error.stack).toBe('at /srv/x.ts:1'); // the original is left alone
+    expect(withoutStacks(untouched)).toBe(untouched);
+    expect(withoutStacks({ stack: 'a pile of plates' })).toEqual({ stack: 'a pile of plates' }); // not an error: no message
+  });
+});
+
+describe('subscription slots', () => {
+  it('cap each client and all of them, naming the variable, and free a slot once', () => {
+    const slots = createSubscriptionSlots({ maxSubscriptions: 3, maxSubscriptionsPerClient: 2 });
+    const a1 = slots.acquire('a');
+    slots.acquire('a');
+    expect(() => slots.acquire('a')).toThrow(/BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT/);
+    slots.acquire('b');
+    expect(() => slots.acquire('c')).toThrow(/the server has 3 subscriptions open.*BATON_API_MAX_SUBSCRIPTIONS\)/);
+    a1();
+    a1(); // twice frees one slot, not two
+    expect(slots.open).toBe(2);
+    slots.acquire('c');
+    expect(() => slots.acquire('d')).toThrow(/BATON_API_MAX_SUBSCRIPTIONS\)/);
   });
 });

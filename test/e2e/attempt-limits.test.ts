@@ -31,7 +31,7 @@ describe('attempt limits (real executor and worker processes, baton submit)', ()
 
   /** Submit through the CLI and wait for the end; the attempts started, from the history. */
   async function submitAndWait(extra: string[]): Promise<{ status: string; attempt: number; started: number[]; limits: unknown[] }> {
-    const r = await runBaton(['submit', 'retry.always-fails', '--input', '{}', '--wait', '--timeout', '45000', '--json', ...extra], { databaseUrl: db.url, env: env() });
+    const r = await runBaton(['submit', 'retry.always-fails', '--actions', 'test/fixtures/actions/retry-actions.ts', '--input', '{}', '--wait', '--timeout', '45000', '--json', ...extra], { databaseUrl: db.url, env: env() });
     expect(r.code, `${r.stderr}\n${diagnostics()}`).toBe(1); // waited to the end, and it did not complete
     const out = JSON.parse(r.stdout) as { executionId: string; status: string; attempt: number };
     const events = await store.readStream(executionStreamId(out.executionId));

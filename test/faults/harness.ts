@@ -581,7 +581,9 @@ export class FaultScenario {
       `worker ${o.id} to heartbeat`,
       async () => {
         if (!child.alive()) throw new Error(`worker ${o.id} exited:\n${child.tail()}`);
-        const r = await this.pool.query('SELECT 1 FROM baton_worker_liveness WHERE worker_id = $1', [o.id]);
+        // This process's own beat: a row it has only claimed is draining (no work yet), and a
+        // row of a killed predecessor under the same id has another pid.
+        const r = await this.pool.query('SELECT 1 FROM baton_worker_liveness WHERE worker_id = $1 AND pid = $2 AND NOT draining', [o.id, child.proc.pid]);
         return (r.rowCount ?? 0) > 0;
       },
       30_000,

@@ -227,8 +227,15 @@ describe('Dockerfile', () => {
     expect(final.findIndex((l) => /^USER\s/i.test(l)), 'USER before ENTRYPOINT').toBeLessThan(final.findIndex((l) => /^ENTRYPOINT\s/i.test(l)));
     expect(final.find((l) => /^ENTRYPOINT\s/i.test(l))).toMatch(/\["node",\s*"bin\/baton\.js"\]/);
 
-    // bin/baton.js runs the sources through tsx: a production install must include it.
-    expect(await fs.readFile(path.join(ROOT, 'bin/baton.js'), 'utf8')).toContain("from 'tsx/esm/api'");
+    // The final stage runs the compiled dist/ from the build stage, copied after the sources (or
+    // bin/baton.js would find them newer and run them through tsx instead).
+    const distCopy = final.findIndex((l) => /^COPY\s+--from=\S+\s+\/app\/dist\s+\.\/dist$/.test(l));
+    expect(distCopy, 'COPY --from=<build stage> /app/dist ./dist in the final stage').toBeGreaterThan(-1);
+    expect(distCopy, 'dist after the sources').toBeGreaterThan(final.findIndex((l) => /^COPY\s+src\s/.test(l)));
+    const buildStage = lines.slice(froms.find(([l]) => new RegExp(`\\sAS\\s+${final[distCopy]!.match(/--from=(\S+)/)![1]}$`, 'i').test(l))![1]);
+    expect(buildStage.some((l) => /^RUN\s.*npm run build\b/.test(l)), 'the build stage runs npm run build').toBe(true);
+    // tsx stays a production dependency: TypeScript --actions/--against modules, and the fallback to the sources.
+    expect(await fs.readFile(path.join(ROOT, 'bin/baton.js'), 'utf8')).toContain("'tsx/esm/api'");
     const pkg = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     expect(Object.keys(pkg.dependencies)).toEqual(expect.arrayContaining(['tsx', 'pg', 'nats', '@eventstore/db-client']));
 

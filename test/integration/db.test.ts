@@ -99,6 +99,34 @@ describe('applyMigrations', () => {
   });
 });
 
+describe('migrateAll on a current database', () => {
+  const db = useTestDatabase();
+
+  it('checks without the migration lock: returns [] while another process holds it', async () => {
+    // Every CLI command opens the database: a current one must cost a query, not the locked
+    // pass (which waits for whoever holds the lock and takes a round trip per migration set).
+    const holder = await db().pool.connect();
+    try {
+      await holder.query(`SELECT pg_advisory_lock(hashtextextended('baton_schema_migrations', 0))`);
+      await holder.query('BEGIN');
+      await holder.query(`SELECT pg_advisory_xact_lock(hashtextextended('baton_read_model', 0))`);
+      const timedOut = new Promise<'blocked'>((resolve) => setTimeout(() => resolve('blocked'), 3_000).unref());
+      expect(await Promise.race([migrateAll(db().pool), timedOut])).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.query(`SELECT pg_advisory_unlock_all()`);
+      holder.release();
+    }
+  });
+
+  it('still finds what is missing: a dropped read-model checkpoint makes it create that projection again', async () => {
+    await db().pool.query(`DELETE FROM baton_projection_checkpoints WHERE projection = 'workers'`);
+    await db().pool.query(`DROP TABLE baton_read.workers`);
+    expect(await migrateAll(db().pool)).toEqual(['read-model/workers']);
+    expect(await migrateAll(db().pool)).toEqual([]);
+  });
+});
+
 describe('test databases', () => {
   it('are clones of the migrated template, isolated from each other', async () => {
     const [a, b] = await Promise.all([createTestDatabase(), createTestDatabase()]);
@@ -150,7 +178,8 @@ describe('openDatabase', () => {
   });
 
   it('names the URL without its password, and the variable, when the server is unreachable', async () => {
-    const config = loadConfig({ BATON_DATABASE_URL: 'postgres://baton:s3cret@127.0.0.1:1/baton' });
+    // One try: waiting for the server is test/integration/db-wait.test.ts's subject.
+    const config = loadConfig({ BATON_DATABASE_URL: 'postgres://baton:s3cret@127.0.0.1:1/baton', BATON_DB_WAIT: '0' });
     const err = await openDatabase(config, silentLogger()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DatabaseUnavailableError);
     const message = (err as Error).message;

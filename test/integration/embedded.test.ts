@@ -7,7 +7,9 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EmbeddedPostgresError, startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.ts';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { EmbeddedPostgresError, startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from '../../src/db/embedded.ts';
 import { silentLogger } from '../../src/log.ts';
 import { freePort } from '../support/free-port.ts';
 
@@ -23,8 +25,8 @@ afterAll(async () => {
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
-async function start(port: number): Promise<EmbeddedPostgres> {
-  const h = await startEmbeddedPostgres({ dataDir, port, log: silentLogger(), ephemeral: true });
+async function start(port: number, more: Partial<EmbeddedPostgresOptions> = {}): Promise<EmbeddedPostgres> {
+  const h = await startEmbeddedPostgres({ dataDir, port, log: silentLogger(), ephemeral: true, ...more });
   started.push(h);
   return h;
 }
@@ -124,5 +126,85 @@ describe('embedded Postgres', () => {
     } finally {
       squatter.close();
     }
+  });
+
+  it('moves off a taken default port by itself, and guests find the server there', async () => {
+    const squatter = net.createServer().listen(0, '127.0.0.1');
+    await new Promise((r) => squatter.once('listening', r));
+    try {
+      const port = (squatter.address() as net.AddressInfo).port;
+      const owner = await start(port, { portIsDefault: true });
+      expect(owner.owned).toBe(true);
+      expect(owner.port).not.toBe(port);
+      expect(await query(owner.url, 'SELECT 1 AS ok')).toEqual([{ ok: 1 }]);
+      const guest = await start(port, { portIsDefault: true }); // a CLI command configured with the same default
+      expect(guest.owned).toBe(false);
+      expect(guest.port).toBe(owner.port);
+      await guest.stop();
+      await owner.stop();
+    } finally {
+      squatter.close();
+    }
+  });
+
+  it('runs the server in a process group of its own, so a terminal\'s Ctrl-C to ours does not reach it', async () => {
+    const owner = await start(await freePort());
+    try {
+      const pgid = async (pid: number) => {
+        const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      };
+      const server = await postmasterPid();
+      expect(await pgid(server)).toBe(server); // it leads its own group
+      expect(await pgid(server)).not.toBe(await pgid(process.pid));
+    } finally {
+      await owner.stop();
+    }
+  });
+});
+
+// Root working in /root: the `postgres` user the server must run as cannot enter the project.
+describe.runIf(process.getuid?.() === 0)('embedded Postgres as root, in a project the postgres user cannot enter', () => {
+  let project: string;
+  let clusters: string;
+  beforeAll(async () => {
+    // The project is the data dir here, so a killed run's server is swept like the others'.
+    project = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-pg-private-project-'));
+    await fs.chmod(project, 0o700); // like /root
+    clusters = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-root-clusters-'));
+    await fs.chmod(clusters, 0o755);
+  });
+  afterAll(async () => {
+    await fs.rm(project, { recursive: true, force: true });
+    await fs.rm(clusters, { recursive: true, force: true });
+  });
+
+  it('keeps the cluster where that user can reach it, says where, and every process of the project finds it', async () => {
+    const lines: { msg: string; clusterDir?: string }[] = [];
+    const log = pino(new Writable({ write: (c: Buffer, _e, done) => (lines.push(JSON.parse(c.toString())), done()) }));
+    const options = { dataDir: project, port: await freePort(), ephemeral: true, rootClustersDir: clusters };
+    const owner = await startEmbeddedPostgres({ ...options, log });
+    try {
+      expect(owner.owned).toBe(true);
+      expect(owner.clusterDir.startsWith(`${clusters}/`)).toBe(true);
+      expect(owner.clusterDir).toMatch(/\/[0-9a-f]{16}\/postgres$/);
+      expect(await query(owner.url, 'SELECT 1 AS ok')).toEqual([{ ok: 1 }]);
+      expect(lines.find((l) => l.clusterDir === owner.clusterDir)?.msg).toMatch(
+        new RegExp(`runs as the "postgres" user, which cannot enter ${project}: its data lives in ${owner.clusterDir}`),
+      );
+      await expect(fs.access(path.join(project, 'postgres'))).rejects.toThrow();
+
+      // A CLI command run in the same project joins that server.
+      const guest = await startEmbeddedPostgres({ ...options, port: await freePort(), log: silentLogger() });
+      expect(guest.owned).toBe(false);
+      expect(guest.port).toBe(owner.port);
+      await guest.stop();
+    } finally {
+      await owner.stop();
+    }
+    // And the next start finds the same cluster again.
+    const again = await startEmbeddedPostgres({ ...options, log: silentLogger() });
+    expect(again.clusterDir).toBe(owner.clusterDir);
+    await again.stop();
   });
 });

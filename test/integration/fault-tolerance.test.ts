@@ -36,6 +36,17 @@ const actions = createActionRegistry([
       throw new ActionError(`attempt ${ctx.attempt} failed`, { retryable: true });
     },
   }),
+  // Results Postgres cannot store: a NUL, and nesting past the JSON depth limit.
+  defineAction({ name: 'ft.nul-result', input: z.null(), run: () => ({ text: 'a\u0000b' }) }),
+  defineAction({
+    name: 'ft.deep-result',
+    input: z.null(),
+    run: () => {
+      let v: unknown = 1;
+      for (let i = 0; i < 5_000; i++) v = [v];
+      return v;
+    },
+  }),
   defineAction({
     name: 'ft.flaky',
     input: z.null(),
@@ -237,6 +248,18 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     const other = await until('the other one', executionId, final);
     expect(other.filter((e) => e.type === 'ExecutionStarted'), 'the submission lowered the action\'s 3 to 2').toHaveLength(2);
     expect(other.at(-1)!.type).toBe('ExecutionFailed');
+  });
+
+  it('fails a run whose result cannot be stored, at once and for good, saying why', async () => {
+    for (const [action, why] of [
+      ['ft.nul-result', /^the action's result cannot be stored: result\.text: must not contain a NUL character/],
+      ['ft.deep-result', /^the action's result cannot be stored: result\.0\.0.*nested deeper than 100 levels/],
+    ] as const) {
+      const { executionId } = await runtime.submit({ action, input: null, maxAttempts: 3 });
+      const events = await until('the failure', executionId, final);
+      expect(events.filter((e) => e.type === 'ExecutionStarted'), action).toHaveLength(1);
+      expect(events.at(-1), action).toMatchObject({ type: 'ExecutionFailed', data: { retryable: false, error: { type: 'UnstorableResult', message: expect.stringMatching(why) } } });
+    }
   });
 
   it('retries with the action’s own retry policy, each retry recorded with its reason', async () => {

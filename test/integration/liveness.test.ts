@@ -173,6 +173,40 @@ describe('LivenessStore', () => {
   });
 });
 
+describe('LivenessStore.claim (taking a worker id before announcing it)', () => {
+  const neverGone = { staleAfterMs: 30_000, holderIsGone: () => false };
+  const row = async (workerId: string) =>
+    (await db().pool.query('SELECT pid, host, draining FROM baton_worker_liveness WHERE worker_id = $1', [workerId])).rows[0];
+
+  it('takes a free id with a draining row (no work until the first real beat), and refuses it to the next process', async () => {
+    expect(await store.claim(beat('w1', { pid: 101, host: 'a' }), neverGone)).toEqual({ claimed: true });
+    expect(await row('w1')).toEqual({ pid: 101, host: 'a', draining: true });
+    expect(await store.candidates('core.noop', 30_000)).toEqual([]);
+
+    const refused = await store.claim(beat('w1', { pid: 202, host: 'b' }), neverGone);
+    expect(refused).toMatchObject({ claimed: false, holder: { workerId: 'w1', pid: 101, host: 'a' } });
+    expect(await row('w1')).toEqual({ pid: 101, host: 'a', draining: true }); // untouched
+  });
+
+  it('takes the id of a worker that went silent, or whose process is known to be gone', async () => {
+    await store.beat(beat('w1', { pid: 101, host: 'a' }), { starting: true });
+    await age('w1', 31);
+    expect(await store.claim(beat('w1', { pid: 202, host: 'b' }), neverGone)).toEqual({ claimed: true });
+    expect(await row('w1')).toMatchObject({ pid: 202, host: 'b' });
+
+    // Fresh, but the judge says its process is gone (same host, dead pid).
+    expect(await store.claim(beat('w1', { pid: 303, host: 'b' }), { staleAfterMs: 30_000, holderIsGone: (h) => h.pid === 202 })).toEqual({ claimed: true });
+    expect(await row('w1')).toMatchObject({ pid: 303 });
+  });
+
+  it('lets exactly one of several processes claiming one id at once have it', async () => {
+    const results = await Promise.all([1, 2, 3, 4, 5].map((pid) => store.claim(beat('race', { pid, host: 'h' }), neverGone)));
+    expect(results.filter((r) => r.claimed)).toHaveLength(1);
+    const winner = (await row('race')).pid;
+    for (const r of results) if (!r.claimed) expect(r.holder.pid).toBe(winner);
+  });
+});
+
 describe('HeartbeatLoop', () => {
   const loops: HeartbeatLoop[] = [];
   const track = (loop: HeartbeatLoop) => (loops.push(loop), loop);

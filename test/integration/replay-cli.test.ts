@@ -66,7 +66,8 @@ describe('baton replay', () => {
     expect(r.stdout).toMatch(/^0 executions \(0 events, 7 passed over\)/m);
     const bad = await baton(['replay', '--all', '--since', 'yesterday']);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/must be an ISO time/);
+    // The same rule and words as every date-time argument of the API (src/input/rules.ts).
+    expect(bad.stderr).toBe('baton: --since: must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z\n');
   });
 
   it('prints each step of one execution, and with a changed machine the divergence with both states, exit 1', async () => {
@@ -90,6 +91,15 @@ describe('baton replay', () => {
     const human = await baton(['replay', '--in-flight', '--against', CANDIDATE]);
     expect(human.stdout).toMatch(/2 execution\(s\) would break: do not deploy/);
     expect(human.stderr).toMatch(/checking in-flight executions: 35 events/);
+  });
+
+  it("the README's deploy gate: examples/candidate.machine.ts strands exactly the running executions", async () => {
+    const r = await baton(['replay', '--in-flight', '--against', './examples/candidate.machine.ts', '--json']);
+    expect(r.code, r.stderr).toBe(1);
+    const report = JSON.parse(r.stdout);
+    expect(report.against).toBe('./examples/candidate.machine.ts (version 4-candidate)');
+    expect(report.divergences.map((d: any) => d.executionId).sort()).toEqual([...running].sort());
+    expect(report.divergences.every((d: any) => d.kind === 'stranded' && /ExecutionProgressed/.test(d.reason))).toBe(true);
   });
 
   it('--all against the candidate reports the finished histories it cannot read too', async () => {

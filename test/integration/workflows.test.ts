@@ -40,7 +40,8 @@ describe('submitWorkflow refuses bad definitions and writes nothing', () => {
       steps: [{ id: 'a', action: 'core.sleep', input: { ms: -5 } }, { id: 'b', action: 'nope', dependsOn: ['a', 'zz'] }],
     }, { id: 'bad id!' }).catch((e: unknown) => e)) as InvalidWorkflowError;
     expect(err).toBeInstanceOf(InvalidWorkflowError);
-    expect(err.problems.map((p) => p.path)).toEqual(['id', 'onFailure']);
+    // One round: the fields' problems and the graph's and the inputs' together.
+    expect(err.problems.map((p) => p.path)).toEqual(['id', 'onFailure', 'steps.1.action', 'steps.1.dependsOn.1', 'steps.0.input.ms']);
     const err2 = (await submitWorkflow(deps(), { steps: [{ id: 'a', action: 'core.sleep', input: { ms: -5 } }, { id: 'b', action: 'nope', dependsOn: ['a', 'zz'] }] }).catch((e: unknown) => e)) as InvalidWorkflowError;
     expect(err2.problems.map((p) => p.path)).toEqual(['steps.1.action', 'steps.1.dependsOn.1', 'steps.0.input.ms']);
     const { rows } = await db().pool.query('SELECT count(*)::int AS n FROM baton_events');

@@ -1,7 +1,7 @@
 // An executor, workflow orchestrators and a worker in this process, over a fresh database and
 // (when reachable) NATS: what the workflow tests run against. Everything is stopped and dropped
 // by close().
-import { z } from 'zod';
+import { jsonValue } from '../../src/input/schemas.ts';
 import type { NatsConnection } from 'nats';
 import { builtinActions, createActionRegistry, defineAction, type ActionRegistry } from '../../src/actions/index.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
@@ -19,7 +19,7 @@ import { loadWorkflow, type LoadedWorkflow } from '../../src/workflow/workflow-s
 import { createTestDatabase, type TestDatabase } from './test-db.ts';
 
 /** An action no worker offers: its executions wait in Requested (before any handoff) forever. */
-export const UNSERVED = defineAction({ name: 'test.unserved', input: z.json(), run: () => null });
+export const UNSERVED = defineAction({ name: 'test.unserved', input: jsonValue(), run: () => null });
 
 /** What the service checks definitions against: the built-ins plus the unserved action. */
 export const workflowActions: ActionRegistry = createActionRegistry([...builtinActions, UNSERVED]);

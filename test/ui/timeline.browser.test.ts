@@ -152,6 +152,19 @@ describe('the timeline at /ui', () => {
     }
     await expectNoProblems(page);
   });
+  it('shows a step whole when its context is over the value limit (the history brings a marker)', async () => {
+    const note = `${'large '.repeat(4_000)}end`; // 24 KB, over the 16 KiB value limit
+    const { executionId: large } = await api().runtime.submit({ action: 'demo.resize-image', input: { note } });
+    await api().catchUp();
+    const listed = await gql(api().url, `query($id: ID!) { execution(id: $id) { history { context } } }`, { id: large });
+    expect(listed.data!.execution.history[0].context.$truncated).toBe(true);
+
+    const page = await openPage(`${api().server.uiUrl}?execution=${large}`);
+    await expect.poll(textOf(page, 'context-input'), POLL).toContain('large end');
+    expect(await page.getByTestId('context').textContent()).not.toContain('$truncated');
+    await expectNoProblems(page);
+  });
+
   it('says so when an id is malformed or unknown', async () => {
     const page = await openPage(`${api().server.uiUrl}?execution=not-an-id`);
     await page.getByRole('alert').filter({ hasText: 'must be an execution id' }).waitFor();

@@ -42,6 +42,7 @@ import {
   sleep,
   sleepAction,
 } from '../../src/actions/builtin.ts';
+import { createHttpRequestAction } from '../../src/actions/http-request.ts';
 import { ActionsModuleError, loadActionsModule } from '../../src/actions/load.ts';
 import { InvalidEventError } from '../../src/errors.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -149,7 +150,7 @@ describe('defineAction', () => {
     for (const key of ['', 'a..b', '.a', 'a.', 'a b', 'a[0]', 7]) {
       expect(attempt({ limit: 1, key }), String(key)).toThrow(/concurrency.key: must be a dotted path into the input, like "tenantId" or "customer.id"/);
     }
-    expect(attempt({ limit: 1, keys: 'tenantId' })).toThrow(/concurrency: Unrecognized key: "keys"/);
+    expect(attempt({ limit: 1, keys: 'tenantId' })).toThrow(/concurrency.keys: unknown field; did you mean "key"\?/);
     expect(defineAction({ ...minimal, name: 'test.one', concurrency: { limit: 1 } }).concurrency).toEqual({ limit: 1 });
     expect(defineAction({ ...minimal, name: 'test.key', concurrency: { limit: 100_000, key: 'customer.id' } }).concurrency).toEqual({ limit: 100_000, key: 'customer.id' });
   });
@@ -432,6 +433,8 @@ describe('built-in actions', () => {
 });
 
 describe('http.request', () => {
+  // The test server listens on loopback, which http.request reaches only when allowed (outbound-address.test.ts).
+  const local = createHttpRequestAction({ allow: ['127.0.0.1'] });
   let server: http.Server;
   let base: string;
   const received: { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }[] = [];
@@ -490,7 +493,7 @@ describe('http.request', () => {
   });
 
   it('GETs JSON and parses it, returning status and headers', async () => {
-    const res = await runAction(httpRequest, { url: `${base}/json` }, ctx());
+    const res = await runAction(local, { url: `${base}/json` }, ctx());
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ hello: 'world', n: [1, 2] });
     expect(res.headers['x-test']).toBe('yes');
@@ -499,21 +502,21 @@ describe('http.request', () => {
   });
 
   it('parses +json content types and returns 4xx as data by default', async () => {
-    const res = await runAction(httpRequest, { url: `${base}/problem` }, ctx());
+    const res = await runAction(local, { url: `${base}/problem` }, ctx());
     expect(res).toMatchObject({ status: 422, body: { title: 'bad' } });
   });
 
   it('returns other bodies as text, and an empty body as null when JSON is declared', async () => {
-    expect((await runAction(httpRequest, { url: `${base}/text` }, ctx())).body).toBe('plain text');
-    expect(await runAction(httpRequest, { url: `${base}/empty`, method: 'delete' }, ctx())).toMatchObject({ status: 204, body: '' });
+    expect((await runAction(local, { url: `${base}/text` }, ctx())).body).toBe('plain text');
+    expect(await runAction(local, { url: `${base}/empty`, method: 'delete' }, ctx())).toMatchObject({ status: 204, body: '' });
   });
 
   it('sends a JSON body as JSON and a string body as is', async () => {
-    await runAction(httpRequest, { url: `${base}/json`, method: 'POST', body: { a: 1 }, headers: { 'x-id': '7' } }, ctx());
+    await runAction(local, { url: `${base}/json`, method: 'POST', body: { a: 1 }, headers: { 'x-id': '7' } }, ctx());
     expect(received.at(-1)).toMatchObject({ method: 'POST', body: '{"a":1}' });
     expect(received.at(-1)?.headers['content-type']).toBe('application/json');
     expect(received.at(-1)?.headers['x-id']).toBe('7');
-    await runAction(httpRequest, { url: `${base}/text`, method: 'PUT', body: 'raw=1', headers: { 'content-type': 'text/x-custom' } }, ctx());
+    await runAction(local, { url: `${base}/text`, method: 'PUT', body: 'raw=1', headers: { 'content-type': 'text/x-custom' } }, ctx());
     expect(received.at(-1)).toMatchObject({ method: 'PUT', body: 'raw=1' });
     expect(received.at(-1)?.headers['content-type']).toBe('text/x-custom');
   });
@@ -528,7 +531,7 @@ describe('http.request', () => {
 
   it('times out with a retryable HttpTimeout error', async () => {
     const t0 = performance.now();
-    const err = await rejection(runAction(httpRequest, { url: `${base}/slow`, timeoutMs: 100 }, ctx()));
+    const err = await rejection(runAction(local, { url: `${base}/slow`, timeoutMs: 100 }, ctx()));
     expect(err).toBeInstanceOf(ActionError);
     expect(err).toMatchObject({ type: 'HttpTimeout', retryable: true });
     expect((err as Error).message).toMatch(/timed out after 100 ms/);
@@ -537,31 +540,31 @@ describe('http.request', () => {
 
   it("stops when the caller's signal aborts", async () => {
     const controller = new AbortController();
-    const running = runAction(httpRequest, { url: `${base}/slow` }, ctx({ signal: controller.signal }));
+    const running = runAction(local, { url: `${base}/slow` }, ctx({ signal: controller.signal }));
     setTimeout(() => controller.abort(new Error('cancelled')), 20);
     expect(await rejection(running)).toBeInstanceOf(ActionAbortedError);
   });
 
   it('refuses bodies over 1 MiB, declared or streamed, as non-retryable', async () => {
     for (const route of ['/big', '/big-chunked']) {
-      const err = await rejection(runAction(httpRequest, { url: `${base}${route}` }, ctx()));
+      const err = await rejection(runAction(local, { url: `${base}${route}` }, ctx()));
       expect(err).toMatchObject({ type: 'HttpResponseTooLarge', retryable: false });
       expect((err as Error).message).toMatch(/over the 1048576 byte \(1 MiB\) limit/);
     }
   });
 
   it('fails on an error status only when asked, retryable for 5xx, 408 and 429', async () => {
-    expect((await runAction(httpRequest, { url: `${base}/status?code=500` }, ctx())).status).toBe(500);
+    expect((await runAction(local, { url: `${base}/status?code=500` }, ctx())).status).toBe(500);
     const cases: [number, boolean][] = [[500, true], [503, true], [429, true], [408, true], [404, false], [400, false]];
     for (const [code, retryable] of cases) {
-      const err = await rejection(runAction(httpRequest, { url: `${base}/status?code=${code}`, failOnHttpError: true }, ctx()));
+      const err = await rejection(runAction(local, { url: `${base}/status?code=${code}`, failOnHttpError: true }, ctx()));
       expect(err).toMatchObject({ type: 'HttpError', retryable });
       expect((err as Error).message).toContain(`answered ${code}`);
     }
   });
 
   it('says so when a JSON response is not JSON', async () => {
-    const err = await rejection(runAction(httpRequest, { url: `${base}/bad-json` }, ctx()));
+    const err = await rejection(runAction(local, { url: `${base}/bad-json` }, ctx()));
     expect(err).toMatchObject({ type: 'HttpInvalidJson', retryable: false });
     expect((err as Error).message).toContain('"<html>oops</html>"');
   });
@@ -571,7 +574,7 @@ describe('http.request', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const { port } = closed.address() as AddressInfo;
     await new Promise((resolve) => closed.close(resolve));
-    const err = await rejection(runAction(httpRequest, { url: `http://127.0.0.1:${port}/` }, ctx()));
+    const err = await rejection(runAction(local, { url: `http://127.0.0.1:${port}/` }, ctx()));
     expect(err).toMatchObject({ type: 'HttpNetworkError', retryable: true });
     expect((err as Error).message).toMatch(/ECONNREFUSED/);
   });

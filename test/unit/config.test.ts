@@ -3,7 +3,7 @@ import path from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
-import { loadConfig, loadTestHarnessConfig, DEFAULT_TIMEOUTS, parseDuration } from '../../src/config.ts';
+import { dbWaitFor, loadConfig, loadTestHarnessConfig, DEFAULT_API_LIMITS, DEFAULT_CLI_DB_WAIT_MS, DEFAULT_TIMEOUTS, parseByteSize, parseDuration } from '../../src/config.ts';
 import { createLogger, loggerOptions } from '../../src/log.ts';
 
 describe('loadConfig', () => {
@@ -12,13 +12,19 @@ describe('loadConfig', () => {
       databaseUrl: undefined,
       dataDir: '/srv/app/.baton',
       embeddedPgPort: 54329,
+      embeddedPgPortSet: false,
+      dbWaitMs: undefined,
       natsUrl: undefined,
       eventStoreUrl: undefined,
       logLevel: 'info',
       apiHost: '127.0.0.1',
       apiPort: 4000,
+      apiPortSet: false,
       nodeEnv: 'production',
       timeouts: DEFAULT_TIMEOUTS,
+      apiLimits: DEFAULT_API_LIMITS,
+      apiIntrospection: true,
+      httpAllow: [],
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();
@@ -48,6 +54,13 @@ describe('loadConfig', () => {
       nodeEnv: 'development',
     });
     expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('takes the default log level from the caller (warn for CLI commands); BATON_LOG_LEVEL still wins', () => {
+    expect(loadConfig({}, '/srv', { logLevel: 'warn' }).logLevel).toBe('warn');
+    expect(loadConfig({ BATON_LOG_LEVEL: '' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('warn');
+    expect(loadConfig({ BATON_LOG_LEVEL: 'info' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('info');
+    expect(loadConfig({}, '/srv').logLevel).toBe('info');
   });
 
   it('treats empty variables as unset', () => {
@@ -113,6 +126,27 @@ describe('loadConfig', () => {
     expect(err!.message).not.toContain('hunter2');
   });
 
+  it('says whether a port was asked for, so that only a default port is swapped for a free one when taken', () => {
+    expect(loadConfig({ BATON_API_PORT: '4000', BATON_EMBEDDED_PG_PORT: '54329' })).toMatchObject({ apiPortSet: true, embeddedPgPortSet: true });
+    expect(loadConfig({ BATON_API_PORT: ' ', BATON_EMBEDDED_PG_PORT: '' })).toMatchObject({ apiPortSet: false, embeddedPgPortSet: false });
+  });
+
+  it('reads BATON_DB_WAIT: forever, 0 (one try) or a duration; unset, hosts wait for good and CLI commands 10 s', () => {
+    expect(loadConfig({ BATON_DB_WAIT: 'forever' }).dbWaitMs).toBe(Infinity);
+    expect(loadConfig({ BATON_DB_WAIT: '0' }).dbWaitMs).toBe(0);
+    expect(loadConfig({ BATON_DB_WAIT: '90s' }).dbWaitMs).toBe(90_000);
+    expect(loadConfig({ BATON_DB_WAIT: '' }).dbWaitMs).toBeUndefined();
+    expect(() => loadConfig({ BATON_DB_WAIT: 'a while' })).toThrow(/BATON_DB_WAIT: Invalid wait "a while": expected forever, 0/);
+    expect(() => loadConfig({ BATON_DB_WAIT: '-5s' })).toThrow(/BATON_DB_WAIT: Invalid wait/);
+
+    const unset = loadConfig({});
+    expect(dbWaitFor(unset, 'host').waitMs).toBe(Infinity);
+    expect(dbWaitFor(unset, 'cli').waitMs).toBe(DEFAULT_CLI_DB_WAIT_MS);
+    const set = loadConfig({ BATON_DB_WAIT: '2m' });
+    expect(dbWaitFor(set, 'host')).toEqual({ waitMs: 120_000, setting: 'BATON_DB_WAIT=120s' });
+    expect(dbWaitFor(set, 'cli').waitMs).toBe(120_000);
+  });
+
   it('reads timeouts as durations, with defaults, and names a bad one', () => {
     expect(loadConfig({}).timeouts).toEqual(DEFAULT_TIMEOUTS);
     const t = loadConfig({
@@ -133,6 +167,61 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ BATON_HEARTBEAT_STALE_AFTER: '2.5' })).toThrow(/BATON_HEARTBEAT_STALE_AFTER/);
     expect(parseDuration('5s')).toBe(5_000);
     expect(parseDuration('5 sec')).toBeUndefined();
+  });
+
+  it('reads the API limits as sizes, counts and durations, and names a bad one', () => {
+    const limits = loadConfig({
+      BATON_API_MAX_VALUE_BYTES: '4KiB',
+      BATON_API_MAX_RESPONSE_BYTES: '2MiB',
+      BATON_API_MAX_SUBSCRIPTIONS: '200',
+      BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT: '20',
+      BATON_API_MAX_CONNECTIONS: '5000',
+      BATON_API_HEADERS_TIMEOUT: '5s',
+      BATON_API_REQUEST_TIMEOUT: '1m',
+      BATON_API_KEEP_ALIVE_TIMEOUT: '2s',
+    }).apiLimits;
+    expect(limits).toEqual({
+      maxValueBytes: 4096,
+      maxResponseBytes: 2 * 1024 ** 2,
+      maxSubscriptions: 200,
+      maxSubscriptionsPerClient: 20,
+      maxConnections: 5000,
+      headersTimeoutMs: 5_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 2_000,
+    });
+    expect(parseByteSize('16384')).toBe(16384);
+    expect(parseByteSize('1 GiB')).toBe(1024 ** 3);
+    expect(parseByteSize('16KB')).toBeUndefined(); // binary units only: KiB, MiB, GiB
+    expect(() => loadConfig({ BATON_API_MAX_VALUE_BYTES: 'lots' })).toThrow(/BATON_API_MAX_VALUE_BYTES: Invalid size "lots"/);
+    expect(() => loadConfig({ BATON_API_MAX_RESPONSE_BYTES: '2GiB' })).toThrow(/BATON_API_MAX_RESPONSE_BYTES: Invalid size/);
+    expect(() => loadConfig({ BATON_API_MAX_SUBSCRIPTIONS: '0' })).toThrow(/BATON_API_MAX_SUBSCRIPTIONS: Invalid number of subscriptions/);
+    expect(() => loadConfig({ BATON_API_MAX_CONNECTIONS: '-1' })).toThrow(/BATON_API_MAX_CONNECTIONS: Invalid number of connections/);
+    expect(() => loadConfig({ BATON_API_HEADERS_TIMEOUT: 'never' })).toThrow(/BATON_API_HEADERS_TIMEOUT: Invalid duration/);
+    expect(() => loadConfig({ BATON_API_MAX_VALUE_BYTES: '1MiB', BATON_API_MAX_RESPONSE_BYTES: '512KiB' })).toThrow(
+      /BATON_API_MAX_VALUE_BYTES: must not be larger than BATON_API_MAX_RESPONSE_BYTES/,
+    );
+    expect(() => loadConfig({ BATON_API_MAX_SUBSCRIPTIONS: '10', BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT: '11' })).toThrow(/BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT: must not be larger/);
+    expect(() => loadConfig({ BATON_API_HEADERS_TIMEOUT: '40s' })).toThrow(/BATON_API_HEADERS_TIMEOUT: must not be longer than BATON_API_REQUEST_TIMEOUT/);
+  });
+
+  it('reads BATON_API_INTROSPECTION as on or off', () => {
+    for (const on of ['on', 'ON', '1', 'true']) expect(loadConfig({ BATON_API_INTROSPECTION: on }).apiIntrospection, on).toBe(true);
+    for (const off of ['off', '0', 'false']) expect(loadConfig({ BATON_API_INTROSPECTION: off }).apiIntrospection, off).toBe(false);
+    expect(() => loadConfig({ BATON_API_INTROSPECTION: 'maybe' })).toThrow(/BATON_API_INTROSPECTION: Invalid switch: expected on or off/);
+  });
+
+  it('reads BATON_HTTP_ALLOW as hosts, addresses and CIDR ranges, naming a bad entry', () => {
+    expect(loadConfig({ BATON_HTTP_ALLOW: 'api.internal, 10.0.0.0/8 127.0.0.1,fd00::/8  Hooks.Corp.' }).httpAllow).toEqual([
+      'api.internal',
+      '10.0.0.0/8',
+      '127.0.0.1',
+      'fd00::/8',
+      'hooks.corp.',
+    ]);
+    expect(() => loadConfig({ BATON_HTTP_ALLOW: '10.0.0.0/33' })).toThrow(/BATON_HTTP_ALLOW: Invalid allow-list entry "10.0.0.0\/33": the prefix length must be from 0 to 32/);
+    expect(() => loadConfig({ BATON_HTTP_ALLOW: 'intranet/8' })).toThrow(/BATON_HTTP_ALLOW: Invalid allow-list entry "intranet\/8": a CIDR range needs an IP address/);
+    expect(() => loadConfig({ BATON_HTTP_ALLOW: 'http://x.test' })).toThrow(/BATON_HTTP_ALLOW: Invalid allow-list entry "http:\/\/x.test" is not a host/);
   });
 
   it('reads the test harness flags', () => {

@@ -15,7 +15,7 @@ const pool = {} as pg.Pool; // never touched before the store is used
 describe('openEventStore', () => {
   it('uses EventStoreDB/KurrentDB when BATON_EVENTSTORE_URL is set, and says so without the password', async () => {
     const { log, lines } = capture();
-    const { store, kind } = openEventStore(loadConfig({ BATON_EVENTSTORE_URL: 'kurrentdb://admin:changeit@db:2113?tls=false' }, '/srv'), pool, log);
+    const { store, kind } = await openEventStore(loadConfig({ BATON_EVENTSTORE_URL: 'kurrentdb://admin:changeit@db:2113?tls=false' }, '/srv'), pool, log);
     expect(kind).toBe('eventstoredb');
     expect(lines).toEqual([expect.objectContaining({ level: 30, eventStore: 'eventstoredb', url: 'kurrentdb://admin:***@db:2113?tls=false' })]);
     expect(String(lines[0]!.msg)).toMatch(/EventStoreDB\/KurrentDB.*read model.*Postgres/);
@@ -24,7 +24,7 @@ describe('openEventStore', () => {
 
   it('uses Postgres otherwise; CLI commands announce it at debug level', async () => {
     const { log, lines } = capture();
-    const { store, kind } = openEventStore(loadConfig({}, '/srv'), pool, log, 'debug');
+    const { store, kind } = await openEventStore(loadConfig({}, '/srv'), pool, log, 'debug');
     expect(kind).toBe('postgres');
     expect(lines).toEqual([expect.objectContaining({ level: 20, eventStore: 'postgres', msg: 'event store: Postgres' })]);
     await store.close();

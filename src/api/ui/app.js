@@ -12,7 +12,9 @@ import { Timeline } from './timeline.js';
 
 const html = htm.bind(h);
 
-const HISTORY_PAGE = 1000; // the most `history` returns at once
+// 200 steps, each with its event data and context (each at most BATON_API_MAX_VALUE_BYTES,
+// 16 KiB, inside a list), stay within the 8 MiB response budget; 1,000 would not.
+const HISTORY_PAGE = 200;
 const RECENT = `query Recent { executions(first: 20) { edges { node { id status action requestedAt } } } }`;
 const STEP_FIELDS = 'revision eventId type by recordedAt occurredAt data machineVersion stateBefore state owner attempt context changed';
 const TIMELINE = `query Timeline($id: ID!) {
@@ -22,6 +24,32 @@ const TIMELINE = `query Timeline($id: ID!) {
 const MORE_HISTORY = `query MoreHistory($id: ID!, $from: Int!) {
   execution(id: $id) { history(fromRevision: $from, limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
 }`;
+
+// One step's event data and context whole: inside `history` a value larger than the API's value
+// limit comes as a `$truncated` marker; outside a list (stateAt) it comes whole.
+const WHOLE_STEP = `query WholeStep($id: ID!, $revision: Int!) {
+  execution(id: $id) { stateAt(revision: $revision) { context event { data } } }
+}`;
+const isTruncated = (value) => value !== null && typeof value === 'object' && value.$truncated === true;
+
+/** The step as shown: with its data and context fetched whole when the history cut them short. */
+function useWholeStep(executionId, step) {
+  const [whole, setWhole] = useState(undefined);
+  const cut = step !== undefined && (isTruncated(step.context) || isTruncated(step.data));
+  useEffect(() => {
+    setWhole(undefined);
+    if (!cut) return;
+    let current = true;
+    graphql(WHOLE_STEP, { id: executionId, revision: step.revision }).then(
+      (data) => current && setWhole(data.execution?.stateAt ?? undefined),
+      () => undefined, // too large even alone: the markers stay, and say how large
+    );
+    return () => {
+      current = false;
+    };
+  }, [executionId, step?.revision, cut]);
+  return cut && whole ? { ...step, context: whole.context, data: whole.event.data } : step;
+}
 
 /** The execution with its whole history (fetched a page at a time), and the machine. */
 async function loadTimeline(id) {
@@ -128,7 +156,8 @@ function RecentList({ recent, selected, onOpen, onRefresh }) {
 
 function ExecutionView({ execution, machine, revision, onSelect, onReload }) {
   const steps = execution.history;
-  const step = steps[revision];
+  const step = useWholeStep(execution.id, steps[revision]);
+  const before = useWholeStep(execution.id, steps[revision - 1]);
   const { taken, visited, last } = useMemo(() => pathTaken(steps, revision), [steps, revision]);
   if (!step) return html`<p class="hint">This execution has no events.</p>`;
   return html`<article class="execution" aria-labelledby="execution-title">
@@ -148,7 +177,7 @@ function ExecutionView({ execution, machine, revision, onSelect, onReload }) {
       <${Statechart} machine=${machine} current=${step.state} taken=${taken} last=${last} visited=${visited} />
     </section>
     <div class="details">
-      <${StatePanel} step=${step} before=${steps[revision - 1]} />
+      <${StatePanel} step=${step} before=${before} />
     </div>
   </article>`;
 }

@@ -1,0 +1,99 @@
+// The input rules (src/input) applied to every argument of the schema by its type, before any
+// resolver runs, so a new argument is covered the day it is added: String and ID are text
+// (no NUL, no lone surrogate, at most MAX_TEXT_LENGTH characters), JSON is storable JSON (depth,
+// size, text rules for every string and key; checked without recursion), DateTime is within
+// years 0001 to 9999. Inside input objects and lists too: the error names the place,
+// `filter.since: …`, `input.a.b: …`. Resolvers then apply each argument's own limits.
+import {
+  defaultFieldResolver,
+  type GraphQLArgument,
+  type GraphQLField,
+  type GraphQLInputObjectType,
+  type GraphQLInputType,
+  type GraphQLList,
+  type GraphQLNonNull,
+  type GraphQLObjectType,
+  type GraphQLSchema,
+} from 'graphql';
+import { under } from '../input/errors.ts';
+import { dateTimeRangeProblem, jsonProblems, textProblem } from '../input/rules.ts';
+import { ApiError, badInput } from './errors.ts';
+
+// graphql can be loaded twice (ESM for our code, CJS for yoga's: see errors.ts), so its
+// instanceof-based isObjectType() and friends refuse the schema yoga built; the tag does not.
+const tag = (t: unknown) => (t as { [Symbol.toStringTag]?: string })[Symbol.toStringTag];
+const isNonNullType = (t: GraphQLInputType): t is GraphQLNonNull<GraphQLInputType> => tag(t) === 'GraphQLNonNull';
+const isListType = (t: GraphQLInputType): t is GraphQLList<GraphQLInputType> => tag(t) === 'GraphQLList';
+const isInputObjectType = (t: GraphQLInputType): t is GraphQLInputObjectType => tag(t) === 'GraphQLInputObjectType';
+const isObjectType = (t: unknown): t is GraphQLObjectType => tag(t) === 'GraphQLObjectType';
+const namedType = (t: GraphQLInputType): GraphQLInputType => (isNonNullType(t) || isListType(t) ? namedType(t.ofType) : t);
+
+function checkValue(type: GraphQLInputType, value: unknown, path: string): void {
+  if (value === null || value === undefined) return;
+  if (isNonNullType(type)) return checkValue(type.ofType, value, path);
+  if (isListType(type)) {
+    if (Array.isArray(value)) value.forEach((item, i) => checkValue(type.ofType, item, `${path}.${i}`));
+    return;
+  }
+  if (isInputObjectType(type)) {
+    for (const field of Object.values(type.getFields())) checkValue(field.type, (value as Record<string, unknown>)[field.name], `${path}.${field.name}`);
+    return;
+  }
+  switch (type.name) {
+    case 'String':
+    case 'ID': {
+      const problem = textProblem(value);
+      if (problem) throw badInput(path, problem);
+      return;
+    }
+    case 'DateTime': {
+      const problem = dateTimeRangeProblem(value as string); // the scalar made it ISO 8601 in UTC
+      if (problem) throw badInput(path, problem);
+      return;
+    }
+    case 'JSON': {
+      const problems = under(path, jsonProblems(value));
+      if (problems.length > 0) throw new ApiError('BAD_USER_INPUT', problems.map((p) => `${p.path}: ${p.message}`).join('; '), path, { problems });
+      return;
+    }
+  }
+}
+
+const CHECKED_SCALARS = new Set(['String', 'ID', 'DateTime', 'JSON']);
+
+/** Whether any value of `type` holds a scalar these rules check. */
+function holdsChecked(type: GraphQLInputType, seen = new Set<string>()): boolean {
+  const named = namedType(type);
+  if (tag(named) === 'GraphQLScalarType') return CHECKED_SCALARS.has((named as { name: string }).name);
+  if (!isInputObjectType(named) || seen.has(named.name)) return false;
+  seen.add(named.name);
+  return Object.values(named.getFields()).some((f) => holdsChecked(f.type, seen));
+}
+
+function checkArguments(args: readonly GraphQLArgument[], values: Record<string, unknown>): void {
+  for (const arg of args) checkValue(arg.type, values[arg.name], arg.name);
+}
+
+/** Wraps the resolver (and subscribe) of every field with arguments to check, in place. */
+export function applyArgumentRules(schema: GraphQLSchema): GraphQLSchema {
+  for (const type of Object.values(schema.getTypeMap())) {
+    if (!isObjectType(type) || type.name.startsWith('__')) continue;
+    for (const field of Object.values(type.getFields()) as GraphQLField<unknown, unknown>[]) {
+      const args = field.args.filter((a) => holdsChecked(a.type));
+      if (args.length === 0) continue;
+      const resolve = field.resolve ?? defaultFieldResolver;
+      field.resolve = (source, values, ctx, info) => {
+        checkArguments(args, values);
+        return resolve(source, values, ctx, info);
+      };
+      const subscribe = field.subscribe;
+      if (subscribe) {
+        field.subscribe = (source, values, ctx, info) => {
+          checkArguments(args, values);
+          return subscribe(source, values, ctx, info);
+        };
+      }
+    }
+  }
+  return schema;
+}

@@ -1,0 +1,41 @@
+// Checks of command-line option values, in one place: each refuses bad input with the reason,
+// and commander names the option (`error: option '--since <time>' argument 'yesterday' is
+// invalid. must be an ISO time …`). Plain checks with no dependencies but commander, so the
+// command definitions that use them stay cheap to load.
+import { InvalidArgumentError, type Command } from 'commander';
+
+/** An integer from `min` to `max`. */
+export const intFrom = (min: number, max: number) => (value: string): number => {
+  const n = Number(value);
+  if (!/^-?\d+$/.test(value.trim()) || !Number.isInteger(n) || n < min || n > max) {
+    throw new InvalidArgumentError(`must be an integer from ${min} to ${max}`);
+  }
+  return n;
+};
+
+/** An ISO time with a date and a time (`2026-01-31T12:00:00Z`); the Date it names. */
+export const isoTime = (value: string): Date => {
+  const t = new Date(value);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(t.getTime())) throw new InvalidArgumentError(`must be an ISO time like 2026-01-31T12:00:00Z, got "${value}"`);
+  return t;
+};
+
+/** A name to filter by (an action, a worker id): not blank, no control characters, at most `max` characters. */
+export const filterText = (max: number) => (value: string): string => {
+  if (value.trim() === '') throw new InvalidArgumentError('must not be empty');
+  if (value.length > max) throw new InvalidArgumentError(`must be at most ${max} characters (got ${value.length})`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(value)) throw new InvalidArgumentError('must not contain control characters');
+  return value;
+};
+
+export const positiveInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+};
+
+/** The option's flag when the user gave it on the command line, else undefined (a default). */
+export function givenOption(cmd: Command, key: string, flag: string): string | undefined {
+  return cmd.getOptionValueSource(key) === 'cli' ? flag : undefined;
+}

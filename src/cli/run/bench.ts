@@ -1,0 +1,37 @@
+// What `baton bench [eventstore | projections | replay]` do (their options are defined in main.ts).
+import { runEndToEndBench, printEndToEndBench } from '../../bench/end-to-end.ts';
+import { runEventStoreBench, printEventStoreBench } from '../../bench/eventstore.ts';
+import { runProjectionBench, printProjectionBench } from '../../bench/projections.ts';
+import { runReplayBench, printReplayBench } from '../../bench/replay.ts';
+import { withContext } from '../context.ts';
+import { toJson } from '../format.ts';
+
+const progress = (line: string) => process.stderr.write(`${line}\n`);
+
+export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; transport: 'nats' | 'postgres'; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runEndToEndBench(ctx, { ...o, natsUrl: ctx.config.natsUrl, progress });
+    console.log(o.json ? toJson(result) : printEndToEndBench(result));
+  });
+}
+
+export async function eventStoreBenchCommand(o: { seconds: number; largeHistory: number; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runEventStoreBench(ctx, { seconds: o.seconds, largeHistory: o.largeHistory, progress });
+    console.log(o.json ? toJson(result) : printEventStoreBench(result));
+  });
+}
+
+export async function projectionBenchCommand(o: { executions: number; liveSeconds: number; liveRate: number; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runProjectionBench(ctx, { ...o, progress });
+    console.log(o.json ? toJson(result) : printProjectionBench(result));
+  });
+}
+
+export async function replayBenchCommand(o: { executions: number; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runReplayBench(ctx, { ...o, progress });
+    console.log(o.json ? toJson(result) : printReplayBench(result));
+  });
+}

@@ -1,0 +1,105 @@
+// What `baton dlq list | show | retry | delete` do (their options are defined in dlq-command.ts).
+// Opens only the transport it needs: NATS when BATON_NATS_URL is set (no database), else the
+// Postgres work queue, like the hosts do.
+import type { Logger } from 'pino';
+import { openDatabase } from '../../db/connect.ts';
+import { ConfigError } from '../../errors.ts';
+import { connectNats, createNatsWorkTransport } from '../../transport/nats.ts';
+import { createPostgresWorkTransport } from '../../transport/postgres.ts';
+import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
+import { cliConfig, cliLogger } from '../context.ts';
+import { fields, table, toJson } from '../format.ts';
+
+export type TransportKind = 'nats' | 'postgres';
+
+/** Open the transport, run `fn`, close everything again. */
+async function withTransport<T>(kind: TransportKind | undefined, fn: (transport: WorkTransport, log: Logger) => Promise<T>): Promise<T> {
+  const config = cliConfig();
+  const log = cliLogger(config).child({ component: 'dlq' });
+  const use = kind ?? (config.natsUrl ? 'nats' : 'postgres');
+  if (use === 'nats') {
+    if (!config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
+    const nc = await connectNats(config.natsUrl, log);
+    try {
+      const transport = await createNatsWorkTransport(nc, { log });
+      try {
+        return await fn(transport, log);
+      } finally {
+        await transport.close();
+      }
+    } finally {
+      await nc.drain();
+    }
+  }
+  const db = await openDatabase(config, log, { max: 2, applicationName: 'baton-dlq' });
+  try {
+    const transport = createPostgresWorkTransport(db.pool, { log });
+    try {
+      return await fn(transport, log);
+    } finally {
+      await transport.close();
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+function describe(d: DeadLetter): string {
+  return fields([
+    ['message', d.messageId],
+    ['execution', d.message.executionId],
+    ['action', d.message.action],
+    ['attempt', String(d.message.attempt)],
+    ['worker', d.workerId],
+    ['runtime', d.message.runtime],
+    ['deliveries', String(d.deliveries)],
+    ['reason', d.reason],
+    ['dead since', d.deadLetteredAt],
+    ['published', d.message.publishedAt],
+    ['handoff revision', d.message.handoffRevision],
+  ]);
+}
+
+export async function dlqListCommand(o: { limit: number; after?: string; json?: boolean; transport?: TransportKind }): Promise<void> {
+  await withTransport(o.transport, async (transport) => {
+    // One more than asked for, to know whether to say there are more.
+    const page = await transport.listDeadLetters({ limit: Math.min(o.limit + 1, 1_000), ...(o.after !== undefined && { after: o.after }) });
+    const shown = page.slice(0, o.limit);
+    const more = page.length > o.limit || (page.length === 1_000 && o.limit === 1_000);
+    if (o.json) return console.log(toJson(shown));
+    if (shown.length === 0) return console.log(o.after === undefined ? 'no dead letters' : 'no more dead letters');
+    console.log(
+      table(
+        ['MESSAGE', 'EXECUTION', 'ACTION', 'WORKER', 'DELIVERIES', 'DEAD SINCE'],
+        shown.map((d) => [d.messageId, d.message.executionId, d.message.action, d.workerId, String(d.deliveries), d.deadLetteredAt]),
+      ),
+    );
+    if (more) process.stderr.write(`more: baton dlq list --after ${shown.at(-1)!.cursor}\n`);
+  });
+}
+
+export async function dlqShowCommand(messageId: string, o: { json?: boolean; transport?: TransportKind }): Promise<void> {
+  await withTransport(o.transport, async (transport) => {
+    const d = await transport.getDeadLetter(messageId);
+    if (!d) {
+      process.stderr.write(`baton: dead letter ${messageId} not found\n`);
+      process.exitCode = 1;
+      return;
+    }
+    console.log(o.json ? toJson(d) : describe(d));
+  });
+}
+
+export async function dlqRetryCommand(messageId: string, o: { transport?: TransportKind }): Promise<void> {
+  await withTransport(o.transport, async (transport) => {
+    const d = await transport.retryDeadLetter(messageId); // NotFoundError: "dead letter … not found", exit 1
+    console.log(`published again: ${d.messageId} (execution ${d.message.executionId}, action ${d.message.action}) to worker ${d.workerId}`);
+  });
+}
+
+export async function dlqDeleteCommand(messageId: string, o: { transport?: TransportKind }): Promise<void> {
+  await withTransport(o.transport, async (transport) => {
+    const d = await transport.deleteDeadLetter(messageId);
+    console.log(`deleted: ${d.messageId} (execution ${d.message.executionId}, action ${d.message.action})`);
+  });
+}

@@ -1,0 +1,160 @@
+// What `baton eventstore copy --from <url> --to <url>` does (its options are defined in
+// eventstore-command.ts): copy every stream from one event store into
+// another (src/eventstore/copy.ts), resumably, with a progress bar and a summary.
+//
+// The checkpoint is a small JSON file, not a table in the target: it works the same for every
+// pair of adapters (an EventStoreDB target has no tables), it never adds anything to the target
+// that Baton would then read as events, and it is only a shortcut: a copy without it (deleted,
+// or another machine) rereads the source from the beginning and skips, by event id, everything
+// already in the target. By default it lives in BATON_DATA_DIR, named after the pair of URLs
+// (passwords left out), so running the same command again resumes.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { BatonError } from '../../errors.ts';
+import { copyEventStore, type CopiedEventRef, type CopyProgress } from '../../eventstore/copy.ts';
+import { openEventStoreByUrl, eventStoreKindOf, type OpenedEventStore } from '../../eventstore/open.ts';
+import { redactUrl } from '../../db/connect.ts';
+import { cliConfig, cliLogger } from '../context.ts';
+import { toJson } from '../format.ts';
+import { progressLine } from '../progress.ts';
+
+/** What the checkpoint file holds. Positions are strings: they are bigints. */
+interface CheckpointFile {
+  version: 1;
+  from: string;
+  to: string;
+  /** Source position of the last event copied. */
+  position: string;
+  lastEvent: { streamId: string; revision: string; eventId: string };
+  /** Events read from the source so far, over every run (for the progress bar). */
+  read: number;
+  updatedAt: string;
+}
+
+interface Checkpoint {
+  position: bigint;
+  lastEvent: CopiedEventRef;
+  read: number;
+}
+
+export function defaultCheckpointPath(dataDir: string, from: string, to: string): string {
+  const pair = createHash('sha256').update(`${redactUrl(from)}\n${redactUrl(to)}`).digest('hex').slice(0, 12);
+  return path.join(dataDir, `eventstore-copy-${pair}.json`);
+}
+
+async function readCheckpoint(file: string, from: string, to: string): Promise<Checkpoint | undefined> {
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ENOENT') return undefined;
+    throw new BatonError(`--checkpoint: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  let c: CheckpointFile;
+  try {
+    c = JSON.parse(text) as CheckpointFile;
+    if (c.version !== 1 || typeof c.position !== 'string' || typeof c.lastEvent?.eventId !== 'string') throw new Error('unknown format');
+    BigInt(c.position);
+    BigInt(c.lastEvent.revision);
+  } catch (err) {
+    throw new BatonError(`--checkpoint: ${file} is not a copy checkpoint (${(err as Error).message}); delete it to copy from the beginning`, { cause: err });
+  }
+  if (c.from !== redactUrl(from) || c.to !== redactUrl(to)) {
+    throw new BatonError(`--checkpoint: ${file} belongs to a copy from ${c.from} to ${c.to}; pass another --checkpoint file`);
+  }
+  return {
+    position: BigInt(c.position),
+    lastEvent: { streamId: c.lastEvent.streamId, revision: BigInt(c.lastEvent.revision), eventId: c.lastEvent.eventId },
+    read: c.read ?? 0,
+  };
+}
+
+/** Written to a temporary file and renamed over the old one, so a crash never leaves half a file. */
+async function writeCheckpoint(file: string, from: string, to: string, p: { position: bigint; lastEvent: CopiedEventRef; read: number }): Promise<void> {
+  const c: CheckpointFile = {
+    version: 1,
+    from: redactUrl(from),
+    to: redactUrl(to),
+    position: p.position.toString(),
+    lastEvent: { streamId: p.lastEvent.streamId, revision: p.lastEvent.revision.toString(), eventId: p.lastEvent.eventId },
+    read: p.read,
+    updatedAt: new Date().toISOString(),
+  };
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  await fs.writeFile(tmp, `${JSON.stringify(c, null, 2)}\n`);
+  await fs.rename(tmp, file);
+}
+
+export async function eventStoreCopyCommand(o: { from: string; to: string; checkpoint?: string; batchSize: number; limit?: number; json?: boolean }): Promise<void> {
+  eventStoreKindOf(o.from, '--from');
+  eventStoreKindOf(o.to, '--to');
+  if (redactUrl(o.from) === redactUrl(o.to)) throw new BatonError('--from and --to name the same event store');
+  const config = cliConfig();
+  const log = cliLogger(config);
+  const checkpointFile = path.resolve(o.checkpoint ?? defaultCheckpointPath(config.dataDir, o.from, o.to));
+  const checkpoint = await readCheckpoint(checkpointFile, o.from, o.to);
+
+  let source: OpenedEventStore | undefined;
+  let target: OpenedEventStore | undefined;
+  try {
+    source = await openEventStoreByUrl(o.from, { log, applicationName: 'baton-copy-source' });
+    target = await openEventStoreByUrl(o.to, { log, migrate: true, applicationName: 'baton-copy-target' });
+    const total = source.countEvents ? Math.max(0, (await source.countEvents()) - (checkpoint?.read ?? 0)) : undefined;
+    const progress = progressLine(`copying ${source.label} → ${target.label}`, total);
+    const previouslyRead = checkpoint?.read ?? 0;
+    const result = await copyEventStore({
+      source: source.store,
+      target: target.store,
+      after: checkpoint?.position,
+      lastCopied: checkpoint?.lastEvent,
+      batchSize: o.batchSize,
+      limit: o.limit,
+      onBatch: async (p: CopyProgress) => {
+        await writeCheckpoint(checkpointFile, o.from, o.to, { position: p.position, lastEvent: p.lastEvent, read: previouslyRead + p.read });
+        progress.update(p.read);
+      },
+    });
+    const seconds = (result.ms / 1000).toFixed(1);
+    progress.finish(
+      result.read === 0
+        ? 'nothing new to copy'
+        : `${result.read.toLocaleString('en')} events in ${seconds} s${result.complete ? '' : ` (stopped at --limit ${o.limit})`}`,
+    );
+    const summary = {
+      from: source.label,
+      to: target.label,
+      read: result.read,
+      appended: result.appended,
+      alreadyPresent: result.alreadyPresent,
+      streamsCreated: result.streamsCreated,
+      position: result.position,
+      complete: result.complete,
+      checkpoint: checkpointFile,
+      resumed: checkpoint !== undefined,
+      seconds: Number(seconds),
+    };
+    if (o.json) {
+      console.log(toJson(summary));
+      return;
+    }
+    const lines = [
+      result.read === 0
+        ? `nothing new to copy from ${source.label} to ${target.label}${checkpoint ? ` after position ${checkpoint.position}` : ''}`
+        : `copied ${source.label} → ${target.label}: ${result.read.toLocaleString('en')} events read, ` +
+          `${result.appended.toLocaleString('en')} appended (${result.streamsCreated.toLocaleString('en')} new streams), ` +
+          `${result.alreadyPresent.toLocaleString('en')} already in the target, in ${seconds} s`,
+    ];
+    if (checkpoint && result.read > 0) lines.push(`resumed after position ${checkpoint.position}`);
+    lines.push(
+      result.complete
+        ? `done: the target holds every event the source had (checkpoint ${checkpointFile}, position ${result.position})`
+        : `stopped after --limit ${o.limit}: run the same command again to go on (checkpoint ${checkpointFile}, position ${result.position})`,
+    );
+    console.log(lines.join('\n'));
+  } finally {
+    await source?.close();
+    await target?.close();
+  }
+}

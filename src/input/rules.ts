@@ -1,0 +1,244 @@
+// The rules every value from outside passes before Baton stores it or queries with it: the
+// GraphQL API's arguments, the CLI's options, the library's submissions and the event catalog
+// (schemas/) all check with these, so a value one door accepts is one every other door and
+// Postgres accept too. Pure (no I/O, no zod), so the catalog can build on it.
+//
+// What Postgres refuses, and so what these refuse first:
+// - a NUL character in text or JSON (22021 / 22P05: text cannot hold \u0000);
+// - a lone UTF-16 surrogate (22P02: not valid UTF-8 once encoded);
+// - a timestamp in year 0 or beyond 9999 as JavaScript writes it (22008: "0000-…", "+010000-…");
+// - an integer beyond bigint (22003).
+// And what would take a process down: JSON nested so deep that a recursive walk overflows the
+// stack (5,000 nested arrays fit in 10 KB), or so large it fills memory.
+
+/** Limits of a JSON value: nesting depth and approximate size. */
+export interface JsonLimits {
+  /** Arrays and objects inside each other; the root array or object is level 1. */
+  maxDepth: number;
+  /** UTF-8 bytes of its strings and keys plus one byte per value: about its size as JSON text. */
+  maxBytes: number;
+}
+
+/**
+ * 100 levels: deeper than any real document (a workflow definition puts step inputs at level 3),
+ * shallow enough for any recursive reader (JSON.stringify, zod, Postgres's jsonb parser).
+ * 4 MiB: an http.request result is at most 1 MiB of body, which escaping can grow; inputs
+ * through the API are bounded sooner by its 64 KiB request body.
+ */
+export const JSON_LIMITS: Readonly<JsonLimits> = Object.freeze({ maxDepth: 100, maxBytes: 4 * 1024 * 1024 });
+
+/** Longest text argument of the API or option of the CLI that sets no lower limit of its own. */
+export const MAX_TEXT_LENGTH = 10_000;
+
+/** The date-times both Postgres and JavaScript read and write alike: years 0001 to 9999, in UTC. */
+export const EARLIEST_DATE_TIME = '0001-01-01T00:00:00.000Z';
+export const LATEST_DATE_TIME = '9999-12-31T23:59:59.999Z';
+
+/** Postgres's bigint: the largest cursor position or sequence number there can be. */
+export const MAX_BIGINT = 9_223_372_036_854_775_807n;
+
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+/** What is wrong and where: `path` is relative to the value checked (`[]` is the value itself). */
+export interface ValueProblem {
+  path: (string | number)[];
+  message: string;
+}
+
+const NUL = 'must not contain a NUL character (\\u0000)';
+const LONE_SURROGATE = 'must not contain a lone UTF-16 surrogate (\\uD800-\\uDFFF without its pair)';
+
+const isWellFormed = (s: string) => (s as string & { isWellFormed(): boolean }).isWellFormed();
+
+/** Why `s` cannot be stored as text (NUL, lone surrogate), or undefined when it can. */
+export function textContentProblem(s: string): string | undefined {
+  if (s.includes('\0')) return NUL;
+  if (!isWellFormed(s)) return LONE_SURROGATE;
+  return undefined;
+}
+
+/**
+ * Why `value` is not acceptable text, or undefined: a string, storable, within `maxLength`
+ * characters (MAX_TEXT_LENGTH by default); with `required`, not empty or only white space.
+ */
+export function textProblem(value: unknown, o: { maxLength?: number; required?: boolean } = {}): string | undefined {
+  if (typeof value !== 'string') return 'must be a string';
+  const content = textContentProblem(value);
+  if (content) return content;
+  const max = o.maxLength ?? MAX_TEXT_LENGTH;
+  if (value.length > max) return `must be at most ${max} characters (got ${value.length})`;
+  if (o.required && value.trim() === '') return 'must not be empty';
+  return undefined;
+}
+
+/**
+ * Text as it can be stored, for what Baton must record rather than refuse (an error message, a
+ * stack): a NUL becomes U+FFFD, as does each lone surrogate.
+ */
+export function storableText(s: string): string {
+  const noNul = s.includes('\0') ? s.replaceAll('\0', '\uFFFD') : s;
+  return isWellFormed(noNul) ? noNul : (noNul as string & { toWellFormed(): string }).toWellFormed();
+}
+
+const isPlainObject = (v: object) => {
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+};
+
+function notJson(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return undefined;
+    case 'number':
+      return Number.isFinite(value) ? undefined : `${value} is not a JSON number`;
+    case 'object':
+      if (value === null || Array.isArray(value) || isPlainObject(value)) return undefined;
+      return `a ${value.constructor?.name ?? 'non-plain object'} is not JSON (plain objects, arrays, strings, numbers, booleans and null are)`;
+    default:
+      return `${typeof value === 'undefined' ? 'undefined' : `a ${typeof value}`} is not JSON`;
+  }
+}
+
+/**
+ * Every problem of `value` as JSON Baton can store, walked iteratively (no recursion, so depth
+ * cannot overflow the stack): only JSON types, text rules for every string and key, at most
+ * `maxDepth` levels and about `maxBytes` in size. Stops at the first depth or size problem
+ * (they make the rest meaningless) and after `maxProblems` others.
+ */
+export function jsonProblems(value: unknown, limits: JsonLimits = JSON_LIMITS, maxProblems = 10): ValueProblem[] {
+  const problems: ValueProblem[] = [];
+  // Each entry: a value, its path and its depth (containers only count).
+  const stack: { value: unknown; path: (string | number)[]; depth: number }[] = [{ value, path: [], depth: 0 }];
+  let bytes = 0;
+  while (stack.length > 0 && problems.length < maxProblems) {
+    const { value: v, path, depth } = stack.pop()!;
+    const wrong = notJson(v);
+    if (wrong) {
+      problems.push({ path, message: wrong });
+      continue;
+    }
+    if (typeof v === 'string') {
+      const content = textContentProblem(v);
+      if (content) problems.push({ path, message: content });
+      bytes += Buffer.byteLength(v) + 2;
+    } else if (typeof v === 'object' && v !== null) {
+      if (depth + 1 > limits.maxDepth) return [...problems, { path, message: `nested deeper than ${limits.maxDepth} levels of arrays and objects` }];
+      bytes += 2;
+      if (Array.isArray(v)) {
+        for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], path: [...path, i], depth: depth + 1 });
+        bytes += v.length;
+      } else {
+        const keys = Object.keys(v);
+        for (let i = keys.length - 1; i >= 0; i--) {
+          const key = keys[i]!;
+          const content = textContentProblem(key);
+          if (content) problems.push({ path: [...path, key], message: `key ${content}` });
+          bytes += Buffer.byteLength(key) + 4;
+          stack.push({ value: (v as Record<string, unknown>)[key], path: [...path, key], depth: depth + 1 });
+        }
+      }
+    } else {
+      bytes += String(v).length;
+    }
+    if (bytes > limits.maxBytes) return [...problems, { path: [], message: `larger than ${limits.maxBytes} bytes as JSON` }];
+  }
+  return problems;
+}
+
+/**
+ * Where `value` (any objects, not only JSON) nests deeper than `maxDepth`, walked iteratively:
+ * for what is still to be turned into JSON by a recursive JSON.stringify. A cycle is infinitely deep.
+ */
+export function nestingProblem(value: unknown, maxDepth: number = JSON_LIMITS.maxDepth): ValueProblem | undefined {
+  const stack: { value: unknown; path: (string | number)[] }[] = [{ value, path: [] }];
+  while (stack.length > 0) {
+    const { value: v, path } = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (path.length >= maxDepth) return { path, message: `nested deeper than ${maxDepth} levels of arrays and objects` };
+    if (Array.isArray(v)) v.forEach((item, i) => stack.push({ value: item, path: [...path, i] }));
+    else for (const key of Object.keys(v)) stack.push({ value: (v as Record<string, unknown>)[key], path: [...path, key] });
+  }
+  return undefined;
+}
+
+const DATE_TIME_SHAPE = 'must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z';
+const DATE_TIME_RANGE = `must be from ${EARLIEST_DATE_TIME} to ${LATEST_DATE_TIME} (years 0001 to 9999 in UTC)`;
+
+/** The year of an ISO 8601 date-time with a zone whose date is in the calendar, or undefined. */
+function dateTimeYear(value: unknown): number | undefined {
+  if (typeof value !== 'string' || !ISO_DATE_TIME.test(value)) return undefined;
+  // Date rolls 2026-02-30 over to March 2nd; a date that is not in the calendar is refused.
+  const year = Number(value.slice(0, 4));
+  const month = Number(value.slice(5, 7));
+  const day = Number(value.slice(8, 10));
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return day <= [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]! ? year : undefined;
+}
+
+/** An ISO 8601 date-time with a zone, in UTC with milliseconds as JavaScript writes it (any year), or undefined. */
+export function parseDateTime(value: unknown): string | undefined {
+  if (dateTimeYear(value) === undefined) return undefined;
+  const t = new Date(value as string);
+  return Number.isNaN(t.getTime()) ? undefined : t.toISOString();
+}
+
+/** Why a date-time from parseDateTime is outside years 0001 to 9999, or undefined. */
+export function dateTimeRangeProblem(iso: string): string | undefined {
+  // Years beyond 4 digits are written "+010000-…" (or "-000001-…"), which sort before digits.
+  return /^\d{4}-/.test(iso) && iso >= EARLIEST_DATE_TIME && iso <= LATEST_DATE_TIME ? undefined : DATE_TIME_RANGE;
+}
+
+/** A date-time as Baton stores it (ISO 8601 in UTC with milliseconds, years 0001 to 9999), or the problem with it. */
+export function dateTimeProblem(value: unknown): { iso: string } | { problem: string } {
+  const iso = parseDateTime(value);
+  if (iso === undefined) return { problem: DATE_TIME_SHAPE };
+  const range = dateTimeRangeProblem(iso);
+  return range ? { problem: range } : { iso };
+}
+
+/**
+ * dateTimeProblem's verdict without the normalised value, for the event catalog, which checks
+ * every event's times: only a date in year 0001 or 9999 can be moved out of range by its zone,
+ * so only those pay for a Date (about 5 µs, against 0.3 µs for the rest).
+ */
+export function dateTimeValueProblem(value: unknown): string | undefined {
+  const year = dateTimeYear(value);
+  if (year === undefined) return DATE_TIME_SHAPE;
+  if (year > 1 && year < 9999) return undefined;
+  const r = dateTimeProblem(value);
+  return 'problem' in r ? r.problem : undefined;
+}
+
+// YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z or ±HH:MM (or ±HHMM): each form JavaScript's Date
+// reads as written (it takes no ±HH alone); the calendar is checked in dateTimeYear.
+const ISO_DATE_TIME = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,9})?)?(Z|[+-]([01]\d|2[0-3]):?[0-5]\d)$/;
+
+/** Why `value` is not a position (a whole number from 0 to Postgres's bigint maximum) written in decimal. */
+export function bigintTextProblem(value: string): string | undefined {
+  if (!/^\d{1,19}$/.test(value) || BigInt(value) > MAX_BIGINT) return `must be a whole number from 0 to ${MAX_BIGINT}`;
+  return undefined;
+}
+
+/** Postgres's integer: GraphQL's Int, priorities. */
+export const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
+
+/** Why `value` is not a whole number from `min` to `max`, or undefined. */
+export function integerProblem(value: unknown, min: number, max: number): string | undefined {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    return `must be from ${min} to ${max}${typeof value === 'number' ? ` (got ${value})` : ''}`;
+  }
+  return undefined;
+}
+
+/** A path for people: `a.b.0`, shortened in the middle when long, each key printable (escapes for what is not). */
+export function formatPath(path: readonly (string | number)[]): string {
+  const shown = path.length > 12 ? [...path.slice(0, 6), `…(${path.length - 9} more)…`, ...path.slice(-3)] : path;
+  return shown.map((s) => (typeof s === 'number' ? String(s) : printable(s))).join('.');
+}
+
+/** Text safe to put in a message: control characters, lone surrogates, quotes and backslashes escaped; long text cut. */
+export function printable(s: string, max = 60): string {
+  const cut = s.length > max ? `${s.slice(0, max)}…` : s;
+  return /[\x00-\x1f\x7f"\\]/.test(cut) || !isWellFormed(cut) ? JSON.stringify(cut).slice(1, -1) : cut;
+}

@@ -1,0 +1,128 @@
+// How the command line starts: bin/baton.js runs the compiled dist/ when it is up to date with
+// the sources and the TypeScript sources (through tsx) otherwise, saying so; `--version`; CLI
+// commands keep info logs off stderr; `bench eventstore --json` prints JSON.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { urlForDatabase } from '../../src/db/connect.ts';
+import { runBaton, SOURCE_NOTE } from '../support/cli.ts';
+import { useTestDatabase } from '../support/test-db.ts';
+
+const run = promisify(execFile);
+const ROOT = path.resolve('.');
+const { version } = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+
+describe('bin/baton.js: compiled or from source', () => {
+  // A copy of the package: its bin/ and sources, the real node_modules linked in, and a
+  // stand-in dist/ whose main.js only says it ran, so the choice is visible and quick.
+  let copy: string;
+  const baton = async (...args: string[]) => {
+    const { BATON_DATABASE_URL: _u, ...env } = process.env;
+    return run(process.execPath, [path.join(copy, 'bin/baton.js'), ...args], { cwd: copy, env, timeout: 60_000 });
+  };
+  const writeStamp = (startedAt: number) => fs.writeFile(path.join(copy, 'dist/.build-stamp.json'), JSON.stringify({ startedAt }));
+  const past = new Date(Date.now() - 3_600_000);
+
+  beforeAll(async () => {
+    copy = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-bin-'));
+    for (const entry of ['bin', 'src', 'actors', 'projections', 'schemas', 'package.json', 'tsconfig.json', 'tsconfig.build.json']) {
+      await fs.cp(path.join(ROOT, entry), path.join(copy, entry), { recursive: true });
+    }
+    await fs.symlink(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
+    // Every copied file as old as an hour ago: the build below is newer than all of them.
+    const files = (await fs.readdir(copy, { recursive: true, withFileTypes: true })).filter((e) => e.isFile());
+    await Promise.all(files.map((e) => fs.utimes(path.join(e.parentPath, e.name), past, past)));
+    await fs.mkdir(path.join(copy, 'dist/src/cli'), { recursive: true });
+    await fs.writeFile(path.join(copy, 'dist/src/cli/main.js'), "console.log('compiled main ran');\n");
+  });
+  afterAll(async () => {
+    if (copy) await fs.rm(copy, { recursive: true, force: true });
+  });
+
+  it('runs dist/ when the last build started after every source changed, and says nothing', async () => {
+    await writeStamp(Date.now());
+    const r = await baton('--version');
+    expect(r.stdout).toBe('compiled main ran\n');
+    expect(r.stderr).toBe('');
+  });
+
+  it('runs the sources through tsx once a source is newer than the build, saying which and how to rebuild', async () => {
+    await writeStamp(past.getTime() + 60_000);
+    const edited = path.join(copy, 'src/cli/format.ts');
+    await fs.utimes(edited, new Date(), new Date());
+    const r = await baton('--version');
+    expect(r.stdout).toBe(`${version}\n`); // the real main.ts, from the sources
+    expect(r.stderr).toMatch(SOURCE_NOTE);
+    expect(r.stderr).toBe('baton: running from the TypeScript sources (slower start): src/cli/format.ts changed after the last build; `npm run build` compiles them to dist/\n');
+    await fs.utimes(edited, past, past);
+  });
+
+  it('treats a changed tsconfig, a missing stamp or a missing main.js as no usable build', async () => {
+    await writeStamp(past.getTime() + 60_000);
+    await fs.utimes(path.join(copy, 'tsconfig.build.json'), new Date(), new Date());
+    expect((await baton('--version')).stderr).toMatch(/: tsconfig\.build\.json changed after the last build;/);
+    await fs.utimes(path.join(copy, 'tsconfig.build.json'), past, past);
+    expect((await baton('--version')).stdout).toBe('compiled main ran\n');
+
+    await fs.rm(path.join(copy, 'dist/.build-stamp.json'));
+    const unbuilt = await baton('--version');
+    expect(unbuilt.stdout).toBe(`${version}\n`);
+    expect(unbuilt.stderr).toMatch(/: there is no build in dist\/;/);
+
+    await writeStamp(Date.now());
+    await fs.rename(path.join(copy, 'dist/src/cli/main.js'), path.join(copy, 'dist/src/cli/main.js.moved'));
+    expect((await baton('--version')).stderr).toMatch(/: the build in dist\/ is incomplete;/);
+    await fs.rename(path.join(copy, 'dist/src/cli/main.js.moved'), path.join(copy, 'dist/src/cli/main.js'));
+  });
+});
+
+describe('the command line', () => {
+  const db = useTestDatabase();
+
+  it('--version and -V print package.json\'s version', async () => {
+    for (const flag of ['--version', '-V']) {
+      const r = await runBaton([flag], { databaseUrl: null });
+      expect(r).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    }
+  });
+
+  it('keeps info logs off stderr: a first command on a fresh database migrates it quietly', async () => {
+    // A database nobody migrated: the first command applies every migration, which the hosts
+    // log at info. A command logs at warn unless BATON_LOG_LEVEL says otherwise.
+    const admin = new pg.Client({ connectionString: inject('pgBaseUrl') });
+    await admin.connect();
+    const name = `baton_test_${inject('pgRunId')}_fresh_${process.pid}`;
+    await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`);
+    try {
+      const url = urlForDatabase(inject('pgBaseUrl'), name);
+      const id = '00000000-0000-4000-8000-000000000001';
+      const quiet = await runBaton(['status', id], { databaseUrl: url, env: { BATON_LOG_LEVEL: '' } });
+      expect(quiet.code).toBe(1);
+      expect(quiet.stderr).toBe(`baton: execution ${id} not found\n`);
+      const check = new pg.Client({ connectionString: url });
+      await check.connect();
+      const migrations = (await check.query('SELECT count(*)::int AS n FROM baton_schema_migrations')).rows[0].n as number;
+      await check.end();
+      expect(migrations).toBeGreaterThan(0);
+      // The level is still the user's to choose.
+      const verbose = await runBaton(['status', id], { databaseUrl: url, env: { BATON_LOG_LEVEL: 'debug' } });
+      expect(verbose.stderr).toMatch(/"msg":"event store: Postgres"/);
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS ${admin.escapeIdentifier(name)} WITH (FORCE)`);
+      await admin.end();
+    }
+  });
+
+  it('`bench eventstore --json` prints JSON (the option is the subcommand\'s, not `bench`\'s)', async () => {
+    const r = await runBaton(['bench', 'eventstore', '--seconds', '1', '--large-history', '1000', '--json'], { databaseUrl: db().url });
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { seconds: number; appends: unknown[]; rehydrate: { events: number }[] };
+    expect(result.seconds).toBe(1);
+    expect(result.appends).toHaveLength(4);
+    expect(result.rehydrate.map((h) => h.events)).toEqual([1_000, 1_000]);
+  }, 60_000);
+});

@@ -1,0 +1,116 @@
+// `baton submit` and the CLI's other options as a user runs them (real processes, real
+// database): the CLI refuses what the API refuses, by the same rules (src/input) and the same
+// submission check (src/runtime/submission.ts), on one line naming the option, exit 1, with
+// nothing written; `--input null` stores JSON null; `--actions` makes a module's actions known.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { executionStreamId } from '../../schemas/events.ts';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { runBaton, type CliResult } from '../support/cli.ts';
+import { useTestDatabase } from '../support/test-db.ts';
+
+const db = useTestDatabase();
+const baton = (...args: string[]): Promise<CliResult> => runBaton(args, { databaseUrl: db().url });
+const eventCount = async () => (await db().pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n as number;
+
+type Refusal = [args: string[], starts: string, message: RegExp];
+
+/** Runs each at once (they are separate processes) and expects each refused; then that nothing was written. */
+async function expectAllRefused(cases: Refusal[]): Promise<void> {
+  const before = await eventCount();
+  const results = await Promise.all(cases.map(([args]) => baton(...args)));
+  results.forEach((r, i) => expectRefused(r, cases[i]![1], cases[i]![2]));
+  expect(await eventCount()).toBe(before);
+}
+
+/** Exit 1 with exactly one line on stderr, `baton: <starts>…` matching `message`, and nothing on stdout. */
+function expectRefused(r: CliResult, starts: string, message: RegExp): void {
+  expect(r.code, r.stderr).toBe(1);
+  expect(r.stdout).toBe('');
+  const lines = r.stderr.trimEnd().split('\n');
+  expect(lines, r.stderr).toHaveLength(1);
+  expect(lines[0]!.startsWith(`baton: ${starts}`), lines[0]).toBe(true);
+  expect(lines[0]).toMatch(message);
+}
+
+describe('baton submit', { timeout: 120_000 }, () => {
+  it('refuses an unknown action and input its schema refuses, as submitExecution does; writes nothing', async () => {
+    await expectAllRefused([
+      [['submit', 'nope.nothing'], 'action: unknown action "nope.nothing"', /known actions: core\.echo, core\.fail, core\.noop, core\.sleep, http\.request$/],
+      [['submit', 'core.slep', '--input', '{"ms":1}'], 'action: unknown action "core.slep"; did you mean "core.sleep"?', /known actions/],
+      [['submit', 'core.sleep', '--input', '{"ms":"x"}'], 'invalid input for action core.sleep: input.ms:', /expected number, received string/],
+    ]);
+  });
+
+  it('refuses the hostile JSON the API refuses: NUL and lone-surrogate escapes, deep nesting; and options out of range', async () => {
+    await expectAllRefused([
+      [['submit', 'core.echo', '--input', '{"a":{"b":"x\\u0000"}}'], '--input (at a.b): ', /must not contain a NUL character/],
+      [['submit', 'core.echo', '--input', '{"k\\u0000":1}'], '--input (at k\\u0000): ', /key must not contain a NUL/],
+      [['submit', 'core.echo', '--input', '["\\ud800"]'], '--input (at 0): ', /lone UTF-16 surrogate/],
+      [['submit', 'core.echo', '--input', `${'['.repeat(5_000)}1${']'.repeat(5_000)}`], '--input (at 0.0.0', /nested deeper than 100 levels/],
+      [['submit', 'core.echo', '--input', '{"a":'], '--input: not valid JSON', /JSON/],
+      [['submit', 'core.echo', '--key', 'k'.repeat(501)], '--key: ', /must be at most 500 characters \(got 501\)$/],
+      [['submit', 'core.echo', '--max-attempts', '5000', '--priority', '2147483648'], '--max-attempts: must be from 1 to 1000 (got 5000); --priority: ', /must be from -2147483648 to 2147483647 \(got 2147483648\)$/],
+    ]);
+  });
+
+  it('stores --input null as JSON null, and no --input as null too', async () => {
+    for (const args of [['--input', 'null'], []]) {
+      const r = await baton('submit', 'core.echo', ...args, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      const { executionId } = JSON.parse(r.stdout) as { executionId: string };
+      const [requested] = await createPostgresEventStore(db().pool).readStream(executionStreamId(executionId));
+      expect(requested!.data).toMatchObject({ action: 'core.echo', input: null });
+    }
+  });
+
+  it('knows the actions of the module given with --actions, and checks their input', async () => {
+    const before = await eventCount();
+    expectRefused(await baton('submit', 'billing.charge', '--input', '{"customerId":"c1","cents":5}'), 'action: unknown action "billing.charge"', /known actions/);
+    expectRefused(await baton('submit', 'billing.charge', '--actions', './examples/actions.ts', '--input', '{"customerId":"c1","cents":-5}'), 'invalid input for action billing.charge: input.cents:', /Too small/);
+    expect(await eventCount()).toBe(before);
+    const ok = await baton('submit', 'billing.charge', '--actions', './examples/actions.ts', '--input', '{"customerId":"c1","cents":5}');
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/^submitted: [0-9a-f-]{36} \(Requested\)\n$/);
+    expect(await eventCount()).toBe(before + 1);
+  });
+});
+
+describe('the other commands’ options', { timeout: 120_000 }, () => {
+  it('refuses absurd dates and positions past bigint, naming the option', async () => {
+    await expectAllRefused([
+      [['replay', '--all', '--since', '0000-01-01T00:00:00Z'], '--since: must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z', /years 0001 to 9999/],
+      [['inspect', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--at', '2026-02-30T00:00:00Z'], '--at: must be an ISO 8601 date-time', /like 2024-05-01T12:00:00Z$/],
+      [['dlq', 'list', '--after', '9999999999999999999', '--transport', 'postgres'], '--after: must be a whole number from 0 to 9223372036854775807', /earlier page/],
+      [['cancel', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--reason', 'r'.repeat(1_001)], '--reason: must be at most 1000 characters', /\(got 1001\)$/],
+    ]);
+  });
+
+  it('refuses an unknown BATON_* variable, naming the one probably meant', async () => {
+    const r = await runBaton(['submit', 'core.noop'], { databaseUrl: db().url, env: { BATON_MAX_ATEMPTS: '5' } });
+    expectRefused(r, 'invalid configuration: BATON_MAX_ATEMPTS: unknown variable; did you mean "BATON_MAX_ATTEMPTS"?', /\?$/);
+  });
+
+  it('refuses a workflow file with misspelt fields and NUL escapes, every problem at once', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-input-'));
+    try {
+      const file = path.join(dir, 'typos.yaml');
+      await fs.writeFile(file, ['steps:', '  - id: a', '    action: core.echo', '    input: { x: "\\0" }', '  - id: b', '    action: core.noop', '    dependOn: [a]', '    inputs: { y: 1 }', ''].join('\n'));
+      const r = await baton('workflow', 'submit', file);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(
+        [
+          `baton: ${file} is not a valid workflow (3 problems; nothing was submitted):`,
+          '  steps.0.input.x: must not contain a NUL character (\\u0000)',
+          '  steps.1.dependOn: unknown field; did you mean "dependsOn"?',
+          '  steps.1.inputs: unknown field; did you mean "input"?',
+          '',
+        ].join('\n'),
+      );
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,45 @@
+// Ports (src/observability/listen.ts): a taken default port is swapped for a free one and the
+// swap logged; a port the user asked for is that port or a one-line refusal naming the setting.
+import http from 'node:http';
+import net from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { listenOn, PortUnavailableError } from '../../src/observability/listen.ts';
+
+const servers: (http.Server | net.Server)[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+});
+
+async function squat(): Promise<number> {
+  const s = net.createServer();
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return (s.address() as net.AddressInfo).port;
+}
+
+describe('listenOn', () => {
+  it('listens on a taken default port\'s replacement, and logs which', async () => {
+    const taken = await squat();
+    const lines: { msg: string; port: number; chosen: number }[] = [];
+    const log = pino(new Writable({ write: (c: Buffer, _e, done) => (lines.push(JSON.parse(c.toString())), done()) }));
+    const server = http.createServer();
+    servers.push(server);
+    const { port, origin } = await listenOn(server, { host: '127.0.0.1', port: taken, what: 'the metrics server', log });
+    expect(port).not.toBe(taken);
+    expect(origin).toBe(`http://127.0.0.1:${port}`);
+    expect(lines).toEqual([expect.objectContaining({ port: taken, chosen: port, msg: `the metrics server: port ${taken} (the default) is in use; listening on ${port} instead` })]);
+  });
+
+  it('refuses a taken port the user asked for, in one line naming the option', async () => {
+    const taken = await squat();
+    const server = http.createServer();
+    const err = await listenOn(server, { host: '127.0.0.1', port: taken, setting: '--metrics-port', what: 'the metrics server' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PortUnavailableError);
+    expect((err as Error).message).toBe(
+      `--metrics-port ${taken} is in use by another program (127.0.0.1:${taken}); choose another --metrics-port, or 0 for a free one (the metrics server)`,
+    );
+    expect(server.listening).toBe(false);
+  });
+});
