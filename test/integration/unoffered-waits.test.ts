@@ -2,22 +2,19 @@
 // the store and the liveness table, no executor needed), the executor's /metrics counts it per
 // action, and after the no-worker timeout it is abandoned with that reason. A worker that comes
 // in time (a deploy, a restart) ends the wait instead.
-import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
-import { startExecutor, type Executor } from '../../src/executor/executor.ts';
-import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
-import type { WorkTransport } from '../../src/transport/work-transport.ts';
+import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
+import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
 import { runBaton } from '../support/cli.ts';
+import { useInProcessExecutor } from '../support/in-process-executor.ts';
+import { eventually } from '../support/workflow-cluster.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
-const log = pino({ level: 'silent' });
 const NO_WORKER_TIMEOUT_MS = 2_000;
 
 describe('baton status: why an execution waits', () => {
@@ -62,45 +59,17 @@ describe('baton status: why an execution waits', () => {
 });
 
 describe('executions whose action no live worker offers', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  let runtime: ExecutionRuntime;
-  let liveness: LivenessStore;
-  let transport: WorkTransport;
-  let executor: Executor;
   const registry = new Registry();
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    liveness = createLivenessStore(db.pool);
-    transport = createPostgresWorkTransport(db.pool);
-    executor = startExecutor({ store, runtime, transport, workers: liveness, log, registry, staleAfterMs: 30_000, monitorEveryMs: 50, noWorkerTimeoutMs: NO_WORKER_TIMEOUT_MS });
-    await executor.ready;
-  });
-  afterAll(async () => {
-    await executor.stop();
-    await transport.close();
-    await store.close();
-    await db.drop();
-  });
-
-  const events = (id: string) => store.readStream(executionStreamId(id));
-  async function until<T>(what: string, probe: () => Promise<T | undefined | false>, ms = 10_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await probe();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
+  const cluster = useInProcessExecutor({ registry, staleAfterMs: 30_000, monitorEveryMs: 50, noWorkerTimeoutMs: NO_WORKER_TIMEOUT_MS });
+  const events = (id: string) => cluster().store.readStream(executionStreamId(id));
+  /** `probe`'s value once it is truthy. */
+  const until = <T>(what: string, probe: () => Promise<T | undefined | false>) => eventually(what, async () => (await probe()) || undefined, 10_000);
   const unofferedGauge = async (action: string) => {
     const metric = await registry.getSingleMetric('baton_executor_waiting_unoffered')!.get();
     return metric.values.find((v) => v.labels.action === action)?.value;
   };
   it('says why it waits, counts it, and abandons it after the no-worker timeout with that reason', { timeout: 60_000 }, async () => {
+    const { runtime } = cluster();
     const submittedAt = Date.now();
     const { executionId } = await runtime.submit({ action: 'nobody.offers', input: null });
     const other = await runtime.submit({ action: 'nobody.offers', input: { n: 2 } });
@@ -118,6 +87,7 @@ describe('executions whose action no live worker offers', () => {
   });
 
   it('does not abandon what waits for a worker that comes before the timeout (a deploy): the wait ends in a handoff', { timeout: 60_000 }, async () => {
+    const { runtime, store, liveness } = cluster();
     const { executionId } = await runtime.submit({ action: 'deploy.soon', input: null });
     await until('the gauge to count it', async () => (await unofferedGauge('deploy.soon')) === 1);
     await new Promise((r) => setTimeout(r, NO_WORKER_TIMEOUT_MS / 2));
