@@ -166,7 +166,9 @@ export function createMonitor(o: MonitorOptions) {
    * Reclaim at once what a previous process of a worker id held when a new process announced
    * itself under that id: that process is gone (kill -9, OOM, a crash), so waiting for its
    * heartbeat to go stale or its message's ack-wait would only delay the retry. A start that
-   * landed after the announcement is the new process's own and is left alone.
+   * landed after the announcement is the new process's own and is left alone. (One that lands
+   * between this read and the append makes the append conflict and the runtime decide again,
+   * where the reclaim still fits: that run is fenced off and retried as a new attempt, visibly.)
    */
   async function reclaimOrphans(): Promise<void> {
     await mapLimit(o.index.takeOrphans(), o.parallelism, async (x) => {

@@ -1,10 +1,11 @@
 // The worker's own stream (`worker-<id>`): decide each lifecycle event through the worker
-// machine, then append it at the revision it was decided on.
+// machine, then append it at the revision it was decided on; and a live process's watch over
+// it (announcing itself again when the executor declared it lost).
 import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
 import { WORKER_MACHINE_VERSION, decideWorker, foldWorker, statusOf, type WorkerSnapshot } from '../../actors/worker.machine.ts';
 import { WorkerEvent, workerStreamId, type WorkerEventOf, type WorkerEventType } from '../../schemas/worker-events.ts';
 import { WorkerEventRefusedError, WrongExpectedRevisionError, parseOrThrow } from '../errors.ts';
-import type { Logger } from 'pino';
 import type { EventStore } from '../eventstore/event-store.ts';
 
 /**
