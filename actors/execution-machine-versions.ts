@@ -10,12 +10,24 @@ import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionC
 import type { ExecutionEvent } from '../schemas/events.ts';
 
 /**
+ * Version 3 is version 4 without recorded attempt limits and restart reclaims: nobody could write
+ * SchedulingStarted.maxAttempts or OwnershipReclaimed {reason: worker-restarted}, and every
+ * ExecutionRequested named its maxAttempts as the submission's (so `submittedMaxAttempts` always
+ * equals it, and the limit never moves). Every other rule is the same.
+ */
+function mayAppendV3(context: ExecutionContext, event: ExecutionEvent): boolean {
+  if (event.type === 'SchedulingStarted' && event.data.maxAttempts !== undefined) return false;
+  if (event.type === 'OwnershipReclaimed' && event.data.reason === 'worker-restarted') return false;
+  return mayAppend(context, event);
+}
+
+/**
  * Version 2 is version 3 without cancel requests: nobody could record ExecutionCancelRequested,
  * so a v2 history never holds one and every other rule is the same (the rules that read
  * `cancelRequested` never fire without one).
  */
 function mayAppendV2(context: ExecutionContext, event: ExecutionEvent): boolean {
-  return event.type !== 'ExecutionCancelRequested' && mayAppend(context, event);
+  return event.type !== 'ExecutionCancelRequested' && mayAppendV3(context, event);
 }
 
 /**
@@ -23,8 +35,9 @@ function mayAppendV2(context: ExecutionContext, event: ExecutionEvent): boolean 
  * could end a run as TimedOut.
  */
 function mayAppendV1(context: ExecutionContext, event: ExecutionEvent): boolean {
+  if (!mayAppendV2(context, event)) return false;
   if (event.type === 'OwnershipReclaimed') return event.metadata.by === EXECUTOR;
-  return event.type !== 'ExecutionCancelRequested' && event.metadata.by === context.owner;
+  return event.metadata.by === context.owner;
 }
 
 const executionMachineV1 = executionMachine.provide({
@@ -33,10 +46,14 @@ const executionMachineV1 = executionMachine.provide({
 const executionMachineV2 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV2(context, event) },
 });
+const executionMachineV3 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV3(context, event) },
+});
 
 export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
   ['1', executionMachineV1],
   ['2', executionMachineV2],
+  ['3', executionMachineV3],
   [MACHINE_VERSION, executionMachine],
 ]);
 

@@ -21,9 +21,11 @@ import {
 } from '../schemas/events.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '3';
+export const MACHINE_VERSION = '4';
 // 2: the executor may time out a run whose recorded start-to-close deadline passed.
 // 3: ExecutionCancelRequested: a cancel reaches a worker-held execution without moving the baton.
+// 4: SchedulingStarted records the attempt limit (the action's, capped by the submission's own);
+//    OwnershipReclaimed may say worker-restarted.
 
 export const EXECUTOR = 'executor' as const;
 export type Owner = typeof EXECUTOR | `worker:${string}`;
@@ -41,7 +43,14 @@ export interface ExecutionContext {
   workerId: string | null;
   /** 1-based; a new attempt starts only with ExecutionRetryScheduled. */
   attempt: number;
+  /**
+   * The attempt limit as known now: the request's (the submission's own, or the submitter's
+   * default), then whatever each SchedulingStarted recorded (the action's, capped by the
+   * submission's own).
+   */
   maxAttempts: number;
+  /** The limit the submission itself named, if it named one: a recorded limit may not exceed it. */
+  submittedMaxAttempts?: number;
   idempotencyKey?: string;
   priority?: number;
   parentId?: string;
@@ -133,6 +142,14 @@ function dataProblem(context: ExecutionContext, event: ExecutionEvent): string |
   const problem = contextProblem(context, event.type);
   if (problem !== null) return problem;
   switch (event.type) {
+    case 'SchedulingStarted': {
+      const limit = event.data.maxAttempts;
+      if (limit === undefined) return null;
+      if (context.submittedMaxAttempts !== undefined && limit > context.submittedMaxAttempts) {
+        return `SchedulingStarted maxAttempts ${limit} exceeds the submission's own limit ${context.submittedMaxAttempts}: an action's limit may lower a submission's, never raise it`;
+      }
+      return limit < context.attempt ? `SchedulingStarted maxAttempts ${limit} is below the current attempt ${context.attempt}` : null;
+    }
     case 'ExecutionHandedOff': {
       const { attempt, workerId } = event.data;
       if (attempt !== context.attempt) {
@@ -208,6 +225,7 @@ function contextFromRequest(event: RequestedEvent): ExecutionContext {
     attempt: 1,
     maxAttempts: data.maxAttempts,
     // Only present keys, so a context survives a JSON round trip unchanged.
+    ...(data.maxAttemptsIsDefault !== true && { submittedMaxAttempts: data.maxAttempts }),
     ...(data.idempotencyKey !== undefined && { idempotencyKey: data.idempotencyKey }),
     ...(data.priority !== undefined && { priority: data.priority }),
     ...(data.parentId !== undefined && { parentId: data.parentId }),
@@ -238,6 +256,10 @@ export const executionMachine = setup({
   },
   actions: {
     touch: assign({ updatedAt: ({ event }) => event.metadata.occurredAt }),
+    startScheduling: assign(({ context, event }) => {
+      assertEvent(event, 'SchedulingStarted');
+      return { maxAttempts: event.data.maxAttempts ?? context.maxAttempts };
+    }),
     scheduleRetry: assign(({ event }) => {
       assertEvent(event, 'ExecutionRetryScheduled');
       return { attempt: event.data.attempt, retryPending: false, retryAt: event.data.retryAt };
@@ -307,7 +329,7 @@ export const executionMachine = setup({
   states: {
     Requested: {
       on: {
-        SchedulingStarted: { guard: and(['mayAppend', 'fits']), target: 'Scheduling', actions: 'touch' },
+        SchedulingStarted: { guard: and(['mayAppend', 'fits']), target: 'Scheduling', actions: ['touch', 'startScheduling'] },
         ExecutionRetryScheduled: {
           guard: and(['mayAppend', 'fits']),
           target: 'Requested',

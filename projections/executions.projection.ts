@@ -15,7 +15,7 @@ const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 
 // Column lists from the row types' keys, so a field added to the fold cannot be forgotten here.
 const sampleExecution: Record<keyof ExecutionRow, true> = {
   executionId: true, revision: true, status: true, action: true, input: true, owner: true, workerId: true,
-  attempt: true, maxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
+  attempt: true, maxAttempts: true, submittedMaxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
   lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
   runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
@@ -37,7 +37,8 @@ export const executionsProjection: Projection = {
   name: 'executions',
   // 2: stall_timeout_ms, and the index of running executions by last progress.
   // 3: cancel_requested (ExecutionCancelRequested, machine version 3).
-  version: 3,
+  // 4: submitted_max_attempts (machine version 4: the limit a submission named; max_attempts follows the action's).
+  version: 4,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

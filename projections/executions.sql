@@ -14,7 +14,10 @@ CREATE TABLE executions (
   owner            text NOT NULL,
   worker_id        text,
   attempt          int NOT NULL,
+  -- The attempt limit as known now; and the one the submission itself named (null: it took the
+  -- default, which the action's retry.maxAttempts replaces when the execution is scheduled).
   max_attempts     int NOT NULL,
+  submitted_max_attempts int,
   priority         int,
   idempotency_key  text,
   parent_id        text,

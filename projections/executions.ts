@@ -27,6 +27,7 @@ export interface ExecutionRow {
   workerId: string | null;
   attempt: number;
   maxAttempts: number;
+  submittedMaxAttempts: number | null;
   priority: number | null;
   idempotencyKey: string | null;
   parentId: string | null;
@@ -74,6 +75,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     workerId: c.workerId,
     attempt: c.attempt,
     maxAttempts: c.maxAttempts,
+    submittedMaxAttempts: c.submittedMaxAttempts ?? null,
     priority: c.priority ?? null,
     idempotencyKey: c.idempotencyKey ?? null,
     parentId: c.parentId ?? null,
@@ -112,6 +114,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     workerId: row.workerId,
     attempt: row.attempt,
     maxAttempts: row.maxAttempts,
+    ...optional('submittedMaxAttempts', row.submittedMaxAttempts),
     ...optional('idempotencyKey', row.idempotencyKey),
     ...optional('priority', row.priority),
     ...optional('parentId', row.parentId),

@@ -52,13 +52,23 @@ export const ErrorInfo = z.object({
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
 const Attempt = z.number().int().positive();
+const MaxAttempts = z.number().int().min(1).max(1000);
 
 export const ExecutionRequested = event(
   'ExecutionRequested',
   z.object({
     action: text().min(1).max(200),
     input: jsonValue(),
-    maxAttempts: z.number().int().min(1).max(1000),
+    /** The attempt limit the submission named, or (maxAttemptsIsDefault) the submitter's default. */
+    maxAttempts: MaxAttempts,
+    /**
+     * maxAttempts is the submitter's default (BATON_MAX_ATTEMPTS), not the submission's own: the
+     * action's retry.maxAttempts replaces it when the executor schedules the execution (see
+     * SchedulingStarted). Absent: the submission named maxAttempts, which the action's limit may
+     * lower but never raise. (Before machine version 4 it was never written: every limit was
+     * read as the submission's.)
+     */
+    maxAttemptsIsDefault: z.literal(true).optional(),
     idempotencyKey: text().min(1).max(500).optional(),
     priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
     parentId: text().min(1).optional(),
@@ -66,7 +76,19 @@ export const ExecutionRequested = event(
   }),
   ExecutorRef,
 );
-export const SchedulingStarted = event('SchedulingStarted', z.object({}), ExecutorRef);
+export const SchedulingStarted = event(
+  'SchedulingStarted',
+  z.object({
+    /**
+     * The attempt limit from now on, as the executor resolved it when it took this attempt to
+     * schedule: the action's advertised retry.maxAttempts, capped by a limit the submission
+     * named; the execution's current limit when the action sets none. Absent (written before
+     * machine version 4, or by hand): the limit stays as it was.
+     */
+    maxAttempts: MaxAttempts.optional(),
+  }),
+  ExecutorRef,
+);
 export const ExecutionHandedOff = event(
   'ExecutionHandedOff',
   z.object({
@@ -126,7 +148,8 @@ export const ExecutionTimedOut = event(
 export const OwnershipReclaimed = event(
   'OwnershipReclaimed',
   z.object({
-    reason: z.enum(['schedule-to-start', 'worker-lost', 'heartbeat', 'drain', 'manual', 'dead-letter']),
+    /** worker-restarted (machine version 4): the worker id announced a new process while the old one still held it. */
+    reason: z.enum(['schedule-to-start', 'worker-lost', 'worker-restarted', 'heartbeat', 'drain', 'manual', 'dead-letter']),
     workerId: WorkerId,
     attempt: Attempt,
   }),

@@ -52,6 +52,8 @@ export const ConcurrencyPolicy = z.object({
 export type ConcurrencyPolicy = z.infer<typeof ConcurrencyPolicy>;
 
 export const ActionPolicy = z.object({
+  /** The action's runtime tag: the work subject's `<runtime>` token (`node` when absent, as before workers said). */
+  runtime: text().min(1).max(200).optional(),
   retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),
@@ -69,7 +71,7 @@ export const WorkerStarted = event(
     capacity: z.number().int().min(1).max(100_000),
     host: text().min(1).max(255).optional(),
     pid: z.number().int().positive().optional(),
-    /** Per action, when it sets any: retry policy, timeouts and concurrency limit. */
+    /** Per action: its runtime, and the retry policy, timeouts and concurrency limit it sets. */
     policies: z.record(text(), ActionPolicy).optional(),
   }),
   WorkerRef,

@@ -81,8 +81,10 @@ export interface TimeoutConfig {
   readonly heartbeatStaleAfter: number;
   /** BATON_SHUTDOWN_TIMEOUT: how long a draining worker lets runs finish. */
   readonly shutdownTimeoutMs: number;
-  /** BATON_MAX_ATTEMPTS: attempts of a submission that does not say. */
+  /** BATON_MAX_ATTEMPTS: attempts of a submission that does not say, when its action sets no retry.maxAttempts. */
   readonly maxAttempts: number;
+  /** BATON_NO_WORKER_TIMEOUT: an execution waiting this long while no live worker offers its action is abandoned. */
+  readonly noWorkerTimeoutMs: number;
 }
 
 /** How long a worker may go without a heartbeat before it counts as lost. */
@@ -95,6 +97,9 @@ export const DEFAULT_TIMEOUTS: TimeoutConfig = Object.freeze({
   heartbeatStaleAfter: 3,
   shutdownTimeoutMs: 30_000,
   maxAttempts: 3,
+  // Far past a deploy or a restart of every worker (minutes), so nothing submitted meanwhile is
+  // lost to one; the wait is visible long before (baton status, /metrics).
+  noWorkerTimeoutMs: 60 * 60_000,
 });
 
 /**
@@ -162,6 +167,13 @@ export function parseDuration(text: string): number | undefined {
   if (!m) return undefined;
   const ms = Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!;
   return Number.isFinite(ms) ? Math.round(ms) : undefined;
+}
+/** The inverse of parseDuration for messages: the largest unit that divides it (`1h`, `90s`, `250ms`). */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
 }
 const duration = (fallback: number) =>
   z.preprocess(
@@ -306,6 +318,7 @@ const EnvSchema = z.object({
   BATON_HEARTBEAT_STALE_AFTER: count(DEFAULT_TIMEOUTS.heartbeatStaleAfter, 'number of missed heartbeat intervals'),
   BATON_SHUTDOWN_TIMEOUT: duration(DEFAULT_TIMEOUTS.shutdownTimeoutMs),
   BATON_MAX_ATTEMPTS: count(DEFAULT_TIMEOUTS.maxAttempts, 'number of attempts'),
+  BATON_NO_WORKER_TIMEOUT: duration(DEFAULT_TIMEOUTS.noWorkerTimeoutMs),
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -384,6 +397,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
       heartbeatStaleAfter: e.BATON_HEARTBEAT_STALE_AFTER,
       shutdownTimeoutMs: e.BATON_SHUTDOWN_TIMEOUT,
       maxAttempts: e.BATON_MAX_ATTEMPTS,
+      noWorkerTimeoutMs: e.BATON_NO_WORKER_TIMEOUT,
     }),
   } as Config;
   // Secrets are not enumerable: logging or serialising the Config (JSON, pino, util.inspect)

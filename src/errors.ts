@@ -59,6 +59,19 @@ export class InvalidTransitionError extends RejectedCommandError {}
 /** The execution is in a final state; nothing moves it any more. */
 export class AlreadyFinalError extends RejectedCommandError {}
 
+/** The worker machine refused an event on a worker's own stream (`worker-<id>`). */
+export class WorkerEventRefusedError extends BatonError {
+  constructor(
+    readonly workerId: string,
+    readonly eventType: string,
+    /** The worker's state as its stream says: Active, Draining, Stopped, Lost, … */
+    readonly state: string,
+    reason: string,
+  ) {
+    super(`worker ${workerId}: ${eventType} refused in state ${state}: ${reason}`);
+  }
+}
+
 export class NotFoundError extends BatonError {
   constructor(readonly what: string, readonly id: string) {
     super(`${what} ${id} not found`);

@@ -20,7 +20,7 @@ export interface ActionRegistry {
   names(): string[];
   /** Every runtime tag the actions need, sorted and unique. */
   runtimes(): string[];
-  /** Retry policy, timeouts and concurrency limit of each action that sets any: what WorkerStarted advertises. */
+  /** Each action's runtime, retry policy, timeouts and concurrency limit: what WorkerStarted advertises. */
   policies(): Record<string, ActionPolicy>;
 }
 
@@ -53,14 +53,15 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
     policies: () => {
       const out: Record<string, ActionPolicy> = {};
       for (const a of byName.values()) {
-        const policy: ActionPolicy = {
+        out[a.name] = {
+          // The executor labels the action's work messages with it.
+          runtime: a.runtime,
           // The backoff only: nonRetryable is the worker's own business (it decides retryable).
           ...(a.retry && { retry: RetryBackoff.parse(a.retry) }),
           ...(a.scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs: a.scheduleToStartTimeoutMs }),
           ...(a.timeoutMs !== undefined && { timeoutMs: a.timeoutMs }),
           ...(a.concurrency && { concurrency: { ...a.concurrency } }),
         };
-        if (Object.keys(policy).length > 0) out[a.name] = policy;
       }
       return out;
     },

@@ -4,6 +4,7 @@
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import { DEFAULT_API_LIMITS } from '../config.ts';
+import { createLivenessStore, type ActionOffer } from '../liveness/liveness-store.ts';
 import { badInput } from './errors.ts';
 import {
   findExecutions,
@@ -34,10 +35,13 @@ export interface Loaders {
   executionValue(column: ExecutionValueColumn): DataLoader<string, unknown>;
   /** An event's large JSON value whole: `executionId:revision` → value. */
   eventValue(column: EventValueColumn): DataLoader<string, unknown>;
+  /** action → the live workers offering it now (null: none), by a heartbeat within `staleAfterMs`. */
+  offering(staleAfterMs: number): DataLoader<string, ActionOffer | null>;
 }
 
 export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST, valueCap = DEFAULT_API_LIMITS.maxValueBytes): Loaders {
   const eventLoaders = new Map<string, DataLoader<string, EventRow[]>>();
+  let offeringLoader: DataLoader<string, ActionOffer | null> | undefined;
   const valueLoaders = new Map<string, DataLoader<string, unknown>>();
   const wholeValues = (of: Parameters<typeof findWholeValues>[1]) => {
     const key = `${of.table}.${of.column}`;
@@ -81,5 +85,12 @@ export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST, v
     },
     executionValue: (column) => wholeValues({ table: 'executions', column }),
     eventValue: (column) => wholeValues({ table: 'events', column }),
+    offering(staleAfterMs) {
+      offeringLoader ??= new DataLoader(async (actions) => {
+        const offers = await createLivenessStore(pool).offering(actions, staleAfterMs);
+        return actions.map((a) => offers.get(a) ?? null);
+      });
+      return offeringLoader;
+    },
   };
 }

@@ -2,6 +2,7 @@
 // (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
 import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
+import { waitingReason } from '../liveness/waiting-reason.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
@@ -90,6 +91,11 @@ export const resolvers = {
     error: executionJson('error', 'error'),
     lastProgress: executionJson('lastProgress', 'last_progress'),
     stalled: (row: ExecutionRow) => isStalled(row, Date.now()),
+    async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
+      if (row.status !== 'Requested') return null;
+      const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(row.action);
+      return waitingReason(row, offer ?? undefined, Date.now());
+    },
     lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       const held = row.workerId !== null && (HELD_STATUSES as readonly string[]).includes(row.status);
       return held ? ctx.loaders.heartbeat.load(row.workerId!) : null;

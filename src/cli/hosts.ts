@@ -164,6 +164,7 @@ function startSchedulingExecutor(env: HostEnvironment, log: Logger): Executor {
     registry: env.registry,
     scheduleToStartMs: t.scheduleToStartMs,
     staleAfterMs: workerStaleAfterMs(t),
+    noWorkerTimeoutMs: t.noWorkerTimeoutMs,
     // A worker times its own runs out; the executor steps in a few heartbeats later, when it is gone.
     timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
     retryBackoff: { initialMs: 1_000, multiplier: 2, maxMs: 60_000 },

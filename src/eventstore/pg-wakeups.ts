@@ -77,12 +77,23 @@ export class PgWakeups implements Waiter {
         }
       }
     });
+    // Stays attached for the client's life: pg emits 'error' on a client without a listener as
+    // an uncaught exception, and a client whose LISTEN failed may still emit one on its way out.
     client.on('error', (err) => {
+      if (this.#listener !== client) return; // not (or no longer) the listening connection
       this.log?.warn({ err, channel: this.channel }, 'LISTEN connection lost; reconnecting');
       this.#dropListener(err);
       this.#scheduleReconnect();
     });
-    await client.query(`LISTEN ${this.channel}`);
+    try {
+      await client.query(`LISTEN ${this.channel}`);
+    } catch (err) {
+      // The connection broke between connect and LISTEN (a terminated backend, a restart):
+      // give it back destroyed, or every reconnect attempt would keep one checked out.
+      client.removeAllListeners('notification');
+      client.release(err instanceof Error ? err : true);
+      throw err;
+    }
     this.#listener = client;
     // Anything committed while we were not listening is found by the re-read this triggers.
     this.wake();

@@ -16,52 +16,26 @@
 // The executor rebuilds this from the event store when it starts and keeps it current from
 // its subscription. Every executor holds its own copy; compare-and-swap appends settle races
 // between them.
-import { createHash } from 'node:crypto';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { workerIdOfStream, type ActionPolicy } from '../../schemas/worker-events.ts';
+import { AdvertisedWorkers } from './advertised-workers.ts';
+import { SlotCounts, concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
+import { WaitingQueue } from './waiting-queue.ts';
+import {
+  reclaimReason,
+  type ActionGauges,
+  type CancelRequest,
+  type HandedOffExecution,
+  type Orphan,
+  type RetryDecision,
+  type RunningExecution,
+  type WaitingExecution,
+  type WorkerStatus,
+} from './scheduling-entries.ts';
 
-export interface WaitingExecution {
-  executionId: string;
-  action: string;
-  priority: number;
-  /** Global order of arrival, for FIFO within a priority. */
-  seq: number;
-  /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
-  notBefore: number;
-  /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
-  avoid: readonly string[];
-  /** The concurrency bucket (action and key) whose slot scheduling it takes: see `freeSlots`. */
-  bucket: string;
-}
-
-export interface HandedOffExecution {
-  executionId: string;
-  workerId: string;
-  action: string;
-  attempt: number;
-  handoffEventId: string;
-  handoffRevision: bigint;
-  handedOffAt: number;
-  /** The schedule-to-start deadline (ms since epoch). */
-  deadline: number;
-}
-
-export interface RunningExecution {
-  executionId: string;
-  workerId: string;
-  attempt: number;
-  /** The recorded start-to-close deadline, as written (the executor must name it exactly); null when none. */
-  deadline: string | null;
-}
-
-export type WorkerStatus = 'active' | 'draining' | 'stopped' | 'lost';
-const WORKER_STATUS: Record<string, WorkerStatus> = {
-  WorkerStarted: 'active',
-  WorkerDraining: 'draining',
-  WorkerStopped: 'stopped',
-  WorkerLost: 'lost',
-};
+export { concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
+export type { ActionGauges, CancelRequest, HandedOffExecution, Orphan, RetryDecision, RunningExecution, WaitingExecution, WorkerStatus } from './scheduling-entries.ts';
 
 const TERMINAL_STATUS: Record<string, string> = {
   ExecutionCompleted: 'Completed',
@@ -79,7 +53,10 @@ interface Tracked {
   phase: Phase;
   workerId: string | null;
   attempt: number;
+  /** Mirrors the machine's context.maxAttempts (the request's, then what SchedulingStarted recorded). */
   maxAttempts: number;
+  /** Whether a SchedulingStarted recorded a limit (machine version 4); before that the executor capped it itself. */
+  limitRecorded: boolean;
   avoid: Set<string>;
   /** Arrival order, kept across retries: a retried execution keeps its place in line. */
   seq: number;
@@ -98,83 +75,23 @@ interface Tracked {
   input?: unknown;
 }
 
-/** Identifies one concurrency bucket: the action, and the key's value (null: no key, or the input lacks it). */
-export const slotBucket = (action: string, key: string | null): string => JSON.stringify([action, key]);
-
-/** Longer key values are replaced by a digest, so an index entry never holds a large value. */
-const MAX_KEY_CHARS = 200;
-
-/**
- * The value at a dotted path (`customer.id`) of an input, as a bucket key: a string as it is,
- * any other value as its JSON (so 42 and "42" share a bucket), and null when the path is
- * missing or null there (one shared bucket for all such inputs).
- */
-export function concurrencyKeyOf(path: string | undefined, input: unknown): string | null {
-  if (path === undefined) return null;
-  let value: unknown = input;
-  for (const part of path.split('.')) {
-    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, part)) return null;
-    value = (value as Record<string, unknown>)[part];
-  }
-  if (value === null || value === undefined) return null;
-  const key = typeof value === 'string' ? value : JSON.stringify(value);
-  return key.length <= MAX_KEY_CHARS ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
-}
-
-export interface ActionGauges {
-  waiting: number;
-  atLimit: number;
-  held: number;
-  limit: number | undefined;
-}
-
-/** An execution whose baton came back: the executor must schedule a retry or abandon it. */
-export interface RetryDecision {
-  executionId: string;
-  action: string;
-  attempt: number;
-  maxAttempts: number;
-  reason: string;
-  /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */
-  cancelRequested?: string;
-}
-
-/** An execution a worker holds that someone asked to cancel: the worker must be told. */
-export interface CancelRequest {
-  executionId: string;
-  workerId: string;
-  attempt: number;
-  reason: string;
-}
-
-/** Why a reclaim happened, in words for the history (ExecutionRetryScheduled / ExecutionAbandoned reason). */
-function reclaimReason(reason: string, workerId: string, attempt: number): string {
-  switch (reason) {
-    case 'schedule-to-start':
-      return `reclaimed: worker ${workerId} did not start attempt ${attempt} before its schedule-to-start deadline`;
-    case 'worker-lost':
-      return `reclaimed: worker ${workerId} stopped sending heartbeats during attempt ${attempt}`;
-    default:
-      return `reclaimed from worker ${workerId} (${reason}) during attempt ${attempt}`;
-  }
-}
-
 export class SchedulingIndex {
   readonly #executions = new Map<string, Tracked>();
-  readonly #waiting = new Map<string, WaitingExecution>();
+  readonly #waiting = new WaitingQueue();
   readonly #handedOff = new Map<string, HandedOffExecution>();
   readonly #retryPending = new Map<string, RetryDecision>();
   readonly #running = new Map<string, RunningExecution>();
   readonly #load = new Map<string, number>();
-  readonly #workers = new Map<string, WorkerStatus>();
-  readonly #policies = new Map<string, ActionPolicy>();
-  /** Actions some worker has advertised (with or without a policy): their keys can be computed. */
-  readonly #known = new Set<string>();
+  /** Worker statuses and the policies they advertise, from the worker streams. */
+  readonly #advertised = new AdvertisedWorkers();
+  /** Executions with a cancel request, so the monitor's ring looks at these and not at every held one. */
+  readonly #cancelRequested = new Set<string>();
+  /** Held by a previous process of their worker id, not reclaimed yet (see Orphan). */
+  readonly #orphans = new Map<string, Orphan>();
   /** Executions of actions not advertised yet, per action: they keep their input until it is. */
   readonly #unkeyed = new Map<string, Set<string>>();
   /** Slots held per bucket, and per action (the sum over its buckets). */
-  readonly #held = new Map<string, number>();
-  readonly #heldByAction = new Map<string, number>();
+  readonly #slots = new SlotCounts();
   #seq = 0;
 
   /**
@@ -206,7 +123,7 @@ export class SchedulingIndex {
         // worker has advertised the action costs nothing in the usual case. The price: when a
         // later deployment changes an action's key path, executions already requested keep the
         // bucket they got (a limit change applies at once).
-        const known = this.#known.has(action);
+        const known = this.#advertised.knows(action);
         const t: Tracked = {
           action,
           priority: Number(data.priority ?? 0),
@@ -214,10 +131,11 @@ export class SchedulingIndex {
           workerId: null,
           attempt: 1,
           maxAttempts: Number(data.maxAttempts ?? 1),
+          limitRecorded: false,
           avoid: new Set(),
           seq: this.#seq++,
           revision: event.revision,
-          bucket: slotBucket(action, known ? concurrencyKeyOf(this.#policies.get(action)?.concurrency?.key, data.input) : null),
+          bucket: slotBucket(action, known ? concurrencyKeyOf(this.#advertised.policyOf(action)?.concurrency?.key, data.input) : null),
           holdsSlot: false,
           ...(!known && { input: data.input }),
         };
@@ -227,7 +145,7 @@ export class SchedulingIndex {
           if (!set) this.#unkeyed.set(action, (set = new Set()));
           set.add(id);
         }
-        this.#wait(id, t, 0);
+        this.#wait(id, t, 0, event.recordedAt.getTime());
         return true;
       }
       case 'ExecutionRetryScheduled':
@@ -235,9 +153,13 @@ export class SchedulingIndex {
         this.#retryPending.delete(id);
         tracked.phase = 'waiting';
         tracked.attempt = Number(data.attempt);
-        this.#wait(id, tracked, Date.parse(String(data.retryAt)));
+        this.#wait(id, tracked, Date.parse(String(data.retryAt)), event.recordedAt.getTime());
         return true;
       case 'SchedulingStarted':
+        if (tracked && typeof data.maxAttempts === 'number') {
+          tracked.maxAttempts = data.maxAttempts;
+          tracked.limitRecorded = true;
+        }
         this.#schedulingStarted(id, tracked);
         return false;
       case 'ExecutionHandedOff': {
@@ -259,6 +181,7 @@ export class SchedulingIndex {
         return false;
       }
       case 'ExecutionStarted':
+        this.#orphans.delete(id); // started after the new process announced itself: its own
         if (tracked) {
           tracked.phase = 'running';
           if (tracked.workerId) {
@@ -269,7 +192,10 @@ export class SchedulingIndex {
         this.#handedOff.delete(id);
         return false;
       case 'ExecutionCancelRequested':
-        if (tracked) tracked.cancelRequested = String(data.reason);
+        if (tracked) {
+          tracked.cancelRequested = String(data.reason);
+          this.#cancelRequested.add(id);
+        }
         return false;
       case 'OwnershipReclaimed':
         if (tracked && data.reason === 'schedule-to-start') tracked.avoid.add(String(data.workerId));
@@ -283,7 +209,7 @@ export class SchedulingIndex {
         const retry = tracked !== undefined && data.retryable === true && tracked.attempt < tracked.maxAttempts;
         const message = String((data.error as { message?: unknown } | undefined)?.message ?? 'failed');
         this.#release(id, tracked, retry ? 'retry-pending' : 'done', `attempt ${tracked?.attempt} failed: ${message}`);
-        if (!retry) this.#executions.delete(id);
+        if (!retry) this.#forgetExecution(id);
         return true;
       }
       case 'ExecutionCompleted':
@@ -292,7 +218,7 @@ export class SchedulingIndex {
       case 'ExecutionAbandoned':
         this.#release(id, tracked, 'done');
         this.#retryPending.delete(id);
-        this.#executions.delete(id);
+        this.#forgetExecution(id);
         return true;
       default:
         return false;
@@ -300,21 +226,14 @@ export class SchedulingIndex {
   }
 
   #applyWorker(workerId: string, event: StoredEvent): boolean {
-    const status = WORKER_STATUS[event.type];
-    if (!status) return false;
-    this.#workers.set(workerId, status);
-    if (event.type === 'WorkerStarted') {
-      // The latest worker to start offering an action says its policy, or that it has none.
-      const data = event.data as { actions?: string[]; policies?: Record<string, ActionPolicy> };
-      const policies = data.policies ?? {};
-      for (const action of new Set([...(data.actions ?? []), ...Object.keys(policies)])) {
-        const policy = policies[action];
-        if (policy) this.#policies.set(action, policy);
-        else this.#policies.delete(action);
-        this.#known.add(action);
-        this.#keyWaitingInputs(action);
-      }
+    const change = this.#advertised.apply(workerId, event);
+    if (!change) return false;
+    if (event.type === 'WorkerStarted' && change.before !== undefined) {
+      // A new process under a known id: whatever the id still holds, the previous process held
+      // (a clean stop holds nothing; a lost one's reclaims may not all have landed).
+      for (const x of this.heldBy(workerId)) this.#orphans.set(x.executionId, { ...x, workerId, announcedAt: event.globalPosition });
     }
+    for (const action of change.advertised) this.#keyWaitingInputs(action);
     return true; // a worker came, went or changed: scheduling may change
   }
 
@@ -323,7 +242,7 @@ export class SchedulingIndex {
     const ids = this.#unkeyed.get(action);
     if (!ids) return;
     this.#unkeyed.delete(action);
-    const path = this.#policies.get(action)?.concurrency?.key;
+    const path = this.#advertised.policyOf(action)?.concurrency?.key;
     for (const id of ids) {
       const t = this.#executions.get(id);
       if (!t) continue;
@@ -331,50 +250,37 @@ export class SchedulingIndex {
       delete t.input;
       if (bucket === t.bucket) continue;
       const held = t.holdsSlot;
-      if (held) this.#freeSlot(t);
+      if (held) this.#slots.free(t);
       t.bucket = bucket;
-      if (held) this.#takeSlot(t);
-      const waiting = this.#waiting.get(id);
-      if (waiting) this.#waiting.set(id, { ...waiting, bucket });
+      if (held) this.#slots.take(t);
+      this.#waiting.rebucket(id, bucket);
     }
   }
 
-  #wait(id: string, t: Tracked, notBefore: number): void {
-    this.#waiting.set(id, { executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, avoid: [...t.avoid], bucket: t.bucket });
+  /** It reached a final state: nothing about it is needed any more. */
+  #forgetExecution(id: string): void {
+    this.#executions.delete(id);
+    this.#cancelRequested.delete(id);
+  }
+
+  #wait(id: string, t: Tracked, notBefore: number, at: number): void {
+    this.#waiting.add({ executionId: id, action: t.action, priority: t.priority, seq: t.seq, notBefore, since: Math.max(at, notBefore), avoid: [...t.avoid], bucket: t.bucket });
   }
 
   #schedulingStarted(id: string, tracked: Tracked | undefined): void {
-    this.#waiting.delete(id);
+    this.#waiting.remove(id);
     if (!tracked) return;
     tracked.phase = 'scheduling';
-    this.#takeSlot(tracked);
-  }
-
-  /** Idempotent: an execution holds at most one slot. */
-  #takeSlot(t: Tracked): void {
-    if (t.holdsSlot) return;
-    t.holdsSlot = true;
-    this.#held.set(t.bucket, (this.#held.get(t.bucket) ?? 0) + 1);
-    this.#heldByAction.set(t.action, (this.#heldByAction.get(t.action) ?? 0) + 1);
-  }
-
-  /** Idempotent: gives the slot back only if it is held, so a second release frees nothing. */
-  #freeSlot(t: Tracked): void {
-    if (!t.holdsSlot) return;
-    t.holdsSlot = false;
-    for (const [map, k] of [[this.#held, t.bucket], [this.#heldByAction, t.action]] as const) {
-      const n = (map.get(k) ?? 1) - 1;
-      if (n > 0) map.set(k, n);
-      else map.delete(k);
-    }
+    this.#slots.take(tracked);
   }
 
   #release(id: string, tracked: Tracked | undefined, phase: Phase, reason?: string): void {
-    this.#waiting.delete(id);
+    this.#waiting.remove(id);
     this.#handedOff.delete(id);
     this.#running.delete(id);
+    this.#orphans.delete(id);
     if (!tracked) return;
-    this.#freeSlot(tracked);
+    this.#slots.free(tracked);
     if (phase === 'done') {
       const unkeyed = this.#unkeyed.get(tracked.action);
       unkeyed?.delete(id);
@@ -386,6 +292,7 @@ export class SchedulingIndex {
         action: tracked.action,
         attempt: tracked.attempt,
         maxAttempts: tracked.maxAttempts,
+        limitRecorded: tracked.limitRecorded,
         reason: reason ?? 'returned',
         ...(tracked.cancelRequested !== undefined && { cancelRequested: tracked.cancelRequested }),
       });
@@ -399,31 +306,20 @@ export class SchedulingIndex {
     tracked.phase = phase;
   }
 
-  /**
-   * Executions ready to schedule at `now`, highest priority first, then oldest first; of each
-   * concurrency bucket only as many as it has free slots (the first in that order), so a full
-   * bucket holds back its own executions and nothing behind them.
-   */
+  /** Executions ready to schedule at `now` (see WaitingQueue.ready). */
   ready(now: number): WaitingExecution[] {
-    const sorted = [...this.#waiting.values()].filter((w) => w.notBefore <= now && this.freeSlots(w.action, w.bucket) > 0).sort((a, b) => b.priority - a.priority || a.seq - b.seq);
-    const offered = new Map<string, number>();
-    return sorted.filter((w) => {
-      const n = offered.get(w.bucket) ?? 0;
-      if (n >= this.freeSlots(w.action, w.bucket)) return false;
-      offered.set(w.bucket, n + 1);
-      return true;
-    });
+    return this.#waiting.ready(now, (action, bucket) => this.freeSlots(action, bucket));
   }
 
   /** The action's concurrency limit (per key when its policy names one), or undefined when it has none. */
   concurrencyLimitOf(action: string): number | undefined {
-    return this.#policies.get(action)?.concurrency?.limit;
+    return this.#advertised.policyOf(action)?.concurrency?.limit;
   }
 
   /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
   freeSlots(action: string, bucket: string): number {
     const limit = this.concurrencyLimitOf(action);
-    return limit === undefined ? Infinity : Math.max(0, limit - (this.#held.get(bucket) ?? 0));
+    return limit === undefined ? Infinity : Math.max(0, limit - this.#slots.heldIn(bucket));
   }
 
   /**
@@ -442,8 +338,8 @@ export class SchedulingIndex {
       e.waiting++;
       if (this.freeSlots(w.action, w.bucket) === 0) e.atLimit++;
     }
-    for (const [action, n] of this.#heldByAction) entry(action).held = n;
-    for (const [action, p] of this.#policies) if (p.concurrency) entry(action);
+    for (const [action, n] of this.#slots.byAction()) entry(action).held = n;
+    for (const action of this.#advertised.limitedActions()) entry(action);
     return out;
   }
 
@@ -460,9 +356,7 @@ export class SchedulingIndex {
 
   /** The earliest future notBefore among waiting retries, if any. */
   nextRetryAt(now: number): number | undefined {
-    let next: number | undefined;
-    for (const w of this.#waiting.values()) if (w.notBefore > now && (next === undefined || w.notBefore < next)) next = w.notBefore;
-    return next;
+    return this.#waiting.nextRetryAt(now);
   }
 
   /** Executions this index believes a worker holds. */
@@ -491,6 +385,16 @@ export class SchedulingIndex {
     return this.#waiting.size;
   }
 
+  /** The actions some execution waits for, and how many wait for each. */
+  waitingActions(): Map<string, number> {
+    return this.#waiting.actions();
+  }
+
+  /** The executions waiting for one action. */
+  waitingFor(action: string): WaitingExecution[] {
+    return this.#waiting.of(action);
+  }
+
   /** Handoffs whose schedule-to-start deadline passed before the worker started. */
   expiredHandoffs(now: number): HandedOffExecution[] {
     return [...this.#handedOff.values()].filter((h) => h.deadline <= now);
@@ -507,28 +411,36 @@ export class SchedulingIndex {
     return held.map((x) => ({ executionId: x.executionId, attempt: x.attempt }));
   }
 
+  /** Orphans not reclaimed yet; each is handed out once (the executor's reclaim is a compare-and-swap). */
+  takeOrphans(): Orphan[] {
+    const orphans = [...this.#orphans.values()];
+    this.#orphans.clear();
+    return orphans;
+  }
+
   /** Executions a worker holds (handed off or running) with a cancel request on them. */
   cancelRequestsHeld(): CancelRequest[] {
     const requests: CancelRequest[] = [];
-    for (const held of [...this.#handedOff.values(), ...this.#running.values()]) {
-      const reason = this.#executions.get(held.executionId)?.cancelRequested;
-      if (reason !== undefined) requests.push({ executionId: held.executionId, workerId: held.workerId, attempt: held.attempt, reason });
+    for (const id of this.#cancelRequested) {
+      const held = this.#handedOff.get(id) ?? this.#running.get(id);
+      const reason = this.#executions.get(id)?.cancelRequested;
+      if (held && reason !== undefined) requests.push({ executionId: id, workerId: held.workerId, attempt: held.attempt, reason });
     }
     return requests;
   }
 
   /** The worker's lifecycle status from its stream; undefined before its first event. */
   workerStatus(workerId: string): WorkerStatus | undefined {
-    return this.#workers.get(workerId);
+    return this.#advertised.status(workerId);
   }
 
   /** The latest policy a worker advertised for the action, if any. */
   policyOf(action: string): ActionPolicy | undefined {
-    return this.#policies.get(action);
+    return this.#advertised.policyOf(action);
   }
 
   /** Drop a waiting entry this executor found it cannot schedule (another executor took it). */
   forget(executionId: string): void {
-    this.#waiting.delete(executionId);
+    this.#waiting.remove(executionId);
   }
 }

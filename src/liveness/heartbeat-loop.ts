@@ -25,6 +25,12 @@ export interface HeartbeatLoopOptions {
   /** Default MIN_BEAT_GAP_MS. */
   minGapMs?: number;
   log?: Logger;
+  /**
+   * Called after each successful beat with the time since the previous successful one (null for
+   * the first). A gap far past the interval means the process was paused or cut off long enough
+   * for executors to have declared it lost. Must not throw.
+   */
+  afterBeat?: (sinceLastSuccessMs: number | null) => void;
 }
 
 export interface HeartbeatStatus {
@@ -41,6 +47,7 @@ export class HeartbeatLoop {
   readonly #intervalMs: number;
   readonly #minGapMs: number;
   readonly #log: Logger;
+  readonly #afterBeat: ((sinceLastSuccessMs: number | null) => void) | undefined;
   #running = false;
   /** Until a beat succeeds, every beat is this process's first (it resets started_at). */
   #starting = true;
@@ -59,6 +66,7 @@ export class HeartbeatLoop {
     this.#intervalMs = options.intervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.#minGapMs = options.minGapMs ?? MIN_BEAT_GAP_MS;
     this.#log = options.log ?? silentLogger();
+    this.#afterBeat = options.afterBeat;
     if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs > 0)) {
       throw new RangeError(`HeartbeatLoop: intervalMs must be a positive number, got ${this.#intervalMs}`);
     }
@@ -144,8 +152,10 @@ export class HeartbeatLoop {
       const starting = this.#starting;
       await this.#store.beat(this.#state(), { starting });
       if (starting) this.#starting = false;
+      const previous = this.#lastSuccessAt;
       this.#lastSuccessAt = new Date();
       this.#failures = 0;
+      this.#afterBeat?.(previous === null ? null : this.#lastSuccessAt.getTime() - previous.getTime());
     } catch (err) {
       this.#failures += 1;
       // The first failure is news; later ones repeat it, so only every 10th is logged at warn.

@@ -51,6 +51,13 @@ export interface WorkerLiveness extends Omit<WorkerBeat, 'pid' | 'host'> {
   ageMs: number;
 }
 
+/** How many live workers (heartbeat within the staleness limit) offer an action. */
+export interface ActionOffer {
+  /** Taking work: not draining. */
+  ready: number;
+  draining: number;
+}
+
 /** claim()'s answer: the id is ours now, or a live process holds it. */
 export type WorkerIdClaim = { claimed: true } | { claimed: false; holder: WorkerLiveness };
 
@@ -83,6 +90,8 @@ export interface LivenessStore {
    * then in_flight, then worker id).
    */
   candidates(action: string, staleAfterMs: number): Promise<WorkerLiveness[]>;
+  /** Per action asked for, the live workers that offer it (an action nobody offers is absent). */
+  offering(actions: readonly string[], staleAfterMs: number): Promise<Map<string, ActionOffer>>;
 }
 
 interface Row {
@@ -115,6 +124,12 @@ const toLiveness = (r: Row): WorkerLiveness => ({
   host: r.host,
   ageMs: r.age_ms,
 });
+
+function checkStaleAfter(what: string, staleAfterMs: number): void {
+  if (!(Number.isFinite(staleAfterMs) && staleAfterMs > 0)) {
+    throw new RangeError(`${what}(): staleAfterMs must be a positive number of milliseconds, got ${staleAfterMs}`);
+  }
+}
 
 export function createLivenessStore(pool: pg.Pool): LivenessStore {
   return {
@@ -174,10 +189,21 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
       return rows.map(toLiveness);
     },
 
+    async offering(actions, staleAfterMs) {
+      checkStaleAfter('offering', staleAfterMs);
+      if (actions.length === 0) return new Map();
+      const { rows } = await pool.query<{ action: string; ready: number; draining: number }>(
+        `SELECT a.action, count(*) FILTER (WHERE NOT l.draining)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining
+           FROM baton_worker_liveness l CROSS JOIN LATERAL unnest(l.actions) AS a(action)
+          WHERE a.action = ANY($1::text[]) AND l.heartbeat_at > now() - $2::float8 * interval '1 millisecond'
+          GROUP BY a.action`,
+        [actions, staleAfterMs],
+      );
+      return new Map(rows.map((r) => [r.action, { ready: r.ready, draining: r.draining }]));
+    },
+
     async candidates(action, staleAfterMs) {
-      if (!(Number.isFinite(staleAfterMs) && staleAfterMs > 0)) {
-        throw new RangeError(`candidates(): staleAfterMs must be a positive number of milliseconds, got ${staleAfterMs}`);
-      }
+      checkStaleAfter('candidates', staleAfterMs);
       // COLLATE "C": the tie-break must not depend on the server's locale.
       const { rows } = await pool.query<Row>(
         `SELECT ${COLUMNS} FROM baton_worker_liveness

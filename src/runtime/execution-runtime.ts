@@ -89,7 +89,7 @@ export interface ExecutionRuntimeOptions {
   clock?: Clock;
   /** How often dispatch reloads and decides again after losing a revision race. */
   maxConflictRetries?: number;
-  /** Attempts of a submission that does not say (BATON_MAX_ATTEMPTS). Default 3. */
+  /** Attempts of a submission that does not say, unless its action sets its own (BATON_MAX_ATTEMPTS). Default 3. */
   defaultMaxAttempts?: number;
 }
 
@@ -199,7 +199,9 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       data: {
         action: request.action,
         input: (request.input ?? null) as ExecutionEventOf<'ExecutionRequested'>['data']['input'],
+        // A submission that names no limit records the default as such: the action's own limit replaces it.
         maxAttempts: request.maxAttempts ?? options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+        ...(request.maxAttempts === undefined && { maxAttemptsIsDefault: true as const }),
         ...(key !== undefined ? { idempotencyKey: key } : {}),
         ...(request.priority !== undefined ? { priority: request.priority } : {}),
         ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
@@ -217,7 +219,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     }
     const existing = await load(executionId);
     const first = existing.events[0]!.data as ExecutionEventOf<'ExecutionRequested'>['data'];
-    const differs = (['action', 'input', 'maxAttempts', 'priority', 'parentId', 'workflowId'] as const).filter(
+    const differs = (['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId'] as const).filter(
       (f) => !isDeepStrictEqual(first[f], requested.data[f]),
     );
     if (differs.length > 0) throw new IdempotencyKeyConflictError(key!, executionId, `differs in ${differs.join(', ')}`);

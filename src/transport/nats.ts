@@ -33,6 +33,15 @@
 // duplicate window (default 2 min). Publishes are pipelined, PUBLISH_WINDOW in flight; measured
 // here (2 cores, nats-server 2.9): sequential publish-with-ack 4,035 msgs/s, 256 in flight 22,671.
 //
+// Consumers of worker ids that are gone: each durable carries an inactive threshold
+// (consumerInactiveThresholdMs, default 1 h), after which the server deletes it. A live consumer
+// is never inactive: it always holds a pull request open (renewed every PULL_EXPIRES_MS), so only
+// a worker id with no process for that long loses its consumer, and a consume() for it recreates
+// it (deliver-all: whatever is still on its subjects is delivered). Autoscaled workers with fresh
+// ids otherwise leave one durable each behind for good. One hour is far past any restart,
+// deploy or partition a worker comes back from, so a returning worker finds its consumer (with
+// its delivery counts) in place; the executor has long reclaimed what a worker gone that long held.
+//
 // Pulling: a consumer never asks for more messages than it has free handler slots. It keeps
 // `inFlight + requested <= concurrency`, where `requested` is what its open fetches may still
 // deliver, and opens another fetch for the free slots when there are at least a quarter of
@@ -111,12 +120,15 @@ export interface NatsWorkTransportOptions extends WorkTransportOptions {
   deadLetterStreamName?: string;
   /** How often an onDeadLetter subscriber sweeps for exhausted messages whose advisory nobody heard (ms). Default 60,000. */
   deadLetterSweepMs?: number;
+  /** The server deletes a worker's durable consumer after it had no pull request for this long (ms). Default 3,600,000 (1 h). */
+  consumerInactiveThresholdMs?: number;
   log?: Logger;
 }
 
 export const DEFAULT_STREAM_NAME = 'BATON_WORK';
 export const DEFAULT_SUBJECT_PREFIX = 'baton.work';
 export const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
+export const DEFAULT_CONSUMER_INACTIVE_THRESHOLD_MS = 3_600_000;
 
 const PUBLISH_WINDOW = 256;
 // How long an idle fetch waits at the server before it is renewed. The client's default (30 s);
@@ -237,6 +249,7 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
   if (!SUBJECT_PREFIX.test(prefix)) throw new ConfigError(`subjectPrefix must be dot-separated tokens of [A-Za-z0-9_-] (no wildcards), got ${JSON.stringify(prefix)}`);
   const deadLetterStream = options.deadLetterStreamName ?? `${streamName}_DLQ`;
   const deadLetterSweepMs = positiveInteger('deadLetterSweepMs', options.deadLetterSweepMs, DEFAULT_DEAD_LETTER_SWEEP_MS);
+  const inactiveThresholdMs = positiveInteger('consumerInactiveThresholdMs', options.consumerInactiveThresholdMs, DEFAULT_CONSUMER_INACTIVE_THRESHOLD_MS);
   if (!STREAM_NAME.test(deadLetterStream)) throw new ConfigError(`deadLetterStreamName must match ${STREAM_NAME}, got ${JSON.stringify(deadLetterStream)}`);
   if (deadLetterStream === streamName) throw new ConfigError(`deadLetterStreamName must differ from streamName (${streamName})`);
   const log = options.log?.child({ component: 'work-transport', transport: 'nats', stream: streamName });
@@ -313,7 +326,7 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
       },
     ));
 
-  /** The worker's durable pull consumer, created or updated to this transport's ack-wait / max-deliver. */
+  /** The worker's durable pull consumer, created or updated to this transport's ack-wait / max-deliver / inactive threshold. */
   async function ensureConsumer(workerId: string): Promise<ConsumerInfo> {
     const config: Partial<ConsumerConfig> = {
       durable_name: consumerName(workerId),
@@ -322,6 +335,7 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
       deliver_policy: DeliverPolicy.All,
       ack_wait: nanos(ackWaitMs),
       max_deliver: maxDeliver,
+      inactive_threshold: nanos(inactiveThresholdMs),
     };
     try {
       // Before 2.10 an add with a changed config updates it; from 2.10 it is refused, so update.
@@ -332,7 +346,7 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
         return ensureConsumer(workerId);
       }
       if (apiErrorCode(err) === JS_CONSUMER_ALREADY_EXISTS) {
-        return jsm.consumers.update(streamName, config.durable_name!, { ack_wait: config.ack_wait, max_deliver: maxDeliver });
+        return jsm.consumers.update(streamName, config.durable_name!, { ack_wait: config.ack_wait, max_deliver: maxDeliver, inactive_threshold: config.inactive_threshold });
       }
       throw new BatonError(`cannot create JetStream consumer ${config.durable_name} on ${streamName}: ${(err as Error).message}`, { cause: err });
     }

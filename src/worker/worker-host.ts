@@ -11,11 +11,11 @@ import type { ActionRegistry } from '../actions/index.ts';
 import { BatonError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
-import { staleAfterMs, type LivenessStore, type WorkerLiveness } from '../liveness/liveness-store.ts';
+import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore, type WorkerLiveness } from '../liveness/liveness-store.ts';
 import { isAlive } from '../process/identity.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
-import { recordWorkerEvent } from './worker-lifecycle.ts';
+import { recordWorkerEvent, workerLifecycle } from './worker-lifecycle.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 
 export interface WorkerHostOptions {
@@ -112,22 +112,26 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     { staleAfterMs: o.staleAfterMs ?? staleAfterMs(o.heartbeatIntervalMs), holderIsGone },
   );
   if (!claim.claimed) throw new WorkerIdInUseError(workerId, claim.holder);
-  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', {
+  const announcement = {
     actions,
     runtimes,
     capacity,
     host: os.hostname(),
     pid: process.pid,
     ...(Object.keys(policies).length > 0 && { policies }),
-  }).catch(async (err: unknown) => {
+  };
+  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', announcement).catch(async (err: unknown) => {
     await o.liveness.remove(workerId).catch(() => undefined); // give the id back
     throw err;
   });
+  const heartbeatIntervalMs = o.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
+  const lifecycle = workerLifecycle({ store: o.store, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
     state: () => ({ workerId, actions, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),
-    intervalMs: o.heartbeatIntervalMs,
+    intervalMs: heartbeatIntervalMs,
     log,
+    afterBeat: lifecycle.afterBeat,
   });
   heartbeat.start();
   await heartbeat.beatNow(); // visible to executors before the first message can arrive
@@ -145,7 +149,11 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         cancellers,
         startToCloseMs: o.startToCloseMs,
         onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
-        onFinished: (outcome) => metrics?.runs.inc({ worker: workerId, outcome }),
+        onFinished: (outcome) => {
+          metrics?.runs.inc({ worker: workerId, outcome });
+          // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
+          if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
+        },
       }),
     { concurrency: capacity },
   );
@@ -165,8 +173,8 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
       stopping ??= (async () => {
         draining = true;
         log.info({ inFlight: running.size, reason }, 'draining: no new work; finishing what runs');
-        await recordWorkerEvent(o.store, workerId, 'WorkerDraining', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerDraining'));
-        await heartbeat.beatNow();
+        await heartbeat.beatNow(); // executors stop scheduling to it, even while it announces itself again below
+        await lifecycle.record('WorkerDraining', { reason });
         const timeoutMs = o.shutdownTimeoutMs ?? 30_000;
         const grace = setTimeout(() => {
           log.warn({ inFlight: running.size, timeoutMs }, 'shutdown timeout: aborting runs still in progress; their executions are released');
@@ -180,7 +188,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         // Best effort: a row left behind goes stale by itself, and the drain must not wait on a database that is gone.
         await o.liveness.remove(workerId).catch((err: unknown) => log.warn({ err }, 'could not remove the liveness row'));
         metrics?.running.delete(workerId);
-        await recordWorkerEvent(o.store, workerId, 'WorkerStopped', { reason }).catch((err: unknown) => log.warn({ err }, 'could not record WorkerStopped'));
+        await lifecycle.record('WorkerStopped', { reason });
         log.info(`worker ${workerId} stopped`);
       })();
       return stopping;

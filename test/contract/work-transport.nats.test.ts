@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadTestHarnessConfig } from '../../src/config.ts';
-import { createNatsWorkTransport, subjectToken } from '../../src/transport/nats.ts';
+import { createNatsWorkTransport, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats.ts';
 import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';
 
@@ -16,7 +16,7 @@ if (!natsUrl) {
 
 /** One stream and subject prefix per harness, deleted afterwards; every connection closed. */
 const connections: NatsConnection[] = [];
-async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnection; streamName: string; subjectPrefix: string }> {
+async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnection; streamName: string; subjectPrefix: string; open(options: NatsWorkTransportOptions): Promise<WorkTransport> }> {
   const id = randomBytes(4).toString('hex');
   const streamName = `BATON_TEST_${id}`;
   const subjectPrefix = `batontest.${id}`;
@@ -27,7 +27,7 @@ async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnectio
     nc,
     streamName,
     subjectPrefix,
-    async open(options) {
+    async open(options: NatsWorkTransportOptions) {
       const t = await createNatsWorkTransport(nc, { ...options, streamName, subjectPrefix });
       opened.push(t);
       return t;
@@ -168,6 +168,44 @@ describe.skipIf(!natsUrl)('nats', () => {
         } finally {
           await Promise.all(subs.map((s) => s.stop()));
         }
+      } finally {
+        await h.close();
+      }
+    });
+
+    it('a worker\'s consumer outlives idle pulls, is deleted once nobody pulls past its inactive threshold, and comes back with what waited', { timeout: 30_000 }, async () => {
+      const h = await natsHarness();
+      try {
+        const transport = await h.open({ ackWaitMs: 1_000, consumerInactiveThresholdMs: 1_000 });
+        const jsm = await h.nc.jetstreamManager();
+        const worker = 'w-inactive';
+        const exists = () =>
+          jsm.consumers.info(h.streamName, `worker-${worker}`).then(
+            () => true,
+            () => false,
+          );
+        const seen: string[] = [];
+        const handler = async (d: Parameters<Parameters<WorkTransport['consume']>[1]>[0]) => {
+          seen.push(d.message.messageId);
+          await d.ack();
+        };
+        const first = await transport.consume(worker, handler, { concurrency: 1 });
+        // Idle, but holding a pull request open: a live worker is never inactive.
+        await new Promise((r) => setTimeout(r, 3_500));
+        expect(await exists(), 'consumer of a live, idle worker').toBe(true);
+        await first.stop();
+        const deadline = Date.now() + 10_000;
+        while ((await exists()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        expect(await exists(), 'consumer deleted after the inactive threshold').toBe(false);
+
+        const waiting = workMessage(worker);
+        await transport.publish([waiting]); // nobody consumes this worker's subjects now
+        const again = await transport.consume(worker, handler, { concurrency: 1 });
+        const until = Date.now() + 5_000;
+        while (!seen.includes(waiting.messageId) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        await again.stop();
+        expect(seen).toEqual([waiting.messageId]);
+        expect((await jsm.consumers.info(h.streamName, `worker-${worker}`)).config.inactive_threshold).toBe(nanos(1_000));
       } finally {
         await h.close();
       }

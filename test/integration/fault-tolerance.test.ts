@@ -158,6 +158,38 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     await liveness.remove('ghost-c');
   });
 
+  it('reclaims at once what a worker held when a new process announces itself under its id, without waiting for staleness', async () => {
+    await ghost('ghost-r', ['ft.restarted']);
+    const { executionId } = await runtime.submit({ action: 'ft.restarted', input: null, maxAttempts: 2 });
+    await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff'));
+    await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:ghost-r' });
+    const restartedAt = Date.now();
+    await ghost('ghost-r', ['ft.restarted']); // kill -9 and restart: the old process never said it stopped
+    const events = await until('the reclaim', executionId, (e) => e.some((x) => x.type === 'OwnershipReclaimed'), 5_000);
+    // Its fresh heartbeat keeps it from going stale for 1.5 s: this is not the lost-worker path.
+    expect(events.find((e) => e.type === 'OwnershipReclaimed')!.data).toEqual({ reason: 'worker-restarted', workerId: 'ghost-r', attempt: 1 });
+    expect(Date.now() - restartedAt).toBeLessThan(1_500);
+    const retried = await until('the retry', executionId, (e) => e.some((x) => x.type === 'ExecutionRetryScheduled'));
+    expect((retried.find((e) => e.type === 'ExecutionRetryScheduled')!.data as { reason: string }).reason).toMatch(/^reclaimed: worker ghost-r restarted while it held attempt 1/);
+    await until('the end', executionId, final);
+    await liveness.remove('ghost-r');
+  });
+
+  it('gives no work to a worker whose stream says lost, even while it beats again, until it announces itself again', async () => {
+    await ghost('ghost-l', ['ft.lost']);
+    await recordWorkerEvent(store, 'ghost-l', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'declared lost by a test' }, 'executor');
+    await liveness.beat({ workerId: 'ghost-l', actions: ['ft.lost'], runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false });
+    const { executionId } = await runtime.submit({ action: 'ft.lost', input: null, maxAttempts: 1 });
+    // Long enough for scheduling passes (each event, and a safety pass every second) to have run.
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(types(await store.readStream(executionStreamId(executionId)))).toEqual(['ExecutionRequested']);
+    await ghost('ghost-l', ['ft.lost']); // back: WorkerStarted, a new incarnation
+    const events = await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff'));
+    expect(events.find((e) => e.type === 'ExecutionHandedOff')!.data).toMatchObject({ workerId: 'ghost-l', attempt: 1 });
+    await until('the end', executionId, final);
+    await liveness.remove('ghost-l');
+  });
+
   it('times out a run whose worker went quiet past its start-to-close deadline (the executor does it)', async () => {
     await ghost('ghost-d');
     const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
@@ -207,10 +239,15 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
   it('caps attempts at the action’s own retry.maxAttempts, whatever the submission asked for', async () => {
     const { executionId } = await runtime.submit({ action: 'ft.flaky', input: null, maxAttempts: 2 });
     const capped = await runtime.submit({ action: 'ft.doomed', input: null, maxAttempts: 10 });
-    const events = await until('abandonment', capped.executionId, final);
+    const events = await until('the last attempt failing', capped.executionId, final);
     expect(events.filter((e) => e.type === 'ExecutionStarted')).toHaveLength(2);
-    expect((events.at(-1)!.data as { reason: string }).reason).toMatch(/^gave up after 2 of 2 attempts; last: attempt 2 failed/);
-    await until('the other one', executionId, final);
+    // The limit is recorded when the execution is scheduled, so the machine itself ends it: the
+    // last attempt failed (before machine version 4 the executor abandoned it after the fact).
+    expect(events.find((e) => e.type === 'SchedulingStarted')!.data).toEqual({ maxAttempts: 2 });
+    expect(events.at(-1)).toMatchObject({ type: 'ExecutionFailed', data: { error: { message: 'attempt 2 failed' }, retryable: true } });
+    const other = await until('the other one', executionId, final);
+    expect(other.filter((e) => e.type === 'ExecutionStarted'), 'the submission lowered the action\'s 3 to 2').toHaveLength(2);
+    expect(other.at(-1)!.type).toBe('ExecutionFailed');
   });
 
   it('fails a run whose result cannot be stored, at once and for good, saying why', async () => {

@@ -255,6 +255,34 @@ describe('HeartbeatLoop', () => {
     expect(starts).toEqual([true, false, false]);
   });
 
+  it('tells afterBeat how long it was since the previous successful beat (a pause shows as a long gap)', async () => {
+    const gaps: (number | null)[] = [];
+    let failing = false;
+    const loop = track(
+      new HeartbeatLoop({
+        store: {
+          beat: async () => {
+            if (failing) throw new Error('database down');
+          },
+        },
+        state: () => beat('w1'),
+        intervalMs: 60_000,
+        minGapMs: 0,
+        afterBeat: (gap) => gaps.push(gap),
+      }),
+    );
+    loop.start();
+    await loop.beatNow();
+    failing = true;
+    await loop.beatNow(); // failed: not reported
+    failing = false;
+    await new Promise((r) => setTimeout(r, 150));
+    await loop.beatNow();
+    expect(gaps[0]).toBeNull();
+    expect(gaps).toHaveLength(3);
+    expect(gaps[2]).toBeGreaterThanOrEqual(140); // since the last success, across the failure
+  });
+
   it('beatNow() pushes the current state at once', async () => {
     let inFlight = 0;
     const loop = track(new HeartbeatLoop({ store, state: () => beat('w1', { inFlight }), intervalMs: 60_000, minGapMs: 0 }));

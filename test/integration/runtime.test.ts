@@ -151,6 +151,22 @@ describe('execution runtime', () => {
     expect((err as Error).message).toMatch(/differs in input/);
   });
 
+  it('records whether a submission named its attempt limit or took the default', async () => {
+    const defaulted = await runtime.submit({ action: 'core.echo', input: null });
+    const own = await runtime.submit({ action: 'core.echo', input: null, maxAttempts: 3 });
+    const first = async (id: string) => (await store.readStream(executionStreamId(id)))[0]!.data;
+    expect(await first(defaulted.executionId)).toMatchObject({ maxAttempts: 3, maxAttemptsIsDefault: true });
+    expect(await first(own.executionId)).not.toHaveProperty('maxAttemptsIsDefault');
+    expect(defaulted.snapshot.context.submittedMaxAttempts).toBeUndefined();
+    expect(own.snapshot.context.submittedMaxAttempts).toBe(3);
+    // The default and the same number named are different requests: an action's own limit replaces only the default.
+    const key = `k-${randomUUID()}`;
+    await runtime.submit({ action: 'core.echo', input: null, idempotencyKey: key });
+    expect((await runtime.submit({ action: 'core.echo', input: null, idempotencyKey: key })).created).toBe(false);
+    const err = await runtime.submit({ action: 'core.echo', input: null, idempotencyKey: key, maxAttempts: 3 }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/differs in maxAttemptsIsDefault/);
+  });
+
   it('replays every path generated through the machine to the same state through the runtime', async () => {
     const paths = generateExecutionPaths();
     expect(paths.length).toBeGreaterThan(20);

@@ -45,7 +45,9 @@ export const ev = {
       'executor',
       o.at ?? at(0),
     ),
-  schedulingStarted: (o: At = {}) => build('SchedulingStarted', {}, 'executor', o.at ?? at(1)),
+  /** With `maxAttempts`, the attempt limit the executor records for this attempt. */
+  schedulingStarted: (o: At & { maxAttempts?: number } = {}) =>
+    build('SchedulingStarted', o.maxAttempts === undefined ? {} : { maxAttempts: o.maxAttempts }, 'executor', o.at ?? at(1)),
   handedOff: (workerId: string, attempt: number, o: At & { deadline?: string } = {}) =>
     build('ExecutionHandedOff', { workerId, attempt, deadline: o.deadline ?? at(32) }, 'executor', o.at ?? at(2)),
   /** `deadline: null` leaves the start-to-close deadline out. */
@@ -118,6 +120,9 @@ export function pathAlphabet(): ExecutionEvent[] {
   return [
     ev.requested({ maxAttempts: PATH_MAX_ATTEMPTS }),
     ev.schedulingStarted(),
+    // An action's limit lowering the submission's (refused at attempt 2), and one above it (always refused).
+    ev.schedulingStarted({ maxAttempts: 1 }),
+    ev.schedulingStarted({ maxAttempts: PATH_MAX_ATTEMPTS + 1 }),
     ...PATH_WORKERS.flatMap((w) => [
       ...attempts.map((n) => ev.handedOff(w, n)),
       ...attempts.map((n) => ev.started(w, n)),

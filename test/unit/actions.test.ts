@@ -218,10 +218,15 @@ describe('createActionRegistry', () => {
     expect(registry.names()).not.toContain('mutated');
   });
 
-  it('advertises each action\'s concurrency limit with its other policies', () => {
+  it('advertises each action\'s runtime, and its concurrency limit with its other policies', () => {
     const limited = defineAction({ ...minimal, name: 'test.limited', concurrency: { limit: 2, key: 'tenantId' } });
-    const policies = createActionRegistry([noop, limited]).policies();
-    expect(policies).toEqual({ 'test.limited': { concurrency: { limit: 2, key: 'tenantId' } } });
+    const gpu = defineAction({ ...minimal, name: 'test.gpu', runtime: 'gpu' });
+    const policies = createActionRegistry([noop, limited, gpu]).policies();
+    expect(policies).toEqual({
+      'core.noop': { runtime: 'node' },
+      'test.limited': { runtime: 'node', concurrency: { limit: 2, key: 'tenantId' } },
+      'test.gpu': { runtime: 'gpu' },
+    });
     expect(ActionPolicy.parse(policies['test.limited'])).toEqual(policies['test.limited']);
   });
 

@@ -156,8 +156,10 @@ describe('loadConfig', () => {
       BATON_HEARTBEAT_STALE_AFTER: '4',
       BATON_SHUTDOWN_TIMEOUT: '1h',
       BATON_MAX_ATTEMPTS: '7',
+      BATON_NO_WORKER_TIMEOUT: '15m',
     }).timeouts;
-    expect(t).toEqual({ scheduleToStartMs: 2_000, startToCloseMs: 90_000, heartbeatIntervalMs: 500, heartbeatStaleAfter: 4, shutdownTimeoutMs: 3_600_000, maxAttempts: 7 });
+    expect(t).toEqual({ scheduleToStartMs: 2_000, startToCloseMs: 90_000, heartbeatIntervalMs: 500, heartbeatStaleAfter: 4, shutdownTimeoutMs: 3_600_000, maxAttempts: 7, noWorkerTimeoutMs: 900_000 });
+    expect(DEFAULT_TIMEOUTS.noWorkerTimeoutMs).toBe(3_600_000);
     expect(loadConfig({ BATON_SHUTDOWN_TIMEOUT: '250' }).timeouts.shutdownTimeoutMs).toBe(250);
     expect(() => loadConfig({ BATON_SCHEDULE_TO_START_TIMEOUT: 'soon' })).toThrow(/BATON_SCHEDULE_TO_START_TIMEOUT: Invalid duration "soon"/);
     expect(() => loadConfig({ BATON_HEARTBEAT_INTERVAL: '0s' })).toThrow(/BATON_HEARTBEAT_INTERVAL: Invalid duration/);

@@ -82,6 +82,7 @@ describe('start', () => {
       workerId: null,
       attempt: 1,
       maxAttempts: 3,
+      submittedMaxAttempts: 3,
       idempotencyKey: 'k1',
       priority: 5,
       parentId: 'p',
@@ -121,7 +122,7 @@ describe('start', () => {
   });
 
   it('exports the machine version appenders record', () => {
-    expect(MACHINE_VERSION).toBe('3');
+    expect(MACHINE_VERSION).toBe('4');
     expect([...finalStatuses].sort()).toEqual(['Abandoned', 'Cancelled', 'Completed', 'Failed', 'TimedOut']);
   });
 });
@@ -132,6 +133,29 @@ describe('legal transitions', () => {
     expect(statusOf(s)).toBe('Scheduling');
     expect(s.context.owner).toBe('executor');
     expect(s.context.updatedAt).toBe(at(1));
+  });
+
+  it('Requested → Scheduling records the attempt limit the executor resolved: it replaces a default, and may only lower a submission\'s own', () => {
+    const defaulted = foldExecution([ev.requested({ maxAttempts: 3, maxAttemptsIsDefault: true })]);
+    expect(defaulted.context.submittedMaxAttempts).toBeUndefined();
+    expect(accept(defaulted, ev.schedulingStarted({ maxAttempts: 5 })).context.maxAttempts).toBe(5);
+    expect(accept(defaulted, ev.schedulingStarted()).context.maxAttempts).toBe(3); // none recorded: unchanged
+
+    const own = foldExecution([ev.requested({ maxAttempts: 2 })]);
+    expect(own.context.submittedMaxAttempts).toBe(2);
+    expect(accept(own, ev.schedulingStarted({ maxAttempts: 1 })).context).toMatchObject({ maxAttempts: 1, submittedMaxAttempts: 2 });
+    expectRefused(own, ev.schedulingStarted({ maxAttempts: 5 }), 'InvalidTransition', /maxAttempts 5 exceeds the submission's own limit 2/);
+  });
+
+  it('a recorded limit decides whether a retryable failure is retried, and may not fall below the current attempt', () => {
+    const limited = [ev.requested({ maxAttempts: 3, maxAttemptsIsDefault: true }), ev.schedulingStarted({ maxAttempts: 1 }), ...running().slice(2)];
+    expect(statusOf(accept(foldExecution(limited), ev.failed('a', true)))).toBe('Failed');
+    const raised = [ev.requested({ maxAttempts: 1, maxAttemptsIsDefault: true }), ev.schedulingStarted({ maxAttempts: 2 }), ...running().slice(2)];
+    const retrying = accept(foldExecution(raised), ev.failed('a', true));
+    expect(statusOf(retrying)).toBe('Requested');
+    const second = accept(retrying, ev.retryScheduled(2));
+    expectRefused(second, ev.schedulingStarted({ maxAttempts: 1 }), 'InvalidTransition', /maxAttempts 1 is below the current attempt 2/);
+    expect(accept(second, ev.schedulingStarted({ maxAttempts: 2 })).context.maxAttempts).toBe(2);
   });
 
   it('Requested → Cancelled on the executor’s ExecutionCancelled', () => {

@@ -121,9 +121,30 @@ describe('machine versions', () => {
     let checked = 0;
     for (let i = 0; i < 300; i++) {
       const history = randomHistory(random, { recordStateAfter: true });
-      if (history.some((e) => e.type === 'ExecutionCancelRequested')) continue; // not something v2 could write
+      if (history.some((e) => e.type === 'ExecutionCancelRequested' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
       const asV2 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '2' } }));
       expect(replayHistory(`h${i}`, asV2, RECORDED_MACHINES).verdict.divergences).toEqual([]);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(100);
+  });
+
+  it('keeps version 3 importable: it refuses the recorded attempt limit and the restart reclaim that version 4 allows, and reads every v3 history as before', () => {
+    expect(executionMachineVersions.has('3')).toBe(true);
+    const limit = asHistory([ev.requested(), ev.schedulingStarted({ maxAttempts: 1 })], '3');
+    expect(replayHistory('x', limit, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 1, reason: expect.stringMatching(/SchedulingStarted is refused in state Requested/) });
+    const restart = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.reclaimed('a', 1, 'worker-restarted')], '3');
+    expect(replayHistory('x', restart, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 4 });
+    const v4 = asHistory([ev.requested({ maxAttempts: 3, maxAttemptsIsDefault: true }), ev.schedulingStarted({ maxAttempts: 1 }), ev.handedOff('a', 1), ev.started('a', 1), ev.failed('a', true)], '4');
+    expect(replayHistory('x', v4, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Failed', divergences: [] });
+    // A v3 history holding everything else v3 could write replays identically under v4.
+    const random = seededRandom(3);
+    let checked = 0;
+    for (let i = 0; i < 300; i++) {
+      const history = randomHistory(random, { recordStateAfter: true });
+      if (history.some((e) => e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object))) continue; // not something v3 could write
+      const asV3 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '3' } }));
+      expect(replayHistory(`h${i}`, asV3, RECORDED_MACHINES).verdict.divergences).toEqual([]);
       checked++;
     }
     expect(checked).toBeGreaterThan(100);

@@ -30,6 +30,20 @@ describe('SchedulingIndex', () => {
     expect(index.ready(0).map((w) => w.executionId)).toEqual([b, a, c]);
   });
 
+  it('follows the attempt limit SchedulingStarted records, as the machine does', () => {
+    const index = new SchedulingIndex();
+    const lowered = requested(index, { maxAttempts: 3 });
+    index.apply(stored(lowered, 1, 'SchedulingStarted', { maxAttempts: 1 }));
+    index.apply(stored(lowered, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    index.apply(stored(lowered, 3, 'ExecutionStarted', { attempt: 1 }));
+    expect(index.apply(stored(lowered, 4, 'ExecutionFailed', { error: { message: 'boom' }, retryable: true })).terminal).toBe('Failed');
+    const raised = requested(index, { maxAttempts: 1 });
+    index.apply(stored(raised, 1, 'SchedulingStarted', { maxAttempts: 5 }));
+    index.apply(stored(raised, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    index.apply(stored(raised, 3, 'OwnershipReclaimed', { reason: 'worker-lost', workerId: 'w1', attempt: 1 }));
+    expect(index.retryPending()).toEqual([expect.objectContaining({ executionId: raised, maxAttempts: 5, limitRecorded: true })]);
+  });
+
   it('tracks a handoff, the worker’s load, and frees it when the execution ends', () => {
     const index = new SchedulingIndex();
     const id = requested(index);
@@ -53,7 +67,7 @@ describe('SchedulingIndex', () => {
     index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
     index.apply(stored(id, 3, 'ExecutionStarted', { attempt: 1 }));
     expect(index.apply(stored(id, 4, 'ExecutionFailed', { error: { message: 'boom' }, retryable: true })).terminal).toBeNull();
-    expect(index.retryPending()).toEqual([{ executionId: id, action: 'core.noop', attempt: 1, maxAttempts: 2, reason: 'attempt 1 failed: boom' }]);
+    expect(index.retryPending()).toEqual([{ executionId: id, action: 'core.noop', attempt: 1, maxAttempts: 2, limitRecorded: false, reason: 'attempt 1 failed: boom' }]);
     index.apply(stored(id, 5, 'ExecutionRetryScheduled', { attempt: 2, retryAt: new Date(5_000).toISOString(), reason: 'r' }));
     expect(index.retryPending()).toEqual([]);
     expect(index.ready(4_999)).toEqual([]);
@@ -117,6 +131,49 @@ describe('SchedulingIndex', () => {
     index.apply({ ...stored('x', 1, 'WorkerLost', { lastHeartbeatAt: new Date(0).toISOString(), reason: 'r' }), streamId: 'worker-w1' });
     expect(index.workerStatus('w1')).toBe('lost');
     expect(index.workerStatus('w2')).toBeUndefined();
+  });
+
+  it('hands out, once, what a worker id held when a new process announced itself, but not what that process started since', () => {
+    const index = new SchedulingIndex();
+    let workerRevision = 0;
+    const announce = () => index.apply({ ...stored('x', workerRevision++, 'WorkerStarted', { actions: ['core.noop'], runtimes: ['node'], capacity: 4 }), streamId: 'worker-w1' });
+    const handOff = (id: string) => {
+      index.apply(stored(id, 1, 'SchedulingStarted'));
+      index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    };
+    announce();
+    const [running, handed, later, done] = [requested(index), requested(index), requested(index), requested(index)];
+    for (const id of [running, handed, later, done]) handOff(id);
+    index.apply(stored(running, 3, 'ExecutionStarted', { attempt: 1 }));
+    index.apply(stored(done, 3, 'ExecutionStarted', { attempt: 1 }));
+    index.apply(stored(done, 4, 'ExecutionCompleted', { result: null }));
+    expect(index.takeOrphans(), 'a first start leaves nothing behind').toEqual([]);
+
+    announce(); // the process died unannounced; a new one took the id
+    index.apply(stored(later, 3, 'ExecutionStarted', { attempt: 1 })); // the new process picked this one up
+    const orphans = index.takeOrphans();
+    expect(orphans.map((o) => o.executionId).sort()).toEqual([running, handed].sort());
+    expect(orphans[0]).toMatchObject({ workerId: 'w1', attempt: 1, announcedAt: expect.any(BigInt) });
+    expect(index.takeOrphans(), 'handed out once').toEqual([]);
+  });
+
+  it('lists the cancel requests on executions a worker holds, and forgets them once the baton leaves it', () => {
+    const index = new SchedulingIndex();
+    const ids = Array.from({ length: 4 }, () => requested(index));
+    for (const id of ids) {
+      index.apply(stored(id, 1, 'SchedulingStarted'));
+      index.apply(stored(id, 2, 'ExecutionHandedOff', { workerId: 'w1', attempt: 1, deadline: 'x' }));
+    }
+    const [held, running, reclaimed] = ids as [string, string, string, string]; // the fourth: held, no cancel request
+    index.apply(stored(running, 3, 'ExecutionStarted', { attempt: 1 }));
+    for (const id of [held, running, reclaimed]) index.apply(stored(id, 4, 'ExecutionCancelRequested', { reason: `stop ${id}` }));
+    index.apply(stored(reclaimed, 5, 'OwnershipReclaimed', { reason: 'worker-lost', workerId: 'w1', attempt: 1 }));
+    const listed = () => index.cancelRequestsHeld().map((r) => r.executionId).sort();
+    expect(listed()).toEqual([held, running].sort());
+    expect(index.cancelRequestsHeld().find((r) => r.executionId === running)).toEqual({ executionId: running, workerId: 'w1', attempt: 1, reason: `stop ${running}` });
+    expect(index.retryPending().find((d) => d.executionId === reclaimed)?.cancelRequested).toBe(`stop ${reclaimed}`);
+    index.apply(stored(running, 5, 'ExecutionCancelled', { reason: 'r' }));
+    expect(listed()).toEqual([held]);
   });
 });
 

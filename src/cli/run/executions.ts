@@ -5,7 +5,9 @@ import { workflowStreamId } from '../../../schemas/workflow-events.ts';
 import { BatonError, NotFoundError } from '../../errors.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
 import { createActionRegistry } from '../../actions/index.ts';
-import { loadConfig } from '../../config.ts';
+import { loadConfig, workerStaleAfterMs } from '../../config.ts';
+import { createLivenessStore } from '../../liveness/liveness-store.ts';
+import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
 import { checkSubmission, type SubmissionNames } from '../../runtime/submission.ts';
 import type { JsonOptionValue } from '../arguments.ts';
 import { withContext } from '../context.ts';
@@ -61,17 +63,19 @@ async function notAnExecution(store: EventStore, err: unknown, id: string): Prom
 }
 
 export async function statusCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ runtime, store }) => {
+  await withContext(async ({ runtime, store, pool, config }) => {
     const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, err, id));
     const c = snapshot.context;
+    const waiting = await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts));
     if (o.json) {
-      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, context: c }));
+      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, context: c }));
       return;
     }
     console.log(
       fields([
         ['execution', id],
         ['status', statusOf(snapshot)],
+        ['waiting', waiting],
         ['action', c.action],
         ['owner', c.owner],
         ['worker', c.workerId],

@@ -1,0 +1,94 @@
+// What the scheduling index hands out: the executions in each phase the executor acts on, the
+// decisions it owes, and the reason words it writes into the history for a reclaim.
+
+export interface WaitingExecution {
+  executionId: string;
+  action: string;
+  priority: number;
+  /** Global order of arrival, for FIFO within a priority. */
+  seq: number;
+  /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
+  notBefore: number;
+  /** Since when it could have been scheduled (ms since epoch): its request, or its retry's time. */
+  since: number;
+  /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
+  avoid: readonly string[];
+  /** The concurrency bucket (action and key) whose slot scheduling it takes: see `freeSlots`. */
+  bucket: string;
+}
+
+export interface HandedOffExecution {
+  executionId: string;
+  workerId: string;
+  action: string;
+  attempt: number;
+  handoffEventId: string;
+  handoffRevision: bigint;
+  handedOffAt: number;
+  /** The schedule-to-start deadline (ms since epoch). */
+  deadline: number;
+}
+
+export interface RunningExecution {
+  executionId: string;
+  workerId: string;
+  attempt: number;
+  /** The recorded start-to-close deadline, as written (the executor must name it exactly); null when none. */
+  deadline: string | null;
+}
+
+export type WorkerStatus = 'active' | 'draining' | 'stopped' | 'lost';
+export interface ActionGauges {
+  waiting: number;
+  atLimit: number;
+  held: number;
+  limit: number | undefined;
+}
+
+/** An execution whose baton came back: the executor must schedule a retry or abandon it. */
+export interface RetryDecision {
+  executionId: string;
+  action: string;
+  attempt: number;
+  maxAttempts: number;
+  /** maxAttempts was recorded by a SchedulingStarted (else it is the request's, from before machine version 4). */
+  limitRecorded: boolean;
+  reason: string;
+  /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */
+  cancelRequested?: string;
+}
+
+/**
+ * An execution a previous process of a worker id still held when a new process announced itself
+ * under that id (WorkerStarted): that process is gone, so the executor reclaims at once instead of
+ * waiting for its heartbeat to go stale or its message's ack-wait to pass.
+ */
+export interface Orphan {
+  executionId: string;
+  workerId: string;
+  attempt: number;
+  /** Global position of the WorkerStarted: a start after it is the new process's own. */
+  announcedAt: bigint;
+}
+
+/** An execution a worker holds that someone asked to cancel: the worker must be told. */
+export interface CancelRequest {
+  executionId: string;
+  workerId: string;
+  attempt: number;
+  reason: string;
+}
+
+/** Why a reclaim happened, in words for the history (ExecutionRetryScheduled / ExecutionAbandoned reason). */
+export function reclaimReason(reason: string, workerId: string, attempt: number): string {
+  switch (reason) {
+    case 'schedule-to-start':
+      return `reclaimed: worker ${workerId} did not start attempt ${attempt} before its schedule-to-start deadline`;
+    case 'worker-lost':
+      return `reclaimed: worker ${workerId} stopped sending heartbeats during attempt ${attempt}`;
+    case 'worker-restarted':
+      return `reclaimed: worker ${workerId} restarted while it held attempt ${attempt} (its previous process ended without handing it back)`;
+    default:
+      return `reclaimed from worker ${workerId} (${reason}) during attempt ${attempt}`;
+  }
+}

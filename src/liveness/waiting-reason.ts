@@ -1,0 +1,31 @@
+// Why an execution waits in Requested, told from what exists: its own state (a retry's backoff)
+// and the workers' heartbeats now (is any live worker offering its action?). Nothing is kept by
+// hand for it, so `baton status` and the GraphQL API say the same from the same facts.
+import type { ActionOffer, LivenessStore } from './liveness-store.ts';
+
+export interface ExecutionWaitState {
+  status: string;
+  action: string;
+  /** ISO: a retry may not be scheduled before it. */
+  retryAt: string | null | undefined;
+}
+
+/**
+ * `retry backoff until <time>`, `no live worker offers action "x"` (with how many that do are
+ * draining), or null: not waiting in Requested, or waiting only for a free worker slot or
+ * concurrency slot, which is the normal queue.
+ */
+export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefined, now: number): string | null {
+  if (e.status !== 'Requested') return null;
+  if (e.retryAt && Date.parse(e.retryAt) > now) return `retry backoff until ${new Date(e.retryAt).toISOString()}`;
+  if ((offer?.ready ?? 0) > 0) return null;
+  const draining = offer?.draining ?? 0;
+  return `no live worker offers action "${e.action}"${draining > 0 ? ` (${draining} draining)` : ''}`;
+}
+
+/** The reason for one execution now, asking the liveness table only when it waits in Requested. */
+export async function waitingReasonNow(liveness: Pick<LivenessStore, 'offering'>, e: ExecutionWaitState, staleAfterMs: number): Promise<string | null> {
+  if (e.status !== 'Requested') return null;
+  const offer = (await liveness.offering([e.action], staleAfterMs)).get(e.action);
+  return waitingReason(e, offer, Date.now());
+}

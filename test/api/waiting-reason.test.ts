@@ -1,0 +1,39 @@
+// Execution.waitingReason over real HTTP: why an execution waits in Requested, judged at read
+// time from the workers' heartbeats (one query for every execution a request asks about).
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
+import { gql, useApi } from './api-harness.ts';
+
+const api = useApi({ staleAfterMs: 30_000 });
+const ids: Record<string, string> = {};
+
+beforeAll(async () => {
+  const { runtime, db } = api();
+  const liveness = createLivenessStore(db.pool);
+  for (const action of ['core.noop', 'core.echo', 'core.sleep']) ids[action] = (await runtime.submit({ action, input: null })).executionId;
+  await liveness.beat({ workerId: 'w-live', actions: ['core.noop'], runtimes: ['node'], capacity: 1, inFlight: 1, draining: false }, { starting: true });
+  await liveness.beat({ workerId: 'w-leaving', actions: ['core.echo'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: true }, { starting: true });
+  // A worker that offered core.sleep but went silent long ago does not count.
+  await liveness.beat({ workerId: 'w-gone', actions: ['core.sleep'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: false }, { starting: true });
+  await db.pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '1 hour' WHERE worker_id = 'w-gone'`);
+  await api().catchUp();
+});
+
+describe('Execution.waitingReason', () => {
+  it('says which waiting executions no live worker offers an action for, and nothing for the others', async () => {
+    const r = await gql(api().url, `{ executions(first: 10) { edges { node { action status waitingReason } } } }`);
+    expect(r.errors).toBeUndefined();
+    const byAction = Object.fromEntries((r.data!.executions.edges as { node: { action: string; status: string; waitingReason: string | null } }[]).map((e) => [e.node.action, e.node]));
+    expect(byAction['core.noop']).toEqual({ action: 'core.noop', status: 'Requested', waitingReason: null }); // offered, only busy
+    expect(byAction['core.echo']!.waitingReason).toBe('no live worker offers action "core.echo" (1 draining)');
+    expect(byAction['core.sleep']!.waitingReason).toBe('no live worker offers action "core.sleep"');
+  });
+
+  it('is null once the execution is no longer waiting in Requested', async () => {
+    const { runtime } = api();
+    await runtime.dispatch(ids['core.sleep']!, { type: 'ExecutionCancelled', data: { reason: 'not needed' }, by: 'executor' });
+    await api().catchUp();
+    const r = await gql(api().url, `query($id: ID!) { execution(id: $id) { status waitingReason } }`, { id: ids['core.sleep'] });
+    expect(r.data!.execution).toEqual({ status: 'Cancelled', waitingReason: null });
+  });
+});

@@ -1,0 +1,78 @@
+// PgWakeups against the real Postgres: a LISTEN that fails after its connection was taken from
+// the pool must give that connection back, or every reconnect attempt leaks one.
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PgWakeups } from '../../src/eventstore/pg-wakeups.ts';
+import { useTestDatabase } from '../support/test-db.ts';
+
+const db = useTestDatabase();
+
+/** pool.end() waits for every checked-out connection: a leaked one makes it hang, so bound it. */
+async function endPool(pool: pg.Pool): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`pool.end() did not finish: ${pool.totalCount - pool.idleCount} connection(s) never released`)), 3_000);
+  });
+  try {
+    await Promise.race([pool.end(), hung]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('PgWakeups', () => {
+  const cleanup: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const fn of cleanup.splice(0).reverse()) await fn();
+  });
+
+  it('releases the connection when LISTEN fails after connect, and listens once a connection works', { timeout: 20_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: db().url, max: 10 });
+    cleanup.push(() => endPool(pool));
+    // The first two connections end themselves before LISTEN runs: the server terminates the
+    // backend, so the LISTEN queued behind it fails on a connection the pool handed out.
+    let toKill = 2;
+    pool.on('connect', (client) => {
+      if (toKill-- > 0) client.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => undefined);
+    });
+    const wakeups = new PgWakeups(pool, undefined, 'wakeups_test');
+    cleanup.push(() => wakeups.close());
+    const payloads: string[] = [];
+    wakeups.onPayload((p) => payloads.push(p));
+
+    await wakeups.ensureListening(); // the first attempt fails; reconnects follow every second
+    const other = db().pool; // notifies from outside the pool under test
+    await until('a LISTEN that works', async () => {
+      await other.query(`SELECT pg_notify('wakeups_test', 'ping')`);
+      return payloads.includes('ping');
+    }, 10_000);
+
+    expect(toKill).toBeLessThan(0); // both killed connections were tried
+    // One connection stays out, the listener's; the failed ones went back (and were discarded).
+    expect(pool.totalCount - pool.idleCount, 'connections checked out of the pool').toBe(1);
+    const { rows } = await other.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+    );
+    expect(rows[0]!.n).toBe(1);
+  });
+
+  it('close() after a failed LISTEN leaves nothing checked out', { timeout: 10_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: db().url, max: 10 });
+    cleanup.push(() => endPool(pool));
+    pool.on('connect', (client) => {
+      client.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => undefined);
+    });
+    const wakeups = new PgWakeups(pool, undefined, 'wakeups_test');
+    await wakeups.ensureListening();
+    await wakeups.close();
+    expect(pool.totalCount - pool.idleCount).toBe(0);
+  });
+});
