@@ -1,11 +1,13 @@
 // The only module that reads process.env. Every variable is parsed once, here, into a
 // complete typed Config (defaults applied, paths resolved), in the spirit of Temporal's
 // WorkerOptions -> CompiledWorkerOptions; the rest of the code takes a Config.
-import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
+import { byteSize, count, duration, flag, hostAllowList, onOff, port, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
+
+export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -137,146 +139,6 @@ export const DEFAULT_EMBEDDED_PG_PORT = 54329;
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 export const DEFAULT_API_HOST = '127.0.0.1';
 export const DEFAULT_API_PORT = 4000;
-
-// `FOO=` in a shell, a compose file or a .env means "not set", not "set to the empty string".
-const unsetIfEmpty = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
-
-const urlWith = (protocols: string[], example: string) =>
-  z.string().refine(
-    (value) => {
-      try {
-        return protocols.includes(new URL(value).protocol.replace(/:$/, ''));
-      } catch {
-        return false;
-      }
-    },
-    // Never echo the value: a database URL carries a password.
-    { message: `Invalid url: expected ${example}` },
-  );
-
-const port = z.coerce
-  .number({ message: 'Invalid port: expected an integer from 1 to 65535' })
-  .int('Invalid port: expected an integer from 1 to 65535')
-  .min(1, 'Invalid port: expected an integer from 1 to 65535')
-  .max(65535, 'Invalid port: expected an integer from 1 to 65535');
-
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-/** `250ms`, `5s`, `1.5m`, `2h`; a bare number is milliseconds. */
-export function parseDuration(text: string): number | undefined {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text);
-  if (!m) return undefined;
-  const ms = Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!;
-  return Number.isFinite(ms) ? Math.round(ms) : undefined;
-}
-/** The inverse of parseDuration for messages: the largest unit that divides it (`1h`, `90s`, `250ms`). */
-export function formatDuration(ms: number): string {
-  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}
-const duration = (fallback: number) =>
-  z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .transform((v, ctx) => {
-        const ms = parseDuration(v);
-        if (ms === undefined || ms < 1 || ms > 7 * 24 * 3_600_000) {
-          ctx.addIssue({ code: 'custom', message: `Invalid duration "${v}": expected e.g. 500ms, 5s, 2m or 1h (at least 1 ms, at most 7 days)` });
-          return z.NEVER;
-        }
-        return ms;
-      })
-      .optional(),
-  ).transform((v) => v ?? fallback);
-// `forever`, or a duration where 0 means one try; unset stays undefined (each kind of process has its default).
-const waitDuration = z.preprocess(
-  unsetIfEmpty,
-  z
-    .string()
-    .transform((v, ctx) => {
-      if (/^\s*forever\s*$/i.test(v)) return Infinity;
-      const ms = parseDuration(v);
-      if (ms === undefined || ms > 7 * 24 * 3_600_000) {
-        ctx.addIssue({ code: 'custom', message: `Invalid wait "${v}": expected forever, 0 (one try), or a duration such as 30s or 5m (at most 7 days)` });
-        return z.NEVER;
-      }
-      return ms;
-    })
-    .optional(),
-);
-const count = (fallback: number, what: string, max = 1000) => {
-  const message = `Invalid ${what}: expected a whole number from 1 to ${max}`;
-  return z.preprocess(unsetIfEmpty, z.coerce.number({ message }).int(message).min(1, message).max(max, message).default(fallback));
-};
-
-const BYTE_UNITS: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
-/** `16384`, `16KiB`, `8MiB`, `1GiB` (binary units); undefined when it is none of those. */
-export function parseByteSize(text: string): number | undefined {
-  const m = /^\s*(\d+)\s*(b|kib|mib|gib)?\s*$/i.exec(text);
-  if (!m) return undefined;
-  const bytes = Number(m[1]) * BYTE_UNITS[(m[2] ?? 'b').toLowerCase()]!;
-  return Number.isSafeInteger(bytes) ? bytes : undefined;
-}
-const byteSize = (fallback: number, min: number, max: number) =>
-  z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .transform((v, ctx) => {
-        const bytes = parseByteSize(v);
-        if (bytes === undefined || bytes < min || bytes > max) {
-          ctx.addIssue({ code: 'custom', message: `Invalid size "${v}": expected bytes, or e.g. 16KiB or 8MiB (from ${min} bytes to ${max / 1024 ** 2} MiB)` });
-          return z.NEVER;
-        }
-        return bytes;
-      })
-      .optional(),
-  ).transform((v) => v ?? fallback);
-
-const onOff = z.preprocess(
-  (v) => (typeof v === 'string' ? unsetIfEmpty(v.trim().toLowerCase()) : v),
-  z
-    .enum(['on', 'off', '1', '0', 'true', 'false'], { message: 'Invalid switch: expected on or off' })
-    .default('on')
-    .transform((v) => v === 'on' || v === '1' || v === 'true'),
-);
-
-// One entry of BATON_HTTP_ALLOW: a host name, an IP address, or a CIDR range (10.0.0.0/8, fd00::/8).
-const HOST_NAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
-function allowEntryProblem(entry: string): string | undefined {
-  const [address, prefix, extra] = entry.split('/');
-  const family = isIP(address!);
-  if (extra !== undefined) return `"${entry}" is not a host, an address or a CIDR range`;
-  if (prefix !== undefined) {
-    const max = family === 4 ? 32 : family === 6 ? 128 : 0;
-    if (max === 0) return `"${entry}": a CIDR range needs an IP address before the /`;
-    if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > max) return `"${entry}": the prefix length must be from 0 to ${max}`;
-    return undefined;
-  }
-  return family !== 0 || HOST_NAME.test(entry) ? undefined : `"${entry}" is not a host, an address or a CIDR range`;
-}
-const hostAllowList = z.preprocess(
-  unsetIfEmpty,
-  z
-    .string()
-    .transform((v, ctx) => {
-      const entries = v.split(/[\s,]+/).filter((e) => e !== '');
-      for (const entry of entries) {
-        const problem = allowEntryProblem(entry);
-        if (problem) ctx.addIssue({ code: 'custom', message: `Invalid allow-list entry ${problem}: expected e.g. api.internal, 10.1.2.3, 10.0.0.0/8 or fd00::/8` });
-      }
-      return entries.map((e) => e.toLowerCase());
-    })
-    .optional(),
-).transform((v) => v ?? []);
-
-// A token travels in an Authorization header: one visible-ASCII word. Messages never echo it.
-const token = z
-  .string()
-  .regex(/^[\x21-\x7e]+$/, 'Invalid token: expected printable ASCII without spaces')
-  .max(1024, 'Invalid token: expected at most 1024 characters');
 
 const EnvSchema = z.object({
   BATON_DATABASE_URL: z.preprocess(
@@ -440,15 +302,6 @@ export interface TestHarnessConfig {
   /** CI is set (to anything but "" / "0" / "false"). */
   readonly ci: boolean;
 }
-
-const flag = (name: string) =>
-  z.preprocess(
-    (v) => (typeof v === 'string' ? unsetIfEmpty(v.toLowerCase()) : v),
-    z
-      .enum(['1', '0', 'true', 'false', 'yes', 'no'], { message: `Invalid flag: expected 1 or 0 (${name})` })
-      .optional()
-      .transform((v) => v === '1' || v === 'true' || v === 'yes'),
-  );
 
 const TestEnvSchema = z.object({
   BATON_REQUIRE_NATS: flag('BATON_REQUIRE_NATS'),
