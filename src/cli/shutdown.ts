@@ -67,12 +67,13 @@ export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHost
   log.info({ signal }, 'draining');
   const boundMs = (o.shutdownTimeoutMs ?? env.config.timeouts.shutdownTimeoutMs) + DRAIN_GRACE_MS;
   // Unref'd: it fires only if the process is still here by then, drained or not.
+  const progress: DrainProgress = { step: 'starting' };
   setTimeout(() => {
-    log.error({ signal, boundMs }, 'still not stopped this long after the signal (is the database reachable?); exiting without finishing the drain');
+    log.error({ signal, boundMs, step: progress.step }, `still not stopped this long after the signal (stuck stopping the ${progress.step}; is the database reachable?); exiting without finishing the drain`);
     process.exit(1);
   }, boundMs).unref();
 
-  if (!(await stopHosts(env, hosts, `received ${signal}`))) process.exitCode = 1;
+  if (!(await stopHosts(env, hosts, `received ${signal}`, progress))) process.exitCode = 1;
   log.info({ signal }, 'drained; exiting');
   stop.dispose(); // the process is about to exit anyway
 }
@@ -81,7 +82,12 @@ export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHost
  * Stop whatever of `hosts` runs, in drain order, then close the environment. Every step runs
  * even if one before it failed (a step left out would keep the process alive); false when one failed.
  */
-export async function stopHosts(env: HostEnvironment, hosts: Partial<RunningHosts>, reason: string): Promise<boolean> {
+/** Which drain step runs now, for the message when a drain is given up. */
+export interface DrainProgress {
+  step: string;
+}
+
+export async function stopHosts(env: HostEnvironment, hosts: Partial<RunningHosts>, reason: string, progress: DrainProgress = { step: '' }): Promise<boolean> {
   const steps: [string, () => Promise<unknown> | undefined][] = [
     ['API', () => hosts.api?.close()],
     ['workers', () => Promise.all((hosts.workers ?? []).map((w) => w.stop(reason)))],
@@ -92,8 +98,11 @@ export async function stopHosts(env: HostEnvironment, hosts: Partial<RunningHost
   ];
   let ok = true;
   for (const [what, step] of steps) {
+    progress.step = what;
+    const t0 = performance.now();
     try {
       await step();
+      env.log.debug({ step: what, ms: Math.round(performance.now() - t0) }, 'stopped');
     } catch (err) {
       env.log.error({ err, step: what }, 'error while stopping');
       ok = false;
