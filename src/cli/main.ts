@@ -50,7 +50,7 @@ program
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
   .option('--json', 'print JSON')
-  .action(async (action: string, o) => (await import('./run/executions.ts')).submitCommand(action, o));
+  .action(async (action: string, o) => (await import('./run/submit.ts')).submitCommand(action, o));
 
 program
   .command('status')

@@ -1,55 +1,15 @@
-// What `baton submit | status | events` do (their options are defined in main.ts): one
-// execution's state and history, from its stream.
+// What `baton status | events` do (their options are defined in main.ts): one execution's state
+// and history, from its stream.
 import { statusOf } from '../../../actors/execution.machine.ts';
 import { workflowStreamId } from '../../../schemas/workflow-events.ts';
 import { BatonError, NotFoundError } from '../../errors.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
-import { createActionRegistry } from '../../actions/index.ts';
 import { loadConfig, workerStaleAfterMs } from '../../config.ts';
 import { createLivenessStore } from '../../liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
-import { checkSubmission, type SubmissionNames } from '../../runtime/submission.ts';
-import type { JsonOptionValue } from '../arguments.ts';
 import { withContext } from '../context.ts';
-import { loadActions } from '../hosts.ts';
 import { fields, table, toJson } from '../format.ts';
-import { waitForFinal } from '../wait.ts';
 
-/** How `baton submit` names what it takes, in the messages of the submission check. */
-const SUBMIT_NAMES: SubmissionNames = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority' };
-
-export async function submitCommand(
-  action: string,
-  o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; wait?: boolean; timeout?: number; json?: boolean },
-): Promise<void> {
-  // Checked before the database is opened: a bad submission writes nothing and needs nothing.
-  const request = checkSubmission(
-    createActionRegistry(await loadActions(o.actions, loadConfig())),
-    { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }) },
-    SUBMIT_NAMES,
-  );
-  await withContext(async ({ runtime, store }) => {
-    const r = await runtime.submit(request);
-    if (!o.wait) {
-      if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision }));
-      else console.log(`${r.created ? 'submitted' : 'already submitted (same idempotency key)'}: ${r.executionId} (${statusOf(r.snapshot)})`);
-      return;
-    }
-    if (!o.json) process.stderr.write(`submitted ${r.executionId}; waiting for it to finish …\n`);
-    const done = await waitForFinal(store, runtime, r.executionId, o.timeout);
-    if (!done) {
-      process.stderr.write(`baton: execution ${r.executionId} did not finish within ${o.timeout} ms\n`);
-      process.exitCode = 2;
-      return;
-    }
-    const c = done.snapshot.context;
-    const status = statusOf(done.snapshot);
-    if (o.json) console.log(toJson({ executionId: r.executionId, status, attempt: c.attempt, result: c.result, error: c.error }));
-    else if (status === 'Completed') console.log(JSON.stringify(c.result ?? null));
-    else console.log(`${status}${c.error ? `: ${c.error.message}` : ''}${c.abandonReason ? `: ${c.abandonReason}` : ''}${c.cancelReason ? `: ${c.cancelReason}` : ''}`);
-    if (status !== 'Completed') process.exitCode = 1;
-  });
-}
 
 /**
  * A NotFoundError for an id that names a workflow, not an execution (workflow ids are uuids by
