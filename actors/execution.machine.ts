@@ -2,16 +2,9 @@
 // It is pure: no I/O, no timers, no clock. Every time it keeps comes from the events
 // themselves (metadata.occurredAt or a deadline carried as data), so folding a stored
 // history today gives exactly the state it gave when the events were appended.
-import {
-  and,
-  assertEvent,
-  assign,
-  initialTransition,
-  setup,
-  transition,
-  type SnapshotFrom,
-} from 'xstate';
-import { acceptedEventTypes, foldWithActor } from './fold.ts';
+import { and, assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
+import { acceptedEventTypes, foldWith } from './fold.ts';
+import { stepperOf } from './stepper.ts';
 import {
   WorkerRef,
   type ErrorInfo,
@@ -406,12 +399,20 @@ export function isFinal(snapshot: ExecutionSnapshot): boolean {
   return snapshot.status === 'done';
 }
 
+// Deciding and folding go through one stepper (stepper.ts), never a throwaway actor per step.
+/** Any valid ExecutionRequested: what a stepper's inert actor is built from (candidate machines take it too). */
+export const SAMPLE_REQUEST: RequestedEvent = {
+  type: 'ExecutionRequested',
+  data: { action: 'sample.action', input: null, maxAttempts: 1 },
+  metadata: { by: EXECUTOR, occurredAt: '2000-01-01T00:00:00.000Z' },
+};
+const step = stepperOf(executionMachine, SAMPLE_REQUEST);
+
 export function startExecution(requested: ExecutionEvent): ExecutionSnapshot {
   if (requested.type !== 'ExecutionRequested') {
     throw new Error(`an execution starts with ExecutionRequested, not ${requested.type}`);
   }
-  const [snapshot] = initialTransition(executionMachine, requested);
-  return snapshot;
+  return step.initial(requested);
 }
 
 export type Rejection = 'AlreadyFinal' | 'NotOwner' | 'InvalidTransition';
@@ -427,10 +428,7 @@ export type Decision =
  * InvalidTransition naming the data that does not fit (attempt, worker, retry budget).
  */
 export function decideExecution(snapshot: ExecutionSnapshot, event: ExecutionEvent): Decision {
-  if (snapshot.can(event)) {
-    const [next] = transition(executionMachine, snapshot, event);
-    return { ok: true, snapshot: next };
-  }
+  if (snapshot.can(event)) return { ok: true, snapshot: step.next(snapshot, event) };
   return { ok: false, ...classifyRefusal(snapshot, event) };
 }
 
@@ -458,17 +456,17 @@ function classifyRefusal(
   };
 }
 
-/** Folds a stored history (see foldWithActor); it must start with ExecutionRequested. */
+/** Folds a stored history (see foldWith); it must start with ExecutionRequested. */
 export function foldExecution(events: readonly ExecutionEvent[]): ExecutionSnapshot {
   const [first, ...rest] = events;
   if (first === undefined) throw new Error('cannot fold an empty history: event 0 must be ExecutionRequested');
   if (first.type !== 'ExecutionRequested') {
     throw new Error(`event 0 (${first.type}) refused: a history must start with ExecutionRequested`);
   }
-  return foldWithActor(executionMachine, first, rest, (snapshot, event) => {
+  return foldWith(step, startExecution(first), rest, (snapshot, event) => {
     const decision = decideExecution(snapshot, event);
     return decision.ok ? 'the machine did not take it' : `${decision.rejection}: ${decision.reason}`;
-  }, first);
+  }, first.type);
 }
 
 /**

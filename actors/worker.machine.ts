@@ -16,8 +16,9 @@
 // previous incarnation's executions are dead without waiting for heartbeats to go stale.
 // (Two live processes sharing one id would also look like this; the worker host guards
 // against that with the liveness table before it appends WorkerStarted.)
-import { assertEvent, assign, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
-import { acceptedEventTypes, foldWithActor } from './fold.ts';
+import { assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
+import { acceptedEventTypes, foldWith } from './fold.ts';
+import { stepperOf } from './stepper.ts';
 import { WorkerId, type ActorRef } from '../schemas/events.ts';
 import type { WorkerEvent, WorkerEventType } from '../schemas/worker-events.ts';
 
@@ -207,11 +208,13 @@ export function isLive(snapshot: WorkerSnapshot): boolean {
 }
 
 /** The machine for worker `workerId` before any event: Starting. Throws for an id no `worker:<id>` ref can carry. */
+// Deciding and folding go through one stepper (stepper.ts), never a throwaway actor per step.
+const step = stepperOf(workerMachine, { workerId: 'sample' });
+
 export function startWorker(workerId: string): WorkerSnapshot {
   const r = WorkerId.safeParse(workerId);
   if (!r.success) throw new Error(`invalid worker id ${JSON.stringify(workerId)}: ${r.error.issues[0]?.message}`);
-  const [snapshot] = initialTransition(workerMachine, { workerId });
-  return snapshot;
+  return step.initial({ workerId });
 }
 
 export type WorkerRejection = 'NotOwner' | 'InvalidTransition';
@@ -225,8 +228,7 @@ export type WorkerDecision =
  */
 export function decideWorker(snapshot: WorkerSnapshot, event: WorkerEvent): WorkerDecision {
   if (snapshot.can(event)) {
-    const [next] = transition(workerMachine, snapshot, event);
-    return { ok: true, snapshot: next };
+    return { ok: true, snapshot: step.next(snapshot, event) };
   }
   const status = statusOf(snapshot);
   if (!acceptedTypes.get(status)?.includes(event.type)) {
@@ -243,11 +245,10 @@ export function decideWorker(snapshot: WorkerSnapshot, event: WorkerEvent): Work
 /**
  * Folds worker `workerId`'s stored history (possibly empty: Starting). Any refusal means
  * corruption or an incompatible machine change: it throws, naming the event's index, type
- * and the reason. One short-lived actor, as in foldExecution.
+ * and the reason. Through the stepper, as foldExecution.
  */
 export function foldWorker(workerId: string, events: readonly WorkerEvent[]): WorkerSnapshot {
-  startWorker(workerId); // validates the id
-  return foldWithActor(workerMachine, { workerId }, events, (snapshot, event) => {
+  return foldWith(step, startWorker(workerId), events, (snapshot, event) => {
     const decision = decideWorker(snapshot, event);
     return decision.ok ? 'the machine did not take it' : `${decision.rejection}: ${decision.reason}`;
   });

@@ -3,7 +3,8 @@
 // what the orchestrating executor should do next (schedule ready steps, cancel running ones,
 // end the workflow); the executor appends the matching events, so a successor executor reading
 // the same stream reaches the same plan.
-import { assertEvent, assign, initialTransition, setup, transition, type SnapshotFrom } from 'xstate';
+import { assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
+import { stepperOf } from './stepper.ts';
 import type { WorkflowEvent, WorkflowEventOf, StepOutcome } from '../schemas/workflow-events.ts';
 import type { WorkflowDefinition, WorkflowStep } from '../schemas/workflow.ts';
 
@@ -124,15 +125,23 @@ export const workflowMachine = setup({
 export type WorkflowSnapshot = SnapshotFrom<typeof workflowMachine>;
 export type WorkflowStatus = WorkflowSnapshot['value'];
 
+// Deciding and folding go through one stepper (stepper.ts), never a throwaway actor per step.
+const SAMPLE_START: WorkflowEventOf<'WorkflowStarted'> = {
+  type: 'WorkflowStarted',
+  data: { definition: { onFailure: 'fail-fast', steps: [{ id: 'sample', action: 'sample.action', dependsOn: [] }] } },
+  metadata: { by: 'executor', occurredAt: '2000-01-01T00:00:00.000Z' },
+};
+const step = stepperOf(workflowMachine, SAMPLE_START);
+
 export function startWorkflow(started: WorkflowEvent): WorkflowSnapshot {
   if (started.type !== 'WorkflowStarted') throw new Error(`a workflow starts with WorkflowStarted, not ${started.type}`);
-  return initialTransition(workflowMachine, started)[0];
+  return step.initial(started);
 }
 
 export type WorkflowDecision = { ok: true; snapshot: WorkflowSnapshot } | { ok: false; reason: string };
 
 export function decideWorkflow(snapshot: WorkflowSnapshot, event: WorkflowEvent): WorkflowDecision {
-  if (snapshot.can(event)) return { ok: true, snapshot: transition(workflowMachine, snapshot, event)[0] };
+  if (snapshot.can(event)) return { ok: true, snapshot: step.next(snapshot, event) };
   if (snapshot.status === 'done') return { ok: false, reason: `workflow is already ${snapshot.value}` };
   return { ok: false, reason: `${event.type} does not fit workflow state ${snapshot.value}${'stepId' in event.data ? ` (step ${event.data.stepId} is ${snapshot.context.steps[event.data.stepId]?.status ?? 'unknown'})` : ''}` };
 }

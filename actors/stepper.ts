@@ -1,0 +1,40 @@
+// Pure steps through a machine, for deciding and folding. xstate's own pure functions,
+// `initialTransition(machine, input)` and `transition(machine, snapshot, event)`, build a
+// throwaway actor on every call (createInertActorScope), and that actor's constructor runs the
+// machine's context factory with no input. Profiled in `baton bench`, that was 11.6% of all CPU
+// (the factory destructuring `undefined`, and xstate swallowing the TypeError) and ~25 µs a
+// step. A stepper builds that scope once per machine, from a real input, and hands it to the
+// machine's own `getInitialSnapshot` / `transition` (public ActorLogic methods): the same
+// microsteps, the same snapshots, ~3 µs a step. Like xstate's, its scope executes no actions
+// (our machines only `assign`, which xstate applies inside the transition itself).
+import { createActor, type ActorScope, type AnyStateMachine, type EventFromLogic, type InputFrom, type SnapshotFrom } from 'xstate';
+
+export interface Stepper<M extends AnyStateMachine> {
+  /** The snapshot a new actor of `machine` starts in, for `input`. */
+  initial(input: InputFrom<M>): SnapshotFrom<M>;
+  /** The snapshot after `event`; `snapshot` itself when no transition takes it (ask `snapshot.can(event)` first). */
+  next(snapshot: SnapshotFrom<M>, event: EventFromLogic<M>): SnapshotFrom<M>;
+}
+
+/**
+ * A stepper for `machine`. `sampleInput` is any input the machine accepts: it only builds the
+ * one inert actor the scope names as `self` (never started, never sent anything).
+ */
+export function stepperOf<M extends AnyStateMachine>(machine: M, sampleInput: InputFrom<M>): Stepper<M> {
+  const self = createActor(machine, { input: sampleInput });
+  const scope: ActorScope<SnapshotFrom<M>, EventFromLogic<M>> = {
+    self,
+    id: '',
+    sessionId: '',
+    logger: () => {},
+    defer: () => {},
+    emit: () => {},
+    system: self.system,
+    stopChild: () => {},
+    actionExecutor: () => {},
+  };
+  return {
+    initial: (input) => machine.getInitialSnapshot(scope, input) as SnapshotFrom<M>,
+    next: (snapshot, event) => machine.transition(snapshot, event, scope) as SnapshotFrom<M>,
+  };
+}
