@@ -38,3 +38,5 @@ export type WorkflowEventOf<T extends WorkflowEvent['type']> = Extract<WorkflowE
 
 export const WORKFLOW_STREAM_PREFIX = 'workflow-';
 export const workflowStreamId = (workflowId: string) => `${WORKFLOW_STREAM_PREFIX}${workflowId}`;
+export const workflowIdOfStream = (streamId: string): string | undefined =>
+  streamId.startsWith(WORKFLOW_STREAM_PREFIX) && streamId.length > WORKFLOW_STREAM_PREFIX.length ? streamId.slice(WORKFLOW_STREAM_PREFIX.length) : undefined;

@@ -32,6 +32,7 @@ import { ResponseBudget, useResponseBudget } from './response-budget.ts';
 import { loadApiSchema } from './schema.ts';
 import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
+import { readExecutionHistory } from '../replay/execution-history.ts';
 
 /** GraphQL requests are small; 64 KiB leaves room for a generous submitExecution input. */
 export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -209,7 +210,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
 async function executionExists(o: ApiServerOptions, executionId: string): Promise<boolean> {
   if (o.store) return (await o.store.readStream(executionStreamId(executionId), { limit: 1 })).length > 0;
   try {
-    await o.runtime.readHistory(executionId);
+    await readExecutionHistory(o.runtime.store, executionId);
     return true;
   } catch (err) {
     if (err instanceof NotFoundError) return false;

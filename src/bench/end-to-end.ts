@@ -81,7 +81,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     });
     const noop = defineAction({ name: 'bench.noop', input: z.null(), run: () => null });
     const actions = createActionRegistry([mark, noop]);
-    const executor = startExecutor({ store, runtime, transport, workers: liveness, log });
+    const executor = startExecutor({ store, transport, workers: liveness, log });
     await executor.ready;
     const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
     const workers = await Promise.all(

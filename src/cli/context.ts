@@ -1,22 +1,14 @@
-// What a CLI command needs: config, a logger on stderr (stdout is for results), the database
-// (embedded unless BATON_DATABASE_URL is set), the event store (EventStoreDB when
-// BATON_EVENTSTORE_URL is set, else Postgres) and the execution runtime.
+// What a CLI command needs: the environment every process is made of (environment.ts), with
+// a logger on stderr (stdout is for results) and warn as its level.
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
-import { openDatabase } from '../db/connect.ts';
-import type { EventStore } from '../eventstore/event-store.ts';
-import { openEventStore } from './event-store.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { openEnvironment, type Environment } from './environment.ts';
 import type { Logger } from 'pino';
 import type pg from 'pg';
 
-export interface CliContext {
-  config: Config;
-  log: Logger;
+export interface CliContext extends Omit<Environment, 'close' | 'db'> {
   databaseUrl: string;
   pool: pg.Pool;
-  store: EventStore;
-  runtime: ExecutionRuntime;
 }
 
 /**
@@ -31,13 +23,11 @@ export const cliLogger = (config: Config): Logger => createLogger(config, { dest
 
 export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> {
   const config = cliConfig();
-  const log = cliLogger(config);
-  const db = await openDatabase(config, log);
-  const { store } = await openEventStore(config, db.pool, log, 'debug');
+  const env = await openEnvironment({ config, log: cliLogger(config), as: 'cli' });
   try {
-    return await fn({ config, log, databaseUrl: db.url, pool: db.pool, store, runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }) });
+    const { close: _close, db, ...rest } = env;
+    return await fn({ ...rest, databaseUrl: db.url, pool: db.pool });
   } finally {
-    await store.close();
-    await db.close();
+    await env.close();
   }
 }

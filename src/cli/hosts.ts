@@ -7,16 +7,14 @@ import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { configuredBuiltinActions, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
-import { openDatabase, type Database } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
-import type { EventStore } from '../eventstore/event-store.ts';
-import { openEventStore, type EventStoreKind } from './event-store.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
+import { followActors } from '../runtime/follow-actors.ts';
+import { openEnvironment, type Environment } from './environment.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats.ts';
 import { createPostgresWorkTransport } from '../transport/postgres.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
@@ -27,14 +25,8 @@ import type { ActionRegistry } from '../actions/registry.ts';
 
 export type TransportKind = 'nats' | 'postgres';
 
-export interface HostEnvironment {
-  config: Config;
-  log: Logger;
-  db: Database;
-  store: EventStore;
-  /** Which adapter `store` is (BATON_EVENTSTORE_URL set: eventstoredb). */
-  storeKind: EventStoreKind;
-  runtime: ExecutionRuntime;
+/** A host's environment: the one every process has (environment.ts), plus its transport, liveness and metrics registry. */
+export interface HostEnvironment extends Environment {
   liveness: LivenessStore;
   transport: WorkTransport;
   transportKind: TransportKind;
@@ -73,8 +65,8 @@ export async function openHostEnvironment(o: {
   const kind: TransportKind = o.transport ?? (config.natsUrl ? 'nats' : 'postgres');
   if (kind === 'nats' && !config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   // Small pools: a host's appends are one statement each, and a database serves many hosts.
-  const db = await openDatabase(config, log, { max: o.poolSize ?? 8, applicationName: `baton-${o.component}`, waitAs: 'host', signal: o.signal });
-  const { store, kind: storeKind } = await openEventStore(config, db.pool, log);
+  const env = await openEnvironment({ config, log, as: 'host', poolSize: o.poolSize ?? 8, applicationName: `baton-${o.component}`, ...(o.signal && { signal: o.signal }) });
+  const { db } = env;
   let nc: NatsConnection | undefined;
   let transport: WorkTransport;
   try {
@@ -85,23 +77,18 @@ export async function openHostEnvironment(o: {
       transport = createPostgresWorkTransport(db.pool, { log });
     }
   } catch (err) {
-    await closeAll(log, [() => nc?.close(), () => store.close(), () => db.close()]);
+    await closeAll(log, [() => nc?.close(), () => env.close()]);
     throw err;
   }
   return {
-    config,
-    log,
-    db,
-    store,
-    storeKind,
-    runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }),
+    ...env,
     liveness: createLivenessStore(db.pool),
     transport,
     transportKind: kind,
     registry,
     // Every step runs even when one before it failed: the last one stops an embedded Postgres
     // this process owns, which must not outlive it.
-    close: () => closeAll(log, [() => transport.close(), () => nc?.drain(), () => store.close(), () => db.close()]),
+    close: () => closeAll(log, [() => transport.close(), () => nc?.drain(), () => env.close()]),
   };
 }
 
@@ -139,25 +126,16 @@ export interface RunningHosts {
 /**
  * The executor with the configured timeouts (BATON_SCHEDULE_TO_START_TIMEOUT, BATON_HEARTBEAT_*),
  * and beside it the workflow orchestrator: every executor process runs one (they race safely).
+ * They share the environment's runtimes and one follower that keeps them current, so each event
+ * is read and folded once in this process, and an append made here (by a worker of `baton dev`,
+ * say) reaches them at once.
  */
 export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
-  const executor = startSchedulingExecutor(env, log);
-  const workflows = startOrchestrator({ store: env.store, runtime: env.runtime, log: log.child({ component: 'workflows' }), registry: env.registry });
-  return {
-    ...executor,
-    ready: Promise.all([executor.ready, workflows.ready]).then(() => undefined),
-    async stop() {
-      await workflows.stop();
-      await executor.stop();
-    },
-  };
-}
-
-function startSchedulingExecutor(env: HostEnvironment, log: Logger): Executor {
+  const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows], log, who: 'executor' });
   const t = env.config.timeouts;
-  return startExecutor({
+  const executor = startExecutor({
     store: env.store,
-    runtime: env.runtime,
+    actors: { executions: env.runtime, workerStreams: env.workerStreams, follower },
     transport: env.transport,
     workers: env.liveness,
     log,
@@ -167,8 +145,22 @@ function startSchedulingExecutor(env: HostEnvironment, log: Logger): Executor {
     noWorkerTimeoutMs: t.noWorkerTimeoutMs,
     // A worker times its own runs out; the executor steps in a few heartbeats later, when it is gone.
     timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
-    retryBackoff: { initialMs: 1_000, multiplier: 2, maxMs: 60_000 },
   });
+  const workflows = startOrchestrator({
+    store: env.store,
+    actors: { executions: env.runtime, workflows: env.workflows, follower },
+    log: log.child({ component: 'workflows' }),
+    registry: env.registry,
+  });
+  return {
+    ...executor,
+    ready: Promise.all([executor.ready, workflows.ready]).then(() => undefined),
+    async stop() {
+      await follower.stop();
+      await workflows.stop();
+      await executor.stop();
+    },
+  };
 }
 
 /** A worker host with the configured heartbeat, start-to-close and shutdown timeouts. */

@@ -1,5 +1,5 @@
 // Wait for an execution to reach a final state by following its stream (no polling).
-import { isFinal } from '../../actors/execution.machine.ts';
+import { finalStatuses as FINAL, isFinal } from '../../actors/execution.machine.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime, LoadedExecution } from '../runtime/execution-runtime.ts';
 import { executionStreamId } from '../../schemas/events.ts';
@@ -14,8 +14,11 @@ export async function waitForFinal(store: EventStore, runtime: ExecutionRuntime,
     // The stream id is unique, so a prefix of the whole id follows exactly this execution.
     for await (const event of store.subscribe({ after: START, streamPrefixes: [executionStreamId(executionId)], signal: ac.signal })) {
       if (event.revision <= current.revision) continue;
-      const loaded = await runtime.load(executionId);
-      if (isFinal(loaded.snapshot)) return loaded;
+      // The final event: read the stream once more, for its events (who ended it).
+      if (event.metadata.stateAfter === undefined || FINAL.has(String(event.metadata.stateAfter))) {
+        const loaded = await runtime.load(executionId);
+        if (isFinal(loaded.snapshot)) return loaded;
+      }
     }
     return undefined;
   } finally {

@@ -1,15 +1,32 @@
-// What the worker streams say, as the scheduling index needs it: each worker id's lifecycle
-// status, and per action the policy the latest worker to start offering it advertised.
-import type { StoredEvent } from '../eventstore/event-store.ts';
-import type { ActionPolicy } from '../../schemas/worker-events.ts';
+// What the worker streams say, as the scheduling view needs it: each worker id's lifecycle
+// status (its machine's state), and per action the policy the latest worker to start offering
+// it advertised.
+import { statusOf, type WorkerSnapshot, type WorkerStatus as MachineStatus } from '../../actors/worker.machine.ts';
+import type { ActionPolicy, WorkerEvent } from '../../schemas/worker-events.ts';
+import type { Change } from '../runtime/actor-runtime.ts';
 import type { WorkerStatus } from './scheduling-entries.ts';
 
-const WORKER_STATUS: Record<string, WorkerStatus> = {
-  WorkerStarted: 'active',
-  WorkerDraining: 'draining',
-  WorkerStopped: 'stopped',
-  WorkerLost: 'lost',
-};
+export type WorkerChange = Change<WorkerSnapshot, WorkerEvent>;
+
+/** The executor's word for each state of the worker machine; undefined before the first WorkerStarted. */
+function statusFor(state: MachineStatus): WorkerStatus | undefined {
+  switch (state) {
+    case 'Starting':
+      return undefined;
+    case 'Active':
+      return 'active';
+    case 'Draining':
+      return 'draining';
+    case 'Stopped':
+      return 'stopped';
+    case 'Lost':
+      return 'lost';
+    default: {
+      const unknown: never = state;
+      throw new Error(`no status for worker state ${String(unknown)}`);
+    }
+  }
+}
 
 export class AdvertisedWorkers {
   readonly #workers = new Map<string, WorkerStatus>();
@@ -18,26 +35,30 @@ export class AdvertisedWorkers {
   readonly #known = new Set<string>();
 
   /**
-   * Apply one event of worker `workerId`'s stream. Undefined for an event that is not a
-   * lifecycle change; otherwise the status before it, and the actions a WorkerStarted advertised.
+   * One change of worker `change.id`'s stream: the actions a WorkerStarted advertised, and
+   * whether one started a new process under an id that had started before (`restarted`).
    */
-  apply(workerId: string, event: StoredEvent): { before: WorkerStatus | undefined; advertised: string[] } | undefined {
-    const status = WORKER_STATUS[event.type];
-    if (!status) return undefined;
-    const before = this.#workers.get(workerId);
-    this.#workers.set(workerId, status);
-    if (event.type !== 'WorkerStarted') return { before, advertised: [] };
-    // The latest worker to start offering an action says its policy, or that it has none.
-    const data = event.data as { actions?: string[]; policies?: Record<string, ActionPolicy> };
-    const policies = data.policies ?? {};
-    const advertised = [...new Set([...(data.actions ?? []), ...Object.keys(policies)])];
-    for (const action of advertised) {
-      const policy = policies[action];
-      if (policy) this.#policies.set(action, policy);
-      else this.#policies.delete(action);
-      this.#known.add(action);
+  apply(change: WorkerChange): { advertised: string[]; restarted: boolean } {
+    const status = statusFor(statusOf(change.after));
+    if (status === undefined) this.#workers.delete(change.id);
+    else this.#workers.set(change.id, status);
+    const advertised: string[] = [];
+    let restarted = false;
+    for (const { event } of change.events) {
+      if (event.type !== 'WorkerStarted') continue;
+      // The first incarnation is 1: a later one is a new process under a known id.
+      if (change.source !== 'loaded' && change.after.context.incarnation > 1) restarted = true;
+      // The latest worker to start offering an action says its policy, or that it has none.
+      const policies = event.data.policies ?? {};
+      for (const action of new Set([...event.data.actions, ...Object.keys(policies)])) {
+        const policy = policies[action];
+        if (policy) this.#policies.set(action, policy);
+        else this.#policies.delete(action);
+        this.#known.add(action);
+        advertised.push(action);
+      }
     }
-    return { before, advertised };
+    return { advertised, restarted };
   }
 
   /** The worker's lifecycle status from its stream; undefined before its first event. */

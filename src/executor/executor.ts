@@ -1,35 +1,48 @@
-// The executor: follows the event store, schedules each waiting execution to a live worker by
-// appending SchedulingStarted + ExecutionHandedOff (compare-and-swap, so several executors can
-// run at once), and only then publishes the work. It also answers executions whose baton came
-// back (retry with the action's backoff, or abandon). Its monitor (./monitor.ts) enforces every
-// deadline the history holds and every absence the liveness table shows, each by an ordinary
-// compare-and-swap append.
+// The executor: schedules each waiting execution to a live worker by appending
+// SchedulingStarted + ExecutionHandedOff (compare-and-swap, so several executors can run at
+// once), and only then publishes the work; answers executions whose baton came back (retry with
+// the action's backoff, or abandon: retry-policy.ts); and runs the monitor (monitor.ts), which
+// enforces every deadline the history holds and every absence the liveness table shows.
+//
+// It reads nothing by itself: the actor runtime's follower (src/runtime/follow-actors.ts) folds
+// every execution and worker event once into the runtimes' snapshot caches, and this executor's
+// scheduling view (scheduling-view.ts) is derived from their changes. Which execution goes to
+// which worker is a pure function of that view (placement.ts).
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
-import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
-import { RejectedCommandError } from '../errors.ts';
-import type { ExecutionContext } from '../../actors/execution.machine.ts';
-import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
-import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
-import { WORKER_STREAM_PREFIX } from '../../schemas/worker-events.ts';
-import { followStore } from '../eventstore/follow.ts';
 import { DEFAULT_RUNTIME } from '../actions/action.ts';
+import { mapLimit } from '../async/map-limit.ts';
+import { RejectedCommandError } from '../errors.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
+import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
+import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { createExecutorMetrics } from './executor-metrics.ts';
 import { createMonitor } from './monitor.ts';
-import { mapLimit } from './parallel.ts';
-import { SchedulingIndex, type RetryDecision, type WaitingExecution } from './scheduling-index.ts';
-import { fitForWork, type LiveWorker, type WorkerDirectory } from './worker-directory.ts';
+import { plan, type Placement } from './placement.ts';
+import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
+import { SchedulingView } from './scheduling-view.ts';
+import { workMessage } from './work-messages.ts';
+import { fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
 
+/** The runtimes an executor host shares with its workflow orchestrator, and the one follower feeding them. */
+export interface ExecutorActors {
+  executions: ExecutionRuntime;
+  workerStreams: WorkerRuntime;
+  follower: ActorFollower;
+}
+
 export interface ExecutorOptions {
   store: EventStore;
-  runtime: ExecutionRuntime;
   transport: WorkTransport;
   workers: WorkerDirectory;
   log: Logger;
+  /** Shared with other parts of the process (src/cli/hosts.ts); by default the executor makes its own and follows the store itself. */
+  actors?: ExecutorActors;
   registry?: Registry;
   /** A worker whose heartbeat is older than this gets no work and is declared lost. */
   staleAfterMs?: number;
@@ -47,7 +60,7 @@ export interface ExecutorOptions {
   handleDeadLetters?: boolean;
   /** How many scheduling appends run at once. */
   parallelism?: number;
-  retryBackoff?: { initialMs: number; multiplier: number; maxMs: number };
+  retryBackoff?: RetryBackoffDefaults;
   clock?: () => number;
 }
 
@@ -58,6 +71,14 @@ export interface Executor {
   waiting(): number;
 }
 
+/** Its own runtimes and follower, for an executor nobody shares them with. */
+function ownActors(o: ExecutorOptions): ExecutorActors {
+  const clock = o.clock && (() => new Date(o.clock!()));
+  const executions = createExecutionRuntime(o.store, clock && { clock });
+  const workerStreams = createWorkerRuntime(o.store, clock && { clock });
+  return { executions, workerStreams, follower: followActors({ store: o.store, runtimes: [executions.actors, workerStreams], log: o.log, who: 'executor' }) };
+}
+
 export function startExecutor(o: ExecutorOptions): Executor {
   const log = o.log;
   const now = o.clock ?? Date.now;
@@ -65,16 +86,19 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const scheduleToStartMs = o.scheduleToStartMs ?? 30_000;
   const monitorEveryMs = o.monitorEveryMs ?? Math.max(50, Math.min(1_000, Math.floor(scheduleToStartMs / 4), Math.floor(staleAfterMs / 6)));
   const parallelism = o.parallelism ?? 32;
-  const backoff = o.retryBackoff ?? { initialMs: 1_000, multiplier: 2, maxMs: 60_000 };
-  const index = new SchedulingIndex();
+  const backoff = o.retryBackoff ?? DEFAULT_RETRY_BACKOFF;
+  const owned = o.actors === undefined;
+  const { executions: runtime, workerStreams, follower } = o.actors ?? ownActors(o);
+  const view = new SchedulingView();
   const ac = new AbortController();
-  const metrics = o.registry && createExecutorMetrics(o.registry, index, o.transport, () => monitor.unoffered());
+  let caughtUp = false; // a half-built view would see deadlines that later events already met
+  const metrics = o.registry && createExecutorMetrics(o.registry, view, o.transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
-  const runtimeOf = (action: string): string => index.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
+  const runtimeOf = (action: string): string => view.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
   const monitor = createMonitor({
-    index,
-    store: o.store,
-    runtime: o.runtime,
+    view,
+    runtime,
+    workerStreams,
     transport: o.transport,
     workers: o.workers,
     log,
@@ -88,14 +112,38 @@ export function startExecutor(o: ExecutorOptions): Executor {
     runtimeOf,
   });
 
-  // --- the scheduling pass: coalesced, so a burst of events causes one pass, not one per event
+  // --- what changed: every execution and worker change, once (own appends and observed events)
+  const unsubscribe = [
+    runtime.onChange((change) => {
+      const handoff = view.handoffOf(change.id);
+      const { unblocks, terminal } = view.applyExecution(change);
+      if (handoff && !view.handoffOf(change.id)) monitor.handoffGone(handoff.handoffEventId);
+      if (!caughtUp) return;
+      if (terminal) {
+        metrics?.terminal.inc({ status: terminal });
+        log.info({ executionId: change.id, status: terminal }, `execution ${change.id} reached terminal state ${terminal}`);
+      }
+      if (unblocks) kick();
+      if (change.events.some((c) => c.event.type === 'ExecutionCancelRequested')) {
+        monitor.ringCancelRequests().catch((err: unknown) => log.warn({ err, executionId: change.id }, 'could not ring the worker about a cancel request; the monitor rings again'));
+      }
+    }),
+    workerStreams.onChange((change) => {
+      view.applyWorker(change);
+      if (!caughtUp) return;
+      kick();
+      if (change.events.some((c) => c.event.type === 'WorkerStarted')) monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
+    }),
+  ];
+
+  // --- the scheduling pass: coalesced, so a burst of changes causes one pass, not one per change
   let pass: Promise<void> | undefined;
   let passAgain = false;
   let retryTimer: NodeJS.Timeout | undefined;
   let safetyTimer: NodeJS.Timeout | undefined;
 
   function kick(): void {
-    if (ac.signal.aborted) return;
+    if (ac.signal.aborted || !caughtUp) return;
     if (pass) {
       passAgain = true;
       return;
@@ -120,88 +168,17 @@ export function startExecutor(o: ExecutorOptions): Executor {
     clearTimeout(retryTimer);
     clearTimeout(safetyTimer);
     if (ac.signal.aborted) return;
-    const next = index.nextRetryAt(now());
+    const next = view.nextRetryAt(now());
     if (next !== undefined) retryTimer = setTimeout(kick, Math.max(0, next - now())).unref();
     // Workers can become fit without an event (a stale heartbeat resumes); re-check slowly.
-    if (index.waitingCount() > 0 || index.retryPending().length > 0) safetyTimer = setTimeout(kick, 1_000).unref();
+    if (view.waitingCount() > 0 || view.retryPending().length > 0) safetyTimer = setTimeout(kick, 1_000).unref();
   }
 
   async function schedulePass(): Promise<void> {
-    const ready = index.ready(now());
-    if (ready.length === 0) return;
-    const fit = (await o.workers.list()).filter((w) => fitForWork(w, index.workerStatus(w.workerId), staleAfterMs));
-    const planned = new Map<string, number>();
-    /** Concurrency slots this pass plans to take, per bucket: the index counts them only once appended. */
-    const plannedSlots = new Map<string, number>();
-    const assignments: { execution: WaitingExecution; worker: LiveWorker }[] = [];
-    for (const execution of ready) {
-      // ready() already offers no more of a bucket than it has free slots; counting here too
-      // keeps the pass strict on its own. A full bucket skips only its own executions.
-      if ((plannedSlots.get(execution.bucket) ?? 0) >= index.freeSlots(execution.action, execution.bucket)) continue;
-      // Least loaded first, counting what this pass already planned.
-      let best: LiveWorker | undefined;
-      let bestLoad = Infinity;
-      // A worker that let an earlier attempt expire unstarted is a last resort, used only when
-      // no other live worker offers the action at all.
-      const offering = fit.filter((w) => w.actions.includes(execution.action));
-      const others = offering.filter((w) => !execution.avoid.includes(w.workerId));
-      for (const w of others.length > 0 ? others : offering) {
-        const held = index.loadOf(w.workerId) + (planned.get(w.workerId) ?? 0);
-        if (held >= w.capacity) continue;
-        const load = held / w.capacity;
-        if (load < bestLoad) [best, bestLoad] = [w, load];
-      }
-      if (!best) continue; // waits in Requested until a worker fits; the next event or timer re-runs the pass
-      planned.set(best.workerId, (planned.get(best.workerId) ?? 0) + 1);
-      plannedSlots.set(execution.bucket, (plannedSlots.get(execution.bucket) ?? 0) + 1);
-      assignments.push({ execution, worker: best });
-    }
-    const messages: WorkMessage[] = [];
-    await mapLimit(assignments, parallelism, async ({ execution, worker }) => {
-      const handoffId = randomUUID();
-      try {
-        const current = await o.runtime.load(execution.executionId);
-        const r = await o.runtime.dispatch(
-          execution.executionId,
-          [
-            { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(current.snapshot.context, execution.action) }, by: 'executor' },
-            {
-              type: 'ExecutionHandedOff',
-              data: {
-                workerId: worker.workerId,
-                attempt: current.snapshot.context.attempt,
-                deadline: new Date(now() + (index.policyOf(execution.action)?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString(),
-              },
-              by: 'executor',
-              eventId: handoffId,
-            },
-          ],
-          { known: current },
-        );
-        // Take the slot now (SchedulingStarted is the event before the handoff), so the next
-        // pass counts it even before the subscription brings these events back.
-        if (r.appended) index.scheduling(execution.executionId, r.revision - 1n);
-        else index.forget(execution.executionId);
-        messages.push({
-          messageId: handoffId,
-          executionId: execution.executionId,
-          workerId: worker.workerId,
-          runtime: runtimeOf(execution.action),
-          action: execution.action,
-          attempt: current.snapshot.context.attempt,
-          handoffRevision: String(r.revision),
-          publishedAt: new Date(now()).toISOString(),
-        });
-      } catch (err) {
-        if (err instanceof RejectedCommandError) {
-          // Another executor scheduled it, or it was cancelled: nothing to do.
-          index.forget(execution.executionId);
-          log.debug({ executionId: execution.executionId, err: err.message }, 'not scheduled: state moved on');
-        } else {
-          log.error({ executionId: execution.executionId, err }, 'scheduling failed; will retry');
-        }
-      }
-    });
+    if (view.waitingCount() === 0) return;
+    const workers = (await o.workers.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
+    const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
+    const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
     if (messages.length > 0) {
       await o.transport.publish(messages);
       monitor.published(messages.map((m) => m.messageId));
@@ -210,116 +187,79 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }
   }
 
-  /**
-   * The attempt limit to record when scheduling: the action's advertised retry.maxAttempts,
-   * capped by a limit the submission named; the current limit when the action sets none. Never
-   * below the attempt being scheduled (the machine refuses that).
-   */
-  function attemptLimit(c: ExecutionContext, action: string): number {
-    const own = index.policyOf(action)?.retry?.maxAttempts;
-    const limit = own === undefined ? c.maxAttempts : Math.min(own, c.submittedMaxAttempts ?? own);
-    return Math.max(limit, c.attempt);
-  }
-
-  /** Delay before the attempt after `attempt`: the action's advertised policy, else the default. */
-  function retryDelay(action: string, attempt: number): number {
-    const p = index.policyOf(action)?.retry;
-    const [initialMs, multiplier, maxMs] = p ? [p.initialIntervalMs, p.multiplier, p.maxIntervalMs] : [backoff.initialMs, backoff.multiplier, backoff.maxMs];
-    return Math.min(maxMs, Math.round(initialMs * multiplier ** Math.max(0, attempt - 1)));
+  /** Append the handoff (decided on the cached snapshot: no load), and say what to publish. */
+  async function handOff({ execution, workerId }: Placement): Promise<WorkMessage | undefined> {
+    const handoffEventId = randomUUID();
+    const policy = view.policyOf(execution.action);
+    let attempt = 0;
+    try {
+      const r = await runtime.dispatch(execution.executionId, (s) => {
+        const c = s!.context;
+        attempt = c.attempt;
+        const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
+        return [
+          { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
+          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId },
+        ];
+      });
+      if (!r.appended) return undefined;
+      return workMessage({ handoffEventId, executionId: execution.executionId, workerId, action: execution.action, attempt, handoffRevision: r.revision }, runtimeOf(execution.action), now());
+    } catch (err) {
+      // Another executor scheduled it, or it was cancelled: its change reaches the view.
+      if (err instanceof RejectedCommandError) log.debug({ executionId: execution.executionId, err: err.message }, 'not scheduled: state moved on');
+      else log.error({ executionId: execution.executionId, err }, 'scheduling failed; will retry');
+      return undefined;
+    }
   }
 
   async function decideRetries(): Promise<void> {
-    const pending = index.retryPending();
-    await mapLimit(pending, parallelism, async (d: RetryDecision) => {
-      // The limit the history recorded when this attempt was scheduled. An execution scheduled before
-      // machine version 4 recorded none: then the action's budget caps the request's, as it did.
-      const maxAttempts = d.limitRecorded ? d.maxAttempts : Math.min(d.maxAttempts, index.policyOf(d.action)?.retry?.maxAttempts ?? Infinity);
+    await mapLimit(view.retryPending(), parallelism, async (d) => {
       try {
-        if (d.cancelRequested !== undefined) {
-          // Someone asked to cancel while a worker held it; the baton came back instead: end it.
-          await o.runtime.dispatch(d.executionId, { type: 'ExecutionCancelled', data: { reason: d.cancelRequested }, by: 'executor' });
-        } else if (d.attempt < maxAttempts) {
-          await o.runtime.dispatch(d.executionId, {
-            type: 'ExecutionRetryScheduled',
-            data: { attempt: d.attempt + 1, retryAt: new Date(now() + retryDelay(d.action, d.attempt)).toISOString(), reason: d.reason },
-            by: 'executor',
-          });
-        } else {
-          await o.runtime.dispatch(d.executionId, {
-            type: 'ExecutionAbandoned',
-            data: { reason: `gave up after ${d.attempt} of ${maxAttempts} attempts; last: ${d.reason}` },
-            by: 'executor',
-          });
-        }
-        index.decided(d.executionId);
+        await runtime.dispatch(d.executionId, retryCommand(d, view.policyOf(d.action), now(), backoff));
       } catch (err) {
-        if (err instanceof RejectedCommandError) index.decided(d.executionId); // another executor decided
+        if (err instanceof RejectedCommandError) view.decided(d.executionId); // another executor decided
         else log.error({ executionId: d.executionId, err }, 'retry decision failed; will retry');
       }
     });
   }
 
   let monitoring: Promise<void> | undefined;
-  let caughtUp = false; // a half-built index would see deadlines that later events already met
   const monitorTimer = setInterval(() => {
     if (monitoring || ac.signal.aborted || !caughtUp) return;
     monitoring = monitor.tick().finally(() => (monitoring = undefined));
   }, monitorEveryMs);
   monitorTimer.unref();
 
-  /** The completion listener and the scheduler's trigger: read-only for executions it does not own. */
-  function observe(event: StoredEvent): void {
-    const executionId = event.streamId.slice(EXECUTION_STREAM_PREFIX.length);
-    const handoff = index.handoffOf(executionId);
-    const { unblocks, terminal } = index.apply(event);
-    if (handoff && !index.handoffOf(executionId)) monitor.handoffGone(handoff.handoffEventId);
-    if (terminal) {
-      metrics?.terminal.inc({ status: terminal });
-      log.info({ executionId, status: terminal, revision: Number(event.revision) }, `execution ${executionId} reached terminal state ${terminal}`);
-    }
-    if (unblocks) kick();
-    if (event.type === 'WorkerStarted' && caughtUp) monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
-    if (event.type === 'ExecutionCancelRequested') monitor.ringCancelRequests().catch((err: unknown) => log.warn({ err, executionId }, 'could not ring the worker about a cancel request; the monitor rings again'));
-  }
-
-  const ready = (async () => {
-    // Catch up first, so the index is complete before the first scheduling decision.
-    let after = START;
-    for (;;) {
-      const batch = await o.store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX] });
-      if (batch.length === 0) break;
-      for (const e of batch) index.apply(e);
-      after = batch[batch.length - 1]!.globalPosition;
-    }
-    log.info({ waiting: index.waitingCount(), handedOff: index.handedOff().length }, 'executor caught up');
+  const ready = follower.ready.then(() => {
     caughtUp = true;
-    return after;
-  })();
-
-  const deadLetters = ready.then(() => (o.handleDeadLetters === false ? undefined : o.transport.onDeadLetter(monitor.onDeadLetter)));
-  deadLetters.catch((err: unknown) => log.error({ err }, 'could not subscribe to dead letters'));
-
-  // Follow from the last event applied, resuming after database errors (followStore).
-  const following = ready.then((from) => {
+    log.info({ waiting: view.waitingCount(), handedOff: view.handedOff().length }, 'executor caught up');
     kick();
     // Restarts the catch-up saw whose previous processes' executions nothing has settled yet.
     monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
-    return followStore({ store: o.store, after: from, streamPrefixes: [EXECUTION_STREAM_PREFIX, WORKER_STREAM_PREFIX], signal: ac.signal, log, who: 'executor' }, observe);
   });
-  following.catch((err: unknown) => {
-    if (!ac.signal.aborted) log.fatal({ err }, 'executor stopped following the event store');
-  });
+  let stopped = false;
+  let deadLetters: { stop(): Promise<void> } | undefined;
+  ready
+    .then(async () => {
+      if (o.handleDeadLetters === false) return;
+      const subscription = await o.transport.onDeadLetter(monitor.onDeadLetter);
+      if (stopped) await subscription.stop();
+      else deadLetters = subscription;
+    })
+    .catch((err: unknown) => log.error({ err }, 'could not subscribe to dead letters'));
 
   return {
-    ready: ready.then(() => undefined),
-    waiting: () => index.waitingCount(),
+    ready,
+    waiting: () => view.waitingCount(),
     async stop() {
+      stopped = true;
       ac.abort();
       clearInterval(monitorTimer);
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);
-      await following.catch(() => undefined);
-      await (await deadLetters.catch(() => undefined))?.stop();
+      if (owned) await follower.stop();
+      for (const off of unsubscribe) off();
+      await deadLetters?.stop();
       await pass;
       await monitoring;
     },

@@ -9,20 +9,22 @@
 // execution.
 import type { Logger } from 'pino';
 import { isFinal } from '../../actors/execution.machine.ts';
+import { mapLimit } from '../async/map-limit.ts';
 import { formatDuration } from '../config.ts';
 import { BatonError, NotFoundError, RejectedCommandError, WrongExpectedRevisionError } from '../errors.ts';
-import type { EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
-import type { DeadLetter, WorkMessage, WorkTransport } from '../transport/work-transport.ts';
-import { recordWorkerEvent } from '../worker/worker-lifecycle.ts';
+import { recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
+import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
 import type { ExecutorMetrics } from './executor-metrics.ts';
-import { mapLimit } from './parallel.ts';
-import type { SchedulingIndex, WaitingExecution } from './scheduling-index.ts';
+import type { SchedulingView } from './scheduling-view.ts';
+import type { WaitingExecution } from './waiting-queue.ts';
+import { workMessage } from './work-messages.ts';
 import { fitForWork, type LiveWorker, type WorkerDirectory } from './worker-directory.ts';
 
 export interface MonitorOptions {
-  index: SchedulingIndex;
-  store: EventStore;
+  view: SchedulingView;
+  /** Worker streams, for WorkerLost. */
+  workerStreams: WorkerRuntime;
   runtime: ExecutionRuntime;
   transport: WorkTransport;
   workers: WorkerDirectory;
@@ -47,16 +49,6 @@ export function createMonitor(o: MonitorOptions) {
   /** Workers this executor declared lost while their heartbeat stays stale. */
   const declaredLost = new Set<string>();
 
-  const messageOf = (h: ReturnType<typeof o.index.handedOff>[number]): WorkMessage => ({
-    messageId: h.handoffEventId,
-    executionId: h.executionId,
-    workerId: h.workerId,
-    runtime: o.runtimeOf(h.action),
-    action: h.action,
-    attempt: h.attempt,
-    handoffRevision: String(h.handoffRevision),
-    publishedAt: new Date(now()).toISOString(),
-  });
 
   /** Append for the monitor; a refusal means the state moved on (started, finished, another executor acted). */
   async function enforce(kind: string, executionId: string, command: Parameters<ExecutionRuntime['dispatch']>[1]): Promise<void> {
@@ -78,13 +70,13 @@ export function createMonitor(o: MonitorOptions) {
    * one it lost (restart, wiped store, a crash between append and publish) is delivered again.
    */
   async function republish(): Promise<void> {
-    const due = o.index.handedOff().filter((h) => {
+    const due = o.view.handedOff().filter((h) => {
       const last = published.get(h.handoffEventId);
       const since = last ? now() - last.at : now() - h.handedOffAt;
       return since >= republishAfterMs * 2 ** Math.min(4, (last?.times ?? 1) - 1);
     });
     if (due.length === 0) return;
-    await o.transport.publish(due.map(messageOf));
+    await o.transport.publish(due.map((h) => workMessage(h, o.runtimeOf(h.action), now())));
     for (const h of due) published.set(h.handoffEventId, { at: now(), times: (published.get(h.handoffEventId)?.times ?? 0) + 1 });
     log.info({ count: due.length, executionIds: due.slice(0, 10).map((h) => h.executionId) }, 're-published handoffs not started yet');
   }
@@ -99,7 +91,7 @@ export function createMonitor(o: MonitorOptions) {
    * ExecutionCancelled (or a reclaim, then our own) ends it.
    */
   async function ringCancelRequests(): Promise<void> {
-    const held = o.index.cancelRequestsHeld();
+    const held = o.view.cancelRequestsHeld();
     const stillHeld = new Set(held.map((r) => r.executionId));
     for (const id of rung.keys()) if (!stillHeld.has(id)) rung.delete(id);
     const due = held.filter((r) => now() - (rung.get(r.executionId) ?? -Infinity) >= RING_EVERY_MS);
@@ -111,7 +103,7 @@ export function createMonitor(o: MonitorOptions) {
   }
 
   async function reclaimExpiredHandoffs(): Promise<void> {
-    await mapLimit(o.index.expiredHandoffs(now()), o.parallelism, (h) =>
+    await mapLimit(o.view.expiredHandoffs(now()), o.parallelism, (h) =>
       enforce('schedule-to-start reclaim', h.executionId, {
         type: 'OwnershipReclaimed',
         data: { reason: 'schedule-to-start', workerId: h.workerId, attempt: h.attempt },
@@ -135,15 +127,15 @@ export function createMonitor(o: MonitorOptions) {
         declaredLost.delete(w.workerId); // it came back (or never left): it may be declared again later
         continue;
       }
-      const held = o.index.heldBy(w.workerId);
-      const status = o.index.workerStatus(w.workerId);
+      const held = o.view.heldBy(w.workerId);
+      const status = o.view.workerStatus(w.workerId);
       if (declaredLost.has(w.workerId) && held.length === 0) continue;
       if (status !== 'lost' && status !== 'stopped') {
         try {
-          await recordWorkerEvent(o.store, w.workerId, 'WorkerLost', {
+          await recordWorkerEvent(o.workerStreams, w.workerId, 'WorkerLost', {
             lastHeartbeatAt: w.heartbeatAt.toISOString(),
             reason: `no heartbeat for ${Math.round(w.ageMs / 1000)} s (the limit is ${Math.round(staleAfterMs / 1000)} s)`,
-          }, 'executor');
+          }, { by: 'executor' });
           o.metrics?.enforced.inc({ kind: 'worker lost' });
           log.warn({ workerId: w.workerId, ageMs: w.ageMs, holds: held.length }, `worker ${w.workerId} declared lost`);
         } catch (err) {
@@ -171,17 +163,14 @@ export function createMonitor(o: MonitorOptions) {
    * where the reclaim still fits: that run is fenced off and retried as a new attempt, visibly.)
    */
   async function reclaimOrphans(): Promise<void> {
-    await mapLimit(o.index.takeOrphans(), o.parallelism, async (x) => {
+    await mapLimit(o.view.takeOrphans(), o.parallelism, async (x) => {
       try {
-        const loaded = await o.runtime.load(x.executionId);
-        const c = loaded.snapshot.context;
-        if (c.owner !== `worker:${x.workerId}` || c.attempt !== x.attempt) return;
-        const start = loaded.events.findLast((e) => e.type === 'ExecutionStarted');
-        if (start && start.globalPosition > x.announcedAt) return;
-        const r = await o.runtime.dispatch(
-          x.executionId,
-          { type: 'OwnershipReclaimed', data: { reason: 'worker-restarted', workerId: x.workerId, attempt: x.attempt }, by: 'executor' },
-          { known: loaded },
+        // Decided on the state the append is made at: still that process's attempt (a start by
+        // the new process, after its announcement, already took it off the view's orphans).
+        const r = await o.runtime.dispatch(x.executionId, (s) =>
+          s!.context.owner === `worker:${x.workerId}` && s!.context.attempt === x.attempt
+            ? { type: 'OwnershipReclaimed', data: { reason: 'worker-restarted', workerId: x.workerId, attempt: x.attempt }, by: 'executor' }
+            : undefined,
         );
         if (r.appended) {
           o.metrics?.enforced.inc({ kind: 'restart reclaim' });
@@ -204,8 +193,8 @@ export function createMonitor(o: MonitorOptions) {
    * count again), it is abandoned with that reason, an ordinary final event.
    */
   async function abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
-    const offered = new Set(workers.filter((w) => fitForWork(w, o.index.workerStatus(w.workerId), staleAfterMs)).flatMap((w) => w.actions));
-    const waiting = o.index.waitingActions();
+    const offered = new Set(workers.filter((w) => fitForWork(w, o.view.workerStatus(w.workerId), staleAfterMs)).flatMap((w) => w.actions));
+    const waiting = o.view.waitingActions();
     for (const action of unofferedSince.keys()) if (offered.has(action) || !waiting.has(action)) unofferedSince.delete(action);
     const due: WaitingExecution[] = [];
     for (const action of waiting.keys()) {
@@ -213,7 +202,7 @@ export function createMonitor(o: MonitorOptions) {
       const since = unofferedSince.get(action) ?? now();
       unofferedSince.set(action, since);
       if (now() - since < o.noWorkerTimeoutMs) continue;
-      due.push(...o.index.waitingFor(action).filter((w) => now() - Math.max(w.since, since) >= o.noWorkerTimeoutMs));
+      due.push(...o.view.waitingFor(action).filter((w) => now() - Math.max(w.since, since) >= o.noWorkerTimeoutMs));
     }
     await mapLimit(due, o.parallelism, (w) =>
       enforce('no-worker abandon', w.executionId, {
@@ -226,7 +215,7 @@ export function createMonitor(o: MonitorOptions) {
 
   /** Runs past their start-to-close deadline (plus a grace for the worker to say so itself). */
   async function timeOutOverdueRuns(): Promise<void> {
-    await mapLimit(o.index.overdueRuns(now(), o.timeoutGraceMs), o.parallelism, (r) =>
+    await mapLimit(o.view.overdueRuns(now(), o.timeoutGraceMs), o.parallelism, (r) =>
       enforce('start-to-close timeout', r.executionId, {
         type: 'ExecutionTimedOut',
         data: { limit: 'start-to-close', deadline: r.deadline! },
@@ -242,33 +231,26 @@ export function createMonitor(o: MonitorOptions) {
    */
   async function onDeadLetter(d: DeadLetter): Promise<void> {
     const { executionId, attempt } = d.message;
-    let loaded;
-    try {
-      loaded = await o.runtime.load(executionId);
-    } catch (err) {
-      if (err instanceof NotFoundError) return;
-      throw err;
-    }
-    const c = loaded.snapshot.context;
-    if (isFinal(loaded.snapshot) || c.owner !== `worker:${d.workerId}` || c.attempt !== attempt) return;
     try {
       // One append: reclaim and abandon together, so no retry is scheduled in between.
-      await o.runtime.dispatch(
-        executionId,
-        [
-          { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: d.workerId, attempt }, by: 'executor' },
-          {
-            type: 'ExecutionAbandoned',
-            data: { reason: `its work message for worker ${d.workerId} was dead-lettered (${d.reason}); see \`baton dlq show ${d.messageId}\`` },
-            by: 'executor',
-          },
-        ],
-        { known: loaded },
+      const r = await o.runtime.dispatch(executionId, (s) =>
+        isFinal(s!) || s!.context.owner !== `worker:${d.workerId}` || s!.context.attempt !== attempt
+          ? undefined
+          : [
+              { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: d.workerId, attempt }, by: 'executor' },
+              {
+                type: 'ExecutionAbandoned',
+                data: { reason: `its work message for worker ${d.workerId} was dead-lettered (${d.reason}); see \`baton dlq show ${d.messageId}\`` },
+                by: 'executor',
+              },
+            ],
       );
+      if (!r.appended) return;
       o.metrics?.enforced.inc({ kind: 'dead letter' });
       log.warn({ executionId, workerId: d.workerId, messageId: d.messageId }, 'execution abandoned: its work message was dead-lettered');
     } catch (err) {
-      if (!(err instanceof RejectedCommandError)) throw err; // thrown: the transport hands it over again
+      if (err instanceof NotFoundError || err instanceof RejectedCommandError) return;
+      throw err; // thrown: the transport hands it over again
     }
   }
 
@@ -317,7 +299,7 @@ export function createMonitor(o: MonitorOptions) {
     },
     /** Per action no live worker offers now, the executions waiting for it (as the last tick saw). */
     unoffered(): ReadonlyMap<string, number> {
-      const waiting = o.index.waitingActions();
+      const waiting = o.view.waitingActions();
       return new Map([...unofferedSince.keys()].flatMap((action) => (waiting.has(action) ? [[action, waiting.get(action)!] as const] : [])));
     },
   };

@@ -1,21 +1,5 @@
-// What the scheduling index hands out: the executions in each phase the executor acts on, the
+// What the scheduling view hands out: the executions in each phase the executor acts on, the
 // decisions it owes, and the reason words it writes into the history for a reclaim.
-
-export interface WaitingExecution {
-  executionId: string;
-  action: string;
-  priority: number;
-  /** Global order of arrival, for FIFO within a priority. */
-  seq: number;
-  /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
-  notBefore: number;
-  /** Since when it could have been scheduled (ms since epoch): its request, or its retry's time. */
-  since: number;
-  /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
-  avoid: readonly string[];
-  /** The concurrency bucket (action and key) whose slot scheduling it takes: see `freeSlots`. */
-  bucket: string;
-}
 
 export interface HandedOffExecution {
   executionId: string;
@@ -67,8 +51,6 @@ export interface Orphan {
   executionId: string;
   workerId: string;
   attempt: number;
-  /** Global position of the WorkerStarted: a start after it is the new process's own. */
-  announcedAt: bigint;
 }
 
 /** An execution a worker holds that someone asked to cancel: the worker must be told. */

@@ -1,63 +1,122 @@
-// The executions waiting in Requested for a worker or a concurrency slot: in priority, then
-// arrival order, with a per-action view so the monitor can ask about one action cheaply.
-import type { WaitingExecution } from './scheduling-entries.ts';
+// The executions waiting in Requested for a worker or a concurrency slot. Each concurrency bucket
+// keeps its due executions in a heap (higher priority first, then first come first served), and
+// retries whose backoff has not passed wait in one more heap by their time, so the scheduler
+// (placement.ts) takes exactly the executions it can place, in order, without sorting or even
+// visiting the rest. Removal is lazy: an entry leaves its heap when it comes to the top.
+import { Heap } from './heap.ts';
+
+export interface WaitingExecution {
+  executionId: string;
+  action: string;
+  priority: number;
+  /** Order of arrival, for first come first served within a priority; kept across retries. */
+  seq: number;
+  /** Earliest time a retry may be scheduled (ms since epoch); 0 when none. */
+  notBefore: number;
+  /** Since when it could have been scheduled (ms since epoch): its request, or its retry's time. */
+  since: number;
+  /** Workers that let an earlier attempt pass its schedule-to-start deadline: try others first. */
+  avoid: readonly string[];
+  /** The concurrency bucket (action and key) whose slot scheduling it takes. */
+  bucket: string;
+}
+
+/** One waiting execution as the heaps hold it; `live` is false once it left the queue. */
+export interface Waiting {
+  readonly w: WaitingExecution;
+  live: boolean;
+  /** In its bucket's heap (due), or still in the delayed one. */
+  due: boolean;
+}
+
+/** Higher priority first, then the earlier arrival. */
+export const ahead = (a: WaitingExecution, b: WaitingExecution): boolean => a.priority > b.priority || (a.priority === b.priority && a.seq < b.seq);
+
+interface Bucket {
+  action: string;
+  heap: Heap<Waiting>;
+  /** Live entries in the heap. */
+  due: number;
+}
 
 export class WaitingQueue {
-  readonly #waiting = new Map<string, WaitingExecution>();
+  readonly #entries = new Map<string, Waiting>();
+  readonly #buckets = new Map<string, Bucket>();
+  readonly #delayed = new Heap<Waiting>((a, b) => a.w.notBefore < b.w.notBefore);
   readonly #byAction = new Map<string, Set<string>>();
 
   get size(): number {
-    return this.#waiting.size;
+    return this.#entries.size;
   }
 
   add(w: WaitingExecution): void {
     this.remove(w.executionId);
-    this.#waiting.set(w.executionId, w);
+    const entry: Waiting = { w, live: true, due: false };
+    this.#entries.set(w.executionId, entry);
     let ids = this.#byAction.get(w.action);
     if (!ids) this.#byAction.set(w.action, (ids = new Set()));
     ids.add(w.executionId);
+    if (w.notBefore > 0) this.#delayed.push(entry);
+    else this.#makeDue(entry);
   }
 
   remove(executionId: string): void {
-    const w = this.#waiting.get(executionId);
-    if (!w) return;
-    this.#waiting.delete(executionId);
-    const ids = this.#byAction.get(w.action);
+    const entry = this.#entries.get(executionId);
+    if (!entry) return;
+    entry.live = false;
+    if (entry.due) {
+      const b = this.#buckets.get(entry.w.bucket)!;
+      // An emptied bucket goes, with whatever dead entries its heap still held (a key per tenant adds up).
+      if (--b.due === 0) this.#buckets.delete(entry.w.bucket);
+    }
+    this.#entries.delete(executionId);
+    const ids = this.#byAction.get(entry.w.action);
     ids?.delete(executionId);
-    if (ids?.size === 0) this.#byAction.delete(w.action);
+    if (ids?.size === 0) this.#byAction.delete(entry.w.action);
   }
 
-  /** Its concurrency bucket became known (see SchedulingIndex's keying of waiting inputs). */
+  /** Its concurrency bucket became known (its action's policy arrived after it was requested). */
   rebucket(executionId: string, bucket: string): void {
-    const w = this.#waiting.get(executionId);
-    if (w) this.#waiting.set(executionId, { ...w, bucket });
+    const entry = this.#entries.get(executionId);
+    if (entry && entry.w.bucket !== bucket) this.add({ ...entry.w, bucket });
   }
 
-  values(): IterableIterator<WaitingExecution> {
-    return this.#waiting.values();
+  /** Retries whose time has come join their bucket. */
+  promote(now: number): void {
+    for (let top = this.#delayed.peek(); top && (!top.live || top.w.notBefore <= now); top = this.#delayed.peek()) {
+      this.#delayed.pop();
+      if (top.live) this.#makeDue(top);
+    }
   }
 
-  /**
-   * Ready to schedule at `now`, highest priority first, then oldest first; of each concurrency
-   * bucket only as many as it has free slots (the first in that order), so a full bucket holds
-   * back its own executions and nothing behind them.
-   */
-  ready(now: number, freeSlots: (action: string, bucket: string) => number): WaitingExecution[] {
-    const sorted = [...this.#waiting.values()].filter((w) => w.notBefore <= now && freeSlots(w.action, w.bucket) > 0).sort((a, b) => b.priority - a.priority || a.seq - b.seq);
-    const offered = new Map<string, number>();
-    return sorted.filter((w) => {
-      const n = offered.get(w.bucket) ?? 0;
-      if (n >= freeSlots(w.action, w.bucket)) return false;
-      offered.set(w.bucket, n + 1);
-      return true;
-    });
-  }
-
-  /** The earliest future notBefore among waiting retries, if any. */
+  /** The earliest retry time still to come, if any. */
   nextRetryAt(now: number): number | undefined {
-    let next: number | undefined;
-    for (const w of this.#waiting.values()) if (w.notBefore > now && (next === undefined || w.notBefore < next)) next = w.notBefore;
-    return next;
+    for (let top = this.#delayed.peek(); top; top = this.#delayed.peek()) {
+      if (top.live) return top.w.notBefore > now ? top.w.notBefore : now;
+      this.#delayed.pop();
+    }
+    return undefined;
+  }
+
+  /** Buckets with due executions, and their action. */
+  *dueBuckets(): Iterable<[bucket: string, action: string]> {
+    for (const [bucket, b] of this.#buckets) if (b.due > 0) yield [bucket, b.action];
+  }
+
+  /** Take the bucket's first due execution out of its heap (the planner puts back what it took). */
+  take(bucket: string): Waiting | undefined {
+    const b = this.#buckets.get(bucket);
+    for (let top = b?.heap.pop(); top; top = b!.heap.pop()) if (top.live) return top;
+    return undefined;
+  }
+
+  /** Return what `take` took: it waits on, in its place, unless it left the queue meanwhile. */
+  putBack(entry: Waiting): void {
+    if (entry.live && entry.due) this.#buckets.get(entry.w.bucket)?.heap.push(entry);
+  }
+
+  values(): IterableIterator<Waiting> {
+    return this.#entries.values();
   }
 
   /** The actions something waits for, and how many wait for each. */
@@ -67,6 +126,14 @@ export class WaitingQueue {
 
   /** The executions waiting for one action. */
   of(action: string): WaitingExecution[] {
-    return [...(this.#byAction.get(action) ?? [])].map((id) => this.#waiting.get(id)!);
+    return [...(this.#byAction.get(action) ?? [])].map((id) => this.#entries.get(id)!.w);
+  }
+
+  #makeDue(entry: Waiting): void {
+    let b = this.#buckets.get(entry.w.bucket);
+    if (!b) this.#buckets.set(entry.w.bucket, (b = { action: entry.w.action, heap: new Heap((x, y) => ahead(x.w, y.w)), due: 0 }));
+    entry.due = true;
+    b.due++;
+    b.heap.push(entry);
   }
 }

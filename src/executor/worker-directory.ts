@@ -1,6 +1,6 @@
 // The live workers the executor schedules to, as the liveness table reports them, and the one
 // rule for which of them may get new work now (scheduling and the monitor both ask it).
-import type { WorkerStatus } from './scheduling-index.ts';
+import type { WorkerStatus } from './scheduling-entries.ts';
 
 export interface LiveWorker {
   workerId: string;
@@ -20,7 +20,7 @@ export interface WorkerDirectory {
 
 /**
  * May get new work now: it beats within the staleness limit, is not draining, and its stream
- * says Active. A worker whose WorkerStarted the index has not applied yet (its liveness row can
+ * says Active. A worker whose WorkerStarted the view has not applied yet (its liveness row can
  * be a moment ahead of the subscription) is not: its policies, concurrency limits included, are
  * not known yet, and applying that event runs another pass. Nor is one whose stream says Lost,
  * even if it beats again (SIGCONT): it must announce itself again first.

@@ -15,7 +15,8 @@ import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore, type WorkerLiv
 import { isAlive } from '../process/identity.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
-import { recordWorkerEvent, workerLifecycle } from './worker-lifecycle.ts';
+import { workerLifecycle } from './worker-lifecycle.ts';
+import { createWorkerRuntime, recordWorkerEvent } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 
 export interface WorkerHostOptions {
@@ -120,12 +121,13 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     pid: process.pid,
     ...(Object.keys(policies).length > 0 && { policies }),
   };
-  await recordWorkerEvent(o.store, workerId, 'WorkerStarted', announcement).catch(async (err: unknown) => {
+  const workers = createWorkerRuntime(o.store);
+  await recordWorkerEvent(workers, workerId, 'WorkerStarted', announcement).catch(async (err: unknown) => {
     await o.liveness.remove(workerId).catch(() => undefined); // give the id back
     throw err;
   });
   const heartbeatIntervalMs = o.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
-  const lifecycle = workerLifecycle({ store: o.store, workerId, announcement, heartbeatIntervalMs, log });
+  const lifecycle = workerLifecycle({ workers, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
     state: () => ({ workerId, actions, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),

@@ -22,7 +22,9 @@ import { jsonProblems } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
-import { asWorkflowEvent, decideAll, loadWorkflow, workflowEvent, workflowEventId, type LoadedWorkflow } from './workflow-stream.ts';
+import { asWorkflowEvent, createWorkflowRuntime, loadWorkflow, workflowEventId, type LoadedWorkflow } from './workflow-stream.ts';
+import { workflowKind } from '../runtime/workflow-kind.ts';
+import { stateName } from '../runtime/actor-kind.ts';
 
 /** A definition with problems; nothing was written. `problems` name each field path. */
 export class InvalidWorkflowError extends BatonError {
@@ -114,11 +116,11 @@ export async function submitWorkflow(
   if (problems.length > 0 || !checked.ok) throw new InvalidWorkflowError(problems);
   const definition = checked.definition;
   const workflowId = options.id ?? randomUUID();
-  const started = workflowEvent('WorkflowStarted', { definition }, { occurredAt: (deps.clock ?? (() => new Date()))(), correlationId: workflowId });
+  const started = workflowKind.make({ type: 'WorkflowStarted', data: { definition }, by: 'executor', correlationId: workflowId }, (deps.clock ?? (() => new Date()))().toISOString());
   const snapshot = startWorkflow(started);
   const eventId = workflowEventId(workflowId, 'started');
   try {
-    const r = await deps.store.append(workflowStreamId(workflowId), [{ eventId, type: started.type, data: started.data, metadata: { ...started.metadata, stateAfter: String(snapshot.value) } }], { expectedRevision: 'no_stream' });
+    const r = await deps.store.append(workflowStreamId(workflowId), [{ eventId, type: started.type, data: started.data, metadata: { ...started.metadata, stateAfter: stateName(snapshot) } }], { expectedRevision: 'no_stream' });
     if (!r.idempotentReplay) return { workflowId, created: true, status: snapshot.value, steps: definition.steps.length };
   } catch (err) {
     if (!(err instanceof WrongExpectedRevisionError)) throw err;
@@ -262,27 +264,19 @@ export interface CancelWorkflowResult {
  * Cancelled once none is in flight.
  */
 export async function cancelWorkflow(deps: WorkflowServiceDeps, workflowId: string, reason: string): Promise<CancelWorkflowResult> {
-  for (let attempt = 1; ; attempt++) {
-    const loaded = await loadWorkflow(deps.store, workflowId);
-    const status = loaded.snapshot.value;
-    if (loaded.snapshot.status === 'done') {
-      return { workflowId, outcome: 'too-late', status, message: `workflow ${workflowId} is already ${status}; there is nothing to cancel` };
-    }
-    if (status === 'Cancelling') {
-      return { workflowId, outcome: 'already-requested', status, message: `workflow ${workflowId} is already being cancelled (${loaded.snapshot.context.cancelReason})` };
-    }
-    const event = workflowEvent('WorkflowCancelRequested', { reason }, { occurredAt: (deps.clock ?? (() => new Date()))(), correlationId: workflowId });
-    const decided = decideAll(workflowId, loaded.snapshot, [{ event, eventId: randomUUID() }]);
-    try {
-      await deps.store.append(workflowStreamId(workflowId), decided.events, { expectedRevision: loaded.revision });
-      const running = decided.snapshot.context.definition.steps.filter((s) => decided.snapshot.context.steps[s.id]!.status === 'scheduled').length;
-      return { workflowId, outcome: 'cancel-requested', status: decided.snapshot.value, message: `workflow ${workflowId}: cancellation requested; ${running} running step(s) will be cancelled` };
-    } catch (err) {
-      // An executor recorded a step (or the end) meanwhile: look again.
-      if (err instanceof WrongExpectedRevisionError && attempt < 10) continue;
-      throw err;
-    }
-  }
+  let settled: CancelWorkflowResult | undefined;
+  // Decided on the state each attempt reads: an executor may record a step (or the end) meanwhile.
+  const r = await createWorkflowRuntime(deps.store, { ...(deps.clock && { clock: deps.clock }), maxConflictRetries: 10 }).dispatch(workflowId, (s) => {
+    const status = s!.value;
+    if (s!.status === 'done') settled = { workflowId, outcome: 'too-late', status, message: `workflow ${workflowId} is already ${status}; there is nothing to cancel` };
+    else if (status === 'Cancelling') settled = { workflowId, outcome: 'already-requested', status, message: `workflow ${workflowId} is already being cancelled (${s!.context.cancelReason})` };
+    else return { type: 'WorkflowCancelRequested', data: { reason }, by: 'executor', correlationId: workflowId };
+    return undefined;
+  });
+  if (!r.appended && settled) return settled;
+  const c = r.snapshot.context;
+  const running = c.definition.steps.filter((s) => c.steps[s.id]!.status === 'scheduled').length;
+  return { workflowId, outcome: 'cancel-requested', status: r.snapshot.value, message: `workflow ${workflowId}: cancellation requested; ${running} running step(s) will be cancelled` };
 }
 
 

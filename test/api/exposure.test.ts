@@ -16,7 +16,7 @@ describe('stack traces of failed actions', () => {
   let orchestrator: Orchestrator;
   let executionId: string;
   beforeAll(async () => {
-    orchestrator = startOrchestrator({ store: api().store, runtime: api().runtime, log, sweepEveryMs: 0 });
+    orchestrator = startOrchestrator({ store: api().store, log, sweepEveryMs: 0 });
     await orchestrator.ready;
     const submitted = await gql(api().url, `mutation { submitWorkflow(id: "billing-1", definition: { steps: [{ id: "charge", action: "core.noop", maxAttempts: 1 }] }) { workflowId } }`, {}, { token: ADMIN });
     expect(submitted.errors).toBeUndefined();

@@ -38,7 +38,7 @@ describe('submitWorkflow refuses bad definitions', () => {
 describe('workflow and cancelWorkflow', () => {
   let orchestrator: Orchestrator;
   beforeAll(async () => {
-    orchestrator = startOrchestrator({ store: api().store, runtime: api().runtime, log, sweepEveryMs: 0 });
+    orchestrator = startOrchestrator({ store: api().store, log, sweepEveryMs: 0 });
     await orchestrator.ready;
   });
   afterAll(async () => {

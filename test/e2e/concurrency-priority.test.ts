@@ -125,7 +125,7 @@ describe(`concurrency limits and priorities (${natsUrl ? 'nats' : 'postgres'} tr
     } else {
       transport = createPostgresWorkTransport(db.pool);
     }
-    executor = startExecutor({ store, runtime, transport, workers: liveness, log, registry });
+    executor = startExecutor({ store, transport, workers: liveness, log, registry });
     await executor.ready;
     // Two workers offering the limited actions, each with room for more than the limit.
     for (const i of [1, 2]) {

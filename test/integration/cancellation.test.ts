@@ -17,7 +17,7 @@ import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime
 import { connectNats, createNatsWorkTransport } from '../../src/transport/nats.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
-import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
+import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { runBaton } from '../support/cli.ts';
@@ -71,7 +71,7 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
 
   /** A worker that beats and offers `cx.ghost` but never takes work: it can hold a baton and go silent. */
   async function ghost(workerId: string) {
-    await recordWorkerEvent(store, workerId, 'WorkerStarted', { actions: ['cx.ghost'], runtimes: ['node'], capacity: 100 });
+    await recordWorkerEvent(createWorkerRuntime(store), workerId, 'WorkerStarted', { actions: ['cx.ghost'], runtimes: ['node'], capacity: 100 });
     await liveness.beat({ workerId, actions: ['cx.ghost'], runtimes: ['node'], capacity: 100, inFlight: 0, draining: false }, { starting: true });
   }
 
@@ -95,7 +95,7 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
     } else {
       transport = createPostgresWorkTransport(db.pool);
     }
-    executor = startExecutor({ store, runtime, transport, workers: liveness, log, scheduleToStartMs: 1_500, staleAfterMs: 1_500, monitorEveryMs: 50 });
+    executor = startExecutor({ store, transport, workers: liveness, log, scheduleToStartMs: 1_500, staleAfterMs: 1_500, monitorEveryMs: 50 });
     await executor.ready;
     worker = await startWorkerHost({ workerId: `real-${kind}`, store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 });
   });

@@ -2,7 +2,7 @@
 // workers advertise (WorkerStarted.policies), on the first publish and on every re-publish.
 import { describe, expect, it } from 'vitest';
 import type { WorkMessage } from '../../src/transport/work-transport.ts';
-import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
+import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
 import { useInProcessExecutor } from '../support/in-process-executor.ts';
 import { eventually } from '../support/workflow-cluster.ts';
 
@@ -27,7 +27,7 @@ describe('work messages the executor publishes', () => {
     // A worker with two runtimes whose action runs on the second; it takes no work, so the
     // handoff stays unstarted and the monitor re-publishes it.
     const runtimes = ['node', 'gpu'];
-    await recordWorkerEvent(store, 'two-runtimes', 'WorkerStarted', { actions: ['render.frame'], runtimes, capacity: 4, policies: { 'render.frame': { runtime: 'gpu' } } });
+    await recordWorkerEvent(createWorkerRuntime(store), 'two-runtimes', 'WorkerStarted', { actions: ['render.frame'], runtimes, capacity: 4, policies: { 'render.frame': { runtime: 'gpu' } } });
     await liveness.beat({ workerId: 'two-runtimes', actions: ['render.frame'], runtimes, capacity: 4, inFlight: 0, draining: false }, { starting: true });
     const { executionId } = await runtime.submit({ action: 'render.frame', input: null });
     const mine = await eventually('a first publish and a re-publish', async () => {

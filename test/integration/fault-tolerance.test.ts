@@ -15,7 +15,7 @@ import { timeline } from '../../src/replay/inspect.ts';
 import { isFinal } from '../../actors/execution.machine.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
-import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
+import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { workerStreamId, type ActionPolicy } from '../../schemas/worker-events.ts';
@@ -69,7 +69,7 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
 
   /** A worker that is alive (it beats) and offers everything, but never takes its work. */
   async function ghost(workerId: string, offers = ['core.noop', 'core.echo'], policies?: Record<string, ActionPolicy>) {
-    await recordWorkerEvent(store, workerId, 'WorkerStarted', { actions: offers, runtimes: ['node'], capacity: 1000, ...(policies && { policies }) });
+    await recordWorkerEvent(createWorkerRuntime(store), workerId, 'WorkerStarted', { actions: offers, runtimes: ['node'], capacity: 1000, ...(policies && { policies }) });
     await liveness.beat({ workerId, actions: offers, runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false }, { starting: true });
   }
 
@@ -94,7 +94,6 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     transport = createPostgresWorkTransport(db.pool);
     executor = startExecutor({
       store,
-      runtime,
       transport,
       workers: liveness,
       log,
@@ -177,7 +176,7 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
 
   it('gives no work to a worker whose stream says lost, even while it beats again, until it announces itself again', async () => {
     await ghost('ghost-l', ['ft.lost']);
-    await recordWorkerEvent(store, 'ghost-l', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'declared lost by a test' }, 'executor');
+    await recordWorkerEvent(createWorkerRuntime(store), 'ghost-l', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'declared lost by a test' }, { by: 'executor' });
     await liveness.beat({ workerId: 'ghost-l', actions: ['ft.lost'], runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false });
     const { executionId } = await runtime.submit({ action: 'ft.lost', input: null, maxAttempts: 1 });
     // Long enough for scheduling passes (each event, and a safety pass every second) to have run.

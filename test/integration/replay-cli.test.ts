@@ -13,6 +13,7 @@ import { timeline } from '../../src/replay/inspect.ts';
 import { runBaton, type CliResult } from '../support/cli.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { useTestDatabase } from '../support/test-db.ts';
+import { readExecutionHistory } from '../../src/replay/execution-history.ts';
 
 const CANDIDATE = 'test/fixtures/machines/without-completion.machine.ts';
 
@@ -157,7 +158,7 @@ describe('baton export and replay --file', () => {
 describe('baton inspect', () => {
   it('shows the state at a revision and at an instant, as the fold of that prefix gives it', async () => {
     const id = completed[2]!;
-    const steps = timeline(id, await runtime.readHistory(id));
+    const steps = timeline(id, await readExecutionHistory(runtime.store, id));
     const at3 = JSON.parse((await baton(['inspect', id, '--at', '3', '--json'])).stdout);
     expect(at3).toMatchObject({ revision: 3, state: 'Running', owner: 'worker:w1', attempt: 1, type: 'ExecutionStarted' });
     expect(at3.context).toEqual(JSON.parse(JSON.stringify(steps[3]!.context)));

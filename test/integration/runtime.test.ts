@@ -14,6 +14,7 @@ import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts'
 import { MACHINE_VERSION, statusOf } from '../../actors/execution.machine.ts';
 import { createTestDatabase } from '../support/test-db.ts';
 import { generateExecutionPaths } from '../support/execution-paths.ts';
+import { executionTimeline } from '../../src/replay/execution-history.ts';
 
 const deadline = () => new Date(Date.now() + 30_000).toISOString();
 
@@ -50,7 +51,7 @@ describe('execution runtime', () => {
     expect(statusOf(loaded.snapshot)).toBe('Requested');
     expect(loaded.snapshot.context).toMatchObject({ action: 'core.echo', input: { hello: 'world' }, owner: 'executor', attempt: 1, maxAttempts: 3 });
     expect(loaded.revision).toBe(0n);
-    expect(loaded.events[0]!.metadata).toMatchObject({ by: 'executor', machineVersion: MACHINE_VERSION });
+    expect(loaded.events![0]!.metadata).toMatchObject({ by: 'executor', machineVersion: MACHINE_VERSION });
   });
 
   it('moves an execution through its lifecycle, each event appended by its owner', async () => {
@@ -59,7 +60,7 @@ describe('execution runtime', () => {
     const done = await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: { ok: 1 } }, by: 'worker:w1' });
     expect(statusOf(done.snapshot)).toBe('Completed');
     expect(done.revision).toBe(4n);
-    const steps = await runtime.history(id);
+    const steps = await executionTimeline(runtime.store, id);
     expect(steps.map((s) => s.state)).toEqual(['Requested', 'Scheduling', 'Scheduled', 'Running', 'Completed']);
     expect(steps.map((s) => s.owner)).toEqual(['executor', 'executor', 'worker:w1', 'worker:w1', 'worker:w1']);
   });

@@ -46,7 +46,7 @@ for (const kind of ['postgres', ...(natsUrl ? ['nats'] : [])] as const) {
           { type: 'ExecutionHandedOff', data: { workerId, attempt: 1, deadline: new Date(Date.now() + 30_000).toISOString() }, by: 'executor' },
         ]);
         // Executors B and C start, catch up, and each re-publishes what was never published.
-        const executors = [1, 2].map(() => startExecutor({ store, runtime, transport, workers: liveness, log, republishAfterMs: 300 }));
+        const executors = [1, 2].map(() => startExecutor({ store, transport, workers: liveness, log, republishAfterMs: 300 }));
         const done = await waitForFinal(store, runtime, executionId, 15_000);
         expect(done && statusOf(done.snapshot)).toBe('Completed');
         expect(done!.snapshot.context.result).toEqual({ n: 1 });

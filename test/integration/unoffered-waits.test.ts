@@ -9,7 +9,7 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { recordWorkerEvent } from '../../src/worker/worker-lifecycle.ts';
+import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
 import { runBaton } from '../support/cli.ts';
 import { useInProcessExecutor } from '../support/in-process-executor.ts';
 import { eventually } from '../support/workflow-cluster.ts';
@@ -92,7 +92,7 @@ describe('executions whose action no live worker offers', () => {
     await until('the gauge to count it', async () => (await unofferedGauge('deploy.soon')) === 1);
     await new Promise((r) => setTimeout(r, NO_WORKER_TIMEOUT_MS / 2));
     // The new worker comes up: it announces itself and beats.
-    await recordWorkerEvent(store, 'deployed', 'WorkerStarted', { actions: ['deploy.soon'], runtimes: ['node'], capacity: 4 });
+    await recordWorkerEvent(createWorkerRuntime(store), 'deployed', 'WorkerStarted', { actions: ['deploy.soon'], runtimes: ['node'], capacity: 4 });
     await liveness.beat({ workerId: 'deployed', actions: ['deploy.soon'], runtimes: ['node'], capacity: 4, inFlight: 0, draining: false }, { starting: true });
     const handed = await until('the handoff', async () => {
       const e = await events(executionId);

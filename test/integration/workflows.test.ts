@@ -233,7 +233,7 @@ describe('a crash between submitting a step and recording it', () => {
     const { workflowId } = await submitWorkflow(deps, { steps: [{ id: 'only', action: 'test.unserved', input: { n: 1 }, maxAttempts: 2 }] });
     // The crashed orchestrator's submit: the same request it would make, then no WorkflowStepScheduled.
     const orphan = await runtime.submit({ action: 'test.unserved', input: { n: 1 }, maxAttempts: 2, idempotencyKey: stepExecutionKey(workflowId, 'only'), workflowId });
-    const orchestrator = startOrchestrator({ store, runtime, log: silentLogger(), sweepEveryMs: 0 });
+    const orchestrator = startOrchestrator({ store, log: silentLogger(), sweepEveryMs: 0 });
     try {
       await orchestrator.ready;
       const w = await eventually('the step to be recorded', async () => {

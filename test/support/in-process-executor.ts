@@ -34,7 +34,7 @@ export function useInProcessExecutor(options: Options = {}): () => InProcessExec
     const runtime = createExecutionRuntime(store);
     const liveness = createLivenessStore(db.pool);
     const transport = wrap(createPostgresWorkTransport(db.pool));
-    const executor = startExecutor({ store, runtime, transport, workers: liveness, log: pino({ level: 'silent' }), ...executorOptions });
+    const executor = startExecutor({ store, transport, workers: liveness, log: pino({ level: 'silent' }), ...executorOptions });
     await executor.ready;
     fixture = { db, store, runtime, liveness, transport, executor };
   });

@@ -48,7 +48,7 @@ export async function startWorkflowCluster(o: { natsUrl: string | null; orchestr
   } else {
     transport = createPostgresWorkTransport(db.pool);
   }
-  const executor: Executor = startExecutor({ store, runtime, transport, workers: liveness, log });
+  const executor: Executor = startExecutor({ store, transport, workers: liveness, log });
   const worker: WorkerHost = await startWorkerHost({
     workerId: `wf-${suffix}`,
     store,
@@ -62,7 +62,7 @@ export async function startWorkflowCluster(o: { natsUrl: string | null; orchestr
   });
   const orchestrators: Orchestrator[] = [];
   const start = () => {
-    const orchestrator = startOrchestrator({ store, runtime, log, sweepEveryMs: 0 });
+    const orchestrator = startOrchestrator({ store, log, sweepEveryMs: 0 });
     orchestrators.push(orchestrator);
     return orchestrator;
   };

@@ -58,7 +58,7 @@ interface Ended {
 
 async function executionEnd(runtime: ExecutionRuntime, store: EventStore, id: string, timeoutMs?: number): Promise<Ended | undefined> {
   const done = await waitForFinal(store, runtime, id, timeoutMs);
-  return done && { status: statusOf(done.snapshot), endedBy: String(done.events.at(-1)?.metadata.by) };
+  return done && { status: statusOf(done.snapshot), endedBy: String(done.events?.at(-1)?.metadata.by) };
 }
 
 async function workflowEnd(store: EventStore, id: string, timeoutMs?: number): Promise<Ended | undefined> {

@@ -9,6 +9,7 @@ import { createLivenessStore } from '../../liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
+import { executionTimeline } from '../../replay/execution-history.ts';
 
 
 /**
@@ -55,7 +56,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
 
 export async function eventsCommand(id: string, o: { json?: boolean }): Promise<void> {
   await withContext(async ({ runtime, store }) => {
-    const steps = await runtime.history(id).catch((err: unknown) => notAnExecution(store, err, id));
+    const steps = await executionTimeline(runtime.store, id).catch((err: unknown) => notAnExecution(store, err, id));
     if (o.json) {
       console.log(toJson(steps.map(({ context: _context, next: _next, ...s }) => s)));
       return;

@@ -11,6 +11,7 @@ import { loadReplayTarget } from '../../replay/replay-target.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { progressLine } from '../progress.ts';
+import { readExecutionHistory } from '../../replay/execution-history.ts';
 
 const show = (v: unknown) => (v === undefined ? '' : JSON.stringify(v));
 
@@ -102,7 +103,7 @@ export async function replayCommand(id: string | undefined, o: ReplayOptions): P
     return one(doc.executionId, doc.events);
   }
   await withContext(async ({ runtime, store, pool }) => {
-    if (id !== undefined) return one(id, await runtime.readHistory(id));
+    if (id !== undefined) return one(id, await readExecutionHistory(runtime.store, id));
     const inFlightOnly = o.inFlight === true;
     const progress = progressLine(inFlightOnly ? 'checking in-flight executions' : 'replaying', await countEvents(pool, [EXECUTION_STREAM_PREFIX]));
     const summary = await replayStore({ store, target, since: o.since, inFlightOnly, onProgress: (n) => progress.update(n) });
@@ -124,7 +125,7 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
   if (o.event && o.forkAt === undefined) throw new BatonError('inspect: --event goes with --fork-at <revision>');
   if (o.forkAt !== undefined && !o.event) throw new BatonError('inspect: --fork-at needs at least one --event \'{"type":…,"data":…}\' to try');
   if (o.forkAt !== undefined && o.at) throw new BatonError('inspect: give --at or --fork-at, not both');
-  const steps = await withContext(async ({ runtime }) => timeline(id, await runtime.readHistory(id)));
+  const steps = await withContext(async ({ runtime }) => timeline(id, await readExecutionHistory(runtime.store, id)));
   if (o.forkAt !== undefined) {
     const fork = forkExecution(steps, o.forkAt, o.event!);
     if (o.json) console.log(toJson(fork));
@@ -141,6 +142,6 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
 
 export async function exportCommand(id: string): Promise<void> {
   await withContext(async ({ runtime }) => {
-    console.log(toJson(toHistoryDocument(id, await runtime.readHistory(id))));
+    console.log(toJson(toHistoryDocument(id, await readExecutionHistory(runtime.store, id))));
   });
 }

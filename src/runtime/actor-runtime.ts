@@ -1,0 +1,268 @@
+// The one event-sourced actor runtime. Every actor (an execution, a worker id, a workflow) is
+// its stream folded through its machine; `dispatch` decides commands through the machine and
+// appends the events at the revision they were decided on, so a stale decision can never be
+// stored: the append conflicts, the runtime reloads and decides again (bounded), and a command
+// that no longer fits is refused with the kind's typed error. A retried command (same event ids)
+// is reported as applied, never stored twice.
+//
+// Each runtime keeps a per-process snapshot cache (snapshot-cache.ts), fed by its own appends
+// and, in hosts that follow the store, by `observe`: such a host folds each event once and
+// loads a stream only when it has never seen it. Whoever needs to act on every change (the
+// executor's scheduling view, the workflow orchestrator) listens with `onChange`; its own
+// appends and its subscription reach it once each, never twice. Time comes from an injected
+// clock; the machine never reads one.
+import { randomUUID } from 'node:crypto';
+import type { AnyMachineSnapshot } from 'xstate';
+import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
+import type { EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
+import { stateName, type ActorKind, type Command, type DomainEvent } from './actor-kind.ts';
+import { SnapshotCache } from './snapshot-cache.ts';
+
+export type Clock = () => Date;
+export const systemClock: Clock = () => new Date();
+
+export interface Loaded<S> {
+  id: string;
+  snapshot: S;
+  /** Revision of the stream's last event (the expected revision of the next append); undefined for a stream with none. */
+  revision: bigint | undefined;
+  /** The stored events, when this load read the stream (never from the cache). */
+  events?: StoredEvent[];
+}
+
+export interface Dispatched<S> {
+  id: string;
+  snapshot: S;
+  revision: bigint;
+  /** False when the events were already stored (a retried command). */
+  appended: boolean;
+}
+
+/** One event of a change, with its place in its stream (and in the store, when it came from there). */
+export interface ChangedBy<E> {
+  event: E;
+  eventId: string;
+  revision: bigint;
+  globalPosition?: bigint;
+  recordedAt?: Date;
+}
+
+/** An actor's snapshot moved on: by this process's append, by its subscription, or by a load of a stream it had not seen. */
+export interface Change<S, E> {
+  id: string;
+  before: S | undefined;
+  after: S;
+  events: ChangedBy<E>[];
+  source: 'own' | 'observed' | 'loaded';
+}
+
+/** Commands, or how to make them from the state they will be decided on. */
+export type CommandsFor<S, E extends DomainEvent> = (snapshot: S | undefined) => Command<E> | Command<E>[] | undefined;
+export type Commands<S, E extends DomainEvent> = Command<E> | Command<E>[] | CommandsFor<S, E>;
+
+export interface ActorRuntimeOptions {
+  clock?: Clock;
+  /**
+   * This process follows the store and observes every event of this kind (the executor): its
+   * cache is current, so `load` answers from it. Elsewhere `load` reads the store (a cache only
+   * fed by one's own appends is the present as this process left it, not as it is), and only
+   * `dispatch` starts from the cache, where a stale snapshot costs one conflict and a reload.
+   */
+  followsStore?: boolean;
+  /** How often dispatch reloads and decides again after losing a revision race. Default 5. */
+  maxConflictRetries?: number;
+  /** The snapshot cache's bound (snapshot-cache.ts). */
+  maxCached?: number;
+}
+
+/** A stored event the machine refuses: the stream was written by other rules (or corrupted). Its cache entry is dropped. */
+export class UnfoldableEventError extends BatonError {}
+
+export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEvent> {
+  readonly kind: ActorKind<S, E>;
+  /** The actor's current snapshot: folded from its stream, or from the cache where the process follows the store (and `fresh` is not set). NotFoundError when it has no events and no empty state. */
+  load(id: string, o?: { fresh?: boolean }): Promise<Loaded<S>>;
+  /**
+   * Decide `commands` in order and append them at once at the revision they were decided on (see
+   * above). Commands that depend on the state are given as a function of the snapshot (undefined:
+   * an empty stream), made again on every attempt; it returns undefined when there is nothing to
+   * do (`appended: false`).
+   */
+  dispatch(id: string, commands: Commands<S, E>, o?: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> }): Promise<Dispatched<S>>;
+  /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners. */
+  observe(stored: StoredEvent): Promise<Change<S, E> | undefined>;
+  /** Listen to every change of every actor of this kind this process sees; returns the unsubscribe. */
+  onChange(listener: (change: Change<S, E>) => void): () => void;
+  /** What the cache holds for `id` now, if anything (no I/O). */
+  cached(id: string): { snapshot: S; revision: bigint } | undefined;
+  /** A follower caught up and keeps this runtime current from now on: loads may answer from the cache (see followsStore). */
+  followed(): void;
+}
+
+export function createActorRuntime<S extends AnyMachineSnapshot, E extends DomainEvent>(
+  store: EventStore,
+  kind: ActorKind<S, E>,
+  options: ActorRuntimeOptions = {},
+): ActorRuntime<S, E> {
+  const clock = options.clock ?? systemClock;
+  const maxConflictRetries = options.maxConflictRetries ?? 5;
+  const cache = new SnapshotCache<S>((s) => kind.isFinal(s), options.maxCached);
+  let followsStore = options.followsStore ?? false;
+  const listeners = new Set<(change: Change<S, E>) => void>();
+
+  function emit(change: Change<S, E>): void {
+    for (const listener of listeners) listener(change);
+  }
+
+  async function readStream(id: string): Promise<StoredEvent[]> {
+    const limit = kind.maxEvents === undefined ? undefined : kind.maxEvents + 1;
+    const events = await store.readStream(kind.streamId(id), limit === undefined ? {} : { limit });
+    if (kind.maxEvents !== undefined && events.length > kind.maxEvents) {
+      throw new BatonError(`${kind.name} ${id}: its stream has more than ${kind.maxEvents} events, more than any ${kind.name} needs; refusing to fold it`);
+    }
+    return events;
+  }
+
+  async function loadFresh(id: string): Promise<Loaded<S>> {
+    const events = await readStream(id);
+    if (events.length === 0) {
+      const empty = kind.empty?.(id);
+      if (!empty) throw new NotFoundError(kind.name, id);
+      return { id, snapshot: empty, revision: undefined, events };
+    }
+    const snapshot = kind.fold(id, events.map((e) => kind.read(e)));
+    const revision = events[events.length - 1]!.revision;
+    cache.put(id, snapshot, revision);
+    return { id, snapshot, revision, events };
+  }
+
+  function fromCache(id: string): Loaded<S> | undefined {
+    const held = cache.get(id);
+    return held && { id, snapshot: held.snapshot, revision: held.revision };
+  }
+
+  async function load(id: string, o: { fresh?: boolean } = {}): Promise<Loaded<S>> {
+    return (followsStore && !o.fresh ? fromCache(id) : undefined) ?? loadFresh(id);
+  }
+
+  const toNew = (event: E, eventId: string): NewEvent => ({ eventId, type: event.type, data: event.data, metadata: event.metadata });
+
+  /** Commands made into events once (one clock reading, one set of ids), for every attempt. */
+  function prepare(id: string, commands: Command<E> | Command<E>[]): { events: E[]; eventIds: string[] } {
+    const list = Array.isArray(commands) ? commands : [commands];
+    if (list.length === 0) throw new BatonError(`${kind.name} ${id}: dispatch needs at least one command`);
+    const occurredAt = clock().toISOString();
+    return { events: list.map((c) => kind.make(c, occurredAt)), eventIds: list.map((c) => c.eventId ?? randomUUID()) };
+  }
+
+  async function dispatch(id: string, commands: Commands<S, E>, o: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } = {}): Promise<Dispatched<S>> {
+    const fixed = typeof commands === 'function' ? undefined : prepare(id, commands);
+    for (let attempt = 1; ; attempt++) {
+      // A caller that just loaded (or just dispatched) may pass what it knows: if that is
+      // stale, the append conflicts and the next round reads the store.
+      const loaded: Loaded<S> = attempt === 1 ? (o.known ? { id, ...o.known } : (fromCache(id) ?? (await loadFresh(id)))) : await loadFresh(id);
+      let prepared = fixed;
+      if (!prepared) {
+        // Commands that depend on the state are made again from each attempt's snapshot.
+        const made = (commands as CommandsFor<S, E>)(loaded.revision === undefined && !kind.empty ? undefined : loaded.snapshot);
+        if (made === undefined) return { id, snapshot: loaded.snapshot, revision: loaded.revision ?? -1n, appended: false };
+        prepared = prepare(id, made);
+      }
+      const { events, eventIds } = prepared;
+      if (loaded.events && loaded.events.length > 0 && eventIds.every((eid) => loaded.events!.some((e) => e.eventId === eid))) {
+        return { id, snapshot: loaded.snapshot, revision: loaded.revision!, appended: false };
+      }
+      const before = loaded.revision === undefined && !kind.empty ? undefined : loaded.snapshot;
+      let snapshot = before;
+      const decided: E[] = [];
+      let refusal: Error | undefined;
+      for (const event of events) {
+        const d = kind.decide(id, snapshot, event);
+        if (!d.ok) {
+          refusal = d.error;
+          break;
+        }
+        snapshot = d.snapshot;
+        decided.push({ ...event, metadata: { ...event.metadata, stateAfter: stateName(snapshot) } });
+      }
+      if (refusal) {
+        // Decided on a remembered snapshot (the cache, or the caller's): the store may say
+        // otherwise (it moved on, or these very events were stored by an earlier try), so a
+        // refusal is confirmed against a fresh read before it is reported.
+        if (!loaded.events && attempt <= maxConflictRetries) {
+          cache.delete(id);
+          continue;
+        }
+        throw refusal;
+      }
+      try {
+        const r = await store.append(kind.streamId(id), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision ?? 'no_stream' });
+        if (r.idempotentReplay) return { id, snapshot: snapshot!, revision: r.nextExpectedRevision, appended: false };
+        cache.put(id, snapshot!, r.nextExpectedRevision);
+        const first = r.nextExpectedRevision - BigInt(decided.length - 1);
+        emit({ id, before, after: snapshot!, source: 'own', events: decided.map((event, i) => ({ event, eventId: eventIds[i]!, revision: first + BigInt(i) })) });
+        return { id, snapshot: snapshot!, revision: r.nextExpectedRevision, appended: true };
+      } catch (err) {
+        if (err instanceof WrongExpectedRevisionError && attempt <= maxConflictRetries) {
+          cache.delete(id);
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  async function observe(stored: StoredEvent): Promise<Change<S, E> | undefined> {
+    const id = kind.idOf(stored.streamId);
+    if (id === undefined) return undefined;
+    const held = cache.get(id);
+    if (held && stored.revision <= held.revision) return undefined; // applied already (our own append, or a load)
+    const ended = cache.endedAt(id);
+    if (ended !== undefined && stored.revision <= ended) return undefined; // its end, seen already
+    let before: S | undefined;
+    if (held && stored.revision === held.revision + 1n) before = held.snapshot;
+    else if (stored.revision === 0n) before = kind.empty?.(id);
+    else {
+      // Not held (forgotten, or followed from the middle of its stream): read it whole, once.
+      const loaded = await loadFresh(id);
+      const change: Change<S, E> = {
+        id,
+        before: undefined,
+        after: loaded.snapshot,
+        source: 'loaded',
+        events: (loaded.events ?? []).map((e) => ({ event: kind.read(e), eventId: e.eventId, revision: e.revision, globalPosition: e.globalPosition, recordedAt: e.recordedAt })),
+      };
+      emit(change);
+      return change;
+    }
+    const event = kind.read(stored);
+    const d = kind.decide(id, before, event);
+    if (!d.ok) {
+      cache.delete(id);
+      throw new UnfoldableEventError(`${kind.name} ${id}: stored event ${stored.revision} (${stored.type}) does not fold: ${d.error.message}`, { cause: d.error });
+    }
+    cache.put(id, d.snapshot, stored.revision);
+    const change: Change<S, E> = {
+      id,
+      before,
+      after: d.snapshot,
+      source: 'observed',
+      events: [{ event, eventId: stored.eventId, revision: stored.revision, globalPosition: stored.globalPosition, recordedAt: stored.recordedAt }],
+    };
+    emit(change);
+    return change;
+  }
+
+  return {
+    kind,
+    load,
+    dispatch,
+    observe,
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    cached: (id) => cache.get(id),
+    followed: () => void (followsStore = true),
+  };
+}
