@@ -17,8 +17,8 @@ import { createLivenessStore, type LivenessStore } from '../liveness/liveness-st
 import { createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
-import { connectNats, createNatsWorkTransport } from '../transport/nats.ts';
-import { createPostgresWorkTransport } from '../transport/postgres.ts';
+import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
+import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
 import type { Projector } from '../readmodel/projector-host.ts';
