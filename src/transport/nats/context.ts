@@ -51,6 +51,15 @@ const SUBJECT_PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 export const encoder = new TextEncoder();
 export const decoder = new TextDecoder();
 
+/** A message body as JSON; undefined when it is not JSON. */
+export function jsonOrUndefined(data: Uint8Array): unknown {
+  try {
+    return JSON.parse(decoder.decode(data));
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A subject token (and consumer-name part) for any id: letters, digits, `_` and `-` are kept,
  * every other character becomes ~XX per UTF-8 byte. Distinct ids stay distinct, and no id can

@@ -8,7 +8,7 @@ import { Running } from '../background.ts';
 import { deadLetterRetryDelayMs, validateDeadLetterHandler, validateListDeadLetters, validateMessageId, type DeadLetterPart } from '../internal.ts';
 import { repeatPulls, type PullEnd } from '../pull-loop.ts';
 import type { DeadLetter, DeadLetterSubscription, ListDeadLettersOptions } from '../work-transport.ts';
-import { decoder, deleteStored, encoder, FLUSH_TIMEOUT_MS, flushWithin, nextMessage, storedMessage, type NatsContext } from './context.ts';
+import { deleteStored, encoder, FLUSH_TIMEOUT_MS, flushWithin, jsonOrUndefined, nextMessage, storedMessage, type NatsContext } from './context.ts';
 import { StoredDeadLetterSchema, type DeadLetterMover } from './dead-letters.ts';
 import { fetchInto } from './fetch.ts';
 import type { Provisioning } from './provision.ts';
@@ -23,13 +23,7 @@ export function createDeadLetterQueue(ctx: NatsContext, provisioning: Provisioni
 
   /** A dead-letter stream message (stored or delivered) as the port's DeadLetter; undefined (logged) when it is not one. */
   function decodeDeadLetter(m: { seq: number; subject: string; data: Uint8Array }): DeadLetter | undefined {
-    let json: unknown;
-    try {
-      json = JSON.parse(decoder.decode(m.data));
-    } catch {
-      json = undefined;
-    }
-    const r = StoredDeadLetterSchema.safeParse(json);
+    const r = StoredDeadLetterSchema.safeParse(jsonOrUndefined(m.data));
     if (!r.success) {
       log?.error({ stream: deadLetterStream, streamSequence: m.seq, subject: m.subject }, 'message in the dead-letter stream is not a dead letter; skipped');
       return undefined;

@@ -23,12 +23,26 @@
 // again: a last delivery whose ack-wait ran out after its worker stopped pulling for good stays
 // in the work stream and never becomes a dead letter here. The execution is not stuck by it: the
 // executor's lease expiry retries it from the event store.
+//
+// What gone workers leave behind. Once a worker id has not pulled for consumerInactiveThresholdMs
+// the server deletes its consumer (./provision.ts), and whatever that worker left unacked stays
+// on its subjects for good: work-queue retention keeps a message until a consumer acks it, and
+// the walk above, which goes by consumers, no longer sees it. So the sweep also purges every
+// message on the subjects of a worker id that has no consumer, once it was stored longer ago
+// than that threshold: no process of that worker pulled it for that long (or its consumer would
+// exist), so the executor reclaimed its execution long ago (schedule-to-start, 30 s by default;
+// the heartbeat timeout) and retried it elsewhere or gave up, by its rules. The event store, not
+// this message, says what still has to run (and a handoff still waiting for its worker is
+// re-published by the executor's monitor anyway). Purged, not dead-lettered: its delivery count
+// went with the consumer, and it is no failure of its execution (a dead letter fails it). Each
+// purge is logged with the message's ids. A message for a worker that has not consumed yet is
+// kept until it is that old: its worker is starting, or never came.
 import type { Subscription } from 'nats';
 import { z } from 'zod';
 import { repeatEvery, type Stoppable } from '../background.ts';
 import { deadLetterReason, WorkMessageSchema } from '../internal.ts';
 import type { WorkMessage } from '../work-transport.ts';
-import { decoder, deleteStored, encoder, nextMessage, storedMessage, WORKER_CONSUMER_PREFIX, type NatsContext } from './context.ts';
+import { decoder, deleteStored, encoder, jsonOrUndefined, nextMessage, storedMessage, WORKER_CONSUMER_PREFIX, type NatsContext } from './context.ts';
 import type { Provisioning } from './provision.ts';
 import type { Publisher } from './publish.ts';
 
@@ -137,13 +151,16 @@ export function createDeadLetterMover({ nc, jsm, settings, log }: NatsContext, p
     return true;
   }
 
-  /** Move what the advisories did not (see the header for what this can and cannot find). */
+  /** Move what the advisories did not, and purge what gone workers left (see the header for both). */
   async function sweep(signal: AbortSignal): Promise<void> {
     let moved = 0;
+    const withConsumer = new Set<string>();
     for await (const ci of jsm.consumers.list(streamName)) {
+      if (!ci.name.startsWith(WORKER_CONSUMER_PREFIX)) continue;
+      withConsumer.add(ci.name);
       const last = ci.delivered.stream_seq;
       const filter = ci.config.filter_subject;
-      if (signal.aborted || !ci.name.startsWith(WORKER_CONSUMER_PREFIX) || !filter || ci.num_ack_pending > 0 || last === 0) continue;
+      if (signal.aborted || !filter || ci.num_ack_pending > 0 || last === 0) continue;
       for (let seq = 1; seq <= last; ) {
         const sm = await nextMessage(jsm, streamName, seq, filter);
         if (!sm || sm.seq > last) break;
@@ -152,6 +169,32 @@ export function createDeadLetterMover({ nc, jsm, settings, log }: NatsContext, p
       }
     }
     if (moved > 0) log?.info({ moved }, 'dead-letter sweep moved exhausted messages');
+    if (!signal.aborted) await purgeLeftByGoneWorkers(withConsumer, signal);
+  }
+
+  /** Delete what waits on the subjects of worker ids without a consumer, once older than the inactive threshold. */
+  async function purgeLeftByGoneWorkers(withConsumer: Set<string>, signal: AbortSignal): Promise<void> {
+    // `<prefix>.<runtime>.<worker>`: exactly the work subjects, nothing else under the prefix.
+    const si = await jsm.streams.info(streamName, { subjects_filter: `${settings.prefix}.*.*` });
+    const storedBefore = Date.now() - settings.inactiveThresholdMs;
+    let purged = 0;
+    for (const subject of Object.keys(si.state.subjects ?? {})) {
+      const workerToken = subject.slice(subject.lastIndexOf('.') + 1);
+      if (withConsumer.has(`${WORKER_CONSUMER_PREFIX}${workerToken}`)) continue;
+      for (let seq = 1; !signal.aborted; ) {
+        const sm = await nextMessage(jsm, streamName, seq, subject);
+        if (!sm || sm.time.getTime() > storedBefore) break; // in stream order: the rest are younger
+        await deleteStored(jsm, streamName, sm.seq);
+        purged++;
+        const m = WorkMessageSchema.safeParse(jsonOrUndefined(sm.data));
+        log?.warn(
+          { ...(m.success && { messageId: m.data.messageId, executionId: m.data.executionId, workerId: m.data.workerId }), subject, streamSequence: sm.seq, storedAt: sm.time.toISOString() },
+          'work message purged: its worker has had no consumer for longer than consumerInactiveThresholdMs (gone); the event store says what still has to run',
+        );
+        seq = sm.seq + 1;
+      }
+    }
+    if (purged > 0) log?.info({ purged }, 'dead-letter sweep purged messages left by gone workers');
   }
 
   return {

@@ -8,8 +8,8 @@
 //
 // The parts, one concern each: ./provision.ts (streams and consumers, and why consumers of gone
 // workers expire), ./publish.ts, ./consume.ts (pull flow control, on the shared ../pull-loop.ts),
-// ./dead-letters.ts (advisories and sweeps: how exhausted messages become dead letters),
-// ./dead-letter-queue.ts (onDeadLetter and `baton dlq`),
+// ./dead-letters.ts (advisories and sweeps: how exhausted messages become dead letters, and what
+// gone workers left is purged), ./dead-letter-queue.ts (onDeadLetter and `baton dlq`),
 // ./signals.ts (core NATS), and ./context.ts (options, names on the wire, JetStream helpers).
 //
 // NATS is a doorbell, not a record: a message lost here is re-published from the event store.

@@ -10,6 +10,8 @@
 // ids otherwise leave one durable each behind for good. One hour is far past any restart,
 // deploy or partition a worker comes back from, so a returning worker finds its consumer (with
 // its delivery counts) in place; the executor has long reclaimed what a worker gone that long held.
+// (What such a worker left unacked on its subjects is purged by the dead-letter sweep:
+// ./dead-letters.ts.)
 import { AckPolicy, DeliverPolicy, DiscardPolicy, nanos, RetentionPolicy, StorageType } from 'nats';
 import type { ConsumerConfig, ConsumerInfo, StreamConfig } from 'nats';
 import { BatonError } from '../../errors.ts';
