@@ -124,17 +124,33 @@ describe('runPullLoop', () => {
   });
 
   it('pulls one at a time unless told to overlap; with overlapAt it opens another pull for enough free slots', async () => {
-    // A source whose pulls stay open until released, like a JetStream long poll.
+    // Pulls that stay open until ended (or the loop stops), like JetStream long polls; the first
+    // hands over `firstHandsOver(max)` messages at once.
     const open: { max: number; end: () => void }[] = [];
-    const source: PullSource = {
-      pull: (max, _take, signal) =>
+    const settlements = new Settlements();
+    const longPolls = (firstHandsOver: (max: number) => number): PullSource => ({
+      pull: (max, take, signal) =>
         new Promise<PullEnd>((resolve) => {
           const end = () => resolve(PULL_AGAIN);
           open.push({ max, end });
           signal.addEventListener('abort', end, { once: true });
+          if (open.length > 1) return;
+          for (let i = 0; i < firstHandsOver(max); i++) {
+            const m = message();
+            take({ message: m, deliveryCount: 1, settlement: settlements.for(m) });
+          }
         }),
+    });
+    /** Handlers after the first `quick` wait for `hold`. */
+    const holding = (quick: number, hold: Promise<void>) => {
+      let started = 0;
+      return async (d: Delivery) => {
+        if (started++ >= quick) await hold;
+        await d.ack();
+      };
     };
-    const single = runPullLoop(source, { concurrency: 8, log: undefined, handler: async (d) => d.ack() });
+
+    const single = runPullLoop(longPolls(() => 0), { concurrency: 8, log: undefined, handler: async (d) => d.ack() });
     await until('the first pull', () => open.length === 1);
     expect(open[0]!.max).toBe(8);
     open[0]!.end(); // ended: the next may start
@@ -142,72 +158,25 @@ describe('runPullLoop', () => {
     await single.stop();
     expect(open.length).toBe(2); // none started by stop()
 
-    // With overlap: the first pull hands over 6 of its 8 and stays open (2 still requested); a
-    // second opens only once 2 slots (overlapAt) are free, not at the first free one.
+    // The first pull hands over 6 of its 8 and stays open (2 still requested): a second opens
+    // only once 2 slots (overlapAt) are free, not at the first free one.
     open.length = 0;
     const release = gate();
-    const settlements = new Settlements();
-    const overlapping: PullSource = {
-      pull: (max, take, signal) =>
-        new Promise<PullEnd>((resolve) => {
-          const end = () => resolve(PULL_AGAIN);
-          open.push({ max, end });
-          signal.addEventListener('abort', end, { once: true });
-          if (open.length > 1) return;
-          for (let i = 0; i < 6; i++) {
-            const m = message();
-            take({ message: m, deliveryCount: 1, settlement: settlements.for(m) });
-          }
-        }),
-    };
-    let finished = 0;
-    const loop = runPullLoop(overlapping, {
-      concurrency: 8,
-      overlapAt: 2,
-      log: undefined,
-      handler: async (d) => {
-        if (finished >= 2) await release.promise;
-        finished++;
-        await d.ack();
-      },
-    });
+    const overlapping = runPullLoop(longPolls(() => 6), { concurrency: 8, overlapAt: 2, log: undefined, handler: holding(2, release.promise) });
     await until('a second, overlapping pull', () => open.length === 2);
     expect(open.map((p) => p.max)).toEqual([8, 2]);
     release.open();
-    await loop.stop();
+    await overlapping.stop();
     expect(open.length).toBe(2);
-    expect(finished).toBe(6);
 
     // A pull still open that got all it asked for expects nothing more: one free slot is enough.
     open.length = 0;
     const holdRest = gate();
-    const filled: PullSource = {
-      pull: (max, take, signal) =>
-        new Promise<PullEnd>((resolve) => {
-          const end = () => resolve(PULL_AGAIN);
-          open.push({ max, end });
-          signal.addEventListener('abort', end, { once: true });
-          if (open.length > 1) return;
-          for (let i = 0; i < max; i++) {
-            const m = message();
-            take({ message: m, deliveryCount: 1, settlement: settlements.for(m) });
-          }
-        }),
-    };
-    let done = 0;
-    const full = runPullLoop(filled, {
-      concurrency: 8,
-      overlapAt: 2,
-      log: undefined,
-      handler: async (d) => {
-        if (done++ >= 1) await holdRest.promise;
-        await d.ack();
-      },
-    });
+    const filled = runPullLoop(longPolls((max) => max), { concurrency: 8, overlapAt: 2, log: undefined, handler: holding(1, holdRest.promise) });
     await until('a pull for the one free slot', () => open.length === 2);
     expect(open.map((p) => p.max)).toEqual([8, 1]);
     holdRest.open();
-    await full.stop();
+    await filled.stop();
   });
 
   it('stop() ends the open pull, waits for every handler that has a delivery, and pulls no more', async () => {

@@ -161,7 +161,7 @@ export function createDeadLetterMover({ nc, jsm, settings, log }: NatsContext, p
       const last = ci.delivered.stream_seq;
       const filter = ci.config.filter_subject;
       if (signal.aborted || !filter || ci.num_ack_pending > 0 || last === 0) continue;
-      for (let seq = 1; seq <= last; ) {
+      for (let seq = 1; seq <= last && !signal.aborted; ) {
         const sm = await nextMessage(jsm, streamName, seq, filter);
         if (!sm || sm.seq > last) break;
         if (await moveToDeadLetters(sm.seq, ci.config.max_deliver && ci.config.max_deliver > 0 ? ci.config.max_deliver : settings.maxDeliver)) moved++;
