@@ -1,13 +1,13 @@
 // What both WorkTransport adapters share that the port leaves to them: the message schema they
-// check on publish (and NATS on decode), option compilation, how one delivery is handed
-// to a handler (settled at most once; nak'ed when the handler throws or leaves it unsettled),
-// and the worker signals' wire format, its checks and how one is handed to a handler.
-// Not part of the port: only ./nats.ts and ./postgres.ts import this.
+// check on publish (and NATS on decode), option compilation, the checks on the port's
+// arguments, the dead letters' words, and the worker signals' wire format, its checks and how
+// one is handed to a handler. (How a delivery reaches its handler and is settled: ./pull-loop.ts.)
+// Not part of the port: only the adapters (./nats/, ./postgres/) import this.
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { BatonError, ConfigError, InvalidEventError, zodIssues } from '../errors.ts';
 import { bigintTextProblem } from '../input/rules.ts';
-import type { ConsumeOptions, Delivery, ListDeadLettersOptions, WorkerSignal, WorkMessage, WorkTransportOptions } from './work-transport.ts';
+import type { ConsumeOptions, ListDeadLettersOptions, WorkerSignal, WorkMessage, WorkTransport, WorkTransportOptions } from './work-transport.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const nonEmpty = z.string().min(1, 'must be a non-empty string');
@@ -31,6 +31,18 @@ export function validateForPublish(messages: readonly WorkMessage[]): void {
     if (!r.success) throw new InvalidEventError(`work message messages[${i}]`, zodIssues(r.error));
   });
 }
+
+/**
+ * One concern's share of the port (consuming, dead letters, signals), as an adapter's module
+ * provides it, with what close() calls to stop everything it has running.
+ */
+export interface PortPart<K extends keyof WorkTransport> {
+  port: Pick<WorkTransport, K>;
+  stopAll(): Promise<void>;
+}
+
+export type ConsumePart = PortPart<'consume' | 'depth'>;
+export type DeadLetterPart = PortPart<'onDeadLetter' | 'listDeadLetters' | 'getDeadLetter' | 'retryDeadLetter' | 'deleteDeadLetter'>;
 
 export interface CompiledTransportOptions {
   ackWaitMs: number;
@@ -58,107 +70,6 @@ export function validateConsume(workerId: string, handler: unknown, options: Con
   if (typeof handler !== 'function') throw new BatonError('consume: handler must be a function');
   if (!Number.isInteger(options?.concurrency) || options.concurrency < 1) {
     throw new BatonError(`consume: concurrency must be a positive integer, got ${String(options?.concurrency)}`);
-  }
-}
-
-/** The adapter's side of one delivery; runDelivery guarantees at most one of ack/nak/term is called. */
-export interface Settlement {
-  ack(): Promise<void>;
-  nak(delayMs: number): Promise<void>;
-  term(): Promise<void>;
-  working(): Promise<void>;
-}
-
-/**
- * Run the handler on one delivery. Never rejects: a handler that throws, or returns without
- * settling, gets its delivery nak'ed (redelivered at once, up to max-deliver), and that is logged.
- * Settling twice is a no-op, like JetStream's own messages.
- */
-export async function runDelivery(
-  handler: (delivery: Delivery) => Promise<void>,
-  message: WorkMessage,
-  deliveryCount: number,
-  settlement: Settlement,
-  log: Logger | undefined,
-): Promise<void> {
-  let settled = false;
-  const once = (settle: () => Promise<void>) => (): Promise<void> => {
-    if (settled) return Promise.resolve();
-    settled = true;
-    return settle();
-  };
-  const delivery: Delivery = {
-    message,
-    deliveryCount,
-    ack: once(() => settlement.ack()),
-    nak: (delayMs = 0) => {
-      if (!Number.isFinite(delayMs) || delayMs < 0) return Promise.reject(new BatonError(`nak: delayMs must be a non-negative number of ms, got ${String(delayMs)}`));
-      return once(() => settlement.nak(Math.round(delayMs)))();
-    },
-    term: once(() => settlement.term()),
-    working: () => (settled ? Promise.resolve() : settlement.working()),
-  };
-  const about = { messageId: message.messageId, executionId: message.executionId, deliveryCount };
-  let threw = false;
-  try {
-    await handler(delivery);
-  } catch (err) {
-    threw = true;
-    if (settled) log?.warn({ err, ...about }, 'work handler threw after settling its delivery');
-    else log?.warn({ err, ...about }, 'work handler threw; nak for redelivery');
-  }
-  if (settled) return;
-  if (!threw) log?.warn(about, 'work handler returned without ack, nak or term; nak for redelivery');
-  settled = true;
-  try {
-    await settlement.nak(0);
-  } catch (err) {
-    log?.warn({ err, ...about }, 'nak failed; the message is redelivered when its ack-wait runs out');
-  }
-}
-
-/** The handlers a consumer is running: counts them, tells who waits when one finishes, drains. */
-export class HandlerSlots {
-  readonly #running = new Set<Promise<void>>();
-  readonly #listeners = new Set<() => void>();
-
-  get count(): number {
-    return this.#running.size;
-  }
-
-  start(task: () => Promise<void>): void {
-    const p: Promise<void> = task()
-      .catch(() => undefined)
-      .finally(() => {
-        this.#running.delete(p);
-        for (const l of [...this.#listeners]) l();
-      });
-    this.#running.add(p);
-  }
-
-  /** Called after every handler finishes. Returns an unsubscribe function. */
-  onRelease(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  /** Resolves when a handler finishes or the signal aborts. */
-  nextRelease(signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        off();
-        signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const off = this.onRelease(done);
-      signal.addEventListener('abort', done, { once: true });
-    });
-  }
-
-  /** Resolves once no handler is running. */
-  async drained(): Promise<void> {
-    while (this.#running.size > 0) await Promise.all([...this.#running]);
   }
 }
 

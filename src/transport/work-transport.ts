@@ -1,5 +1,5 @@
 // The WorkTransport port: carries "run this execution" to the one worker that holds its baton.
-// Adapters: NATS JetStream (production, ./nats.ts) and a Postgres queue (embedded, ./postgres.ts).
+// Adapters: NATS JetStream (production, ./nats/) and a Postgres queue (embedded, ./postgres/).
 // Both pass test/contract/work-transport.contract.ts. NATS is a doorbell, not a record: the
 // event store says who owns what; a lost message is re-published from the events.
 //

@@ -10,7 +10,7 @@ import { CSRF_HEADER, startApiServer, type ApiServer, type ApiServerOptions } fr
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { createPostgresWorkTransport, type PostgresWorkTransportOptions } from '../../src/transport/postgres.ts';
+import { createPostgresWorkTransport, type PostgresWorkTransportOptions } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadTestHarnessConfig } from '../../src/config.ts';
-import { createNatsWorkTransport, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats.ts';
+import { createNatsWorkTransport, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats/index.ts';
 import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';
 
@@ -206,6 +206,60 @@ describe.skipIf(!natsUrl)('nats', () => {
         await again.stop();
         expect(seen).toEqual([waiting.messageId]);
         expect((await jsm.consumers.info(h.streamName, `worker-${worker}`)).config.inactive_threshold).toBe(nanos(1_000));
+      } finally {
+        await h.close();
+      }
+    });
+
+    it('purges what a gone worker left unacked once its consumer expired, and keeps what is younger or still has a consumer', { timeout: 30_000 }, async () => {
+      const h = await natsHarness();
+      try {
+        const thresholdMs = 3_000;
+        const transport = await h.open({ ackWaitMs: 1_000, maxDeliver: 3, consumerInactiveThresholdMs: thresholdMs });
+        const jsm = await h.nc.jetstreamManager();
+        const subjectOf = (workerId: string) => `${h.subjectPrefix}.node.${subjectToken(workerId)}`;
+        const waiting = async () => (await jsm.streams.info(h.streamName, { subjects_filter: `${h.subjectPrefix}.*.*` })).state.subjects ?? {};
+        // Two workers each take a message and die holding it (bare JetStream consumers, never acked):
+        // one whose consumer expires, one whose consumer is still there (a worker away for less than the threshold).
+        const [gone, away, fresh] = ['w-gone', 'w-away', 'w-fresh'];
+        const [left, held] = [workMessage(gone), workMessage(away)];
+        await transport.publish([left, held]);
+        for (const [worker, inactiveMs] of [[gone, thresholdMs], [away, 600_000]] as const) {
+          await jsm.consumers.add(h.streamName, {
+            durable_name: `worker-${worker}`,
+            filter_subject: `${h.subjectPrefix}.*.${worker}`,
+            ack_policy: AckPolicy.Explicit,
+            ack_wait: nanos(60_000),
+            inactive_threshold: nanos(inactiveMs),
+          });
+          const taken = await (await h.nc.jetstream().consumers.get(h.streamName, `worker-${worker}`)).next({ expires: 2_000 });
+          expect(taken?.info.deliveryCount).toBe(1); // and never acked
+        }
+        const consumerGone = async () =>
+          jsm.consumers.info(h.streamName, `worker-${gone}`).then(
+            () => false,
+            () => true,
+          );
+        const deadline = Date.now() + 15_000;
+        while (!(await consumerGone()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        expect(await consumerGone(), 'the gone worker\'s consumer deleted by its inactive threshold').toBe(true);
+        expect(Object.keys(await waiting()).sort()).toEqual([subjectOf(away), subjectOf(gone)]); // left there: nobody will ever ack it
+
+        const young = workMessage(fresh); // for a worker not consuming yet: younger than the threshold
+        await transport.publish([young]);
+        const handed: string[] = [];
+        const subscription = await transport.onDeadLetter(async (d) => {
+          handed.push(d.messageId);
+        }); // sweeps at once
+        try {
+          const until = Date.now() + 5_000;
+          while (subjectOf(gone) in (await waiting()) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+          expect(Object.keys(await waiting()).sort()).toEqual([subjectOf(away), subjectOf(fresh)]);
+          expect(await transport.getDeadLetter(left.messageId)).toBeUndefined(); // purged, not a dead letter
+          expect(handed).toEqual([]);
+        } finally {
+          await subscription.stop();
+        }
       } finally {
         await h.close();
       }

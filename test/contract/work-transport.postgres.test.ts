@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport, WorkTransportOptions } from '../../src/transport/work-transport.ts';
 import { createTestDatabase, useTestDatabase } from '../support/test-db.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';

@@ -15,8 +15,8 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { connectNats, createNatsWorkTransport } from '../../src/transport/nats.ts';
-import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
+import { connectNats, createNatsWorkTransport } from '../../src/transport/nats/index.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';

@@ -9,7 +9,7 @@ import { connect as natsConnect } from 'nats';
 import { describe, expect, it } from 'vitest';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { START } from '../../src/eventstore/event-store.ts';
-import { createNatsWorkTransport } from '../../src/transport/nats.ts';
+import { createNatsWorkTransport } from '../../src/transport/nats/index.ts';
 import { describeReport } from '../../src/verify/invariants.ts';
 import { makeRunDir, runScenario, sleep, until, useFaultEnvironment, type FaultScenario } from './harness.ts';
 

@@ -13,7 +13,7 @@ import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime
 import { fromStored } from '../../src/replay/history.ts';
 import { timeline } from '../../src/replay/inspect.ts';
 import { isFinal } from '../../actors/execution.machine.ts';
-import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';

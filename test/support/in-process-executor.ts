@@ -7,7 +7,7 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import { startExecutor, type Executor, type ExecutorOptions } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { createPostgresWorkTransport } from '../../src/transport/postgres.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { createTestDatabase, type TestDatabase } from './test-db.ts';
 

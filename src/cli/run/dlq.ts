@@ -4,8 +4,8 @@
 import type { Logger } from 'pino';
 import { openDatabase } from '../../db/connect.ts';
 import { ConfigError } from '../../errors.ts';
-import { connectNats, createNatsWorkTransport } from '../../transport/nats.ts';
-import { createPostgresWorkTransport } from '../../transport/postgres.ts';
+import { connectNats, createNatsWorkTransport } from '../../transport/nats/index.ts';
+import { createPostgresWorkTransport } from '../../transport/postgres/index.ts';
 import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
 import { cliConfig, cliLogger } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';

@@ -1,9 +1,10 @@
 // Worker signals for the Postgres WorkTransport: NOTIFY on one channel, `baton_signals`, with the
-// payload `{ workerId, signal }` (internal.ts encodes it and keeps it under NOTIFY's 8000 bytes).
+// payload `{ workerId, signal }` (../internal.ts encodes it and keeps it under NOTIFY's 8000 bytes).
 //
 // Sending is one `SELECT pg_notify(...)` outside any transaction, so it is delivered when that
-// statement commits. A NOTIFY takes a cluster-wide lock at commit (pg-wakeups.ts has the cost),
-// which is fine here: the executor rings about once a second per execution being cancelled.
+// statement commits. A NOTIFY takes a cluster-wide lock at commit (src/eventstore/pg-wakeups.ts
+// has the cost), which is fine here: the executor rings about once a second per execution being
+// cancelled.
 //
 // Receiving: every subscription of one transport instance shares its one LISTEN connection (a
 // PgWakeups on this channel, which also reconnects it after a drop), and each instance sees the
@@ -12,10 +13,10 @@
 // while the connection is down or reconnecting is lost: acceptable, the sender rings again.
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { BatonError } from '../errors.ts';
-import { PgWakeups } from '../eventstore/pg-wakeups.ts';
-import { decodeSignal, deliverSignal, encodeSignal, validateSignalSubscription } from './internal.ts';
-import type { SignalSubscription, WorkerSignal } from './work-transport.ts';
+import { BatonError } from '../../errors.ts';
+import { PgWakeups } from '../../eventstore/pg-wakeups.ts';
+import { decodeSignal, deliverSignal, encodeSignal, validateSignalSubscription } from '../internal.ts';
+import type { SignalSubscription, WorkerSignal } from '../work-transport.ts';
 
 export const SIGNAL_NOTIFY_CHANNEL = 'baton_signals';
 

@@ -1,0 +1,25 @@
+// Publishing to the Postgres work queue: one INSERT for the whole batch (a message already queued
+// is left as it is: idempotent per messageId), then a wake-up for the consumers.
+import { validateForPublish } from '../internal.ts';
+import type { WorkMessage } from '../work-transport.ts';
+import type { PostgresContext } from './context.ts';
+import { PUBLISH_SQL } from './queue-sql.ts';
+
+export function createPublish({ pool, wakeups, assertOpen }: PostgresContext): (messages: WorkMessage[]) => Promise<void> {
+  return async function publish(messages: WorkMessage[]): Promise<void> {
+    assertOpen('publish');
+    validateForPublish(messages);
+    if (messages.length === 0) return;
+    await pool.query({
+      name: 'baton_work_publish',
+      text: PUBLISH_SQL,
+      values: [
+        messages.map((m) => m.messageId),
+        messages.map((m) => m.workerId),
+        messages.map((m) => m.runtime),
+        messages.map((m) => JSON.stringify(m)),
+      ],
+    });
+    wakeups.appended();
+  };
+}

@@ -1,0 +1,126 @@
+// The Postgres work queue's statements on baton_work_queue (migrations/0001_work_queue.sql),
+// for publishing, consuming and giving up on messages; the figures behind their shape are
+// beside each.
+import type { WorkMessage } from '../work-transport.ts';
+
+/**
+ * Moves the rows of a CTE named `gone` (message_id, worker_id, runtime, payload, delivery_count,
+ * just deleted from the queue) into baton_dead_letters. A message that already has a dead letter
+ * (published again while dead, then exhausted again) gets a fresh one: a new seq, unhandled.
+ * The reason's words are deadLetterReason()'s.
+ */
+export const MOVE_TO_DEAD_LETTERS = `
+  dead AS (
+    INSERT INTO baton_dead_letters (message_id, worker_id, runtime, payload, deliveries, reason)
+    SELECT message_id, worker_id, runtime, payload, delivery_count,
+           'not acknowledged after ' || delivery_count || CASE WHEN delivery_count = 1 THEN ' delivery' ELSE ' deliveries' END
+    FROM gone
+    ON CONFLICT (message_id) DO UPDATE SET
+      seq = nextval(pg_get_serial_sequence('baton_dead_letters', 'seq')),
+      worker_id = EXCLUDED.worker_id, runtime = EXCLUDED.runtime, payload = EXCLUDED.payload,
+      deliveries = EXCLUDED.deliveries, reason = EXCLUDED.reason, dead_lettered_at = now(),
+      handled_at = NULL, handling_until = NULL, handler_failures = 0
+    RETURNING 1
+  )`.trim();
+
+export interface ClaimRow {
+  message_id: string | null;
+  payload: WorkMessage | null;
+  delivery_count: number | null;
+  wake_in_ms: number | null;
+  dead_lettered: number | null;
+}
+
+/**
+ * One round trip per claim: (1) claim up to $2 deliverable rows; and only when fewer than $2
+ * were claimable (the consumer is about to go idle, so the worker's claimable range is nearly
+ * empty and cheap to scan): (2) move final deliveries whose lease ran out (they reached
+ * maxDeliver) to baton_dead_letters, in this same statement, and (3) return in how many ms the
+ * next row becomes claimable (the earliest future nak delay or lease end; NULL: nothing
+ * pending), so the consumer sleeps exactly that long, and how many rows (2) moved.
+ *
+ * A claim changes only unindexed columns (locked_until, delivery_count), so with the table's
+ * fillfactor it is mostly a HOT update: no index writes on the hot path. Measured here (2 cores,
+ * PG 15, fsync on, 20,000 no-op jobs, one consumer, acks group-committed): with an index on
+ * locked_until, or with claims also moving available_at (an SQS-style visibility timeout), every
+ * claim rewrote index entries and consume+ack ran 7,300 msgs/s at concurrency 50 and 2,350 at
+ * 10; with HOT claims, 15,400-18,800 and 5,900-6,100. The price: rows in flight stay at the
+ * front of the claim index and each claim filters them out (at most `concurrency` per consumer).
+ *
+ * The subqueries in (3) read the snapshot from before (1), so the leases taken by (1) are added
+ * separately: a stuck handler's message must be redelivered (or dead-lettered) when its lease
+ * ends, not at the next safety poll.
+ */
+export const CLAIM_SQL = `
+  WITH next AS MATERIALIZED (
+    SELECT message_id FROM baton_work_queue
+    WHERE worker_id = $1 AND exhausted_at IS NULL AND available_at <= now()
+      AND (locked_until IS NULL OR locked_until <= now()) AND delivery_count < $3
+    ORDER BY available_at, created_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ), claimed AS (
+    UPDATE baton_work_queue q
+    SET locked_until = now() + $4::float8 * interval '1 millisecond', delivery_count = q.delivery_count + 1
+    FROM next WHERE q.message_id = next.message_id
+    RETURNING q.message_id, q.payload, q.delivery_count
+  ), idle AS (
+    SELECT (SELECT count(*) FROM claimed) < $2 AS yes
+  ), gone AS (
+    DELETE FROM baton_work_queue
+    WHERE (SELECT yes FROM idle) AND worker_id = $1 AND exhausted_at IS NULL AND available_at <= now()
+      AND delivery_count >= $3 AND locked_until <= now()
+    RETURNING message_id, worker_id, runtime, payload, delivery_count
+  ), ${MOVE_TO_DEAD_LETTERS}
+  SELECT message_id, payload, delivery_count, NULL::float8 AS wake_in_ms, NULL::int AS dead_lettered FROM claimed
+  UNION ALL
+  SELECT NULL, NULL, NULL, EXTRACT(EPOCH FROM LEAST(
+      (SELECT min(available_at) FROM baton_work_queue
+        WHERE worker_id = $1 AND exhausted_at IS NULL AND available_at > now()),
+      (SELECT min(locked_until) FROM baton_work_queue
+        WHERE worker_id = $1 AND exhausted_at IS NULL AND available_at <= now() AND locked_until > now()),
+      (SELECT now() + $4::float8 * interval '1 millisecond' FROM claimed LIMIT 1)
+    ) - now())::float8 * 1000,
+    (SELECT count(*) FROM dead)::int
+  WHERE (SELECT yes FROM idle)`;
+
+/**
+ * A nak on a delivery's last allowed attempt moves the message to baton_dead_letters; any other
+ * makes it claimable again after the delay. Either way only while that delivery is current.
+ */
+export const NAK_SQL = `
+  WITH gone AS (
+    DELETE FROM baton_work_queue
+    WHERE message_id = $1 AND delivery_count = $2 AND exhausted_at IS NULL AND delivery_count >= $3
+    RETURNING message_id, worker_id, runtime, payload, delivery_count
+  ), ${MOVE_TO_DEAD_LETTERS}, again AS (
+    UPDATE baton_work_queue SET locked_until = NULL, available_at = now() + $4::float8 * interval '1 millisecond'
+    WHERE message_id = $1 AND delivery_count = $2 AND exhausted_at IS NULL AND delivery_count < $3
+  )
+  SELECT (SELECT count(*) FROM dead)::int AS dead_lettered`;
+
+export const WORKING_SQL = `
+  UPDATE baton_work_queue SET locked_until = now() + $3::float8 * interval '1 millisecond'
+  WHERE message_id = $1 AND delivery_count = $2 AND locked_until IS NOT NULL AND exhausted_at IS NULL`;
+
+/** Ack and term: both remove the row. */
+export const DELETE_SQL = `
+  DELETE FROM baton_work_queue q USING unnest($1::uuid[], $2::int[]) AS d(message_id, delivery_count)
+  WHERE q.message_id = d.message_id AND q.delivery_count = d.delivery_count`;
+
+/** Give back rows claimed by a consumer that began stopping before it could hand them over. */
+export const RELEASE_SQL = `
+  UPDATE baton_work_queue q SET locked_until = NULL, delivery_count = q.delivery_count - 1
+  FROM unnest($1::uuid[], $2::int[]) AS d(message_id, delivery_count)
+  WHERE q.message_id = d.message_id AND q.delivery_count = d.delivery_count`;
+
+export const PUBLISH_SQL = `
+  INSERT INTO baton_work_queue (message_id, worker_id, runtime, payload)
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[])
+  ON CONFLICT (message_id) DO NOTHING`;
+
+/** Exhausted messages are not waiting for anyone, so they are not counted. */
+export const DEPTH_SQL = `
+  SELECT count(*)::int AS n FROM baton_work_queue
+  WHERE ($1::text IS NULL OR worker_id = $1) AND exhausted_at IS NULL
+    AND (delivery_count < $2 OR locked_until > now())`;
