@@ -22,11 +22,16 @@ export class Backoff {
     return this.#nextMs;
   }
 
+  /** The delay to wait now; the next one doubles. For a caller that waits its own way. */
+  take(): number {
+    const ms = this.#nextMs;
+    this.#nextMs = Math.min(ms * 2, this.maxMs);
+    return ms;
+  }
+
   /** Wait the current delay (cut short by `signal`), then double it for the next failure. */
   async wait(signal?: AbortSignal): Promise<void> {
-    const ms = this.#nextMs;
-    this.#nextMs = Math.min(this.#nextMs * 2, this.maxMs);
-    await sleep(ms, signal);
+    await sleep(this.take(), signal);
   }
 
   /** Something worked: the next failure waits the first delay again. */

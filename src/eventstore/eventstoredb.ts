@@ -74,6 +74,7 @@ import {
   DEFAULT_RECONNECT_BACKOFF,
   type Backoff,
 } from './eventstoredb-mapping.ts';
+import { sleep } from '../async/sleep.ts';
 
 export interface EventStoreDbEventStoreOptions {
   log?: Logger;
@@ -92,18 +93,6 @@ const HEALTHY_AFTER_MS = 10_000;
 
 const isStreamNotFound = (err: unknown) => (err as { type?: unknown } | null)?.type === 'stream-not-found';
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
 
 /**
  * A store on an EventStoreDB/KurrentDB server. Given a connection string (esdb://, esdb+discover://,

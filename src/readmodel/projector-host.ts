@@ -13,6 +13,7 @@ import { readCheckpoint } from './checkpoints.ts';
 import { sampleExecutionDrift } from './drift.ts';
 import { followProjection } from './projector.ts';
 import { rebuildProjection } from './rebuild.ts';
+import { Backoff } from '../async/backoff.ts';
 
 export interface ProjectorOptions {
   pool: pg.Pool;
@@ -33,17 +34,6 @@ export interface Projector {
   /** Run a drift check now (also what the timer runs). */
   checkDrift(): Promise<void>;
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
   const registers = o.registry ? [o.registry] : [];
@@ -97,7 +87,7 @@ export function startProjector(o: ProjectorOptions): Projector {
   const failing = new Map<string, string>();
 
   async function run(p: Projection): Promise<void> {
-    let backoffMs = 250;
+    const backoff = new Backoff();
     while (!stopping.signal.aborted) {
       try {
         const checkpoint = await readCheckpoint(o.pool, p.name);
@@ -117,7 +107,7 @@ export function startProjector(o: ProjectorOptions): Projector {
           hooks: {
             onBatch(_, events, result) {
               failing.delete(p.name);
-              backoffMs = 250;
+              backoff.reset();
               metrics.events.inc({ projection: p.name }, events.length);
               metrics.batches.inc({ projection: p.name });
               if (result.refused.length > 0) metrics.refused.inc({ projection: p.name }, result.refused.length);
@@ -128,9 +118,8 @@ export function startProjector(o: ProjectorOptions): Projector {
       } catch (err) {
         if (stopping.signal.aborted) break;
         failing.set(p.name, (err as Error).message);
-        log.error({ err, projection: p.name, retryInMs: backoffMs }, 'projection follower failed; retrying');
-        await sleep(backoffMs, stopping.signal);
-        backoffMs = Math.min(backoffMs * 2, 30_000);
+        log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
+        await backoff.wait(stopping.signal);
       }
     }
   }

@@ -1,21 +1,7 @@
 // What runs in the background of a WorkTransport instance, written once for both adapters: the
-// set of consumers and subscriptions close() stops, a sleep that a stop cuts short, and the
-// periodic task (the dead-letter sweeps).
+// set of consumers and subscriptions close() stops, and the periodic task (the dead-letter
+// sweeps). Pauses use the one abortable sleep (src/async/sleep.ts).
 import type { Logger } from 'pino';
-
-/** Resolves after `ms`, or at once when the signal aborts. Never rejects. */
-export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 export interface Stoppable {
   /** Idempotent: every call returns the one stop in progress (or done). */

@@ -16,7 +16,9 @@
 // another (the dead-letter subscriptions), with the same waits and back-off.
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
-import { once, sleepUnlessAborted } from './background.ts';
+import { Backoff } from '../async/backoff.ts';
+import { sleep } from '../async/sleep.ts';
+import { once } from './background.ts';
 import type { Delivery, WorkMessage } from './work-transport.ts';
 
 /** What a loop does once a pull is over. */
@@ -71,29 +73,6 @@ export interface PullLoopOptions {
   overlapAt?: number;
 }
 
-const FIRST_BACKOFF_MS = 100;
-const MAX_BACKOFF_MS = 5_000;
-
-/** Every pull loop's back-off: 100 ms after a failure, doubling up to 5 s, and 100 ms again after a pull that worked. */
-class Backoff {
-  #ms = FIRST_BACKOFF_MS;
-
-  get ms(): number {
-    return this.#ms;
-  }
-
-  reset(): void {
-    this.#ms = FIRST_BACKOFF_MS;
-  }
-
-  /** The wait now; the next one doubles. */
-  take(): number {
-    const ms = this.#ms;
-    this.#ms = Math.min(ms * 2, MAX_BACKOFF_MS);
-    return ms;
-  }
-}
-
 const logBackOff = (log: Logger | undefined, end: { why: string; err?: unknown }, retryInMs: number): void => {
   if (end.err === undefined) log?.debug({ retryInMs }, end.why);
   else log?.warn({ err: end.err, retryInMs }, end.why);
@@ -107,7 +86,7 @@ export function runPullLoop(source: PullSource, o: PullLoopOptions): { stop(): P
   const stopping = new AbortController();
   const pulls = new Set<Promise<void>>();
   const backoff = new Backoff();
-  const backOff = source.backOff ?? sleepUnlessAborted;
+  const backOff = source.backOff ?? sleep;
   let requested = 0;
   /** A wait or back-off in progress: no pull starts until it is over. */
   let pause: Promise<void> | undefined;
@@ -144,7 +123,7 @@ export function runPullLoop(source: PullSource, o: PullLoopOptions): { stop(): P
   function after(end: PullEnd): void {
     if (stopping.signal.aborted) return;
     if (end.next === 'back-off') {
-      logBackOff(o.log, end, backoff.ms);
+      logBackOff(o.log, end, backoff.nextMs);
       // Another pull is already backing off: this failure does not double the wait.
       if (!pause) {
         const ms = backoff.take();
@@ -189,7 +168,7 @@ export async function repeatPulls(
   o: { signal: AbortSignal; log: Logger | undefined; backOff?: (ms: number, signal: AbortSignal) => Promise<void> },
 ): Promise<void> {
   const backoff = new Backoff();
-  const backOff = o.backOff ?? sleepUnlessAborted;
+  const backOff = o.backOff ?? sleep;
   while (!o.signal.aborted) {
     const end = await pull(o.signal).catch(failedPull);
     if (o.signal.aborted) break;

@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { repeatEvery, sleepUnlessAborted } from '../../src/transport/background.ts';
+import { sleep } from '../../src/async/sleep.ts';
+import { repeatEvery } from '../../src/transport/background.ts';
 import { PULL_AGAIN, repeatPulls, runPullLoop, type PullEnd, type Pulled, type PullSource } from '../../src/transport/pull-loop.ts';
 import type { Delivery, WorkMessage } from '../../src/transport/work-transport.ts';
 
@@ -271,7 +272,7 @@ describe('runPullLoop', () => {
           failures = 1;
           return PULL_AGAIN;
         }
-        return { next: 'wait', wait: () => sleepUnlessAborted(60_000, signal) };
+        return { next: 'wait', wait: () => sleep(60_000, signal) };
       },
     };
     const loop = runPullLoop(source, { concurrency: 1, log, handler: async (d) => d.ack() });
@@ -302,7 +303,7 @@ describe('repeatPulls', () => {
     const loop = repeatPulls(
       async (signal) => {
         pulls++;
-        return ends.shift() ?? { next: 'wait', wait: () => sleepUnlessAborted(60_000, signal) };
+        return ends.shift() ?? { next: 'wait', wait: () => sleep(60_000, signal) };
       },
       { signal: stopping.signal, log, backOff: async (ms) => void waits.push(ms) },
     );
