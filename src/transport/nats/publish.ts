@@ -9,6 +9,7 @@ import { validateForPublish } from '../internal.ts';
 import type { WorkMessage } from '../work-transport.ts';
 import { encoder, type NatsContext } from './context.ts';
 import type { Provisioning } from './provision.ts';
+import { mapLimit } from '../../async/map-limit.ts';
 
 const PUBLISH_WINDOW = 256;
 
@@ -42,20 +43,15 @@ export function createPublisher({ js, settings, log, assertOpen }: NatsContext, 
   async function publish(messages: WorkMessage[]): Promise<void> {
     assertOpen('publish');
     validateForPublish(messages);
-    let next = 0;
-    const lane = async () => {
-      while (next < messages.length) {
-        const m = messages[next++]!;
-        const subject = settings.subjectFor(m);
-        const data = encoder.encode(JSON.stringify(m));
-        try {
-          await publishRestoring('work', subject, data, m.messageId);
-        } catch (err) {
-          throw new BatonError(`publish of ${m.messageId} to ${subject} (stream ${streamName}) failed: ${(err as Error).message}`, { cause: err });
-        }
+    await mapLimit(messages, PUBLISH_WINDOW, async (m) => {
+      const subject = settings.subjectFor(m);
+      const data = encoder.encode(JSON.stringify(m));
+      try {
+        await publishRestoring('work', subject, data, m.messageId);
+      } catch (err) {
+        throw new BatonError(`publish of ${m.messageId} to ${subject} (stream ${streamName}) failed: ${(err as Error).message}`, { cause: err });
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(PUBLISH_WINDOW, messages.length) }, lane));
+    });
   }
 
   return { publish, publishRestoring };
