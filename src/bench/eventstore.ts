@@ -111,17 +111,19 @@ async function rehydratePhase(store: PostgresEventStore, count: number, runs: nu
 
 export async function runEventStoreBench(
   ctx: { pool: pg.Pool; databaseUrl: string },
-  o: { seconds: number; largeHistory?: number; progress: (line: string) => void },
+  o: { seconds: number; largeHistory?: number; streams?: number; progress: (line: string) => void },
 ): Promise<EventStoreBenchResult> {
   const largeHistory = o.largeHistory ?? 100_000;
-  return withScratchDatabase(ctx, 70, async ({ pool, postgresVersion }) => {
+  const streams = o.streams ?? 64;
+  // One connection per stream appending at once, and a few for the rest.
+  return withScratchDatabase(ctx, streams + 6, async ({ pool, postgresVersion }) => {
     const store = createPostgresEventStore(pool);
     try {
       const phases: [string, number, number][] = [
         ['1 stream, single events', 1, 1],
         ['1 stream, batches of 6', 1, 6],
-        ['64 streams, single events', 64, 1],
-        ['64 streams, batches of 6', 64, 6],
+        [`${streams} streams, single events`, streams, 1],
+        [`${streams} streams, batches of 6`, streams, 6],
       ];
       const appends: AppendPhaseResult[] = [];
       for (const [i, [label, streams, batch]] of phases.entries()) {

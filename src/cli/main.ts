@@ -190,6 +190,7 @@ bench
   .description('append throughput (1 and 64 streams, single events and batches of 6) and rehydration time')
   .addOption(new Option('--seconds <n>', 'duration of each append phase').argParser(positiveInt).default(3))
   .addOption(new Option('--large-history <events>', 'events in the long execution rehydrated last').argParser(intFrom(1_000, 1_000_000)).default(100_000))
+  .addOption(new Option('--streams <n>', 'streams appended to at once in the many-streams phases (each takes a connection)').argParser(intFrom(1, 256)).default(64))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).eventStoreBenchCommand(o));
 

@@ -20,7 +20,7 @@ import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { createExecutorMetrics } from './executor-metrics.ts';
-import { createMonitor } from './monitor.ts';
+import { createMonitor } from './monitor/index.ts';
 import { plan, type Placement } from './placement.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';

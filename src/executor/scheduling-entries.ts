@@ -1,5 +1,37 @@
 // What the scheduling view hands out: the executions in each phase the executor acts on, the
-// decisions it owes, and the reason words it writes into the history for a reclaim.
+// decisions it owes, and the reason words it writes into the history for a reclaim; and the
+// phase of each execution state.
+import type { ExecutionStatus } from '../../actors/execution.machine.ts';
+
+/** What the executor does with an execution in each non-final state. */
+export type Phase = 'waiting' | 'retry-pending' | 'scheduling' | 'handed-off' | 'running';
+
+export function phaseOf(status: ExecutionStatus, retryPending: boolean): Phase | undefined {
+  switch (status) {
+    case 'Requested':
+      return retryPending ? 'retry-pending' : 'waiting';
+    case 'Scheduling':
+      return 'scheduling';
+    case 'Scheduled':
+      return 'handed-off';
+    case 'Running':
+      return 'running';
+    case 'Completed':
+    case 'Failed':
+    case 'Cancelled':
+    case 'TimedOut':
+    case 'Abandoned':
+      return undefined;
+    default: {
+      const unknown: never = status;
+      throw new Error(`no phase for execution state ${String(unknown)}`);
+    }
+  }
+}
+
+/** Phases in which the execution holds its concurrency slot. */
+export const HOLDS_SLOT: ReadonlySet<Phase> = new Set(['scheduling', 'handed-off', 'running']);
+
 
 export interface HandedOffExecution {
   executionId: string;

@@ -14,45 +14,16 @@
 // comes back or the run ends, once, because the state changes once.
 //
 // Every executor derives its own view; compare-and-swap appends settle races between them.
-import { isFinal, statusOf, type ExecutionSnapshot, type ExecutionStatus } from '../../actors/execution.machine.ts';
+import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import type { ActionPolicy } from '../../schemas/worker-events.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
 import { AdvertisedWorkers, type WorkerChange } from './advertised-workers.ts';
 import { SlotCounts, concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
-import { reclaimReason, type ActionGauges, type CancelRequest, type HandedOffExecution, type Orphan, type RetryDecision, type RunningExecution, type WorkerStatus } from './scheduling-entries.ts';
+import { HOLDS_SLOT, phaseOf, reclaimReason, type ActionGauges, type Phase, type CancelRequest, type HandedOffExecution, type Orphan, type RetryDecision, type RunningExecution, type WorkerStatus } from './scheduling-entries.ts';
 import { WaitingQueue, type WaitingExecution } from './waiting-queue.ts';
 
 export type ExecutionChange = Change<ExecutionSnapshot, ExecutionEvent>;
-
-/** What the executor does with an execution in each non-final state. */
-type Phase = 'waiting' | 'retry-pending' | 'scheduling' | 'handed-off' | 'running';
-
-function phaseOf(status: ExecutionStatus, retryPending: boolean): Phase | undefined {
-  switch (status) {
-    case 'Requested':
-      return retryPending ? 'retry-pending' : 'waiting';
-    case 'Scheduling':
-      return 'scheduling';
-    case 'Scheduled':
-      return 'handed-off';
-    case 'Running':
-      return 'running';
-    case 'Completed':
-    case 'Failed':
-    case 'Cancelled':
-    case 'TimedOut':
-    case 'Abandoned':
-      return undefined;
-    default: {
-      const unknown: never = status;
-      throw new Error(`no phase for execution state ${String(unknown)}`);
-    }
-  }
-}
-
-/** Phases in which the execution holds its concurrency slot. */
-const HOLDS_SLOT: ReadonlySet<Phase> = new Set(['scheduling', 'handed-off', 'running']);
 
 interface Entry {
   action: string;

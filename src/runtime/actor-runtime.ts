@@ -165,7 +165,14 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       if (!prepared) {
         // Commands that depend on the state are made again from each attempt's snapshot.
         const made = (commands as CommandsFor<S, E>)(loaded.revision === undefined && !kind.empty ? undefined : loaded.snapshot);
-        if (made === undefined) return { id, snapshot: loaded.snapshot, revision: loaded.revision ?? -1n, appended: false };
+        if (made === undefined) {
+          // Nothing to do, says a remembered snapshot: as with a refusal, ask the store first.
+          if (!loaded.events && attempt <= maxConflictRetries) {
+            cache.delete(id);
+            continue;
+          }
+          return { id, snapshot: loaded.snapshot, revision: loaded.revision ?? -1n, appended: false };
+        }
         prepared = prepare(id, made);
       }
       const { events, eventIds } = prepared;

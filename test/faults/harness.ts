@@ -17,8 +17,8 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { connect as natsConnect } from 'nats';
 import { afterAll, beforeAll } from 'vitest';
-import { isFinal } from '../../actors/execution.machine.ts';
-import { executionStreamId, terminalEventTypes } from '../../schemas/events.ts';
+import { finalStatuses, foldExecution, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
 import { migrateAll } from '../../src/db/all-migrations.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime, type SubmitRequest } from '../../src/runtime/execution-runtime.ts';
@@ -509,8 +509,6 @@ export interface WorkerOptions {
   shutdownTimeoutMs?: number;
 }
 
-const TERMINAL_TYPES: ReadonlySet<string> = new Set(terminalEventTypes);
-
 export class FaultScenario {
   readonly submitted = new Set<string>();
   readonly processes: BatonProcess[] = [];
@@ -651,26 +649,47 @@ export class FaultScenario {
 
   // --- observation
 
-  /** Bring terminalAt up to date for every submitted execution; returns how many are not terminal. */
+  /**
+   * Bring terminalAt up to date for every submitted execution; returns how many are not terminal.
+   * Final is what the machine says: the state its last event led to (metadata.stateAfter).
+   */
   async refreshTerminal(): Promise<number> {
     const open = [...this.submitted].filter((id) => !this.terminalAt.has(id));
     for (let i = 0; i < open.length; i += 2_000) {
       const chunk = open.slice(i, i + 2_000);
-      const r = await this.pool.query<{ stream_id: string; type: string; recorded_at: Date }>(
-        `SELECT e.stream_id, e.type, e.recorded_at FROM baton_streams s
+      const r = await this.pool.query<{ stream_id: string; state_after: string | null; recorded_at: Date }>(
+        `SELECT e.stream_id, e.metadata->>'stateAfter' AS state_after, e.recorded_at FROM baton_streams s
            JOIN baton_events e ON e.stream_id = s.stream_id AND e.revision = s.revision
           WHERE s.stream_id = ANY($1::text[])`,
         [chunk.map(executionStreamId)],
       );
       for (const row of r.rows) {
-        const id = row.stream_id.slice('execution-'.length);
-        // A failure is final only when it is not retried: the machine decides.
-        if (TERMINAL_TYPES.has(row.type) || (row.type === 'ExecutionFailed' && isFinal((await this.runtime.load(id)).snapshot))) {
-          this.terminalAt.set(id, row.recorded_at.getTime());
-        }
+        if (row.state_after !== null && finalStatuses.has(row.state_after)) this.terminalAt.set(row.stream_id.slice('execution-'.length), row.recorded_at.getTime());
       }
     }
     return this.submitted.size - this.terminalAt.size;
+  }
+
+  /** Every submitted execution not final yet, folded through the machine (one read of their events). */
+  async openSnapshots(): Promise<Map<string, ExecutionSnapshot>> {
+    await this.refreshTerminal();
+    const open = [...this.submitted].filter((id) => !this.terminalAt.has(id));
+    const r = await this.pool.query<{ stream_id: string; type: string; data: unknown; metadata: Record<string, unknown> }>(
+      'SELECT stream_id, type, data, metadata FROM baton_events WHERE stream_id = ANY($1::text[]) ORDER BY stream_id, revision',
+      [open.map(executionStreamId)],
+    );
+    const events = new Map<string, ExecutionEvent[]>();
+    for (const row of r.rows) {
+      const list = events.get(row.stream_id) ?? [];
+      list.push({ type: row.type, data: row.data, metadata: row.metadata } as ExecutionEvent);
+      events.set(row.stream_id, list);
+    }
+    return new Map([...events].map(([streamId, list]) => [streamId.slice('execution-'.length), foldExecution(list)]));
+  }
+
+  /** Executions in `state` with the baton on `workerId`, as the machine says. */
+  async heldIn(state: 'Scheduled' | 'Running', workerId: string): Promise<string[]> {
+    return [...(await this.openSnapshots())].filter(([, s]) => statusOf(s) === state && s.context.workerId === workerId).map(([id]) => id);
   }
 
   /** Wait until every submitted execution is terminal, or `ms` passes; true when all are. */
@@ -701,15 +720,9 @@ export class FaultScenario {
     );
   }
 
-  /** Executions whose last event is `ExecutionStarted` by this worker: running on it now. */
+  /** Executions running on this worker now. */
   async runningOn(workerId: string): Promise<string[]> {
-    const r = await this.pool.query<{ stream_id: string }>(
-      `SELECT e.stream_id FROM baton_streams s
-         JOIN baton_events e ON e.stream_id = s.stream_id AND e.revision = s.revision
-        WHERE s.stream_id LIKE 'execution-%' AND e.type IN ('ExecutionStarted', 'ExecutionProgressed') AND e.metadata->>'by' = $1`,
-      [`worker:${workerId}`],
-    );
-    return r.rows.map((row) => row.stream_id.slice('execution-'.length));
+    return this.heldIn('Running', workerId);
   }
 
   /** What a worker holds: executions running on it, or handed off to it and not started. */
@@ -717,15 +730,9 @@ export class FaultScenario {
     return [...(await this.runningOn(workerId)), ...(await this.handedOffTo(workerId))];
   }
 
-  /** Executions handed off to this worker and not started (their last event is the handoff). */
+  /** Executions handed off to this worker and not started. */
   async handedOffTo(workerId: string): Promise<string[]> {
-    const r = await this.pool.query<{ stream_id: string }>(
-      `SELECT e.stream_id FROM baton_streams s
-         JOIN baton_events e ON e.stream_id = s.stream_id AND e.revision = s.revision
-        WHERE s.stream_id LIKE 'execution-%' AND e.type = 'ExecutionHandedOff' AND e.data->>'workerId' = $1`,
-      [workerId],
-    );
-    return r.rows.map((row) => row.stream_id.slice('execution-'.length));
+    return this.heldIn('Scheduled', workerId);
   }
 
   async eventsOf(executionId: string) {
@@ -740,17 +747,12 @@ export class FaultScenario {
   // --- faults
 
   /**
-   * Executions a worker holds or the executor is moving: past Requested and not terminal.
-   * (Those still waiting in Requested for a free worker are load, not something a fault hit.)
+   * Executions a worker holds or the executor is moving: past Requested (or back in it, awaiting
+   * a retry decision) and not final. (Those waiting in Requested for a free worker are load, not
+   * something a fault hit.)
    */
   async underway(): Promise<string[]> {
-    await this.refreshTerminal();
-    const r = await this.pool.query<{ stream_id: string }>(
-      `SELECT e.stream_id FROM baton_streams s
-         JOIN baton_events e ON e.stream_id = s.stream_id AND e.revision = s.revision
-        WHERE s.stream_id LIKE 'execution-%' AND e.type NOT IN ('ExecutionRequested', 'ExecutionRetryScheduled')`,
-    );
-    return r.rows.map((row) => row.stream_id.slice('execution-'.length)).filter((id) => !this.terminalAt.has(id));
+    return [...(await this.openSnapshots())].filter(([, s]) => statusOf(s) !== 'Requested' || s.context.retryPending).map(([id]) => id);
   }
 
   /**

@@ -15,9 +15,9 @@ export async function endToEndBenchCommand(o: { executions: number; concurrency:
   });
 }
 
-export async function eventStoreBenchCommand(o: { seconds: number; largeHistory: number; json?: boolean }): Promise<void> {
+export async function eventStoreBenchCommand(o: { seconds: number; largeHistory: number; streams: number; json?: boolean }): Promise<void> {
   await withContext(async (ctx) => {
-    const result = await runEventStoreBench(ctx, { seconds: o.seconds, largeHistory: o.largeHistory, progress });
+    const result = await runEventStoreBench(ctx, { seconds: o.seconds, largeHistory: o.largeHistory, streams: o.streams, progress });
     console.log(o.json ? toJson(result) : printEventStoreBench(result));
   });
 }

@@ -1,0 +1,120 @@
+// Absent workers: one whose heartbeat went stale is declared lost and what it held is reclaimed;
+// what a worker id's previous process held when a new one announced itself is reclaimed at once;
+// and executions whose action no live worker offers are abandoned after noWorkerTimeoutMs.
+import { mapLimit } from '../../async/map-limit.ts';
+import { formatDuration } from '../../config.ts';
+import { BatonError, NotFoundError, RejectedCommandError, WrongExpectedRevisionError } from '../../errors.ts';
+import { recordWorkerEvent } from '../../runtime/worker-kind.ts';
+import type { WaitingExecution } from '../waiting-queue.ts';
+import { fitForWork, type LiveWorker } from '../worker-directory.ts';
+import type { MonitorContext } from './context.ts';
+
+export function workerDuties(c: MonitorContext) {
+  /** Workers this executor declared lost while their heartbeat stays stale. */
+  const declaredLost = new Set<string>();
+  /** Actions some execution waits for that no live worker offers: since when (this executor saw). */
+  const unofferedSince = new Map<string, number>();
+
+  return {
+    /**
+     * A worker whose heartbeat went stale is lost: record it, then reclaim everything it held.
+     * `connectedSince`: heartbeats stop for everyone while the database is down, so right after an
+     * outage every worker looks stale; none is declared lost until the executor has been
+     * connected for a whole staleness period.
+     */
+    async reclaimFromLost(workers: readonly LiveWorker[], connectedSince: number): Promise<void> {
+      if (c.now() - connectedSince < c.staleAfterMs) return;
+      for (const w of workers) {
+        if (w.ageMs < c.staleAfterMs) {
+          declaredLost.delete(w.workerId); // it came back (or never left): it may be declared again later
+          continue;
+        }
+        const held = c.view.heldBy(w.workerId);
+        const status = c.view.workerStatus(w.workerId);
+        if (declaredLost.has(w.workerId) && held.length === 0) continue;
+        if (status !== 'lost' && status !== 'stopped') {
+          try {
+            await recordWorkerEvent(
+              c.workerStreams,
+              w.workerId,
+              'WorkerLost',
+              { lastHeartbeatAt: w.heartbeatAt.toISOString(), reason: `no heartbeat for ${Math.round(w.ageMs / 1000)} s (the limit is ${Math.round(c.staleAfterMs / 1000)} s)` },
+              { by: 'executor' },
+            );
+            c.metrics?.enforced.inc({ kind: 'worker lost' });
+            c.log.warn({ workerId: w.workerId, ageMs: w.ageMs, holds: held.length }, `worker ${w.workerId} declared lost`);
+          } catch (err) {
+            // Another executor recorded it first, or the stream moved on: the reclaims below still apply.
+            if (!(err instanceof BatonError || err instanceof WrongExpectedRevisionError)) throw err;
+          }
+        }
+        declaredLost.add(w.workerId);
+        await mapLimit(held, c.parallelism, (x) =>
+          c.enforce('worker-lost reclaim', x.executionId, { type: 'OwnershipReclaimed', data: { reason: 'worker-lost', workerId: w.workerId, attempt: x.attempt }, by: 'executor' }),
+        );
+      }
+    },
+
+    /**
+     * Reclaim at once what a previous process of a worker id held when a new process announced
+     * itself under that id: that process is gone (kill -9, OOM, a crash), so waiting for its
+     * heartbeat to go stale or its message's ack-wait would only delay the retry. A start that
+     * landed after the announcement is the new process's own and is left alone (the view drops
+     * it from the orphans). One that lands between the view's note and this append makes the
+     * append conflict and the runtime decide again, where the reclaim still fits: that run is
+     * fenced off and retried as a new attempt, visibly.
+     */
+    async reclaimOrphans(): Promise<void> {
+      await mapLimit(c.view.takeOrphans(), c.parallelism, async (x) => {
+        try {
+          const r = await c.runtime.dispatch(x.executionId, (s) =>
+            s!.context.owner === `worker:${x.workerId}` && s!.context.attempt === x.attempt
+              ? { type: 'OwnershipReclaimed', data: { reason: 'worker-restarted', workerId: x.workerId, attempt: x.attempt }, by: 'executor' }
+              : undefined,
+          );
+          if (r.appended) {
+            c.metrics?.enforced.inc({ kind: 'restart reclaim' });
+            c.log.warn({ executionId: x.executionId, workerId: x.workerId, attempt: x.attempt }, `reclaimed from worker ${x.workerId}: it restarted while holding it`);
+          }
+        } catch (err) {
+          if (err instanceof RejectedCommandError || err instanceof NotFoundError) return; // moved on meanwhile
+          c.log.error({ executionId: x.executionId, err }, 'restart reclaim failed; the lost-worker and schedule-to-start checks still apply');
+        }
+      });
+    },
+
+    /**
+     * An execution whose action no live worker offers waits visibly (baton status, the API, the
+     * baton_executor_waiting_unoffered gauge). Once it has waited noWorkerTimeoutMs while no worker
+     * offered its action (counted from when this executor first saw none, so a restart starts the
+     * count again), it is abandoned with that reason, an ordinary final event.
+     */
+    async abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
+      const now = c.now();
+      const offered = new Set(workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs)).flatMap((w) => w.actions));
+      const waiting = c.view.waitingActions();
+      for (const action of unofferedSince.keys()) if (offered.has(action) || !waiting.has(action)) unofferedSince.delete(action);
+      const due: WaitingExecution[] = [];
+      for (const action of waiting.keys()) {
+        if (offered.has(action)) continue;
+        const since = unofferedSince.get(action) ?? now;
+        unofferedSince.set(action, since);
+        if (now - since < c.noWorkerTimeoutMs) continue;
+        due.push(...c.view.waitingFor(action).filter((w) => now - Math.max(w.since, since) >= c.noWorkerTimeoutMs));
+      }
+      await mapLimit(due, c.parallelism, (w) =>
+        c.enforce('no-worker abandon', w.executionId, {
+          type: 'ExecutionAbandoned',
+          data: { reason: `no live worker offered action "${w.action}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT)` },
+          by: 'executor',
+        }),
+      );
+    },
+
+    /** Per action no live worker offers now, the executions waiting for it (as the last tick saw). */
+    unoffered(): ReadonlyMap<string, number> {
+      const waiting = c.view.waitingActions();
+      return new Map([...unofferedSince.keys()].flatMap((action) => (waiting.has(action) ? [[action, waiting.get(action)!] as const] : [])));
+    },
+  };
+}

@@ -1,0 +1,119 @@
+// The one actor runtime (src/runtime/actor-runtime.ts) against the real Postgres store: two
+// processes' runtimes on one store, each with its own snapshot cache. A cache only ever saves a
+// read; it never makes a decision the store would not have made.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { statusOf } from '../../actors/execution.machine.ts';
+import { statusOf as workerStatusOf } from '../../actors/worker.machine.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import type { StoredEvent } from '../../src/eventstore/event-store.ts';
+import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
+import { createTestDatabase } from '../support/test-db.ts';
+
+const deadline = () => new Date(Date.now() + 30_000).toISOString();
+const announcement = { actions: ['core.noop'], runtimes: ['node'], capacity: 1 };
+
+describe('the actor runtime', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    db = await createTestDatabase({ max: 10 });
+    store = createPostgresEventStore(db.pool);
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  /** How many stream reads a runtime makes, counted at the store. */
+  function counting(): { store: PostgresEventStore; reads: () => number } {
+    let reads = 0;
+    return { store: { ...store, readStream: (...a: Parameters<PostgresEventStore['readStream']>) => (reads++, store.readStream(...a)) }, reads: () => reads };
+  }
+
+  it('decides on its own last append without reading the stream again', async () => {
+    const { store: s, reads } = counting();
+    const runtime = createExecutionRuntime(s);
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
+    await runtime.dispatch(executionId, [
+      { type: 'SchedulingStarted', data: {}, by: 'executor' },
+      { type: 'ExecutionHandedOff', data: { workerId: 'w1', attempt: 1, deadline: deadline() }, by: 'executor' },
+    ]);
+    const before = reads();
+    await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });
+    const done = await runtime.dispatch(executionId, { type: 'ExecutionCompleted', data: { result: 1 }, by: 'worker:w1' });
+    expect(statusOf(done.snapshot)).toBe('Completed');
+    expect(reads() - before).toBe(0);
+  });
+
+  it('confirms a refusal decided on a stale cache against the store, and then decides right', async () => {
+    const a = createExecutionRuntime(store);
+    const b = createExecutionRuntime(store);
+    const { executionId } = await a.submit({ action: 'core.noop', input: null });
+    await a.dispatch(executionId, [
+      { type: 'SchedulingStarted', data: {}, by: 'executor' },
+      { type: 'ExecutionHandedOff', data: { workerId: 'w1', attempt: 1, deadline: deadline() }, by: 'executor' },
+    ]); // a's cache: Scheduled
+    await b.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' }); // the store: Running
+    // In a's remembered Scheduled a completion is refused; the store says Running, where it fits.
+    const r = await a.dispatch(executionId, { type: 'ExecutionCompleted', data: { result: 'ok' }, by: 'worker:w1' });
+    expect(r.appended).toBe(true);
+    expect((await store.readStream(executionStreamId(executionId))).map((e) => e.type)).toEqual([
+      'ExecutionRequested',
+      'SchedulingStarted',
+      'ExecutionHandedOff',
+      'ExecutionStarted',
+      'ExecutionCompleted',
+    ]);
+  });
+
+  it('confirms a "nothing to do" decided on a stale cache against the store (a worker declared lost meanwhile)', async () => {
+    const mine = createWorkerRuntime(store);
+    const executor = createWorkerRuntime(store);
+    await recordWorkerEvent(mine, 'w-stale', 'WorkerStarted', announcement); // mine remembers Active
+    await recordWorkerEvent(executor, 'w-stale', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'stale' }, { by: 'executor' });
+    const announced = await recordWorkerEvent(mine, 'w-stale', 'WorkerStarted', announcement, { when: (s) => workerStatusOf(s) === 'Lost' });
+    expect(announced).toBe(true);
+    expect(workerStatusOf((await mine.load('w-stale')).snapshot)).toBe('Active');
+  });
+
+  it('folds each observed event once, whether its own append or the subscription brought it first, and tells listeners once', async () => {
+    const runtime = createExecutionRuntime(store);
+    const seen: string[] = [];
+    runtime.onChange((c) => seen.push(...c.events.map((e) => `${c.source}:${e.event.type}`)));
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
+    const [requested] = await store.readStream(executionStreamId(executionId));
+    await runtime.observe(requested!);
+    await runtime.dispatch(executionId, { type: 'SchedulingStarted', data: {}, by: 'executor' });
+    for (const e of await store.readStream(executionStreamId(executionId))) await runtime.observe(e); // the subscription catches up
+    expect(seen).toEqual(['observed:ExecutionRequested', 'own:SchedulingStarted']);
+  });
+
+  it('recognises a final event arriving again after its own append ended the execution, without a read', async () => {
+    const { store: s, reads } = counting();
+    const runtime = createExecutionRuntime(s);
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
+    const first = (await store.readStream(executionStreamId(executionId)))[0]!;
+    await runtime.observe(first);
+    await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'no' }, by: 'executor' });
+    const before = reads();
+    const events: StoredEvent[] = await store.readStream(executionStreamId(executionId));
+    for (const e of events) expect(await runtime.observe(e)).toBeUndefined();
+    expect(reads() - before).toBe(0);
+  });
+
+  it('loads from the store until a follower keeps it current, then from its cache', async () => {
+    const { store: s, reads } = counting();
+    const runtime = createExecutionRuntime(s);
+    const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
+    await runtime.load(executionId);
+    await runtime.load(executionId);
+    expect(reads()).toBe(2);
+    runtime.followed();
+    await runtime.load(executionId);
+    expect(reads()).toBe(2);
+    await runtime.load(executionId, { fresh: true });
+    expect(reads()).toBe(3);
+  });
+});
