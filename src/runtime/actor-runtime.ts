@@ -89,7 +89,7 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
    * do (`appended: false`).
    */
   dispatch(id: string, commands: Commands<S, E>, o?: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> }): Promise<Dispatched<S>>;
-  /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners. */
+  /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners (the change, unless it came from a read of the whole stream). */
   observe(stored: StoredEvent): Promise<Change<S, E> | undefined>;
   /** Listen to every change of every actor of this kind this process sees; returns the unsubscribe. */
   onChange(listener: (change: Change<S, E>) => void): () => void;
@@ -110,8 +110,17 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
   let followsStore = options.followsStore ?? false;
   const listeners = new Set<(change: Change<S, E>) => void>();
 
+  /** Every listener hears every change, even when one before it throws (a bug there must not starve the others); the first error is rethrown. */
   function emit(change: Change<S, E>): void {
-    for (const listener of listeners) listener(change);
+    let failure: { err: unknown } | undefined;
+    for (const listener of listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        failure ??= { err };
+      }
+    }
+    if (failure) throw failure.err;
   }
 
   async function readStream(id: string): Promise<StoredEvent[]> {
@@ -132,7 +141,21 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     }
     const snapshot = kind.fold(id, events.map((e) => kind.read(e)));
     const revision = events[events.length - 1]!.revision;
+    // Whatever this read shows that the cache had not seen is a change like any other: a listener
+    // told only by observe would never hear of events a load took into the cache first.
+    const held = cache.get(id);
+    const seen = held?.revision ?? cache.endedAt(id) ?? -1n;
     cache.put(id, snapshot, revision);
+    if (revision > seen) {
+      const news = events.filter((e) => e.revision > seen);
+      emit({
+        id,
+        before: held?.snapshot,
+        after: snapshot,
+        source: 'loaded',
+        events: news.map((e) => ({ event: kind.read(e), eventId: e.eventId, revision: e.revision, globalPosition: e.globalPosition, recordedAt: e.recordedAt })),
+      });
+    }
     return { id, snapshot, revision, events };
   }
 
@@ -230,17 +253,10 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     if (held && stored.revision === held.revision + 1n) before = held.snapshot;
     else if (stored.revision === 0n) before = kind.empty?.(id);
     else {
-      // Not held (forgotten, or followed from the middle of its stream): read it whole, once.
-      const loaded = await loadFresh(id);
-      const change: Change<S, E> = {
-        id,
-        before: undefined,
-        after: loaded.snapshot,
-        source: 'loaded',
-        events: (loaded.events ?? []).map((e) => ({ event: kind.read(e), eventId: e.eventId, revision: e.revision, globalPosition: e.globalPosition, recordedAt: e.recordedAt })),
-      };
-      emit(change);
-      return change;
+      // Not held (forgotten, or followed from the middle of its stream): read it whole, once;
+      // the load tells the listeners what it brought.
+      await loadFresh(id);
+      return undefined;
     }
     const event = kind.read(stored);
     const d = kind.decide(id, before, event);

@@ -103,6 +103,21 @@ describe('the actor runtime', () => {
     expect(reads() - before).toBe(0);
   });
 
+  it('tells its listeners what a load brought into the cache, so an observe that finds it there already loses nothing', async () => {
+    const runtime = createExecutionRuntime(store);
+    const seen: string[] = [];
+    runtime.onChange((c) => seen.push(...c.events.map((e) => `${c.source}:${e.event.type}`)));
+    const other = createExecutionRuntime(store);
+    const { executionId } = await other.submit({ action: 'core.noop', input: null });
+    await other.dispatch(executionId, { type: 'SchedulingStarted', data: {}, by: 'executor' });
+    await runtime.load(executionId); // e.g. the orchestrator asking about a step before the follower got there
+    for (const e of await store.readStream(executionStreamId(executionId))) await runtime.observe(e); // then the follower
+    expect(seen).toEqual(['loaded:ExecutionRequested', 'loaded:SchedulingStarted']);
+    await other.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'r' }, by: 'executor' });
+    await runtime.load(executionId);
+    expect(seen.slice(2), 'only what it had not seen').toEqual(['loaded:ExecutionCancelled']);
+  });
+
   it('loads from the store until a follower keeps it current, then from its cache', async () => {
     const { store: s, reads } = counting();
     const runtime = createExecutionRuntime(s);
