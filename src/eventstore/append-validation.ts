@@ -2,7 +2,7 @@
 // is refused with the same message whichever store is configured (the contract suite checks
 // the wording).
 import { BatonError } from '../errors.ts';
-import type { ExpectedRevision, NewEvent } from './event-store.ts';
+import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision, NewEvent } from './event-store.ts';
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -18,4 +18,22 @@ export function validateAppend(streamId: string, events: NewEvent[], expected: E
     if (typeof e.type !== 'string' || e.type.length === 0) throw new BatonError(`append to ${streamId}: events[${i}].type must be a non-empty string`);
     if (e.data === undefined) throw new BatonError(`append to ${streamId}: events[${i}].data is required (use {} or null)`);
   });
+}
+
+/**
+ * appendMany for a store whose atomicity is one stream (EventStoreDB has no multi-stream
+ * transaction): every request is an append of its own, all at once, each with its own outcome.
+ */
+export async function appendEach(
+  append: (streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }) => Promise<AppendResult>,
+  requests: readonly AppendRequest[],
+): Promise<AppendOutcome[]> {
+  return Promise.all(
+    requests.map((r) =>
+      append(r.streamId, r.events, { expectedRevision: r.expectedRevision }).then(
+        (result): AppendOutcome => ({ ok: true, result }),
+        (error: unknown): AppendOutcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
+      ),
+    ),
+  );
 }

@@ -63,9 +63,27 @@ export interface SubscribeOptions {
   batchSize?: number;
 }
 
+/** One stream's part of an appendMany. */
+export interface AppendRequest {
+  streamId: string;
+  events: NewEvent[];
+  expectedRevision: ExpectedRevision;
+}
+
+/** What became of one request of an appendMany: stored (or recognised as an earlier identical append), or refused. */
+export type AppendOutcome = { ok: true; result: AppendResult } | { ok: false; error: Error };
+
 export interface EventStore {
   /** Append a batch to one stream atomically, if it is at `expectedRevision`. */
   append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
+  /**
+   * Appends to many streams, each with its own expected revision and its own outcome, in the
+   * requests' order: a request that conflicts (WrongExpectedRevisionError, DuplicateEventIdError)
+   * is reported, the others are stored, and a retry of an append already stored is recognised
+   * as with append(). Invalid requests (validation) are outcomes too. How atomic a batch is
+   * depends on the adapter: see its header.
+   */
+  appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]>;
   /** Read one stream forward from a revision (inclusive). Empty for a stream that does not exist. */
   readStream(streamId: string, options?: { fromRevision?: bigint; limit?: number }): Promise<StoredEvent[]>;
   /**

@@ -50,7 +50,7 @@ import {
 } from '@eventstore/db-client';
 import type { Logger } from 'pino';
 import { BatonError, DuplicateEventIdError } from '../errors.ts';
-import { validateAppend } from './append-validation.ts';
+import { appendEach, validateAppend } from './append-validation.ts';
 import type { AppendResult, EventStore, ExpectedRevision, NewEvent, ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import {
   appendIdOf,
@@ -277,6 +277,8 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
   return {
     client,
     append,
+    // EventStoreDB has no transaction across streams: each request is atomic on its own stream.
+    appendMany: (requests) => appendEach(append, requests),
     readStream,
     readAll,
     subscribe,

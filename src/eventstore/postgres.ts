@@ -31,7 +31,7 @@ import type {
   SubscribeOptions,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
-import { validateAppend } from './append-validation.ts';
+import { appendEach, validateAppend } from './append-validation.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
@@ -329,6 +329,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
 
   return {
     append,
+    appendMany: (requests) => appendEach(append, requests),
     appendWithin,
     notifyAppended: () => wakeups.appended(),
     readStream,

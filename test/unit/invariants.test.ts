@@ -4,8 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
-import type { AppendResult, EventStore, NewEvent, ReadAllOptions, StoredEvent } from '../../src/eventstore/event-store.ts';
+import type { AppendOutcome, AppendRequest, AppendResult, EventStore, NewEvent, ReadAllOptions, StoredEvent } from '../../src/eventstore/event-store.ts';
 import { checkExecution, checkInvariants, describeReport } from '../../src/verify/invariants.ts';
+import { appendEach } from '../../src/eventstore/append-validation.ts';
 import { at, ev, withBy } from '../support/execution-paths.ts';
 
 /** Just enough EventStore for the checker: readAll in append order, readStream, raw writes. */
@@ -28,6 +29,10 @@ class MemoryStore implements EventStore {
         recordedAt: new Date(),
       });
     });
+  }
+
+  appendMany(requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+    return appendEach((streamId, events) => this.append(streamId, events), requests);
   }
 
   async append(streamId: string, events: NewEvent[]): Promise<AppendResult> {
