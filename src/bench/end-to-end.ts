@@ -1,7 +1,9 @@
-// `baton bench`: an executor and workers in this process, on a scratch database, with the full
-// event history. Throughput: submit N no-op executions at once and time until every one has
-// its ExecutionCompleted. Pickup latency at light load: submit one execution at a time and
-// time submit → the action body starting (a bench action marks the moment).
+// `baton bench`: the executor, the workers and the projector in this process as `baton dev`
+// composes them (in-process-hosts.ts), on a scratch database, with the full event history.
+// Throughput: submit N no-op executions at once and time until every one has its
+// ExecutionCompleted, sampling the projector's lag meanwhile. Pickup latency at light load:
+// submit one execution at a time and time submit → the action body starting (a bench action
+// marks the moment). Submissions come from another runtime and pool, as from an API or CLI.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
@@ -10,15 +12,15 @@ import type { NatsConnection } from 'nats';
 import { createActionRegistry, defineAction } from '../actions/index.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { START } from '../eventstore/event-store.ts';
-import { startExecutor } from '../executor/executor.ts';
-import { createLivenessStore } from '../liveness/liveness-store.ts';
+import { projections } from '../../projections/index.ts';
+import { readCheckpoint } from '../readmodel/checkpoints.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
-import { startWorkerHost } from '../worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { table } from '../cli/format.ts';
+import { startInProcessHosts } from './in-process-hosts.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 export interface EndToEndBenchOptions {
@@ -42,6 +44,8 @@ export interface EndToEndBenchResult {
   executionsPerSec: number;
   eventsPerSec: number;
   pickupMs: { samples: number; p50: number; p95: number; p99: number; max: number };
+  /** The executions projection's lag while the throughput phase ran (age of the oldest event it had not applied), sampled every 100 ms. */
+  projectionLagMs: { samples: number; p50: number; p99: number; max: number };
 }
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
@@ -57,8 +61,6 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const client = createExecutionRuntime(clientStore);
     const log = pino({ level: 'silent' });
     const store = createPostgresEventStore(pool);
-    const runtime = createExecutionRuntime(store);
-    const liveness = createLivenessStore(pool);
     let nc: NatsConnection | undefined;
     let transport: WorkTransport;
     const suffix = randomUUID().slice(0, 8);
@@ -81,14 +83,9 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     });
     const noop = defineAction({ name: 'bench.noop', input: z.null(), run: () => null });
     const actions = createActionRegistry([mark, noop]);
-    const executor = startExecutor({ store, transport, workers: liveness, log });
-    await executor.ready;
     const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
-    const workers = await Promise.all(
-      Array.from({ length: o.workers }, (_, i) =>
-        startWorkerHost({ workerId: `bench-${suffix}-${i + 1}`, store, runtime, transport, liveness, actions, capacity, log }),
-      ),
-    );
+    const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
+    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: true });
     try {
       o.progress(`[1/2] pickup latency at light load: ${o.latencySamples} executions, one at a time …`);
       const pickups: number[] = [];
@@ -113,6 +110,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
           if (completed >= o.latencySamples + o.executions) break;
         }
       })();
+      const lags = sampleProjectionLag(clientStore, clientPool);
       const t0 = performance.now();
       for (let i = 0; i < o.executions; i += 500) {
         await Promise.all(Array.from({ length: Math.min(500, o.executions - i) }, () => client.submit({ action: 'bench.noop', input: null })));
@@ -120,6 +118,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       await counting;
       const seconds = (performance.now() - t0) / 1000;
       ac.abort();
+      const lag = (await lags.stop()).sort((a, b) => a - b);
       const events = (await countEvents()) - eventsBefore; // measured, not assumed
       return {
         transport: o.transport === 'nats' ? 'NATS JetStream' : 'Postgres work queue',
@@ -131,10 +130,10 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         executionsPerSec: Math.round(o.executions / seconds),
         eventsPerSec: Math.round(events / seconds),
         pickupMs: { samples: pickups.length, p50: round(percentile(pickups, 0.5)), p95: round(percentile(pickups, 0.95)), p99: round(percentile(pickups, 0.99)), max: round(pickups[pickups.length - 1] ?? NaN) },
+        projectionLagMs: { samples: lag.length, p50: round(percentile(lag, 0.5)), p99: round(percentile(lag, 0.99)), max: round(lag[lag.length - 1] ?? NaN) },
       };
     } finally {
-      await Promise.all(workers.map((w) => w.stop('bench finished')));
-      await executor.stop();
+      await hosts.stop();
       await transport.close();
       await nc?.close();
       await store.close();
@@ -154,5 +153,32 @@ export function printEndToEndBench(r: EndToEndBenchResult): string {
     ),
     '',
     table(['PICKUP (submit → action starts)', 'P50 MS', 'P95 MS', 'P99 MS', 'MAX MS'], [[`${r.pickupMs.samples} at light load`, String(r.pickupMs.p50), String(r.pickupMs.p95), String(r.pickupMs.p99), String(r.pickupMs.max)]]),
+    '',
+    table(['PROJECTION LAG (executions, during the throughput run)', 'P50 MS', 'P99 MS', 'MAX MS'], [[`${r.projectionLagMs.samples} samples`, String(r.projectionLagMs.p50), String(r.projectionLagMs.p99), String(r.projectionLagMs.max)]]),
   ].join('\n');
+}
+
+/**
+ * Every 100 ms, how old the oldest event the executions projection has not applied yet is (0
+ * when it is caught up): the projector's lag as `baton_projection_lag_seconds` reports it.
+ */
+function sampleProjectionLag(store: { readAll: ReturnType<typeof createPostgresEventStore>['readAll'] }, pool: pg.Pool): { stop(): Promise<number[]> } {
+  const executions = projections.find((p) => p.name === 'executions')!;
+  const samples: number[] = [];
+  let running = true;
+  const sampling = (async () => {
+    while (running) {
+      const { position } = await readCheckpoint(pool, executions.name);
+      const [next] = await store.readAll({ after: position, limit: 1, streamPrefixes: [...executions.streamPrefixes] });
+      samples.push(next ? Math.max(0, Date.now() - next.recordedAt.getTime()) : 0);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await sampling;
+      return samples;
+    },
+  };
 }

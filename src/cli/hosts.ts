@@ -173,6 +173,7 @@ export function startWorker(
     workerId: o.workerId,
     store: env.store,
     runtime: env.runtime,
+    workerStreams: env.workerStreams,
     transport: env.transport,
     liveness: env.liveness,
     actions: o.actions,

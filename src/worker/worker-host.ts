@@ -16,13 +16,15 @@ import { isAlive } from '../process/identity.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
-import { createWorkerRuntime, recordWorkerEvent } from '../runtime/worker-kind.ts';
+import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 
 export interface WorkerHostOptions {
   workerId: string;
   store: EventStore;
   runtime: ExecutionRuntime;
+  /** Worker streams (its own lifecycle events); shared with the executor in one process (`baton dev`), else its own. */
+  workerStreams?: WorkerRuntime;
   transport: WorkTransport;
   liveness: LivenessStore;
   actions: ActionRegistry;
@@ -121,7 +123,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     pid: process.pid,
     ...(Object.keys(policies).length > 0 && { policies }),
   };
-  const workers = createWorkerRuntime(o.store);
+  const workers = o.workerStreams ?? createWorkerRuntime(o.store);
   await recordWorkerEvent(workers, workerId, 'WorkerStarted', announcement).catch(async (err: unknown) => {
     await o.liveness.remove(workerId).catch(() => undefined); // give the id back
     throw err;

@@ -1,0 +1,64 @@
+// The hosts a benchmark runs in one process, composed as `baton dev` composes them: one
+// follower feeds the executor and the workflow orchestrator, the workers append through the same
+// runtimes (so their outcomes reach the executor at once, without a database round trip), and
+// optionally the projector keeps the read model, as every real installation runs one.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { ActionRegistry } from '../actions/registry.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { startExecutor } from '../executor/executor.ts';
+import { createLivenessStore } from '../liveness/liveness-store.ts';
+import { startProjector, type Projector } from '../readmodel/projector-host.ts';
+import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { followActors } from '../runtime/follow-actors.ts';
+import { createWorkerRuntime } from '../runtime/worker-kind.ts';
+import type { WorkTransport } from '../transport/work-transport.ts';
+import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
+import { startOrchestrator } from '../workflow/orchestrator.ts';
+import { createWorkflowRuntime } from '../workflow/workflow-stream.ts';
+
+export interface InProcessHosts {
+  workers: WorkerHost[];
+  projector: Projector | undefined;
+  stop(): Promise<void>;
+}
+
+export async function startInProcessHosts(o: {
+  store: EventStore;
+  pool: pg.Pool;
+  transport: WorkTransport;
+  actions: ActionRegistry;
+  /** Worker ids; each gets `capacity` concurrent runs. */
+  workerIds: string[];
+  capacity: number;
+  log: Logger;
+  projector?: boolean;
+}): Promise<InProcessHosts> {
+  const runtime = createExecutionRuntime(o.store);
+  const workerStreams = createWorkerRuntime(o.store);
+  const workflows = createWorkflowRuntime(o.store);
+  const liveness = createLivenessStore(o.pool);
+  const follower = followActors({ store: o.store, runtimes: [runtime.actors, workerStreams, workflows], log: o.log, who: 'executor' });
+  const executor = startExecutor({ store: o.store, actors: { executions: runtime, workerStreams, follower }, transport: o.transport, workers: liveness, log: o.log });
+  const orchestrator = startOrchestrator({ store: o.store, actors: { executions: runtime, workflows, follower }, log: o.log });
+  await Promise.all([executor.ready, orchestrator.ready]);
+  const projector = o.projector ? startProjector({ pool: o.pool, store: o.store, log: o.log }) : undefined;
+  const workers = await Promise.all(
+    o.workerIds.map((workerId) =>
+      startWorkerHost({ workerId, store: o.store, runtime, workerStreams, transport: o.transport, liveness, actions: o.actions, capacity: o.capacity, log: o.log }),
+    ),
+  );
+  let stopping: Promise<void> | undefined;
+  return {
+    workers,
+    projector,
+    stop: () =>
+      (stopping ??= (async () => {
+        await Promise.all(workers.map((w) => w.stop('bench finished')));
+        await follower.stop();
+        await orchestrator.stop();
+        await executor.stop();
+        await projector?.stop();
+      })()),
+  };
+}

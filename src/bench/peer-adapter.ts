@@ -1,0 +1,123 @@
+// Baton in the shared peer benchmark (../shared/bench-peers: graphile-worker, pg-boss, BullMQ and
+// Baton through one harness in one run). The harness imports this module through tsx and calls
+// `create(cfg)` for the 7-method interface its README describes; keeping it here means the
+// benchmark measures Baton through the project's own wiring as the internals change.
+//
+//   variant "postgres": the Postgres work queue;  variant "nats": JetStream at $NATS_URL
+//   enqueueOne  = the runtime's submit (one ExecutionRequested; concurrent ones share a commit)
+//   enqueueMany = submitMany when the runtime has it, else concurrent submits
+//   startWorker = the hosts as `baton dev` composes them (in-process-hosts.ts: executor,
+//                 orchestrator, the projector, one worker with capacity = concurrency), in the
+//                 worker child process; action `bench.peer` calls handler(input)
+//   pending()   = executions whose last event left them in a non-final state (metadata.stateAfter)
+//   clear()     = TRUNCATE of Baton's tables, and this run's JetStream streams
+import pg from 'pg';
+import pino from 'pino';
+import { finalStatuses } from '../../actors/execution.machine.ts';
+import { createActionRegistry, defineAction } from '../actions/index.ts';
+import { migrateAll } from '../db/all-migrations.ts';
+import { createPostgresEventStore } from '../eventstore/postgres.ts';
+import { createExecutionRuntime, type SubmitRequest } from '../runtime/execution-runtime.ts';
+import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
+import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
+import type { WorkTransport } from '../transport/work-transport.ts';
+import { jsonValue } from '../input/schemas.ts';
+import { startInProcessHosts } from './in-process-hosts.ts';
+
+const ACTION = 'bench.peer';
+const PENDING_SQL = `
+  SELECT count(*)::int AS n
+  FROM baton_streams s JOIN baton_events e ON e.stream_id = s.stream_id AND e.revision = s.revision
+  WHERE s.stream_id LIKE 'execution-%' AND NOT (e.metadata->>'stateAfter' = ANY($1::text[]))`;
+const CLEAR_SQL = 'TRUNCATE baton_events, baton_streams, baton_work_queue, baton_dead_letters, baton_worker_liveness';
+
+export interface PeerConfig {
+  pgUrl: string;
+  variant?: string;
+}
+
+export async function create(cfg: PeerConfig) {
+  const variant = cfg.variant ?? 'postgres';
+  if (variant !== 'postgres' && variant !== 'nats') throw new Error(`baton peer adapter: unknown variant ${variant} (postgres | nats)`);
+  const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:54222';
+  const db = new URL(cfg.pgUrl).pathname.slice(1).replace(/[^A-Za-z0-9_-]/g, '_') || 'peers';
+  const natsOptions = { streamName: `BATON_PEERS_${db}`, subjectPrefix: `peers.${db}` };
+  const log = pino({ level: process.env.BATON_LOG_LEVEL ?? 'silent' });
+
+  // Submits come from their own pool, as from an API or CLI process.
+  const pool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_SUBMIT_POOL ?? 10) });
+  const check = new pg.Pool({ connectionString: cfg.pgUrl, max: 1 });
+  pool.on('error', () => undefined);
+  check.on('error', () => undefined);
+  const clientStore = createPostgresEventStore(pool);
+  const client = createExecutionRuntime(clientStore);
+  const request = (payload: unknown): SubmitRequest => ({ action: ACTION, input: payload });
+  let adminNc: Awaited<ReturnType<typeof connectNats>> | undefined;
+
+  async function deleteNatsStreams() {
+    adminNc ??= await connectNats(natsUrl);
+    const jsm = await adminNc.jetstreamManager();
+    for (const name of [natsOptions.streamName, `${natsOptions.streamName}_DLQ`]) await jsm.streams.delete(name).catch(() => undefined);
+  }
+
+  let running: { stop(): Promise<void> } | undefined;
+  return {
+    name: variant === 'nats' ? 'Baton (JetStream transport)' : 'Baton (Postgres work queue)',
+    async setup() {
+      await migrateAll(pool);
+      if (variant === 'nats') await deleteNatsStreams();
+    },
+    async enqueueMany(payloads: unknown[]) {
+      const many = (client as { submitMany?: (r: SubmitRequest[]) => Promise<unknown[]> }).submitMany;
+      if (many) await many(payloads.map(request));
+      else await Promise.all(payloads.map((p) => client.submit(request(p))));
+    },
+    async enqueueOne(payload: unknown) {
+      await client.submit(request(payload));
+    },
+    async clear() {
+      await check.query(CLEAR_SQL);
+      if (variant === 'nats') await deleteNatsStreams();
+    },
+    async pending() {
+      const { rows } = await check.query<{ n: number }>(PENDING_SQL, [[...finalStatuses]]);
+      return rows[0]!.n;
+    },
+    async startWorker({ concurrency, handler }: { concurrency: number; handler: (payload: unknown) => Promise<void> }) {
+      const wpool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_POOL ?? 24) });
+      wpool.on('error', () => undefined);
+      const store = createPostgresEventStore(wpool);
+      let nc: Awaited<ReturnType<typeof connectNats>> | undefined;
+      let transport: WorkTransport;
+      if (variant === 'nats') {
+        nc = await connectNats(natsUrl);
+        transport = await createNatsWorkTransport(nc, natsOptions);
+      } else {
+        transport = createPostgresWorkTransport(wpool);
+      }
+      const actions = createActionRegistry([
+        defineAction({ name: ACTION, input: jsonValue(), run: async (input) => { await handler(input); return null; } }),
+      ]);
+      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: true });
+      let stopping: Promise<void> | undefined;
+      running = {
+        stop: () =>
+          (stopping ??= (async () => {
+            await hosts.stop();
+            await transport.close();
+            await nc?.close();
+            await store.close();
+            await wpool.end();
+          })()),
+      };
+      return running;
+    },
+    async close() {
+      await running?.stop();
+      await clientStore.close();
+      await adminNc?.close();
+      await pool.end();
+      await check.end();
+    },
+  };
+}
