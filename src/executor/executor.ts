@@ -203,7 +203,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
         ];
       });
       if (!r.appended) return undefined;
-      return workMessage({ handoffEventId, executionId: execution.executionId, workerId, action: execution.action, attempt, handoffRevision: r.revision }, runtimeOf(execution.action), now());
+      return workMessage({ handoffEventId, executionId: execution.executionId, workerId, action: execution.action, attempt, handoffRevision: r.revision }, runtimeOf(execution.action), now(), r.snapshot);
     } catch (err) {
       // Another executor scheduled it, or it was cancelled: its change reaches the view.
       if (err instanceof RejectedCommandError) log.debug({ executionId: execution.executionId, err: err.message }, 'not scheduled: state moved on');

@@ -1,14 +1,18 @@
 // The work message for a handoff: what the transport carries to the worker. It names the
 // handoff's event id (the message id, so a broker that still holds it deduplicates a
 // re-publish) and the revision the handoff left the stream at (the worker's ExecutionStarted
-// must be appended there, or it is no longer the owner).
+// must be appended there, or it is no longer the owner), and the execution's state there, so
+// the worker need not read it back (carried-execution.ts).
+import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { carryExecution } from '../runtime/carried-execution.ts';
 import type { WorkMessage } from '../transport/work-transport.ts';
 import type { HandedOffExecution } from './scheduling-entries.ts';
 
 export type Handoff = Pick<HandedOffExecution, 'handoffEventId' | 'executionId' | 'workerId' | 'action' | 'attempt' | 'handoffRevision'>;
 
 /** `runtime`: the runtime tag the action's workers advertise, the work subject's `<runtime>` token. */
-export function workMessage(h: Handoff, runtime: string, now: number): WorkMessage {
+export function workMessage(h: Handoff, runtime: string, now: number, state?: ExecutionSnapshot): WorkMessage {
+  const execution = state && carryExecution(state);
   return {
     messageId: h.handoffEventId,
     executionId: h.executionId,
@@ -18,5 +22,6 @@ export function workMessage(h: Handoff, runtime: string, now: number): WorkMessa
     attempt: h.attempt,
     handoffRevision: String(h.handoffRevision),
     publishedAt: new Date(now).toISOString(),
+    ...(execution && { execution }),
   };
 }

@@ -21,6 +21,7 @@ export const WorkMessageSchema = z.object({
   attempt: z.number().int().positive(),
   handoffRevision: z.string().regex(/^\d+$/, 'must be a decimal stream revision'),
   publishedAt: z.iso.datetime({ offset: true }),
+  execution: z.object({ machineVersion: nonEmpty, value: nonEmpty, context: z.record(z.string(), z.unknown()) }).optional(),
 }) satisfies z.ZodType<WorkMessage>;
 
 /** Throws InvalidEventError naming the message's index and field. */

@@ -23,6 +23,11 @@ export interface WorkMessage {
   handoffRevision: string;
   /** When the executor published it (ISO), for pickup latency. */
   publishedAt: string;
+  /**
+   * The execution's state at handoffRevision, as the executor decided on it (absent when too
+   * large): a worker starts from it instead of reading the stream (src/runtime/carried-execution.ts).
+   */
+  execution?: { machineVersion: string; value: string; context: Record<string, unknown> };
 }
 
 export interface Delivery {

@@ -4,12 +4,13 @@
 // request ends it as Cancelled: before the start, instead of running; during the run, by
 // aborting the action's signal (see cancelHeldExecution for the handoffs no run holds yet).
 import type { Logger } from 'pino';
-import { statusOf } from '../../actors/execution.machine.ts';
+import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
 import { describeProblem, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
+import { restoreExecution } from '../runtime/carried-execution.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Delivery } from '../transport/work-transport.ts';
 import type { ErrorInfo } from '../../schemas/events.ts';
@@ -107,7 +108,22 @@ async function persistently<T>(what: string, log: Logger, fn: () => Promise<T>):
 
 const FINISHED = { ExecutionCompleted: 'completed', ExecutionFailed: 'failed', ExecutionTimedOut: 'timed-out', ExecutionCancelled: 'cancelled' } as const;
 
-export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Promise<void> {
+/**
+ * Where a delivery starts from: what this process already holds at (or past) the handoff, else
+ * the state the message carries (a first delivery only: a redelivery may find this worker's own
+ * earlier start, which only the store shows), else the store.
+ */
+function knownAtHandoff(delivery: Delivery, runtime: ExecutionRuntime): { snapshot: ExecutionSnapshot; revision: bigint } | undefined {
+  const { message } = delivery;
+  const handoffRevision = BigInt(message.handoffRevision);
+  const held = runtime.cached(message.executionId);
+  if (held && held.revision >= handoffRevision) return held;
+  if (delivery.deliveryCount !== 1) return undefined;
+  const snapshot = restoreExecution(message.execution);
+  return snapshot && { snapshot, revision: handoffRevision };
+}
+
+export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fromStore = false): Promise<void> {
   const { message } = delivery;
   const { workerId, runtime } = deps;
   const me = `worker:${workerId}` as const;
@@ -115,7 +131,8 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
 
   let loaded;
   try {
-    loaded = await runtime.load(message.executionId);
+    const known = fromStore ? undefined : knownAtHandoff(delivery, runtime);
+    loaded = known ? { executionId: message.executionId, ...known } : await runtime.load(message.executionId, { fresh: fromStore });
   } catch (err) {
     if (err instanceof NotFoundError) {
       log.error('work for an execution that does not exist; dropping it');
@@ -173,6 +190,8 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps): Pr
     );
   } catch (err) {
     if (err instanceof RejectedCommandError) {
+      // Started from a remembered state: what the store holds now decides what to do instead.
+      if (!fromStore) return runDelivery(delivery, deps, true);
       // A cancel request that landed between our read and the start is ours to carry out.
       if (await cancelHeldExecution(runtime, workerId, message.executionId, log)) deps.onFinished?.('cancelled');
       else log.info({ reason: err.message }, 'lost the baton before starting (reclaimed or cancelled); not running it');

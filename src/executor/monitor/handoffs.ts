@@ -22,7 +22,12 @@ export function handoffDuties(c: MonitorContext) {
         return since >= c.republishAfterMs * 2 ** Math.min(4, (last?.times ?? 1) - 1);
       });
       if (due.length === 0) return;
-      await c.transport.publish(due.map((h) => workMessage(h, c.runtimeOf(h.action), now)));
+      // The state travels only if the cache still holds it at the handoff's revision.
+      const stateAt = (h: (typeof due)[number]) => {
+        const held = c.runtime.cached(h.executionId);
+        return held?.revision === h.handoffRevision ? held.snapshot : undefined;
+      };
+      await c.transport.publish(due.map((h) => workMessage(h, c.runtimeOf(h.action), now, stateAt(h))));
       for (const h of due) published.set(h.handoffEventId, { at: now, times: (published.get(h.handoffEventId)?.times ?? 0) + 1 });
       c.log.info({ count: due.length, executionIds: due.slice(0, 10).map((h) => h.executionId) }, 're-published handoffs not started yet');
     },
