@@ -25,7 +25,7 @@ import { plan, type Placement } from './placement.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
 import { workMessage } from './work-messages.ts';
-import { fitForWork, type WorkerDirectory } from './worker-directory.ts';
+import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
 
@@ -90,6 +90,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const owned = o.actors === undefined;
   const { executions: runtime, workerStreams, follower } = o.actors ?? ownActors(o);
   const view = new SchedulingView();
+  // Liveness as the scheduling pass reads it: 250 ms old at most (heartbeats come every few seconds).
+  const directory = cachedDirectory(o.workers, 250, now);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
   const metrics = o.registry && createExecutorMetrics(o.registry, view, o.transport, () => monitor.unoffered());
@@ -130,6 +132,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }),
     workerStreams.onChange((change) => {
       view.applyWorker(change);
+      directory.invalidate();
       if (!caughtUp) return;
       kick();
       if (change.events.some((c) => c.event.type === 'WorkerStarted')) monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
@@ -176,7 +179,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
 
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
-    const workers = (await o.workers.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
+    const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
     const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
     const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
     if (messages.length > 0) {
