@@ -25,7 +25,7 @@ export interface ScheduleContext {
   fired: number;
   skipped: number;
   /** The latest fired ticks, newest last (at most RECENT_FIRED): their targets are checked to exist. */
-  recent: { tickAt: string; fireAt: string; target: FiredTarget; manual: boolean }[];
+  recent: { tickAt: string; fireAt: string; target: FiredTarget; manual: boolean; previous?: FiredTarget }[];
   deletedAt?: string;
 }
 
@@ -69,10 +69,10 @@ export const scheduleMachine = setup({
   actions: {
     recordFired: assign(({ context, event }) => {
       assertEvent(event, 'ScheduleTickFired');
-      const { tickAt, fireAt, target, manual } = event.data;
+      const { tickAt, fireAt, target, manual, previous } = event.data;
       return {
         fired: context.fired + 1,
-        recent: [...context.recent, { tickAt, fireAt, target, manual }].slice(-RECENT_FIRED),
+        recent: [...context.recent, { tickAt, fireAt, target, manual, ...(previous && { previous }) }].slice(-RECENT_FIRED),
         // A manual run is not one of the trigger's ticks: the cursor stays.
         cursor: manual ? context.cursor : tickAt,
       };
