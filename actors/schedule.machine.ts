@@ -39,7 +39,9 @@ type CreatedEvent = ScheduleEventOf<'ScheduleCreated'>;
 type TickEvent = ScheduleEventOf<'ScheduleTickFired'> | ScheduleEventOf<'ScheduleTickSkipped'>;
 
 const later = (a: string, b: string) => (Date.parse(a) >= Date.parse(b) ? a : b);
-const anchorFor = (spec: ScheduleSpec, at: string) => (spec.startAt !== undefined && spec.trigger.kind === 'every' ? spec.startAt : at);
+// An interval ticks from its start date, else from the whole second after it was set (so `every 30s` ticks on whole seconds).
+const anchorFor = (spec: ScheduleSpec, at: string) =>
+  spec.startAt !== undefined && spec.trigger.kind === 'every' ? spec.startAt : new Date(Math.ceil(Date.parse(at) / 1000) * 1000).toISOString();
 
 /** May this scheduled tick be recorded now? After the cursor, on the grid, and not after a pause began. */
 function tickFits(c: ScheduleContext, paused: boolean, tickAt: string): boolean {

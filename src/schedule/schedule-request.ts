@@ -58,7 +58,7 @@ export function durationMs(value: string | number): { ms: number } | { problem: 
   return { ms };
 }
 
-const human = (ms: number) => (ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
+const human = (ms: number) => (ms === 0 ? '0s' : ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
 
 /** The schedule id a request names, or the problem with it. */
 export function scheduleIdProblem(id: unknown): string | undefined {
