@@ -11,6 +11,7 @@ import { deadLetterResolvers } from './dead-letters.ts';
 import { ApiError } from './errors.ts';
 import { historyResolvers } from './history.ts';
 import { workflowResolvers } from './workflows.ts';
+import { scheduleResolvers } from './schedules.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -82,6 +83,7 @@ export const resolvers = {
     ...deadLetterResolvers.Query,
     ...historyResolvers.Query,
     ...workflowResolvers.Query,
+    ...scheduleResolvers.Query,
   },
 
   Execution: {
@@ -121,7 +123,9 @@ export const resolvers = {
 
   DeadLetter: deadLetterResolvers.DeadLetter,
 
-  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation, ...workflowResolvers.Mutation },
+  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation, ...workflowResolvers.Mutation, ...scheduleResolvers.Mutation },
+
+  Schedule: scheduleResolvers.Schedule,
 
   Workflow: workflowResolvers.Workflow,
   WorkflowStep: workflowResolvers.WorkflowStep,

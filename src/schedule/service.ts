@@ -33,6 +33,13 @@ export class ScheduleIdConflictError extends BatonError {
   }
 }
 
+/** The schedule is deleted: it cannot be changed or triggered any more. */
+export class ScheduleDeletedError extends BatonError {
+  constructor(readonly scheduleId: string, what: string) {
+    super(`schedule ${scheduleId} is deleted; ${what}`);
+  }
+}
+
 /** How many next fire times `show` lists. */
 export const NEXT_FIRE_TIMES = 5;
 
@@ -124,7 +131,7 @@ export async function updateSchedule(
   let unchanged = false;
   const r = await deps.schedules.dispatch(scheduleId, (s) => {
     if (!s) throw new NotFoundError('schedule', scheduleId);
-    if (s.status === 'done') throw new BatonError(`schedule ${scheduleId} is deleted; create a new one`);
+    if (s.status === 'done') throw new ScheduleDeletedError(scheduleId, 'create a new one');
     const spec = checkScheduleRequest(deps.actions, request, names, at, s.context.spec);
     unchanged = isDeepStrictEqual(spec, s.context.spec);
     return unchanged ? undefined : { type: 'ScheduleUpdated', data: { spec }, by: 'executor', correlationId: scheduleId };
@@ -174,7 +181,7 @@ export async function triggerSchedule(deps: ScheduleServiceDeps, scheduleId: str
   const tickAt = now(deps).toISOString();
   const r = await deps.schedules.dispatch(scheduleId, (s) => {
     if (!s) throw new NotFoundError('schedule', scheduleId);
-    if (s.status === 'done') throw new BatonError(`schedule ${scheduleId} is deleted; nothing to trigger`);
+    if (s.status === 'done') throw new ScheduleDeletedError(scheduleId, 'nothing to trigger');
     const target = targetOf(scheduleId, s.context.spec, { tickAt, manual: true });
     return { type: 'ScheduleTickFired', data: { tickAt, fireAt: tickAt, target, manual: true }, by: 'executor', eventId: tickEventId(scheduleId, tickAt, true), correlationId: scheduleId };
   });
