@@ -78,6 +78,13 @@ export function registerScheduleCommands(program: Command): void {
   }
 
   schedule
+    .command('replay')
+    .description("replay a schedule's history through this build's schedule machine; exit 1 on any divergence from the recorded states")
+    .argument('<id>', 'schedule id', scheduleId)
+    .option('--json', 'print JSON')
+    .action(async (id: string, o) => (await import('./run/schedule.ts')).scheduleReplayCommand(id, o));
+
+  schedule
     .command('trigger')
     .description('fire a schedule now, outside its trigger (recorded as a manual tick); prints what it started')
     .argument('<id>', 'schedule id', scheduleId)

@@ -17,7 +17,9 @@ import { startScheduleHost, tickEventId, type ScheduleHost } from '../../src/sch
 import { API_SCHEDULE_NAMES } from '../../src/schedule/schedule-request.ts';
 import { changeSchedule, createSchedule, showSchedule, triggerSchedule, type ScheduleServiceDeps } from '../../src/schedule/service.ts';
 import { targetOf, tickKey } from '../../src/schedule/targets.ts';
-import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
+import { replaySchedule } from '../../src/schedule/schedule-replay.ts';
+import { createWorkflowRuntime, loadWorkflow } from '../../src/workflow/workflow-stream.ts';
+import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
 
@@ -80,6 +82,8 @@ describe('schedules', () => {
     const requested = await requestedFor('race');
     const targets = events.flatMap((e) => (e.type === 'ScheduleTickFired' ? [`execution-${e.data.target.id}`] : []));
     expect(requested.map((e) => e.streamId).sort()).toEqual(targets.sort());
+    // The stored history replays through the machine with no divergence from the recorded states.
+    expect(replaySchedule(events)).toMatchObject({ events: events.length, divergences: [], finalState: 'Active' });
     expect(requested.map((e) => (e.data as { idempotencyKey: string }).idempotencyKey).sort()).toEqual(grid.map((t) => tickKey('race', { tickAt: t, manual: false })).sort());
   }, 30_000);
 
@@ -130,4 +134,63 @@ describe('schedules', () => {
     await expect(createSchedule({ ...deps, actions }, { id: 'same', every: '6m', action: 'core.noop' }, API_SCHEDULE_NAMES)).rejects.toThrow(/already used/);
     expect((await allEvents(store, [SCHEDULE_STREAM_PREFIX])).filter((e) => e.streamId === scheduleStreamId('same'))).toHaveLength(1);
   });
+
+  it('overlap skip: no new run while the previous is unfinished (no worker here: it stays Requested)', async () => {
+    await startHost().ready;
+    await createSchedule({ ...deps, actions }, { id: 'skip', every: '1s', action: 'core.noop', overlap: 'skip' }, API_SCHEDULE_NAMES);
+    const events = await eventually('a few ticks', async () => {
+      const e = await scheduleEvents('skip');
+      return e.filter((x) => x.type === 'ScheduleTickSkipped').length >= 2 ? e : undefined;
+    }, 10_000);
+    const ticks = events.filter((e) => e.type === 'ScheduleTickFired' || e.type === 'ScheduleTickSkipped');
+    expect(ticks[0]!.type).toBe('ScheduleTickFired');
+    expect(ticks.slice(1).every((e) => e.type === 'ScheduleTickSkipped' && e.data.reason === 'overlap')).toBe(true);
+    expect(await requestedFor('skip')).toHaveLength(1);
+  }, 20_000);
+
+  it('overlap cancel-previous: each tick cancels the run before it', async () => {
+    await startHost().ready;
+    await createSchedule({ ...deps, actions }, { id: 'replace', every: '1s', action: 'core.noop', overlap: 'cancel-previous' }, API_SCHEDULE_NAMES);
+    const fired = await eventually('three ticks', async () => {
+      const f = (await scheduleEvents('replace')).flatMap((e) => (e.type === 'ScheduleTickFired' ? [e.data] : []));
+      return f.length >= 3 ? f : undefined;
+    }, 10_000);
+    expect(fired[1]!.previous).toEqual(fired[0]!.target);
+    const first = await eventually('the first run cancelled', async () => {
+      const s = (await deps.executions.load(fired[0]!.target.id)).snapshot;
+      return isFinal(s) ? s : undefined;
+    }, 5_000);
+    expect(statusOf(first)).toBe('Cancelled');
+  }, 20_000);
+
+  it('targets a workflow: each tick starts one, by the id its event names', async () => {
+    await startHost().ready;
+    const definition = { name: 'tick-flow', steps: [{ id: 'a', action: 'core.noop' }] };
+    await createSchedule({ ...deps, actions }, { id: 'flow', every: '1s', workflow: definition, overlap: 'allow' }, API_SCHEDULE_NAMES);
+    const fired = await eventually('a tick', async () => (await scheduleEvents('flow')).find((e) => e.type === 'ScheduleTickFired'), 10_000);
+    if (fired.type !== 'ScheduleTickFired') throw new Error('not a tick');
+    expect(fired.data.target.kind).toBe('workflow');
+    const w = await eventually('its workflow', () => loadWorkflow(store, fired.data.target.id).catch(() => undefined), 5_000);
+    expect(w.snapshot.context.definition.name).toBe('tick-flow');
+  }, 20_000);
+
+  it('after downtime, skips the missed ticks but the newest catchUp ones', async () => {
+    // Created ten minutes ago, while no executor ran.
+    const tenMinutesAgo = () => new Date(Date.now() - 10 * 60_000);
+    await createSchedule({ ...deps, clock: tenMinutesAgo, actions }, { id: 'late', every: '1m', action: 'core.noop', catchUp: 2, overlap: 'allow' }, API_SCHEDULE_NAMES);
+    await startHost().ready;
+    const events = await eventually('the catch-up', async () => {
+      const e = await scheduleEvents('late');
+      return e.filter((x) => x.type === 'ScheduleTickFired').length >= 2 ? e : undefined;
+    }, 10_000);
+    const skipped = events.filter((e) => e.type === 'ScheduleTickSkipped');
+    expect(skipped).toHaveLength(1);
+    expect(skipped[0]!.data).toMatchObject({ reason: 'missed' });
+    const fired = events.flatMap((e) => (e.type === 'ScheduleTickFired' ? [Date.parse(e.data.tickAt)] : []));
+    // The newest two missed ones (and one on time, if one is due) ran; everything before was skipped.
+    expect(fired.length).toBeGreaterThanOrEqual(2);
+    expect(fired.length).toBeLessThanOrEqual(3);
+    expect(Date.parse((skipped[0]!.data as { tickAt: string }).tickAt)).toBeLessThan(fired[0]!);
+    expect((skipped[0]!.data as { count: number }).count + fired.length).toBeGreaterThanOrEqual(9);
+  }, 20_000);
 });

@@ -5,6 +5,10 @@ import { CLI_SCHEDULE_NAMES, type ScheduleRequest } from '../../schedule/schedul
 import { listSchedules } from '../../schedule/schedule-queries.ts';
 import { changeSchedule, createSchedule, showSchedule, triggerSchedule, updateSchedule, type ScheduleView } from '../../schedule/service.ts';
 import { readDefinitionFile } from '../../workflow/definition-file.ts';
+import { scheduleStreamId } from '../../../schemas/schedule-events.ts';
+import { NotFoundError } from '../../errors.ts';
+import { asScheduleEvent } from '../../runtime/schedule-kind.ts';
+import { replaySchedule } from '../../schedule/schedule-replay.ts';
 import type { JsonOptionValue } from '../arguments.ts';
 import { withContext, type CliContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
@@ -152,5 +156,17 @@ export async function scheduleTriggerCommand(id: string, o: { json?: boolean }):
     const r = await triggerSchedule({ ...ctx, executions: ctx.runtime }, id);
     if (o.json) console.log(toJson(r));
     else console.log(`schedule ${id} triggered at ${r.tickAt}: ${r.target.kind === 'action' ? 'execution' : 'workflow'} ${r.target.id}`);
+  });
+}
+
+export async function scheduleReplayCommand(id: string, o: { json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const stored = await ctx.store.readStream(scheduleStreamId(id));
+    if (stored.length === 0) throw new NotFoundError('schedule', id);
+    const r = replaySchedule(stored.map(asScheduleEvent));
+    if (o.json) console.log(toJson({ scheduleId: id, ...r }));
+    else if (r.divergences.length === 0) console.log(`schedule ${id}: ${r.events} events replayed, no divergence (ends ${r.finalState})`);
+    else for (const d of r.divergences) console.log(`schedule ${id} event ${d.revision} (${d.type}): recorded ${d.recorded ?? '-'}, replayed ${d.replayed}`);
+    if (r.divergences.length > 0) process.exitCode = 1;
   });
 }
