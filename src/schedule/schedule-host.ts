@@ -117,6 +117,12 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
     const c = snapshot.context;
     for (const tick of c.recent) {
       if (started.has(tick.target.id)) continue;
+      if (tick.target.kind !== c.spec.target.kind) {
+        // Recorded before an update changed what the schedule runs: that target cannot be made from today's spec.
+        log.warn({ scheduleId: id, tickAt: tick.tickAt, target: tick.target }, `schedule ${id}: the target of tick ${tick.tickAt} is a ${tick.target.kind}, the schedule now runs a ${c.spec.target.kind}; not starting it`);
+        started.add(tick.target.id);
+        continue;
+      }
       if (tick.previous && c.spec.overlap === 'cancel-previous') await cancelTarget(deps, tick.previous, `replaced by the tick of ${tick.tickAt} of schedule ${id}`);
       const created = await startTarget(deps, id, c.spec, tick);
       if (created) log.info({ scheduleId: id, tickAt: tick.tickAt, target: tick.target, manual: tick.manual }, `schedule ${id} started ${tick.target.kind === 'action' ? 'execution' : 'workflow'} ${tick.target.id}`);
