@@ -20,6 +20,7 @@ import { createPostgresWorkTransport } from '../../src/transport/postgres/index.
 import type { Consumer, WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { startOrchestrator, type Orchestrator } from '../../src/workflow/orchestrator.ts';
+import { startWorker } from '../api/api-harness.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -82,7 +83,8 @@ export function useConsole(o: { tokens?: boolean } = {}): () => ConsoleFixture {
     stops.push(() => orchestrator.stop());
     await Promise.all([executor.ready, orchestrator.ready]);
 
-    // w-dead: alive by its heartbeats, offering DEAD_ACTION, refusing every delivery.
+    // w-dead: announced, alive by its heartbeats, offering DEAD_ACTION, refusing every delivery.
+    await startWorker(store, DEAD_WORKER, { actions: [DEAD_ACTION], capacity: 4 });
     const beat = () =>
       db.pool.query(
         `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, heartbeat_at) VALUES ($1, $2, '{node}', 4, now())
