@@ -162,6 +162,8 @@ describe('workflows', () => {
     const w = await open('?workflow=long-run-1');
     await tabTo(w.page, '[data-testid="workflow-cancel"]');
     await w.page.keyboard.press('Enter');
+    await w.page.getByTestId('confirm-yes').waitFor();
+    await expect.poll(() => w.page.evaluate(() => document.activeElement?.getAttribute('data-testid')), POLL).toBe('confirm-yes');
     await w.page.keyboard.press('Enter'); // the confirmation's button has the focus
     await w.page.getByTestId('cancel-outcome').waitFor();
     await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), { ...POLL, timeout: 20_000 }).toBe('Cancelled');

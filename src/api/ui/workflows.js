@@ -66,13 +66,13 @@ function CancelButton({ workflow, onDone }) {
       setOutcome({ error: error instanceof Forbidden ? new Error(`Refused: ${error.message}`) : error });
     }
   };
-  if (ENDED.has(workflow.status) || workflow.status === 'Cancelling') return null;
+  if (!outcome.done && (ENDED.has(workflow.status) || workflow.status === 'Cancelling')) return null;
   return html`<div class="cancel-box">
     ${outcome.done && html`<p role="status" class="ok" data-testid="cancel-outcome">${outcome.done}</p>`}
     <${ErrorLine} error=${outcome.error} />
     ${asking
       ? html`<${Confirm} question=${`Cancel workflow ${workflow.id}? No more steps start and the running ones are cancelled.`} confirmLabel="Cancel the workflow" onConfirm=${cancel} onCancel=${() => setAsking(false)} />`
-      : html`<button type="button" class="danger" onClick=${() => setAsking(true)} data-testid="workflow-cancel">Cancel workflow…</button>`}
+      : !outcome.done && html`<button type="button" class="danger" onClick=${() => setAsking(true)} data-testid="workflow-cancel">Cancel workflow…</button>`}
   </div>`;
 }
 
