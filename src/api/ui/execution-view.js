@@ -63,7 +63,7 @@ async function loadTimeline(id) {
 
 /** The revision the read model has now, while the execution is not final: the page reloads when it moves. */
 function useLiveRevision(id, execution) {
-  const live = execution !== undefined && !FINAL.has(execution.status);
+  const live = execution != null && !FINAL.has(execution.status);
   const latest = useQuery(() => graphql(REVISION, { id }), live ? `live:${id}` : null, { pollMs: LIVE_MS });
   return live ? latest.data?.execution?.revision : undefined;
 }
