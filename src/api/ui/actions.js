@@ -26,6 +26,8 @@ function ActionCard({ stats, window }) {
   const finished = stats.completed + stats.failed + stats.cancelled + stats.timedOut + stats.abandoned;
   const failedAll = stats.failed + stats.timedOut + stats.abandoned;
   const recent = buckets.reduce((s, b) => ({ finished: s.finished + b.finished, failed: s.failed + b.failed }), { finished: 0, failed: 0 });
+  const peak = Math.max(0, ...buckets.map((b) => b.finished));
+  const slowest = Math.max(0, ...buckets.map((b) => b.p95Ms ?? 0));
   return html`<article class="panel action-card" aria-labelledby=${`action-${stats.action}`} data-testid="action-card" data-action=${stats.action}>
     <header class="action-head">
       <h2 id=${`action-${stats.action}`}><${Link} to=${{ view: 'executions', action: stats.action }} title="Its executions">${stats.action}</${Link}></h2>
@@ -42,11 +44,11 @@ function ActionCard({ stats, window }) {
     <${ErrorLine} error=${timeline.error} />
     <div class="charts">
       <figure>
-        <figcaption>Throughput, ${window.label} <span class="muted">(${recent.finished} finished, ${percent(recent.failed, recent.finished)} failed)</span></figcaption>
+        <figcaption>Throughput, ${window.label} <span class="muted">(${recent.finished} finished, ${percent(recent.failed, recent.finished)} failed; top: ${peak} per slice)</span></figcaption>
         <${ThroughputChart} buckets=${buckets} label=${`${stats.action}: executions finished per slice, ${window.label}`} />
       </figure>
       <figure>
-        <figcaption>Run time <span class="legend legend--p50">p50</span> <span class="legend legend--p95">p95</span></figcaption>
+        <figcaption>Run time <span class="legend legend--p50">p50</span> <span class="legend legend--p95">p95</span> <span class="muted">(top: ${duration(slowest || null)})</span></figcaption>
         <${LatencyChart} buckets=${buckets} label=${`${stats.action}: p50 and p95 run time per slice, ${window.label}`} />
       </figure>
     </div>

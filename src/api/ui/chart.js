@@ -2,7 +2,7 @@
 // red) and lines (p50 and p95 run time). No library: a few dozen points each.
 import { html } from './shared.js';
 
-const W = 300;
+const W = 190; // about the width it is drawn at, so dots stay round
 const H = 70;
 const PAD = 4;
 

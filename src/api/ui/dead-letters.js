@@ -41,7 +41,8 @@ function Details({ letter, onDone }) {
         ${letter.execution ? html` <${Badge} status=${letter.execution.status} />` : html` <span class="muted">(not in the read model)</span>`}</dd>
       <dt>Worker</dt><dd>${letter.workerId} <span class="muted">(${letter.runtime})</span></dd>
       <dt>Attempt</dt><dd>${letter.attempt}</dd>
-      <dt>Why</dt><dd>${letter.reason} <span class="muted">after ${letter.deliveries} deliveries</span></dd>
+      <dt>Why</dt><dd>${letter.reason}</dd>
+      <dt>Deliveries</dt><dd>${letter.deliveries}</dd>
       <dt>Published</dt><dd>${shortTime(letter.publishedAt)}</dd>
       <dt>Dead-lettered</dt><dd>${shortTime(letter.deadLetteredAt)}</dd>
     </dl>
@@ -68,7 +69,7 @@ export function DeadLettersView() {
       <h1 id="dead-letters-title">Dead letters</h1>
       <button type="button" onClick=${list.reload}>Refresh</button>
     </div>
-    <p class="muted">Work messages the transport gave up on after its deliveries; the executor failed their executions. Oldest first.</p>
+    <p class="muted">Work messages the transport gave up on after its deliveries; the executor ended their executions. Oldest first. Retry publishes one again to its worker; delete removes it for good.</p>
     <${ErrorLine} error=${list.error} />
     <div class="table-wrap">
       <table class="list" data-testid="dead-letters-table">

@@ -92,8 +92,7 @@ export function WorkflowPage({ params }) {
     html`<header class="execution-head">
         <div>
           <h1 id="workflow-title">${workflow.name ?? workflow.id}</h1>
-          <p class="muted"><code>${workflow.id}</code> · ${workflow.onFailure} · started ${shortTime(workflow.startedAt)}${workflow.finishedAt ? ` · finished ${shortTime(workflow.finishedAt)}` : ''}
-            · <${Link} to=${{ view: 'executions', workflow: workflow.id }}>its executions</${Link}></p>
+          <p class="muted"><code>${workflow.id}</code> · ${workflow.onFailure} · started ${shortTime(workflow.startedAt)}${workflow.finishedAt ? ` · finished ${shortTime(workflow.finishedAt)}` : ''}${' · '}<${Link} to=${{ view: 'executions', workflow: workflow.id }}>its executions</${Link}></p>
         </div>
         <div class="execution-status"><${Badge} status=${workflow.status} />${!ENDED.has(workflow.status) && html`<span class="live-dot" title="live"></span>`}</div>
         ${workflow.reason && html`<p class="error-box" role="note"><strong>${workflow.status === 'Failed' ? 'Failed' : 'Reason'}:</strong> ${workflow.reason}</p>`}
