@@ -14,6 +14,8 @@ import { WhatIf } from './what-if.js';
 const HISTORY_PAGE = 200;
 const LIVE_MS = 2_000;
 const FINAL = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
+/** Where the error is the outcome; elsewhere it is an earlier attempt's (the read model keeps the last one). */
+const ENDED_BADLY = new Set(['Failed', 'TimedOut', 'Abandoned']);
 const STEP_FIELDS = 'revision eventId type by recordedAt occurredAt data machineVersion stateBefore state owner attempt context changed';
 const TIMELINE = `query Timeline($id: ID!) {
   execution(id: $id) { id revision status action requestedAt workflowId parentId workerId error history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
@@ -81,7 +83,8 @@ function Header({ execution }) {
     <div class="execution-status">
       <span class="muted">now</span> <${Badge} status=${execution.status} />
     </div>
-    ${message && html`<p class="error-box" role="note" data-testid="execution-error"><strong>Error:</strong> ${message}</p>`}
+    ${message && html`<p class=${ENDED_BADLY.has(execution.status) ? 'error-box' : 'error-box error-box--earlier'} role="note" data-testid="execution-error">
+      <strong>${ENDED_BADLY.has(execution.status) ? 'Error:' : 'An earlier attempt failed:'}</strong> ${message}</p>`}
   </header>`;
 }
 

@@ -53,7 +53,7 @@ export function StatePanel({ step, before }) {
         <dd data-testid="current-owner">${step.owner}</dd>
         <dt>Attempt</dt>
         <dd data-testid="current-attempt">${step.attempt}</dd>
-        ${errorText && html`<dt>Error</dt><dd class="error" data-testid="current-error">${errorText}</dd>`}
+        ${errorText && html`<dt>${step.state === 'Failed' ? 'Error' : 'Last error'}</dt><dd class="error" data-testid="current-error">${errorText}</dd>`}
         <dt>Event</dt>
         <dd><strong>${step.type}</strong> <span class="muted">by</span> ${step.by}</dd>
         <dt>Occurred</dt>
