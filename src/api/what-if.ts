@@ -12,7 +12,7 @@ import { jsonField } from './response-budget.ts';
 
 export const MAX_WHAT_IF_EVENTS = 20;
 
-interface WhatIfEventInput {
+export interface WhatIfEventInput {
   type: string;
   data?: unknown;
   by?: string | null;
