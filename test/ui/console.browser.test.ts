@@ -80,6 +80,29 @@ describe('executions', () => {
   });
 });
 
+describe('live updates', () => {
+  it('shows a new execution on the newest page without a reload, and stops when live is off', async () => {
+    const w = await open('?view=executions&action=core.sleep');
+    const { page } = w;
+    await page.getByTestId('executions-table').waitFor();
+    let reloads = 0;
+    page.on('framenavigated', () => (reloads += 1));
+    await submit('live', 'core.sleep', { ms: 10 });
+    await page.locator(`[data-testid="execution-row"][data-id="${ids['live']}"]`).waitFor();
+    await expect.poll(() => page.locator(`[data-testid="execution-row"][data-id="${ids['live']}"] .badge`).first().textContent(), POLL).toBe('Completed');
+    expect(reloads).toBe(0);
+
+    await tabTo(page, '[data-testid="live-toggle"]');
+    await page.keyboard.press('Space');
+    expect(await page.getByTestId('live-toggle').isChecked()).toBe(false);
+    await submit('unseen', 'core.sleep', { ms: 10 });
+    await c().catchUp();
+    await new Promise((r) => setTimeout(r, 4_000)); // longer than the live refresh
+    expect(await page.locator(`[data-testid="execution-row"][data-id="${ids['unseen']}"]`).count()).toBe(0);
+    await done(w);
+  });
+});
+
 describe('the timeline, polished', () => {
   it('shows whole event names, where the handoff went, the error, and the statechart above the fold with every label in it', async () => {
     const w = await open(`?execution=${ids['fail']}`);
