@@ -127,6 +127,15 @@ describe('the timeline, polished', () => {
     await done(w);
   });
 
+  it('follows a running execution until it ends', async () => {
+    await submit('slow', 'core.sleep', { ms: 2_500 });
+    const w = await open(`?execution=${ids['slow']}`);
+    await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toMatch(/^(Requested|Scheduling|Scheduled|Running)$/);
+    await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toBe('Completed');
+    await expect.poll(() => w.page.getByTestId('revision-value').textContent(), POLL).toMatch(/^(\d+) \/ \1$/); // at the newest revision
+    await done(w);
+  });
+
   it('links a step execution to its workflow', async () => {
     const steps = (await admin(`{ workflow(id: "nightly-report-1") { steps { id executionId } } }`)).data!.workflow.steps;
     const render = steps.find((s: { id: string }) => s.id === 'render').executionId;
@@ -256,6 +265,23 @@ describe('dead letters', () => {
     await expect.poll(() => page.locator(`[data-testid="dead-letter-row"][data-id="${messageId}"]`).count(), POLL).toBe(0);
     expect(await c().transport.getDeadLetter(messageId!)).toBeUndefined();
     await done(w);
+  });
+
+  it('retries a dead letter after a confirmation', async () => {
+    await submit('dead2', DEAD_ACTION, null);
+    const w = await open('?view=dead-letters');
+    const row = w.page.locator('[data-testid="dead-letter-row"]').filter({ hasText: ids['dead2']!.slice(0, 8) });
+    await expect.poll(async () => {
+      if ((await row.count()) === 0) await w.page.getByRole('button', { name: 'Refresh' }).click();
+      return row.count();
+    }, { ...POLL, timeout: 20_000 }).toBe(1);
+    const messageId = await row.getAttribute('data-id');
+    await row.getByTestId('dead-letter-show').click();
+    await w.page.getByTestId('dead-letter-retry').click();
+    await w.page.getByTestId('confirm-yes').click();
+    await w.page.getByTestId('dead-letter-outcome').filter({ hasText: 'published again' }).waitFor();
+    await done(w);
+    expect(messageId).toBeTruthy();
   });
 });
 
