@@ -13,8 +13,8 @@ const c = useConsole({ tokens: true });
 const ids: Record<string, string> = {};
 
 const admin = (query: string, variables: Record<string, unknown> = {}) => gql(c().api.url, query, variables, { token: ADMIN_TOKEN });
-async function submit(name: string, action: string, input: unknown) {
-  const r = await admin(`mutation($action: String!, $input: JSON) { submitExecution(action: $action, input: $input) { executionId } }`, { action, input });
+async function submit(name: string, action: string, input: unknown, maxAttempts?: number) {
+  const r = await admin(`mutation($action: String!, $input: JSON, $max: Int) { submitExecution(action: $action, input: $input, maxAttempts: $max) { executionId } }`, { action, input, max: maxAttempts });
   if (r.errors) throw new Error(JSON.stringify(r.errors));
   ids[name] = r.data!.submitExecution.executionId;
 }
@@ -26,6 +26,7 @@ beforeAll(async () => {
   await submit('echo2', 'core.echo', { hello: 'again' });
   await submit('fail', 'core.fail', { message: 'card declined', retryable: false });
   await submit('dead', DEAD_ACTION, null);
+  await submit('flaky', 'core.fail', { message: 'connection reset by peer', retryable: true }, 2); // fails, retries once, fails
   const definition = {
     name: 'nightly-report',
     onFailure: 'continue',
@@ -39,7 +40,7 @@ beforeAll(async () => {
   const wf = await admin(`mutation($d: JSON!) { submitWorkflow(definition: $d, id: "nightly-report-1") { workflowId } }`, { d: definition });
   if (wf.errors) throw new Error(JSON.stringify(wf.errors));
   await eventually('the executions and the workflow to finish', async () => {
-    const done = await Promise.all(['echo', 'echo2', 'fail', 'dead'].map(async (k) => FINAL.includes(await statusOf(ids[k]!))));
+    const done = await Promise.all(['echo', 'echo2', 'fail', 'dead', 'flaky'].map(async (k) => FINAL.includes(await statusOf(ids[k]!))));
     const w = (await admin(`{ workflow(id: "nightly-report-1") { status } }`)).data!.workflow;
     return done.every(Boolean) && w?.status === 'Failed' ? true : undefined;
   }, 30_000);
@@ -105,14 +106,17 @@ describe('live updates', () => {
 
 describe('the timeline, polished', () => {
   it('shows whole event names, where the handoff went, the error, and the statechart above the fold with every label in it', async () => {
-    const w = await open(`?execution=${ids['fail']}`);
+    const w = await open(`?execution=${ids['flaky']}`);
     const { page } = w;
-    await page.getByTestId('handoff-2').waitFor();
-    expect(await page.getByTestId('handoff-2').textContent()).toBe(`worker:${WORKER}`);
-    await expect.poll(text(page, 'current-error'), POLL).toContain('card declined');
+    await expect.poll(() => page.locator('.event-type').count(), POLL).toBeGreaterThan(9);
     // No event name is cut off.
     const cut = await page.locator('.event-type').evaluateAll((els) => els.filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent));
     expect(cut).toEqual([]);
+    await page.getByTestId('handoff-2').waitFor();
+    expect(await page.getByTestId('handoff-2').textContent()).toBe(`worker:${WORKER}`);
+    expect(await page.locator('.event-type').allTextContents()).toContain('ExecutionRetryScheduled');
+    await expect.poll(text(page, 'current-error'), POLL).toContain('connection reset by peer');
+    await expect.poll(text(page, 'execution-error'), POLL).toContain('connection reset by peer');
     // The statechart starts above the fold at 1400×900, and its labels are inside the drawing.
     const chart = (await page.getByTestId('statechart').boundingBox())!;
     expect(chart.y).toBeLessThan(900 - 200);
