@@ -155,8 +155,10 @@ describe('the timeline, polished', () => {
     const w = await open(`?execution=${ids['echo']}&revision=3`);
     const { page } = w;
     await expect.poll(text(page, 'current-state'), POLL).toBe('Running');
+    await tabTo(page, '[data-testid="what-if-event"]');
     await page.getByTestId('what-if-event').selectOption({ label: `ExecutionFailed (by worker:${WORKER})` });
-    await page.getByTestId('what-if-run').click();
+    await tabTo(page, '[data-testid="what-if-run"]');
+    await page.keyboard.press('Enter');
     await expect.poll(text(page, 'what-if-result'), POLL).toContain('Running → Requested');
     await page.getByTestId('fork-edge-Running-Requested').waitFor();
     await expect.poll(() => page.getByTestId('state-Requested').getAttribute('data-fork-end'), POLL).toBe('true');
