@@ -140,10 +140,13 @@ describe('the timeline, polished', () => {
     await done(w);
   });
 
-  it('links a step execution to its workflow', async () => {
+  it('links a step execution to its parent and its workflow', async () => {
     const steps = (await admin(`{ workflow(id: "nightly-report-1") { steps { id executionId } } }`)).data!.workflow.steps;
-    const render = steps.find((s: { id: string }) => s.id === 'render').executionId;
-    const w = await open(`?execution=${render}`);
+    const stepOf = (id: string) => steps.find((s: { id: string }) => s.id === id).executionId;
+    const w = await open(`?execution=${stepOf('render')}`);
+    await w.page.getByTestId('parent-link').click();
+    await expect.poll(() => new URL(w.page.url()).searchParams.get('execution'), POLL).toBe(stepOf('fetch'));
+    await w.page.getByTestId('execution-id').filter({ hasText: stepOf('fetch') }).waitFor();
     await w.page.getByTestId('workflow-link').click();
     await w.page.getByTestId('dag').waitFor();
     expect(new URL(w.page.url()).searchParams.get('workflow')).toBe('nightly-report-1');
