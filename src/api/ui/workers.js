@@ -41,7 +41,7 @@ export function WorkersView() {
               <td><${Link} to=${{ view: 'executions', worker: w.id }} title="Its executions">${w.id}</${Link}></td>
               <td><span class=${`badge badge--w-${condition}`} title=${w.statusReason ?? ''}>${condition}</span></td>
               <td><${Load} inFlight=${w.inFlight} capacity=${w.capacity} /></td>
-              <td class="actions-cell">${w.actions.map((a) => html`<${Link} to=${{ view: 'actions', action: a }} class="chip">${a}</${Link}>`)}</td>
+              <td><div class="actions-cell">${w.actions.map((a) => html`<${Link} to=${{ view: 'actions', action: a }} class="chip">${a}</${Link}>`)}</div></td>
               <td class="num" data-testid="heartbeat-age">${w.heartbeatAgeMs === null ? html`<span class="muted">none</span>` : `${duration(w.heartbeatAgeMs)} ago`}</td>
               <td class="muted">${w.host ?? '—'}${w.pid ? ` · pid ${w.pid}` : ''}</td>
               <td class="num">${w.completed}</td>
