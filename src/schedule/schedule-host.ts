@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { v5 as uuidv5 } from 'uuid';
 import { schedulePlan, type ScheduleSnapshot } from '../../actors/schedule.machine.ts';
+import { isTick } from '../../actors/schedule-ticks.ts';
 import type { FiredTarget, ScheduleEvent } from '../../schemas/schedule-events.ts';
 import { Backoff } from '../async/backoff.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
@@ -231,5 +232,5 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
   };
 }
 
-/** Is the tick still to be recorded on this snapshot? (Another executor may have recorded it.) */
-const stillDue = (s: ScheduleSnapshot, tickAt: string) => s.value === 'Active' && Date.parse(tickAt) > Date.parse(s.context.cursor);
+/** Is the tick still to be recorded on this snapshot? Another executor may have recorded it, or an update moved the grid. */
+const stillDue = (s: ScheduleSnapshot, tickAt: string) => s.value === 'Active' && Date.parse(tickAt) > Date.parse(s.context.cursor) && isTick(s.context.spec, s.context.anchorAt, tickAt);
