@@ -5,7 +5,7 @@
 import { ScheduleId } from '../../schemas/schedule-events.ts';
 import { NotFoundError } from '../errors.ts';
 import { createScheduleRuntime } from '../runtime/schedule-kind.ts';
-import { listSchedules } from '../schedule/schedule-queries.ts';
+import { findSchedule, listSchedules } from '../schedule/schedule-queries.ts';
 import { API_SCHEDULE_NAMES, type ScheduleRequest } from '../schedule/schedule-request.ts';
 import { ScheduleDeletedError, ScheduleIdConflictError, changeSchedule, createSchedule, showSchedule, triggerSchedule, updateSchedule, type ScheduleServiceDeps, type ScheduleView } from '../schedule/service.ts';
 import { ScheduleTransitionError } from '../runtime/schedule-kind.ts';
@@ -44,8 +44,15 @@ type DefinitionArgs = { [K in Exclude<keyof ScheduleRequest, 'id'>]?: ScheduleRe
 const requestOf = (a: DefinitionArgs): Omit<ScheduleRequest, 'id'> =>
   Object.fromEntries(Object.entries(a).filter(([k, v]) => v !== null && v !== undefined && k !== 'id')) as Omit<ScheduleRequest, 'id'>;
 
+/**
+ * From the read model, whose row is the machine's state after the last projected event: a
+ * schedule's stream grows by one event per tick, so a request never folds a long one. A schedule
+ * not projected yet (just created) is folded from its stream, which is then short.
+ */
 async function schedule(_: unknown, a: { id: string }, ctx: ApiContext) {
   const id = scheduleIdArg(a.id, 'id');
+  const projected = await findSchedule(ctx.pool, id, new Date());
+  if (projected) return projected;
   try {
     return await showSchedule(depsOf(ctx), id);
   } catch (err) {

@@ -34,3 +34,11 @@ export async function listSchedules(pool: pg.Pool, o: ScheduleListOptions, now: 
     schedules: rows.slice(0, o.first).map((row) => describeSchedule(row.scheduleId, snapshotFromScheduleRow(row), BigInt(row.revision), now)),
   };
 }
+
+/** One schedule from the read model, or undefined when it has none (yet). */
+export async function findSchedule(pool: pg.Pool, scheduleId: string, now: Date): Promise<ScheduleView | undefined> {
+  const r = await pool.query(`SELECT * FROM ${SCHEDULES} WHERE schedule_id = $1`, [scheduleId]);
+  if (r.rows.length === 0) return undefined;
+  const row = scheduleRowFromDb(r.rows[0]);
+  return describeSchedule(row.scheduleId, snapshotFromScheduleRow(row), BigInt(row.revision), now);
+}

@@ -65,11 +65,13 @@ describe('createSchedule', () => {
 
     const paused = await gql(api().url, `mutation { pauseSchedule(id: "nightly", reason: "holiday") { scheduleId changed status message } }`);
     expect(paused.data!.pauseSchedule).toMatchObject({ changed: true, status: 'Paused' });
+    await api().catchUp(); // `schedule` reads the read model once the schedule is in it
     expect((await gql(api().url, SCHEDULE, { id: 'nightly' })).data!.schedule).toMatchObject({ status: 'Paused', pauseReason: 'holiday', nextFireTimes: [] });
     expect((await gql(api().url, `mutation { resumeSchedule(id: "nightly") { changed status } }`)).data!.resumeSchedule).toEqual({ changed: true, status: 'Active' });
 
     const triggered = await gql(api().url, `mutation { triggerSchedule(id: "nightly") { scheduleId targetKind targetId started } }`);
     expect(triggered.data!.triggerSchedule).toMatchObject({ scheduleId: 'nightly', targetKind: 'action', started: true });
+    await api().catchUp();
     const shown = (await gql(api().url, SCHEDULE, { id: 'nightly' })).data!.schedule;
     expect(shown).toMatchObject({ fired: 1, recentTicks: [{ manual: true, targetKind: 'action', targetId: triggered.data!.triggerSchedule.targetId }] });
     expect((await api().runtime.load(triggered.data!.triggerSchedule.targetId)).snapshot.context).toMatchObject({ action: 'core.echo', input: { n: 1 } });
@@ -78,6 +80,9 @@ describe('createSchedule', () => {
     const late = await gql(api().url, `mutation { triggerSchedule(id: "nightly") { scheduleId } }`);
     expect(late.errors![0]!.extensions).toMatchObject({ code: 'CONFLICT' });
     expect((await gql(api().url, SCHEDULE, { id: 'nope' })).data!.schedule).toBeNull();
+    // Not projected yet: folded from its stream.
+    await gql(api().url, CREATE, { id: 'fresh', every: '1h', action: 'core.noop' });
+    expect((await gql(api().url, SCHEDULE, { id: 'fresh' })).data!.schedule).toMatchObject({ id: 'fresh', status: 'Active', fired: 0 });
     expect((await gql(api().url, `mutation { pauseSchedule(id: "nope") { changed } }`)).errors![0]!.extensions).toMatchObject({ code: 'NOT_FOUND' });
   });
 });
