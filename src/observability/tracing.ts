@@ -1,0 +1,149 @@
+// OpenTelemetry traces through the OpenTelemetry API only: one trace follows an execution from
+// its submit through every attempt's schedule, handoff and run to each outcome. The trace context
+// crosses processes in the events (W3C `traceparent`/`tracestate` in the metadata of
+// ExecutionRequested and ExecutionHandedOff) and in the work message:
+//
+//   baton.submit                 the submitter (a child of the caller's active span, if any)
+//   ├─ baton.schedule            the executor, one per attempt (siblings: the retries)
+//   │  └─ baton.handoff          the executor's SchedulingStarted + ExecutionHandedOff
+//   │     └─ baton.run           the worker, one per delivery
+//   │        └─ baton.outcome    the worker's outcome append
+//   └─ baton.schedule …          attempt 2, and so on
+//
+// Nothing happens unless a tracer provider is registered (an OpenTelemetry SDK set up by the
+// user: see README "Traces"): each helper asks the API first and, without one, runs its work
+// bare and records nothing. A provider registered later is picked up from then on.
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  context,
+  createTraceState,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type Tracer,
+  type TracerProvider,
+} from '@opentelemetry/api';
+import { TRACEPARENT, TRACESTATE_MAX_CHARS } from '../../schemas/events.ts';
+
+/** The trace context an event or a work message carries: the W3C headers of the span that wrote it. */
+export interface TraceFields {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+export const TRACER_NAME = 'baton';
+
+
+type MaybeProxy = TracerProvider & { getDelegateTracer?(name: string): Tracer | undefined };
+
+/**
+ * The tracer, or undefined when no provider is registered. The API's global provider is a proxy
+ * whose delegate is set by the SDK; duck-typed, since the user's SDK may bring its own copy of
+ * the API (they share the registration, not the classes).
+ */
+export function activeTracer(): Tracer | undefined {
+  const provider = trace.getTracerProvider() as MaybeProxy;
+  return typeof provider.getDelegateTracer === 'function' ? provider.getDelegateTracer(TRACER_NAME) : provider.getTracer(TRACER_NAME);
+}
+
+/** The fields that continue `span`'s trace elsewhere; empty for an invalid (no-op) span. */
+export function traceFieldsOf(span: Span): TraceFields {
+  const sc = span.spanContext();
+  if (!trace.isSpanContextValid(sc)) return {};
+  const state = sc.traceState?.serialize();
+  return {
+    traceparent: `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`,
+    ...(state && state.length <= TRACESTATE_MAX_CHARS && { tracestate: state }),
+  };
+}
+
+/** The remote parent `fields` name, or undefined when they name none (or nothing well-formed: trace context is advisory). */
+export function contextFrom(fields: { traceparent?: unknown; tracestate?: unknown } | undefined): Context | undefined {
+  const m = typeof fields?.traceparent === 'string' ? TRACEPARENT.exec(fields.traceparent) : null;
+  if (!m) return undefined;
+  const sc = { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16), isRemote: true };
+  if (!trace.isSpanContextValid(sc)) return undefined; // all-zero ids
+  const state = typeof fields!.tracestate === 'string' && fields!.tracestate.length <= TRACESTATE_MAX_CHARS ? fields!.tracestate : undefined;
+  return trace.setSpanContext(ROOT_CONTEXT, state ? { ...sc, traceState: createTraceState(state) } : sc);
+}
+
+/** End `span` with the error's status, and rethrow it. */
+function failed(span: Span, err: unknown): never {
+  span.recordException(err instanceof Error ? err : String(err));
+  span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+  span.end();
+  throw err;
+}
+
+/**
+ * A submission: `submit` gets the fields to record in ExecutionRequested's metadata (none
+ * without a provider). The span is a child of the caller's active span, so a request handler's
+ * trace continues into Baton.
+ */
+export async function traceSubmit<T extends { created: boolean }>(
+  o: { executionId: string; action: string; idempotent: boolean },
+  submit: (fields: TraceFields) => Promise<T>,
+): Promise<T> {
+  const tracer = activeTracer();
+  if (!tracer) return submit({});
+  const span = tracer.startSpan(
+    'baton.submit',
+    { kind: SpanKind.PRODUCER, attributes: { 'baton.execution_id': o.executionId, 'baton.action': o.action, 'baton.idempotent': o.idempotent } },
+    context.active(),
+  );
+  try {
+    const r = await submit(traceFieldsOf(span));
+    span.setAttribute('baton.created', r.created);
+    span.end();
+    return r;
+  } catch (err) {
+    failed(span, err);
+  }
+}
+
+/** What a worker's run and its outcome hang from: the delivery being run. */
+const runSpans = new WeakMap<object, Span>();
+
+/**
+ * One delivery's run, as a child of the handoff the work message names. The action runs in its
+ * context, so spans the action makes (instrumented HTTP calls, its own) join the trace.
+ */
+export async function traceRun(
+  delivery: { message: { executionId: string; action: string; attempt: number; workerId: string } & TraceFields; deliveryCount: number },
+  run: () => Promise<void>,
+): Promise<void> {
+  const tracer = activeTracer();
+  if (!tracer) return run();
+  const m = delivery.message;
+  const attributes: Attributes = { 'baton.execution_id': m.executionId, 'baton.action': m.action, 'baton.attempt': m.attempt, 'baton.worker_id': m.workerId, 'baton.delivery': delivery.deliveryCount };
+  const span = tracer.startSpan('baton.run', { kind: SpanKind.CONSUMER, attributes }, contextFrom(m) ?? ROOT_CONTEXT);
+  runSpans.set(delivery, span);
+  try {
+    await context.with(trace.setSpan(context.active(), span), run);
+    span.end();
+  } catch (err) {
+    failed(span, err);
+  } finally {
+    runSpans.delete(delivery);
+  }
+}
+
+/** The worker's outcome append (`type`: ExecutionCompleted, ExecutionFailed, …), a child of the delivery's run; `append` gets the fields to record. */
+export async function traceOutcome<T>(delivery: object, type: string, append: (fields: TraceFields) => Promise<T>): Promise<T> {
+  const tracer = activeTracer();
+  const run = runSpans.get(delivery);
+  if (!tracer || !run) return append({});
+  run.setAttribute('baton.outcome', type);
+  const span = tracer.startSpan('baton.outcome', { attributes: { 'baton.outcome': type } }, trace.setSpan(ROOT_CONTEXT, run));
+  if (type === 'ExecutionFailed' || type === 'ExecutionTimedOut') for (const s of [span, run]) s.setStatus({ code: SpanStatusCode.ERROR, message: type });
+  try {
+    const r = await append(traceFieldsOf(span));
+    span.end();
+    return r;
+  } catch (err) {
+    failed(span, err);
+  }
+}
