@@ -132,12 +132,13 @@ export async function traceRun(
 }
 
 /** The worker's outcome append (`type`: ExecutionCompleted, ExecutionFailed, …), a child of the delivery's run; `append` gets the fields to record. */
-export async function traceOutcome<T>(delivery: object, type: string, append: (fields: TraceFields) => Promise<T>): Promise<T> {
+export async function traceOutcome<T>(delivery: { message: { executionId: string } }, type: string, append: (fields: TraceFields) => Promise<T>): Promise<T> {
   const tracer = activeTracer();
   const run = runSpans.get(delivery);
   if (!tracer || !run) return append({});
   run.setAttribute('baton.outcome', type);
-  const span = tracer.startSpan('baton.outcome', { attributes: { 'baton.outcome': type } }, trace.setSpan(ROOT_CONTEXT, run));
+  const attributes = { 'baton.execution_id': delivery.message.executionId, 'baton.outcome': type };
+  const span = tracer.startSpan('baton.outcome', { attributes }, trace.setSpan(ROOT_CONTEXT, run));
   if (type === 'ExecutionFailed' || type === 'ExecutionTimedOut') for (const s of [span, run]) s.setStatus({ code: SpanStatusCode.ERROR, message: type });
   try {
     const r = await append(traceFieldsOf(span));

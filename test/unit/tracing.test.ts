@@ -26,7 +26,7 @@ describe('tracing without a provider', () => {
     const r = await traceSubmit({ executionId: 'e1', action: 'a', idempotent: false }, async (fields) => ((seen = fields), { created: true }));
     expect(r).toEqual({ created: true });
     expect(seen).toEqual({});
-    expect(await traceOutcome({}, 'ExecutionCompleted', async (fields) => fields)).toEqual({});
+    expect(await traceOutcome({ message: { executionId: 'e1' } }, 'ExecutionCompleted', async (fields) => fields)).toEqual({});
     const traces = createExecutorTraces({ cached: () => undefined, now: Date.now });
     expect(traces.handoff({ executionId: 'e1', action: 'a', workerId: 'w' })).toBeUndefined();
   });
