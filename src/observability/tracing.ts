@@ -70,6 +70,25 @@ export function contextFrom(fields: { traceparent?: unknown; tracestate?: unknow
   return trace.setSpanContext(ROOT_CONTEXT, state ? { ...sc, traceState: createTraceState(state) } : sc);
 }
 
+/**
+ * The trace context of an incoming HTTP request's W3C headers, when tracing and the request
+ * names one (undefined otherwise, also when HTTP instrumentation already made the request's
+ * span the active one: that span continues the caller's trace itself).
+ */
+export function requestTraceFields(headers: { get(name: string): string | null }): TraceFields | undefined {
+  if (!activeTracer() || trace.getSpan(context.active())) return undefined;
+  const traceparent = headers.get('traceparent');
+  if (traceparent === null) return undefined;
+  const tracestate = headers.get('tracestate');
+  return { traceparent, ...(tracestate !== null && { tracestate }) };
+}
+
+/** Run `fn` as part of the trace `fields` name (as is, when they name none). */
+export function withTraceParent<T>(fields: TraceFields | undefined, fn: () => T): T {
+  const parent = contextFrom(fields);
+  return parent ? context.with(parent, fn) : fn();
+}
+
 /** End `span` with the error's status, and rethrow it. */
 function failed(span: Span, err: unknown): never {
   span.recordException(err instanceof Error ? err : String(err));
