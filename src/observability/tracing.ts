@@ -35,6 +35,8 @@ export interface TraceFields {
 }
 
 export const TRACER_NAME = 'baton';
+/** What is recorded without a provider: nothing. */
+const NONE: TraceFields = Object.freeze({});
 
 
 type MaybeProxy = TracerProvider & { getDelegateTracer?(name: string): Tracer | undefined };
@@ -102,12 +104,19 @@ function failed(span: Span, err: unknown): never {
  * without a provider). The span is a child of the caller's active span, so a request handler's
  * trace continues into Baton.
  */
-export async function traceSubmit<T extends { created: boolean }>(
+export function traceSubmit<T extends { created: boolean }>(
   o: { executionId: string; action: string; idempotent: boolean },
   submit: (fields: TraceFields) => Promise<T>,
 ): Promise<T> {
   const tracer = activeTracer();
-  if (!tracer) return submit({});
+  return tracer ? tracedSubmit(tracer, o, submit) : submit(NONE); // no extra promise without a provider
+}
+
+async function tracedSubmit<T extends { created: boolean }>(
+  tracer: Tracer,
+  o: { executionId: string; action: string; idempotent: boolean },
+  submit: (fields: TraceFields) => Promise<T>,
+): Promise<T> {
   const span = tracer.startSpan(
     'baton.submit',
     { kind: SpanKind.PRODUCER, attributes: { 'baton.execution_id': o.executionId, 'baton.action': o.action, 'baton.idempotent': o.idempotent } },
@@ -130,12 +139,14 @@ const runSpans = new WeakMap<object, Span>();
  * One delivery's run, as a child of the handoff the work message names. The action runs in its
  * context, so spans the action makes (instrumented HTTP calls, its own) join the trace.
  */
-export async function traceRun(
-  delivery: { message: { executionId: string; action: string; attempt: number; workerId: string } & TraceFields; deliveryCount: number },
-  run: () => Promise<void>,
-): Promise<void> {
+export function traceRun(delivery: TracedDelivery, run: () => Promise<void>): Promise<void> {
   const tracer = activeTracer();
-  if (!tracer) return run();
+  return tracer ? tracedRun(tracer, delivery, run) : run();
+}
+
+type TracedDelivery = { message: { executionId: string; action: string; attempt: number; workerId: string } & TraceFields; deliveryCount: number };
+
+async function tracedRun(tracer: Tracer, delivery: TracedDelivery, run: () => Promise<void>): Promise<void> {
   const m = delivery.message;
   const attributes: Attributes = { 'baton.execution_id': m.executionId, 'baton.action': m.action, 'baton.attempt': m.attempt, 'baton.worker_id': m.workerId, 'baton.delivery': delivery.deliveryCount };
   const span = tracer.startSpan('baton.run', { kind: SpanKind.CONSUMER, attributes }, contextFrom(m) ?? ROOT_CONTEXT);
@@ -151,10 +162,13 @@ export async function traceRun(
 }
 
 /** The worker's outcome append (`type`: ExecutionCompleted, ExecutionFailed, …), a child of the delivery's run; `append` gets the fields to record. */
-export async function traceOutcome<T>(delivery: { message: { executionId: string } }, type: string, append: (fields: TraceFields) => Promise<T>): Promise<T> {
+export function traceOutcome<T>(delivery: { message: { executionId: string } }, type: string, append: (fields: TraceFields) => Promise<T>): Promise<T> {
   const tracer = activeTracer();
-  const run = runSpans.get(delivery);
-  if (!tracer || !run) return append({});
+  const run = tracer && runSpans.get(delivery);
+  return tracer && run ? tracedOutcome(tracer, run, delivery, type, append) : append(NONE);
+}
+
+async function tracedOutcome<T>(tracer: Tracer, run: Span, delivery: { message: { executionId: string } }, type: string, append: (fields: TraceFields) => Promise<T>): Promise<T> {
   run.setAttribute('baton.outcome', type);
   const attributes = { 'baton.execution_id': delivery.message.executionId, 'baton.outcome': type };
   const span = tracer.startSpan('baton.outcome', { attributes }, trace.setSpan(ROOT_CONTEXT, run));
