@@ -34,10 +34,10 @@ export interface TraceFields {
   tracestate?: string;
 }
 
+/** The instrumentation scope of Baton's spans (what a sampler or a processor can select them by). */
 export const TRACER_NAME = 'baton';
 /** What is recorded without a provider: nothing. */
 const NONE: TraceFields = Object.freeze({});
-
 
 type MaybeProxy = TracerProvider & { getDelegateTracer?(name: string): Tracer | undefined };
 
@@ -54,7 +54,7 @@ export function activeTracer(): Tracer | undefined {
 /** The fields that continue `span`'s trace elsewhere; empty for an invalid (no-op) span. */
 export function traceFieldsOf(span: Span): TraceFields {
   const sc = span.spanContext();
-  if (!trace.isSpanContextValid(sc)) return {};
+  if (!trace.isSpanContextValid(sc)) return NONE;
   const state = sc.traceState?.serialize();
   return {
     traceparent: `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`,
