@@ -91,45 +91,72 @@ export function withTraceParent<T>(fields: TraceFields | undefined, fn: () => T)
   return parent ? context.with(parent, fn) : fn();
 }
 
-/** End `span` with the error's status, and rethrow it. */
-function failed(span: Span, err: unknown): never {
+/** End `span` with the error's status. */
+function endFailed(span: Span, err: unknown): void {
   span.recordException(err instanceof Error ? err : String(err));
   span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
   span.end();
-  throw err;
+}
+
+/** What a submission's span says about it (a SubmitRequest is one). */
+export interface Submitting {
+  action: string;
+  idempotencyKey?: string;
+}
+type Submitted = { executionId: string; created: boolean };
+type SubmitOutcomeLike = { ok: true; result: Submitted } | { ok: false; error: unknown };
+
+/** A `baton.submit` span, a child of the caller's active span, so a request handler's trace continues into Baton. */
+function startSubmit(tracer: Tracer, request: Submitting): Span {
+  const attributes = { 'baton.action': request.action, 'baton.idempotent': request.idempotencyKey !== undefined };
+  return tracer.startSpan('baton.submit', { kind: SpanKind.PRODUCER, attributes }, context.active());
+}
+
+function endSubmit(span: Span, outcome: SubmitOutcomeLike): void {
+  if (outcome.ok) {
+    span.setAttributes({ 'baton.execution_id': outcome.result.executionId, 'baton.created': outcome.result.created });
+    span.end();
+  } else endFailed(span, outcome.error);
 }
 
 /**
  * A submission: `submit` gets the fields to record in ExecutionRequested's metadata (none
- * without a provider). The span is a child of the caller's active span, so a request handler's
- * trace continues into Baton.
+ * without a provider).
  */
-export function traceSubmit<T extends { created: boolean }>(
-  o: { executionId: string; action: string; idempotent: boolean },
-  submit: (fields: TraceFields) => Promise<T>,
-): Promise<T> {
+export function traceSubmit<T extends Submitted>(request: Submitting, submit: (fields: TraceFields) => Promise<T>): Promise<T> {
   const tracer = activeTracer();
-  return tracer ? tracedSubmit(tracer, o, submit) : submit(NONE); // no extra promise without a provider
+  return tracer ? tracedSubmit(tracer, request, submit) : submit(NONE); // no extra promise without a provider
 }
 
-async function tracedSubmit<T extends { created: boolean }>(
-  tracer: Tracer,
-  o: { executionId: string; action: string; idempotent: boolean },
-  submit: (fields: TraceFields) => Promise<T>,
-): Promise<T> {
-  const span = tracer.startSpan(
-    'baton.submit',
-    { kind: SpanKind.PRODUCER, attributes: { 'baton.execution_id': o.executionId, 'baton.action': o.action, 'baton.idempotent': o.idempotent } },
-    context.active(),
-  );
+async function tracedSubmit<T extends Submitted>(tracer: Tracer, request: Submitting, submit: (fields: TraceFields) => Promise<T>): Promise<T> {
+  const span = startSubmit(tracer, request);
   try {
     const r = await submit(traceFieldsOf(span));
-    span.setAttribute('baton.created', r.created);
-    span.end();
+    endSubmit(span, { ok: true, result: r });
     return r;
   } catch (err) {
-    failed(span, err);
+    endFailed(span, err);
+    throw err;
   }
+}
+
+/** A batch of submissions: one `baton.submit` span per request (as traceSubmit), `submit` gets each one's fields in order. */
+export function traceSubmitMany<O extends SubmitOutcomeLike>(requests: readonly Submitting[], submit: (fields: readonly TraceFields[]) => Promise<O[]>): Promise<O[]> {
+  const tracer = activeTracer();
+  return tracer ? tracedSubmitMany(tracer, requests, submit) : submit(requests.map(() => NONE));
+}
+
+async function tracedSubmitMany<O extends SubmitOutcomeLike>(tracer: Tracer, requests: readonly Submitting[], submit: (fields: readonly TraceFields[]) => Promise<O[]>): Promise<O[]> {
+  const spans = requests.map((r) => startSubmit(tracer, r));
+  let outcomes: O[];
+  try {
+    outcomes = await submit(spans.map(traceFieldsOf));
+  } catch (err) {
+    for (const span of spans) endSubmit(span, { ok: false, error: err });
+    throw err;
+  }
+  spans.forEach((span, i) => endSubmit(span, outcomes[i] ?? { ok: false, error: new Error('no outcome') }));
+  return outcomes;
 }
 
 /** What a worker's run and its outcome hang from: the delivery being run. */
@@ -155,7 +182,8 @@ async function tracedRun(tracer: Tracer, delivery: TracedDelivery, run: () => Pr
     await context.with(trace.setSpan(context.active(), span), run);
     span.end();
   } catch (err) {
-    failed(span, err);
+    endFailed(span, err);
+    throw err;
   } finally {
     runSpans.delete(delivery);
   }
@@ -178,6 +206,7 @@ async function tracedOutcome<T>(tracer: Tracer, run: Span, delivery: { message: 
     span.end();
     return r;
   } catch (err) {
-    failed(span, err);
+    endFailed(span, err);
+    throw err;
   }
 }

@@ -114,7 +114,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   async function submit(request: SubmitRequest): Promise<SubmitResult> {
     const key = request.idempotencyKey;
     const executionId = key !== undefined ? uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
-    return traceSubmit({ executionId, action: request.action, idempotent: key !== undefined }, (trace) => append(request, executionId, trace));
+    return traceSubmit(request, (trace) => append(request, executionId, trace));
   }
 
   /** The submission's ExecutionRequested appended (or found, with its key), `trace` in its metadata. */

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startExecution, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { ExecutionHandedOff, ExecutionRequested, TRACEPARENT, type ExecutionEvent } from '../../schemas/events.ts';
 import { createExecutorTraces, waitingSince } from '../../src/observability/executor-traces.ts';
-import { activeTracer, contextFrom, traceFieldsOf, traceOutcome, traceRun, traceSubmit } from '../../src/observability/tracing.ts';
+import { activeTracer, contextFrom, traceFieldsOf, traceOutcome, traceRun, traceSubmit, traceSubmitMany } from '../../src/observability/tracing.ts';
 import type { Change } from '../../src/runtime/actor-runtime.ts';
 import type { WorkMessage, WorkTransport } from '../../src/transport/work-transport.ts';
 
@@ -23,12 +23,16 @@ describe('tracing without a provider', () => {
   it('records nothing and runs the work bare', async () => {
     expect(activeTracer()).toBeUndefined();
     let seen: unknown;
-    const r = await traceSubmit({ executionId: 'e1', action: 'a', idempotent: false }, async (fields) => ((seen = fields), { created: true }));
-    expect(r).toEqual({ created: true });
+    const r = await traceSubmit({ action: 'a' }, async (fields) => ((seen = fields), { executionId: 'e1', created: true }));
+    expect(r).toEqual({ executionId: 'e1', created: true });
     expect(seen).toEqual({});
     expect(await traceOutcome({ message: { executionId: 'e1' } }, 'ExecutionCompleted', async (fields) => fields)).toEqual({});
     const traces = createExecutorTraces({ cached: () => undefined, now: Date.now });
     expect(traces.handoff({ executionId: 'e1', action: 'a', workerId: 'w' })).toBeUndefined();
+     expect(await traceSubmitMany([{ action: 'a' }, { action: 'b' }], async (fields) => fields.map(() => ({ ok: false as const, error: fields })))).toEqual([
+      { ok: false, error: [{}, {}] },
+      { ok: false, error: [{}, {}] },
+    ]);
   });
 });
 
@@ -40,7 +44,7 @@ describe('tracing with a provider', () => {
 
   it('writes W3C traceparents that read back as the same span', async () => {
     let fields: { traceparent?: string } = {};
-    await traceSubmit({ executionId: 'e1', action: 'core.noop', idempotent: false }, async (f) => ((fields = f), { created: true }));
+    await traceSubmit({ action: 'core.noop' }, async (f) => ((fields = f), { executionId: 'e1', created: true }));
     expect(fields.traceparent).toMatch(TRACEPARENT);
     const [submit] = exporter.getFinishedSpans();
     expect(submit!.name).toBe('baton.submit');
@@ -48,6 +52,23 @@ describe('tracing with a provider', () => {
     const back = trace.getSpanContext(contextFrom(fields)!)!;
     expect(back).toMatchObject({ traceId: submit!.spanContext().traceId, spanId: submit!.spanContext().spanId, isRemote: true });
     expect(traceFieldsOf(trace.wrapSpanContext(back))).toEqual(fields);
+  });
+
+  it('a batch: one submit span per request, each ended with its own outcome', async () => {
+    exporter.reset();
+    const conflict = new Error('idempotency key conflict');
+    const outcomes = await traceSubmitMany([{ action: 'core.noop' }, { action: 'core.echo', idempotencyKey: 'k' }], async (fields) => {
+      expect(fields).toHaveLength(2);
+      expect(fields[0]!.traceparent).toMatch(TRACEPARENT);
+      expect(fields[1]!.traceparent).not.toBe(fields[0]!.traceparent);
+      return [{ ok: true as const, result: { executionId: 'b1', created: true } }, { ok: false as const, error: conflict }];
+    });
+    expect(outcomes[1]).toEqual({ ok: false, error: conflict });
+    const [first, second] = exporter.getFinishedSpans();
+    expect(first!.attributes).toMatchObject({ 'baton.action': 'core.noop', 'baton.execution_id': 'b1', 'baton.created': true });
+    expect(first!.status.code).toBe(0);
+    expect(second!.attributes).toMatchObject({ 'baton.action': 'core.echo', 'baton.idempotent': true });
+    expect(second!.status).toMatchObject({ code: 2, message: 'idempotency key conflict' });
   });
 
   it('ignores trace context that is not well-formed', () => {
@@ -59,7 +80,7 @@ describe('tracing with a provider', () => {
   it('the executor hangs each attempt from the submit and publishes the handoff context', async () => {
     exporter.reset();
     let submitFields: { traceparent?: string } = {};
-    await traceSubmit({ executionId: 'e2', action: 'core.noop', idempotent: false }, async (f) => ((submitFields = f), { created: true }));
+    await traceSubmit({ action: 'core.noop' }, async (f) => ((submitFields = f), { executionId: 'e2', created: true }));
     const event = requested(submitFields.traceparent);
     const snapshot = startExecution(event);
     const traces = createExecutorTraces({ cached: () => ({ snapshot }), now: () => Date.parse('2026-01-01T00:00:05.000Z') });
