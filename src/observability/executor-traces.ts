@@ -4,10 +4,12 @@
 // `baton.handoff` span, whose context ExecutionHandedOff records and the work message carries to
 // the worker (also when the monitor publishes it again).
 //
-// The contexts are remembered from the changes the executor already hears (its own appends and
-// what it follows), per live execution, and forgotten once it is past its handoff or final.
-// Without a registered tracer provider none of this runs.
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+// An execution submitted without a trace (no provider where it was submitted) still gets one:
+// its id is the trace id (untracedSubmit). The contexts are remembered from the changes the
+// executor already hears (its own appends and what it follows), per live execution, and
+// forgotten once it is past its handoff or final. Without a registered tracer provider none of
+// this runs.
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context } from '@opentelemetry/api';
 import { isFinal, statusOf, type ExecutionContext, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
@@ -35,6 +37,17 @@ export function waitingSince(c: Pick<ExecutionContext, 'attempt' | 'requestedAt'
   if (!c) return now;
   const since = Date.parse(c.attempt <= 1 ? c.requestedAt : (c.retryAt ?? c.updatedAt));
   return Number.isFinite(since) ? Math.min(since, now) : now;
+}
+
+/**
+ * The parent of the attempts of an execution whose submit recorded no trace (its submitter had no
+ * tracer provider): a trace whose id is the execution id without its dashes, so that all its
+ * attempts still share one trace, which a tracing UI finds by the execution id. (That parent span
+ * was never exported: a UI may say so.)
+ */
+export function untracedSubmit(executionId: string): Context {
+  const hex = executionId.replace(/-/g, '').toLowerCase();
+  return (/^[0-9a-f]{32}$/.test(hex) && contextFrom({ traceparent: `00-${hex}-${hex.slice(16)}-01` })) || ROOT_CONTEXT;
 }
 
 const fieldsOf = (metadata: { traceparent?: string; tracestate?: string }): TraceFields | undefined =>
@@ -77,7 +90,7 @@ export function createExecutorTraces(o: { cached(executionId: string): { snapsho
       const held = o.cached(executionId)?.snapshot.context;
       const now = o.now();
       const attributes = { 'baton.execution_id': executionId, 'baton.action': action, 'baton.worker_id': workerId, ...(held && { 'baton.attempt': held.attempt }) };
-      const parent = contextFrom(submits.get(executionId)) ?? ROOT_CONTEXT;
+      const parent = contextFrom(submits.get(executionId)) ?? untracedSubmit(executionId);
       const schedule = tracer.startSpan('baton.schedule', { attributes, startTime: waitingSince(held, now) }, parent);
       const handoff = tracer.startSpan('baton.handoff', { kind: SpanKind.PRODUCER, attributes }, trace.setSpan(parent, schedule));
       return {

@@ -7,7 +7,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startExecution, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { ExecutionHandedOff, ExecutionRequested, TRACEPARENT, type ExecutionEvent } from '../../schemas/events.ts';
-import { createExecutorTraces, waitingSince } from '../../src/observability/executor-traces.ts';
+import { createExecutorTraces, untracedSubmit, waitingSince } from '../../src/observability/executor-traces.ts';
 import { activeTracer, contextFrom, traceFieldsOf, traceOutcome, traceRun, traceSubmit, traceSubmitMany } from '../../src/observability/tracing.ts';
 import type { Change } from '../../src/runtime/actor-runtime.ts';
 import type { WorkMessage, WorkTransport } from '../../src/transport/work-transport.ts';
@@ -130,6 +130,17 @@ describe('tracing with a provider', () => {
     traces.observe({ id: 'e2', before: scheduled, after: running, source: 'observed', events: [] } as unknown as Change<ExecutionSnapshot, ExecutionEvent>);
     await transport.publish([message]);
     expect(published[1]![0]!.traceparent).toBeUndefined();
+  });
+
+  it('an execution submitted without a trace gets its id as the trace id, every attempt in it', () => {
+    exporter.reset();
+    const executionId = '2b787efe-706d-5710-8ae1-099215df064f';
+    const traces = createExecutorTraces({ cached: () => undefined, now: Date.now });
+    for (const attempt of [1, 2]) traces.handoff({ executionId, action: 'core.noop', workerId: 'w1' })!.end({ attempt, handedOff: true });
+    const schedules = exporter.getFinishedSpans().filter((s) => s.name === 'baton.schedule');
+    expect(schedules.map((s) => s.spanContext().traceId)).toEqual(['2b787efe706d57108ae1099215df064f', '2b787efe706d57108ae1099215df064f']);
+    expect(new Set(schedules.map((s) => s.parentSpanContext?.spanId))).toEqual(new Set(['8ae1099215df064f']));
+    expect(trace.getSpanContext(untracedSubmit('not-a-uuid'))).toBeUndefined();
   });
 
   it('a retry waits from its due time, never from the future', () => {
