@@ -10,6 +10,16 @@ import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionC
 import type { ExecutionEvent } from '../schemas/events.ts';
 
 /**
+ * Version 4 is version 5 without action versions: no handoff or start named one (and no request
+ * pinned one), so every attempt ran version 1 and the version rules never fire. Every other rule
+ * is the same.
+ */
+function mayAppendV4(context: ExecutionContext, event: ExecutionEvent): boolean {
+  if ((event.type === 'ExecutionHandedOff' || event.type === 'ExecutionStarted') && event.data.actionVersion !== undefined) return false;
+  return mayAppend(context, event);
+}
+
+/**
  * Version 3 is version 4 without recorded attempt limits and restart reclaims: nobody could write
  * SchedulingStarted.maxAttempts or OwnershipReclaimed {reason: worker-restarted}, and every
  * ExecutionRequested named its maxAttempts as the submission's (so `submittedMaxAttempts` always
@@ -18,7 +28,7 @@ import type { ExecutionEvent } from '../schemas/events.ts';
 function mayAppendV3(context: ExecutionContext, event: ExecutionEvent): boolean {
   if (event.type === 'SchedulingStarted' && event.data.maxAttempts !== undefined) return false;
   if (event.type === 'OwnershipReclaimed' && event.data.reason === 'worker-restarted') return false;
-  return mayAppend(context, event);
+  return mayAppendV4(context, event);
 }
 
 /**
@@ -49,11 +59,15 @@ const executionMachineV2 = executionMachine.provide({
 const executionMachineV3 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV3(context, event) },
 });
+const executionMachineV4 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV4(context, event) },
+});
 
 export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
   ['1', executionMachineV1],
   ['2', executionMachineV2],
   ['3', executionMachineV3],
+  ['4', executionMachineV4],
   [MACHINE_VERSION, executionMachine],
 ]);
 

@@ -16,6 +16,7 @@ const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 
 const sampleExecution: Record<keyof ExecutionRow, true> = {
   executionId: true, revision: true, status: true, action: true, input: true, owner: true, workerId: true,
   attempt: true, maxAttempts: true, submittedMaxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
+  pinnedVersion: true, actionVersion: true,
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
   lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
   runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
@@ -38,7 +39,8 @@ export const executionsProjection: Projection = {
   // 2: stall_timeout_ms, and the index of running executions by last progress.
   // 3: cancel_requested (ExecutionCancelRequested, machine version 3).
   // 4: submitted_max_attempts (machine version 4: the limit a submission named; max_attempts follows the action's).
-  version: 4,
+  // 5: pinned_version, action_version (machine version 5: versioned actions).
+  version: 5,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

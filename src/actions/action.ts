@@ -8,6 +8,7 @@
 //     input: z.object({ url: z.url(), width: z.number().int().positive() }),
 //     timeoutMs: 60_000,
 //     concurrency: { limit: 4, key: 'tenantId' },   // at most 4 at once per tenant
+//     version: 2,                                   // deployed beside version 1 (README: Versioned actions)
 //     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
 //   });
 import type { Logger } from 'pino';
@@ -17,6 +18,7 @@ import { ConcurrencyPolicy, RetryBackoff } from '../../schemas/worker-events.ts'
 import { BatonError, InvalidEventError } from '../errors.ts';
 import { storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
+import { MAX_ACTION_VERSION } from '../input/action-versions.ts';
 
 /**
  * Dotted lowercase names: a namespace, then one or more `.part`s (`core.noop`,
@@ -62,6 +64,11 @@ export interface ActionContext {
 /** What `defineAction` takes. `input`'s output type is what `run` receives. */
 export interface ActionSpec<S extends z.ZodType, O> {
   name: string;
+  /**
+   * A whole number from 1: workers advertise `name@version`, a submission may pin one, and an
+   * unpinned one runs on the newest version any live worker offers. Absent: version 1.
+   */
+  version?: number;
   /** Runtime tag the action needs (`node` unless said otherwise). */
   runtime?: string;
   input: S;
@@ -91,6 +98,8 @@ const BRAND = Symbol.for('baton.action-definition');
 /** A checked action; only `defineAction` makes one (`isActionDefinition` tells). */
 export interface ActionDefinition<I = unknown, O = unknown> {
   readonly name: string;
+  /** Present only when the definition declared one (absent means version 1). */
+  readonly version?: number;
   readonly runtime: string;
   readonly input: z.ZodType<I>;
   readonly timeoutMs?: number;
@@ -131,6 +140,12 @@ const SpecShape = z.strictObject({
       'must be lowercase dotted segments like "core.noop" or "http.request": ' +
         'a namespace, then one or more ".part"s, using a-z, 0-9, _ and -',
     ),
+  version: z
+    .number({ error: `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2` })
+    .int(`must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .min(1, `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .max(MAX_ACTION_VERSION, `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .optional(),
   runtime: z
     .string()
     .max(100)
@@ -163,6 +178,7 @@ const OPTION_ALIASES: Readonly<Record<string, string>> = {
   retries: 'retry',
   maxAttempts: 'retry',
   limit: 'concurrency',
+  actionVersion: 'version',
 };
 
 /**
@@ -175,10 +191,11 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodProblems(parsed.error, SpecShape, OPTION_ALIASES));
   }
-  const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
+  const { name, version, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
+    ...(version !== undefined && { version }),
     runtime,
     input: spec.input as z.ZodType<z.output<S>>,
     // Only present keys, so a definition prints (and compares) without undefined noise.

@@ -150,6 +150,20 @@ describe('machine versions', () => {
     expect(checked).toBeGreaterThan(100);
   });
 
+  it('keeps version 4 importable: it refuses a handoff or start naming an action version, and every v4 history replays with no divergence under v4 and v5', () => {
+    expect(executionMachineVersions.has('4')).toBe(true);
+    const versioned = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 })], '4');
+    expect(replayHistory('x', versioned, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 2, reason: expect.stringMatching(/ExecutionHandedOff is refused in state Scheduling/) });
+    const v5 = asHistory([ev.requested({ actionVersion: 2 }), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 }), ev.started('a', 1, { actionVersion: 2 }), ev.completed('a')], '5');
+    expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    // No v4 history names a version (none could), so the version rules never fire on one.
+    const random = seededRandom(4);
+    for (let i = 0; i < 300; i++) {
+      const asV4 = randomHistory(random, { recordStateAfter: true }).map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '4' } }));
+      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV4, target).verdict.divergences).toEqual([]);
+    }
+  });
+
   it('names an unknown version', () => {
     expect(() => machineForVersion('99')).toThrow(/machine version "99" is not importable/);
   });
