@@ -25,6 +25,7 @@ import { createMonitor } from './monitor/index.ts';
 import { plan, type Placement } from './placement.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
+import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
@@ -195,7 +196,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   }
 
   /** Append the handoff (decided on the cached snapshot: no load), and say what to publish. */
-  async function handOff({ execution, workerId }: Placement): Promise<WorkMessage | undefined> {
+  async function handOff({ execution, workerId, actionVersion }: Placement): Promise<WorkMessage | undefined> {
     const handoffEventId = randomUUID();
     const policy = view.policyOf(execution.action);
     let attempt = 0;
@@ -207,7 +208,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
         return [
           { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...handoffVersion(execution.version, actionVersion) }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
         ];
       });
       trace?.end({ attempt, handedOff: r.appended });

@@ -8,10 +8,13 @@
 //   - a worker gets no more than its free capacity; the least loaded worker that offers the
 //     action is chosen; one that let an earlier attempt expire unstarted only when no other
 //     live worker offers the action;
-//   - an action no fit worker has room for is skipped whole, without visiting its executions.
+//   - an action no fit worker has room for is skipped whole, without visiting its executions;
+//   - an execution goes only to a worker offering the version it runs: its pin, else the newest
+//     a fit worker offers (version-choice.ts).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
+import { versionChooser } from './version-choice.ts';
 import { ahead, type Waiting, type WaitingExecution, type WaitingQueue } from './waiting-queue.ts';
 
 /** A worker that may take work now: not draining, heartbeating, announced (src/executor/worker-directory.ts). */
@@ -24,6 +27,8 @@ export interface PlacementWorker {
 export interface Placement {
   execution: WaitingExecution;
   workerId: string;
+  /** The action version it runs there (version-choice.ts). */
+  actionVersion: number;
 }
 
 export interface PlanInput {
@@ -57,6 +62,7 @@ export function plan(input: PlanInput): Placement[] {
       list.push(w);
     }
   }
+  const versionFor = versionChooser((action) => offering.get(action) ?? []);
   const hasRoom = (action: string) => offering.get(action)?.some((w) => room.get(w.workerId)! > 0) ?? false;
 
   const cursors = new Heap<Cursor>((a, b) => ahead(a.head.w, b.head.w));
@@ -74,14 +80,15 @@ export function plan(input: PlanInput): Placement[] {
 
   const placed: Placement[] = [];
   for (let c = cursors.pop(); c; c = cursors.pop()) {
-    const worker = chooseWorker(c.head.w, offering.get(c.action) ?? [], room);
+    const choice = versionFor(c.action, c.head.w.version);
+    const worker = choice && chooseWorker(c.head.w, choice.workers, room);
     if (!worker) {
       // No room for this one (its workers are full, or only ones it must avoid have room); the
       // next of its bucket may still fit elsewhere.
       if (c.left > 0 && hasRoom(c.action)) takeNext({ bucket: c.bucket, action: c.action, left: c.left });
       continue;
     }
-    placed.push({ execution: c.head.w, workerId: worker.workerId });
+    placed.push({ execution: c.head.w, workerId: worker.workerId, actionVersion: choice.version });
     room.set(worker.workerId, room.get(worker.workerId)! - 1);
     if (c.left - 1 > 0 && hasRoom(c.action)) takeNext({ bucket: c.bucket, action: c.action, left: c.left - 1 });
   }

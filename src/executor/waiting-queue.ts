@@ -19,6 +19,8 @@ export interface WaitingExecution {
   avoid: readonly string[];
   /** The concurrency bucket (action and key) whose slot scheduling it takes. */
   bucket: string;
+  /** The action version the submission pinned; absent: the newest a live worker offers. */
+  version?: number;
 }
 
 /** One waiting execution as the heaps hold it; `live` is false once it left the queue. */
