@@ -13,6 +13,7 @@ import {
 import type { ErrorInfo, ExecutionEvent, ExecutionEventOf } from '../schemas/events.ts';
 import { executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
+import { versionShown } from '../src/input/action-versions.ts';
 
 type Json = ExecutionContext['input'];
 
@@ -85,7 +86,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     parentId: c.parentId ?? null,
     workflowId: c.workflowId ?? null,
     pinnedVersion: c.pinnedVersion ?? null,
-    actionVersion: c.actionVersion ?? (c.scheduledAt !== undefined ? 1 : (c.pinnedVersion ?? null)),
+    actionVersion: versionShown(c),
     result: c.result ?? null,
     error: c.error ?? null,
     retryPending: c.retryPending,

@@ -17,6 +17,7 @@ export interface SubmitArgs {
   idempotencyKey?: string | null;
   maxAttempts?: number | null;
   priority?: number | null;
+  actionVersion?: number | null;
 }
 
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
@@ -30,6 +31,7 @@ async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
         ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
         ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
         ...(a.priority != null && { priority: a.priority }),
+        ...(a.actionVersion != null && { actionVersion: a.actionVersion }),
       }),
     ),
   );

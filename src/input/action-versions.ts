@@ -32,6 +32,14 @@ export function splitActionRef(ref: string): { action: string; version?: number 
 }
 
 /**
+ * The version to show for an execution (read model, `baton status`, GraphQL): the one its latest
+ * attempt was handed off to run (1 when the handoff named none), else its pin, else null.
+ */
+export function versionShown(c: { pinnedVersion?: number; actionVersion?: number; scheduledAt?: string }): number | null {
+  return c.actionVersion ?? (c.scheduledAt !== undefined ? DEFAULT_ACTION_VERSION : (c.pinnedVersion ?? null));
+}
+
+/**
  * What a worker's liveness row lists for an action it offers at `version`: the bare name (what
  * every reader of the row matches on) and, for a declared version, `name@version` too.
  */

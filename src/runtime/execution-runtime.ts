@@ -32,6 +32,8 @@ export interface SubmitRequest {
   maxAttempts?: number;
   idempotencyKey?: string;
   priority?: number;
+  /** Pin the action version every attempt runs on; absent: the newest a live worker offers at each handoff. */
+  actionVersion?: number;
   parentId?: string;
   workflowId?: string;
   correlationId?: string;
@@ -137,6 +139,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.priority !== undefined ? { priority: request.priority } : {}),
           ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
           ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
+          ...(request.actionVersion !== undefined ? { actionVersion: request.actionVersion } : {}),
         },
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),
         ...trace,
@@ -154,7 +157,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     }
     const existing = await load(executionId, { fresh: true });
     const first = existing.events![0]!.data as ExecutionEventOf<'ExecutionRequested'>['data'];
-    const differs = (['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId'] as const).filter(
+    const differs = (['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId', 'actionVersion'] as const).filter(
       (f) => !isDeepStrictEqual(first[f], requested.data[f]),
     );
     if (differs.length > 0) throw new IdempotencyKeyConflictError(key!, executionId, `differs in ${differs.join(', ')}`);
