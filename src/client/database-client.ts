@@ -5,7 +5,7 @@
 import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { configuredBuiltinActions } from '../actions/builtin.ts';
-import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { InvalidActionInputError, isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
 import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
 import { openEnvironment, type Environment } from '../cli/environment.ts';
 import { loadConfig } from '../config.ts';
@@ -117,7 +117,13 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
       // Every item is checked before the first is stored; then they are stored in order.
       const requests = items.map((item, i) => {
         const { action, input, ...options } = item;
-        return check(action, input, options, itemNames(i));
+        try {
+          return check(action, input, options, itemNames(i));
+        } catch (err) {
+          // The schema's own paths start at `input`; say which item's.
+          if (err instanceof InvalidActionInputError) err.message = `items[${i}]: ${err.message}`;
+          throw err;
+        }
       });
       const out: Submitted[] = [];
       for (const request of requests) out.push(submitted(await runtime.submit(request)));

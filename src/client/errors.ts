@@ -65,7 +65,7 @@ const problemsOf = (ext: Record<string, unknown>, fallback: InputProblem): Input
  * The typed error behind a GraphQL error: BAD_USER_INPUT becomes InvalidActionInputError (the
  * input does not fit the action's schema) or InvalidInputError (each problem with its path),
  * NOT_FOUND NotFoundError, IDEMPOTENCY_CONFLICT IdempotencyKeyConflictError; anything else is
- * BatonApiError with the code. The server's message is kept word for word.
+ * BatonApiError with the code. The server's message is kept word for word, except for InvalidActionInputError's (see below).
  */
 export function fromGraphQLError(e: GraphQLErrorBody, context: { executionId?: string; action?: string; idempotencyKey?: string } = {}): BatonError {
   const ext = e.extensions ?? {};
@@ -94,6 +94,8 @@ export function fromGraphQLError(e: GraphQLErrorBody, context: { executionId?: s
     default:
       return new BatonApiError(code, e.message);
   }
-  err.message = e.message;
+  // The server's words, except for a schema refusal, which reads as the database client's does
+  // (`invalid input for action billing.charge: input.cents: …`; the API drops the prefix).
+  if (!(err instanceof InvalidActionInputError)) err.message = e.message;
   return err;
 }
