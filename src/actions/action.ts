@@ -34,6 +34,7 @@ const MAX_NAME_LENGTH = 200;
 export const RUNTIME_NAME = /^[a-z][a-z0-9_-]*$/;
 export const DEFAULT_RUNTIME = 'node';
 
+/** How a failed attempt is retried (`defineAction({ retry })`): exponential backoff, capped. */
 export interface RetryPolicy {
   /** Attempts in total, the first included; 1 means never retry. */
   maxAttempts: number;
@@ -47,7 +48,9 @@ export interface RetryPolicy {
   nonRetryable?: string[];
 }
 
+/** What `run` gets besides its input. */
 export interface ActionContext {
+  /** The execution this run belongs to. */
   executionId: string;
   /** 1-based. */
   attempt: number;
@@ -61,9 +64,11 @@ export interface ActionContext {
 
 /** What `defineAction` takes. `input`'s output type is what `run` receives. */
 export interface ActionSpec<S extends z.ZodType, O> {
+  /** Dotted lowercase name, unique among your actions: a namespace, then one or more `.part`s (`billing.charge`). */
   name: string;
   /** Runtime tag the action needs (`node` unless said otherwise). */
   runtime?: string;
+  /** The zod schema every input must fit; checked at submit (every door) and again before `run`. */
   input: S;
   /** start-to-close limit for one attempt (default BATON_START_TO_CLOSE_TIMEOUT, 10 min). */
   timeoutMs?: number;
@@ -83,6 +88,11 @@ export interface ActionSpec<S extends z.ZodType, O> {
    * Advertised by the worker (WorkerStarted.policies); the executor enforces it.
    */
   concurrency?: { limit: number; key?: string };
+  /**
+   * The work. Its return value (JSON) is the execution's result; a throw fails the attempt
+   * (retried unless `ActionError({ retryable: false })` or `retry.nonRetryable` says otherwise).
+   * Stop when `ctx.signal` aborts.
+   */
   run(input: z.output<S>, ctx: ActionContext): O | Promise<O>;
 }
 
