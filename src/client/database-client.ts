@@ -147,17 +147,20 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
       }));
     },
     async *updates(id, signal) {
-      const first = await get(id);
-      if (!first) throw new NotFoundError('execution', id);
+      const loaded = await runtime.load(id, { fresh: true }); // NotFoundError for an unknown id
+      const first = viewOfSnapshot(id, loaded.snapshot, loaded.revision);
       yield first;
       if (first.final) return;
       let last = first.revision;
+      // Follow from the last event read: the next one of this stream commits after it. (From
+      // START the subscription would scan the whole log before reaching the present.)
+      const after = loaded.events?.at(-1)?.globalPosition ?? START;
       const ac = new AbortController();
       const stop = () => ac.abort();
       signal?.addEventListener('abort', stop, { once: true });
       try {
         // The stream id is unique, so a prefix of the whole id follows exactly this execution.
-        for await (const event of store.subscribe({ after: START, streamPrefixes: [executionStreamId(id)], signal: ac.signal })) {
+        for await (const event of store.subscribe({ after, streamPrefixes: [executionStreamId(id)], signal: ac.signal })) {
           if (Number(event.revision) <= last) continue;
           const view = await get(id);
           if (!view || view.revision <= last) continue;
