@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  BatonApiError,
   ExecutionFailedError,
   IdempotencyKeyConflictError,
   InvalidActionInputError,
@@ -173,4 +174,24 @@ it('createClient refuses options it does not understand', async () => {
 it('the embedded worker reports its health', () => {
   expect(worker.health()).toEqual({ healthy: true, problems: [] });
   expect(worker.workerId).toBe(`client-test-${process.pid}`);
+});
+
+it('over GraphQL with tokens: the admin token submits, the read token reads, and a refusal is BatonApiError with the code', async () => {
+  const adminToken = `admin-${randomUUID()}`;
+  const readToken = `read-${randomUUID()}`;
+  const secured = await startApiServer({ pool: db.pool, runtime: createExecutionRuntime(store), store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0, adminToken, readToken });
+  const admin = await createClient({ graphqlUrl: secured.url, token: adminToken });
+  const reader = await createClient({ graphqlUrl: secured.url, token: readToken });
+  const nobody = await createClient({ graphqlUrl: secured.url });
+  try {
+    const { executionId } = await admin.submit(double, { n: 4 });
+    expect(await reader.result(executionId, { timeout: 20_000 })).toEqual({ doubled: 8, label: 'x' });
+    await expect(reader.submit(double, { n: 1 })).rejects.toMatchObject({ name: 'BatonApiError', code: 'FORBIDDEN' });
+    const refused = await nobody.get(executionId).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(BatonApiError);
+    expect(refused).toMatchObject({ code: 'UNAUTHENTICATED' });
+  } finally {
+    await Promise.all([admin.close(), reader.close(), nobody.close()]);
+    await secured.close();
+  }
 });
