@@ -26,7 +26,7 @@ export interface EmbeddedWorkerOptions {
   actions: readonly AnyActionDefinition[];
   /** Offer the built-in actions too. Default true. */
   builtins?: boolean;
-  /** The worker's id, unique among live workers. Default: `<hostname>-<pid>`. */
+  /** The worker's id, unique among live workers. Default: `<hostname>-<pid>` (`-2`, `-3`, … for further ones in this process). */
   id?: string;
   /** How many runs at once. Default 10. */
   capacity?: number;
@@ -71,6 +71,9 @@ export interface EmbeddedWorker {
    */
   stop(reason?: string): Promise<void>;
 }
+
+/** Embedded workers started in this process so far: the second and later get `-2`, `-3`, … on the default id. */
+let started = 0;
 
 const KNOWN = ['databaseUrl', 'actions', 'builtins', 'id', 'capacity', 'natsUrl', 'executor', 'projector', 'shutdownTimeoutMs', 'signal', 'metricsPort', 'logger'];
 
@@ -117,7 +120,7 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
     }
     if (o.projector) hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log, registry });
     const worker = await startWorkerHost(env, {
-      workerId: o.id ?? defaultWorkerId(),
+      workerId: o.id ?? (++started === 1 ? defaultWorkerId() : `${defaultWorkerId()}-${started}`),
       actions,
       capacity,
       ...(o.shutdownTimeoutMs !== undefined && { shutdownTimeoutMs: o.shutdownTimeoutMs }),

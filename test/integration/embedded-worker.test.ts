@@ -48,3 +48,14 @@ it('refuses options it does not understand, naming them, before connecting', asy
   await expect(startWorker({ databaseUrl: db.url, actions: [slow], capacity: 0 })).rejects.toBeInstanceOf(InvalidInputError);
   await expect(startWorker({ databaseUrl: db.url, actions: [{ name: 'x.y' }] as never })).rejects.toThrow(/options\.actions\[0\]: not an action/);
 });
+
+it('two in one process get ids of their own, and both run work', async () => {
+  const [a, b] = await Promise.all([0, 1].map(() => startWorker({ databaseUrl: db.url, actions: [slow], executor: true, logger: silentLogger(), shutdownTimeoutMs: 1_000 })));
+  try {
+    expect(a!.workerId).not.toBe(b!.workerId);
+    const ids = await Promise.all([1, 2, 3, 4].map(async () => (await client.submit('test.slow', { ms: 1 })).executionId));
+    for (const id of ids) expect(await client.result(id, { timeout: 20_000 })).toEqual({ waited: 1, aborted: false });
+  } finally {
+    await Promise.all([a!.stop(), b!.stop()]);
+  }
+}, 30_000);
