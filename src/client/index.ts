@@ -16,6 +16,14 @@ export * from './types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 
 const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'tags'] as const;
+// Execution ids are UUIDs (random, or derived from an idempotency key), as the API's uuidArg requires.
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The id, lower-cased; anything but a UUID is refused the same way over the database and GraphQL. */
+function checkId(id: unknown): string {
+  if (typeof id !== 'string' || !UUID.test(id)) throw new InvalidInputError([{ path: 'id', message: 'must be an execution id (a UUID)' }]);
+  return id.toLowerCase();
+}
 
 /** Unknown submit options are refused, not ignored; tags wait for a Baton that records them. */
 function checkOptions(options: unknown, at: string): SubmitOptions {
@@ -55,7 +63,7 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     const timer = timeout !== undefined ? setTimeout(() => ((timedOut = true), ac.abort()), timeout) : undefined;
     let status: ExecutionStatus | undefined;
     try {
-      for await (const view of transport.updates(id, ac.signal)) {
+      for await (const view of transport.updates(checkId(id), ac.signal)) {
         status = view.status;
         if (!view.final) continue;
         if (view.status === 'Completed') return view.result;
@@ -79,10 +87,10 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
       return transport.submitMany(checked);
     },
     result: result as BatonClient['result'],
-    cancel: (id, reason) => transport.cancel(id, reason),
-    get: transport.get as BatonClient['get'],
-    history: (id) => transport.history(id),
-    updates: ((id: string, o: { signal?: AbortSignal } = {}) => transport.updates(id, o.signal)) as BatonClient['updates'],
+    cancel: async (id, reason) => transport.cancel(checkId(id), reason),
+    get: (async (id: string) => transport.get(checkId(id))) as BatonClient['get'],
+    history: async (id) => transport.history(checkId(id)),
+    updates: ((id: string, o: { signal?: AbortSignal } = {}) => transport.updates(checkId(id), o.signal)) as BatonClient['updates'],
     close: () => transport.close(),
   };
   return client;

@@ -195,3 +195,12 @@ it('over GraphQL with tokens: the admin token submits, the read token reads, and
     await secured.close();
   }
 });
+
+it('refuses an id that is not an execution id the same way in both modes, before asking anyone', async () => {
+  for (const client of Object.values(clients)) {
+    for (const call of [() => client.get('nope'), () => client.history('a\u0000b'), () => client.cancel('x'), () => client.result('1; DROP TABLE x')]) {
+      await expect(call()).rejects.toThrow(/^id: must be an execution id \(a UUID\)$/);
+    }
+    expect(() => client.updates('nope')).toThrow(InvalidInputError);
+  }
+});
