@@ -52,7 +52,7 @@ export interface ExecutionContext {
   workflowId?: string;
   /** The action version the submission pinned: every handoff must name it. */
   pinnedVersion?: number;
-  /** The version the current (or last) attempt was handed off to run, when the handoff named one (absent: version 1). */
+  /** The version the current (or last) attempt was handed off to run, when the handoff named one other than 1 (absent: version 1). */
   actionVersion?: number;
   result: Json | undefined;
   /** The last error an attempt reported. */
@@ -281,7 +281,8 @@ export const executionMachine = setup({
       return {
         owner,
         workerId: event.data.workerId,
-        actionVersion: event.data.actionVersion,
+        // Kept only when not 1 (what absent means), so a context has one form per version.
+        actionVersion: event.data.actionVersion === 1 ? undefined : event.data.actionVersion,
         deadline: event.data.deadline,
         scheduledAt: event.metadata.occurredAt,
         owners: [...context.owners, owner],

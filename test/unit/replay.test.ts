@@ -34,6 +34,20 @@ describe('replay of generated histories', () => {
     expect(events).toBeGreaterThan(50_000); // the walks are long enough to mean something
   }, 60_000); // ~7 s on an idle 2-core machine; more while other test files share it
 
+  it('replays 2,000 random histories with action versions (pinned and not) with no divergence', () => {
+    const random = seededRandom(20261124);
+    let versioned = 0;
+    for (let i = 0; i < 2_000; i++) {
+      const history = randomHistory(random, { recordStateAfter: i % 2 === 0, versions: true });
+      if (history.some((e) => (e.data as { actionVersion?: number }).actionVersion !== undefined)) versioned++;
+      for (const target of [CURRENT_MACHINE, RECORDED_MACHINES]) {
+        const { verdict } = replayHistory(`h${i}`, history, target);
+        if (verdict.divergences.length > 0) throw new Error(`history ${i} diverges: ${JSON.stringify(verdict.divergences)}\n${JSON.stringify(history)}`);
+      }
+    }
+    expect(versioned).toBeGreaterThan(1_000);
+  }, 60_000);
+
   it('a changed machine makes some of the same histories diverge (the check can fail)', () => {
     const random = seededRandom(7);
     const diverging = Array.from({ length: 1_000 }, (_, i) => replayHistory(`h${i}`, randomHistory(random, { recordStateAfter: true }), candidate(withoutCompletion))).filter((r) => r.verdict.divergences.length > 0);
