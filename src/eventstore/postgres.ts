@@ -18,6 +18,10 @@
 // committed to it, T2 must have the larger transaction id. A transaction that got its id early
 // (by an earlier write) could break that, so every append also checks and moves the stream's
 // last_xid; an append that would go backwards is retried in a new transaction.
+//
+// appendMany (./pg-append-many.ts) stores many streams' appends in one statement, one transaction:
+// each stream is checked against its own expected revision, a stream that conflicts is reported
+// and the others commit together; one NOTIFY per transaction.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { DuplicateEventIdError, WrongExpectedRevisionError, BatonError } from '../errors.ts';
@@ -31,7 +35,8 @@ import type {
   SubscribeOptions,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
-import { appendEach, validateAppend } from './append-validation.ts';
+import { validateAppend } from './append-validation.ts';
+import { appendManyPostgres, earlierAppend, readStoredIds } from './pg-append-many.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
@@ -173,18 +178,9 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
    */
   async function findEarlierAppend(streamId: string, events: NewEvent[]): Promise<AppendResult | 'none'> {
     const ids = events.map((e) => e.eventId);
-    const r = await pool.query<{ event_id: string; stream_id: string; revision: string; global_position: string }>(
-      'SELECT event_id, stream_id, revision, global_position FROM baton_events WHERE event_id = ANY($1::uuid[]) ORDER BY revision',
-      [ids],
-    );
-    if (r.rowCount === 0) return 'none';
-    const byId = new Map(r.rows.map((row) => [row.event_id, row]));
-    const rows = ids.map((id) => byId.get(id));
-    const firstRevision = rows[0] ? BigInt(rows[0].revision) : -1n;
-    const sameAppend = rows.every((row, i) => row && row.stream_id === streamId && BigInt(row.revision) === firstRevision + BigInt(i));
-    if (!sameAppend) throw new DuplicateEventIdError(streamId, r.rows.map((row) => row.event_id));
-    const last = rows[rows.length - 1]!;
-    return { nextExpectedRevision: BigInt(last.revision), lastPosition: BigInt(last.global_position), idempotentReplay: true };
+    const earlier = earlierAppend(streamId, ids, await readStoredIds(pool, ids));
+    if (earlier instanceof DuplicateEventIdError) throw earlier;
+    return earlier;
   }
 
   async function append(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
@@ -329,7 +325,11 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
 
   return {
     append,
-    appendMany: (requests) => appendEach(append, requests),
+    appendMany: (requests) =>
+      appendManyPostgres(
+        { pool, appendOne: (r) => append(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended() },
+        requests,
+      ),
     appendWithin,
     notifyAppended: () => wakeups.appended(),
     readStream,
