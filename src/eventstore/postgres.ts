@@ -26,6 +26,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { DuplicateEventIdError, WrongExpectedRevisionError, BatonError } from '../errors.ts';
 import type {
+  AppendRequest,
   AppendResult,
   EventStore,
   ExpectedRevision,
@@ -36,12 +37,15 @@ import type {
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
 import { validateAppend } from './append-validation.ts';
+import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
 import { appendManyPostgres, earlierAppend, readStoredIds } from './pg-append-many.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
   /** Fallback poll when no NOTIFY arrives (ms). Only a safety net: wake-ups are pushed. */
   idlePollMs?: number;
+  /** append() through this store's group committer (./group-commit.ts), or `false`: one statement per append. */
+  groupCommit?: GroupCommitOptions | false;
 }
 
 export interface PostgresEventStore extends EventStore {
@@ -183,7 +187,8 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return earlier;
   }
 
-  async function append(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+  /** One append, its own statement (and transaction). */
+  async function appendAlone(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
     validateAppend(streamId, events, o.expectedRevision);
     for (let attempt = 1; ; attempt++) {
       let failure: unknown;
@@ -323,13 +328,21 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     }
   }
 
+  const appendMany = (requests: readonly AppendRequest[]) =>
+    appendManyPostgres(
+      { pool, appendOne: (r) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended() },
+      requests,
+    );
+  const committer = options.groupCommit === false ? undefined : new GroupCommitter(appendMany, options.groupCommit);
+  const append = async (streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> => {
+    // Refuse a malformed append at once, with the message every adapter gives, not from a batch.
+    validateAppend(streamId, events, o.expectedRevision);
+    return committer ? committer.append(streamId, events, o) : appendAlone(streamId, events, o);
+  };
+
   return {
     append,
-    appendMany: (requests) =>
-      appendManyPostgres(
-        { pool, appendOne: (r) => append(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended() },
-        requests,
-      ),
+    appendMany,
     appendWithin,
     notifyAppended: () => wakeups.appended(),
     readStream,
