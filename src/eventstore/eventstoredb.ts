@@ -29,6 +29,13 @@
 //   adapter reports as DuplicateEventIdError like Postgres does. The contract suite runs this
 //   adapter with `uniqueEventIds: false` and skips the one test that needs more.
 //
+// - appendMany. EventStoreDB has no transaction across streams: per-stream atomicity is this
+//   adapter's contract. Each request is an append of its own (different streams at once, one
+//   stream's requests in order), each with its own outcome; a failure part way through leaves the
+//   streams already appended stored, and a retry of the whole batch is recognised stream by
+//   stream as idempotent. No group committer either: the client multiplexes appends over one
+//   gRPC connection and the server batches its own log writes.
+//
 // - readAll. The v6 client cannot filter a read of $all on the server (subscribeToAll can), so
 //   readAll pages through $all and keeps the wanted streams itself; system streams ($…) are
 //   never returned. A catch-up read therefore costs everything written after `after`, not just
