@@ -18,12 +18,14 @@
 //
 // Plans. These statements run on every wake-up, so they must cost the same at any history size.
 // A prepared statement's plan is cached generically after five runs, and a plan made while the
-// table was small was a sequential scan: heldBack's EXISTS took 8 ms at 100,000 rows (12.5 ms at
-// 50,000 in a bench), growing with history. So: every statement here has a shape whose only
-// sensible plan walks the (transaction_id, global_position) index from a cursor (ORDER BY that
-// index LIMIT n), heldBack reads only the newest row, and readAll, whose filter and limit vary,
-// is planned for each call (an unnamed statement) rather than cached. EXPLAIN at 0 and 100,000
-// rows: see test/integration/follow-plans.test.ts.
+// table was small was a sequential scan: heldBack's EXISTS took 8–50 ms at 100,000 rows here
+// (12.5 ms at 50,000 in a bench), growing with history; a join back to the table for the full
+// rows became a hash join over a sequential scan too. So: every statement here has a shape whose
+// only sensible plan walks the (transaction_id, global_position) index from a cursor (ORDER BY
+// that index LIMIT n, full rows read in that walk, no join back), heldBack reads only the newest
+// row, and readAll, whose filter and limit vary, is planned for each call (an unnamed statement).
+// With plans cached at 16 rows, at 100,000 rows: heldBack 0.04 ms, each scan 0.06–0.3 ms
+// (test/integration/follow-plans.test.ts checks the plans' shape).
 import type pg from 'pg';
 import { BatonError } from '../errors.ts';
 import type { ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
@@ -52,7 +54,6 @@ interface StreamState extends Cursor {
 }
 
 const EVENT_COLUMNS = 'global_position, event_id, stream_id, revision, type, data, metadata, recorded_at, transaction_id';
-const E_COLUMNS = EVENT_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ');
 
 export const toStored = (r: Omit<EventRow, 'stream_id' | 'transaction_id'> & { stream_id?: string }, streamId = r.stream_id!): StoredEvent => ({
   eventId: r.event_id,
@@ -111,14 +112,13 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
     const r = await pool.query<EventRow & { scan_end: boolean; scanned: string }>({
       name: 'baton_scan_all',
       text: `WITH scanned AS (
-               SELECT transaction_id, global_position, stream_id FROM baton_events
+               SELECT ${EVENT_COLUMNS} FROM baton_events
                WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
                  AND (transaction_id, global_position) > ($1::xid8, $2::bigint)
                ORDER BY transaction_id, global_position
                LIMIT $3)
-             SELECT ${E_COLUMNS}, false AS scan_end, NULL::bigint AS scanned
-               FROM scanned s JOIN baton_events e ON e.global_position = s.global_position
-               WHERE s.stream_id LIKE ANY($4::text[])
+             SELECT ${EVENT_COLUMNS}, false AS scan_end, NULL::bigint AS scanned
+               FROM scanned WHERE stream_id LIKE ANY($4::text[])
              UNION ALL
              (SELECT global_position, NULL, NULL, NULL, NULL, NULL, NULL, NULL, transaction_id, true, (SELECT count(*) FROM scanned)
                 FROM scanned ORDER BY transaction_id DESC, global_position DESC LIMIT 1)
@@ -155,18 +155,16 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
     const r = await pool.query<EventRow & { scan_end: boolean; scanned: string | null; in_progress: string[] | null }>({
       name: 'baton_scan_committed',
       text: `WITH scanned AS (
-               SELECT transaction_id, global_position, stream_id FROM baton_events
+               SELECT ${EVENT_COLUMNS} FROM baton_events
                WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
                ORDER BY transaction_id, global_position
                LIMIT $3),
-             late AS (
-               SELECT transaction_id, global_position, stream_id FROM baton_events
-               WHERE transaction_id = ANY($5::xid8[])),
              picked AS (
-               SELECT global_position, stream_id FROM scanned UNION ALL SELECT global_position, stream_id FROM late)
-             SELECT ${E_COLUMNS}, false AS scan_end, NULL::bigint AS scanned, NULL::text[] AS in_progress
-               FROM picked p JOIN baton_events e ON e.global_position = p.global_position
-               WHERE $4::text[] IS NULL OR p.stream_id LIKE ANY($4::text[])
+               SELECT * FROM scanned
+               UNION ALL
+               SELECT ${EVENT_COLUMNS} FROM baton_events WHERE transaction_id = ANY($5::xid8[]))
+             SELECT ${EVENT_COLUMNS}, false AS scan_end, NULL::bigint AS scanned, NULL::text[] AS in_progress
+               FROM picked WHERE $4::text[] IS NULL OR stream_id LIKE ANY($4::text[])
              UNION ALL
              SELECT last.global_position, NULL, NULL, NULL, NULL, NULL, NULL, NULL, last.transaction_id, true,
                     (SELECT count(*) FROM scanned),
