@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { withScratchDatabase } from './scratch-database.ts';
+import { startCpuMeter, type CpuReading } from './cpu-meter.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
 import type { EventStore, NewEvent } from '../eventstore/event-store.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -19,6 +20,8 @@ export interface AppendPhaseResult {
   appendsPerSec: number;
   eventsPerSec: number;
   latencyMs: { p50: number; p99: number };
+  /** CPU per append (µs): this process's, and the Postgres backends' (undefined when not on this machine). */
+  cpuMicrosPerAppend: { client: number; server: number | undefined };
 }
 
 export interface RehydrateResult {
@@ -43,8 +46,9 @@ function benchEvent(i: number): NewEvent {
 }
 
 /** `appenders` loops, each appending `batch` events at a time to a stream of its own, for `seconds`. */
-async function appendPhase(store: EventStore, phase: string, appenders: number, batch: number, seconds: number): Promise<AppendPhaseResult> {
+async function appendPhase(pool: pg.Pool, store: EventStore, phase: string, appenders: number, batch: number, seconds: number): Promise<AppendPhaseResult> {
   const latencies: number[] = [];
+  const cpu = await startCpuMeter(pool);
   const deadline = performance.now() + seconds * 1000;
   const start = performance.now();
   await Promise.all(
@@ -60,12 +64,13 @@ async function appendPhase(store: EventStore, phase: string, appenders: number, 
       }
     }),
   );
-  return summarise(phase, appenders, batch, latencies, (performance.now() - start) / 1000);
+  return summarise(phase, appenders, batch, latencies, (performance.now() - start) / 1000, await cpu());
 }
 
 /** One caller storing `size` streams' single-event appends per appendMany, for `seconds`. */
-async function appendManyPhase(store: EventStore, phase: string, size: number, seconds: number): Promise<AppendPhaseResult> {
+async function appendManyPhase(pool: pg.Pool, store: EventStore, phase: string, size: number, seconds: number): Promise<AppendPhaseResult> {
   const latencies: number[] = [];
+  const cpu = await startCpuMeter(pool);
   const deadline = performance.now() + seconds * 1000;
   const start = performance.now();
   const streams = Array.from({ length: size }, () => ({ id: `bench-${randomUUID()}`, expected: 'no_stream' as bigint | 'no_stream' }));
@@ -80,10 +85,11 @@ async function appendManyPhase(store: EventStore, phase: string, size: number, s
       latencies.push(elapsed);
     });
   }
-  return summarise(phase, 1, 1, latencies, (performance.now() - start) / 1000);
+  return summarise(phase, 1, 1, latencies, (performance.now() - start) / 1000, await cpu());
 }
 
-function summarise(phase: string, appenders: number, batch: number, latencies: number[], elapsed: number): AppendPhaseResult {
+function summarise(phase: string, appenders: number, batch: number, latencies: number[], elapsed: number, cpu: CpuReading): AppendPhaseResult {
+  const perAppend = (ms: number) => Math.round((ms * 1000) / Math.max(1, latencies.length));
   latencies.sort((a, b) => a - b);
   return {
     phase,
@@ -93,6 +99,7 @@ function summarise(phase: string, appenders: number, batch: number, latencies: n
     appendsPerSec: Math.round(latencies.length / elapsed),
     eventsPerSec: Math.round((latencies.length * batch) / elapsed),
     latencyMs: { p50: round(percentile(latencies, 0.5)), p99: round(percentile(latencies, 0.99)) },
+    cpuMicrosPerAppend: { client: perAppend(cpu.clientMs), server: cpu.serverMs === undefined ? undefined : perAppend(cpu.serverMs) },
   };
 }
 
@@ -148,11 +155,11 @@ export async function runEventStoreBench(
     try {
       const phases: [string, () => Promise<AppendPhaseResult>][] = [
         ...counts.flatMap((n): [string, () => Promise<AppendPhaseResult>][] => [
-          [`${n} appender${n > 1 ? 's' : ''}, one statement per append`, () => appendPhase(alone, `${n} appender${n > 1 ? 's' : ''}, one statement per append`, n, 1, o.seconds)],
-          [`${n} appender${n > 1 ? 's' : ''}, group commit`, () => appendPhase(grouped, `${n} appender${n > 1 ? 's' : ''}, group commit`, n, 1, o.seconds)],
+          [`${n} appender${n > 1 ? 's' : ''}, one statement per append`, () => appendPhase(pool, alone, `${n} appender${n > 1 ? 's' : ''}, one statement per append`, n, 1, o.seconds)],
+          [`${n} appender${n > 1 ? 's' : ''}, group commit`, () => appendPhase(pool, grouped, `${n} appender${n > 1 ? 's' : ''}, group commit`, n, 1, o.seconds)],
         ]),
-        [`${most} appenders, batches of 6, group commit`, () => appendPhase(grouped, `${most} appenders, batches of 6, group commit`, most, 6, o.seconds)],
-        ['appendMany of 256 streams', () => appendManyPhase(grouped, 'appendMany of 256 streams', 256, o.seconds)],
+        [`${most} appenders, batches of 6, group commit`, () => appendPhase(pool, grouped, `${most} appenders, batches of 6, group commit`, most, 6, o.seconds)],
+        ['appendMany of 256 streams', () => appendManyPhase(pool, grouped, 'appendMany of 256 streams', 256, o.seconds)],
       ];
       const total = phases.length + 2;
       const appends: AppendPhaseResult[] = [];
@@ -177,8 +184,15 @@ export function printEventStoreBench(r: EventStoreBenchResult): string {
     `event store bench — Postgres ${r.postgres}, ${r.seconds}s per phase`,
     '',
     table(
-      ['PHASE', 'APPENDS/S', 'EVENTS/S', 'P50 MS', 'P99 MS'],
-      r.appends.map((a) => [a.phase, String(a.appendsPerSec), String(a.eventsPerSec), String(a.latencyMs.p50), String(a.latencyMs.p99)]),
+      ['PHASE', 'APPENDS/S', 'EVENTS/S', 'P50 MS', 'P99 MS', 'CPU µS/APPEND (CLIENT+PG)'],
+      r.appends.map((a) => [
+        a.phase,
+        String(a.appendsPerSec),
+        String(a.eventsPerSec),
+        String(a.latencyMs.p50),
+        String(a.latencyMs.p99),
+        `${a.cpuMicrosPerAppend.client}+${a.cpuMicrosPerAppend.server ?? '?'}`,
+      ]),
     ),
     '',
     table(

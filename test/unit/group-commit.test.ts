@@ -38,7 +38,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 describe('GroupCommitter', () => {
   it('sends a lone append at once, without waiting for company', () => {
     const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit);
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
     void c.append('a', ev(), { expectedRevision: 'no_stream' });
     expect(calls.length).toBe(1); // synchronously: no timer, no tick
     expect(calls[0]!.requests.map((r) => r.streamId)).toEqual(['a']);
@@ -46,7 +46,7 @@ describe('GroupCommitter', () => {
 
   it('coalesces appends that arrive while a transaction is in flight into the next one', async () => {
     const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit);
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
     const first = c.append('a', ev(), { expectedRevision: 'no_stream' });
     const rest = ['b', 'c', 'd'].map((s) => c.append(s, ev(2), { expectedRevision: 'no_stream' }));
     expect(calls.length).toBe(1);
@@ -61,7 +61,7 @@ describe('GroupCommitter', () => {
 
   it('bounds a batch at maxBatch; the rest goes in the next transaction', async () => {
     const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit, { maxBatch: 3 });
+    const c = new GroupCommitter(commit, { maxBatch: 3, maxInFlight: 1 });
     const all = ['x', 'a', 'b', 'c', 'd', 'e'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream' }));
     calls[0]!.finish();
     await tick();
@@ -75,7 +75,7 @@ describe('GroupCommitter', () => {
 
   it('never puts two appends of one stream in a transaction: the second sees the first, as if sequential', async () => {
     const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit);
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
     const busy = c.append('busy', ev(), { expectedRevision: 'no_stream' });
     const s1 = c.append('s', ev(), { expectedRevision: 'no_stream' });
     const s2 = c.append('s', ev(), { expectedRevision: 0n }); // expects s1 stored
@@ -98,7 +98,7 @@ describe('GroupCommitter', () => {
 
   it('fails only the callers of a transaction that fails, and goes on with the next', async () => {
     const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit);
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
     const first = c.append('a', ev(), { expectedRevision: 'no_stream' });
     const second = [c.append('b', ev(), { expectedRevision: 'no_stream' }), c.append('c', ev(), { expectedRevision: 'no_stream' })];
     calls[0]!.finish(new Error('connection lost'));
@@ -110,7 +110,7 @@ describe('GroupCommitter', () => {
 
   it('gives each caller its own outcome from a batch', async () => {
     const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit);
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
     const lead = c.append('lead', ev(), { expectedRevision: 'no_stream' });
     const good = c.append('g', ev(), { expectedRevision: 'no_stream' });
     const bad = c.append('h', ev(), { expectedRevision: 4n });
@@ -120,5 +120,28 @@ describe('GroupCommitter', () => {
     calls[1]!.finish();
     expect((await good).nextExpectedRevision).toBe(0n);
     await expect(bad).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+  });
+
+  it('keeps up to maxInFlight transactions in flight, and never two of one stream at once', async () => {
+    const { calls, commit } = controlledStore();
+    const c = new GroupCommitter(commit, { maxInFlight: 2 });
+    const a1 = c.append('a', ev(), { expectedRevision: 'no_stream' });
+    const a2 = c.append('a', ev(), { expectedRevision: 0n }); // waits for a1: not in flight beside it
+    const b = c.append('b', ev(), { expectedRevision: 'no_stream' });
+    const x = c.append('x', ev(), { expectedRevision: 'no_stream' });
+    // Each lone append takes a free slot at once; x finds both taken and waits.
+    expect(calls.map((k) => k.requests.map((r) => r.streamId))).toEqual([['a'], ['b']]);
+    calls[1]!.finish();
+    await b;
+    await tick();
+    expect(calls[2]!.requests.map((r) => r.streamId)).toEqual(['x']); // a2 still waits for a1
+    calls[0]!.finish();
+    await a1;
+    await tick();
+    expect(calls[3]!.requests.map((r) => r.streamId)).toEqual(['a']);
+    calls[2]!.finish();
+    calls[3]!.finish();
+    await x;
+    expect((await a2).nextExpectedRevision).toBe(1n);
   });
 });
