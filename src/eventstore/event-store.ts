@@ -75,7 +75,7 @@ export type SubscriptionOrder = 'global' | 'stream';
  * Where a `stream`-order subscription is, kept current by the adapter at the end of each batch
  * it delivered (once the subscriber asked for the next event). Pass the same object to the next
  * subscribe (after a failure) to go on exactly after the last batch handled; `after` is then
- * ignored. Opaque; adapters whose order is the same in both modes leave it empty.
+ * ignored. Opaque (EventStoreDB keeps the last event handled there).
  */
 export interface SubscriptionResume {
   state?: unknown;

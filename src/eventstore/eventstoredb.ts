@@ -236,7 +236,10 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
   async function* subscribe(o: SubscribeOptions): AsyncGenerator<StoredEvent> {
     const f = streamFilterFor(o.streamPrefixes);
     const filter = 'regex' in f ? streamNameFilter({ regex: f.regex }) : streamNameFilter({ prefixes: f.prefixes });
-    let after = o.after;
+    // Both orders are one here ($all is served in commit order as it commits); a `stream`
+    // subscriber's resume point is simply the last event it handled.
+    const resume = o.order === 'stream' ? o.resume : undefined;
+    let after = typeof resume?.state === 'bigint' ? resume.state : o.after;
     readPositionAfter(after); // validates
     const stopped = () => o.signal?.aborted === true || closing.signal.aborted;
     let attempt = 0;
@@ -261,7 +264,10 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
           after = position;
           attempt = 0; // progress: the connection works
           const stored = wanted(resolved.event.streamId, o.streamPrefixes) ? toStoredEvent(resolved) : null;
-          if (stored) yield stored;
+          if (stored) {
+            yield stored;
+            if (resume) resume.state = stored.globalPosition; // handled: the subscriber asked for the next
+          }
           if (stopped()) return;
         }
       } catch (err) {
