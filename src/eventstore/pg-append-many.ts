@@ -31,6 +31,7 @@
 //   refused here and retried one by one in a new transaction, so per-stream order still agrees
 //   with the readAll order.
 import type pg from 'pg';
+import type { Logger } from 'pino';
 import { DuplicateEventIdError, WrongExpectedRevisionError } from '../errors.ts';
 import { validateAppend } from './append-validation.ts';
 import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision } from './event-store.ts';
@@ -210,7 +211,12 @@ export interface AppendManyDeps {
   appendOne(request: AppendRequest): Promise<AppendResult>;
   /** Called once after a round stored something (one NOTIFY per transaction). */
   appended(): void;
+  log?: Logger;
 }
+
+// What a batch statement can meet in normal operation: another writer storing the same event id
+// at the same moment (unique_violation), or a deadlock with a writer outside these rules.
+const EXPECTED_FAILURES = new Set(['23505', '40P01']);
 
 const outcomeOf = (p: Promise<AppendResult>): Promise<AppendOutcome> =>
   p.then(
@@ -245,7 +251,9 @@ async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[]
   let rows: RoundRow[];
   try {
     rows = await appendRound(deps.pool, requests);
-  } catch {
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    deps.log?.[code && EXPECTED_FAILURES.has(code) ? 'debug' : 'warn']({ err, requests: requests.length }, 'appendMany: the batch statement failed; appending its requests one by one');
     // The statement wrote nothing (a race on an event id, a deadlock, a lost connection):
     // append one by one, so each request gets the outcome it would have had on its own.
     const each = await Promise.all(requests.map((r) => outcomeOf(deps.appendOne(r))));

@@ -54,6 +54,12 @@ export interface PostgresEventStore extends EventStore {
   appendWithin(client: pg.ClientBase, streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
   /** Tell subscribers that the caller committed appends made with appendWithin. */
   notifyAppended(): void;
+  /**
+   * Resolves once every transaction running on the server when called has ended, so that
+   * readAll (`global` order) returns everything committed before the call. For a reader that
+   * learnt of events some other way (a `stream` subscription, readStream) and then reads all.
+   */
+  settled(o?: { timeoutMs?: number }): Promise<void>;
 }
 
 /**
@@ -195,7 +201,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
 
   const appendMany = (requests: readonly AppendRequest[]) =>
     appendManyPostgres(
-      { pool, appendOne: (r) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended() },
+      { pool, appendOne: (r) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended(), ...(log && { log }) },
       requests,
     );
   const committer = options.groupCommit === false ? undefined : new GroupCommitter(appendMany, options.groupCommit);
@@ -210,6 +216,16 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     appendMany,
     appendWithin,
     notifyAppended: () => wakeups.appended(),
+    async settled(o = {}) {
+      const target = (await pool.query<{ x: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x')).rows[0]!.x;
+      const deadline = Date.now() + (o.timeoutMs ?? 30_000);
+      for (let waitMs = 1; ; waitMs = Math.min(waitMs * 2, 50)) {
+        const r = await pool.query<{ done: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8 AS done', [target]);
+        if (r.rows[0]!.done) return;
+        if (Date.now() > deadline) throw new BatonError(`the transactions running since ${target} did not all end within ${o.timeoutMs ?? 30_000} ms`);
+        await new Promise((resolve) => setTimeout(resolve, waitMs));
+      }
+    },
     readStream,
     readAll: follow.readAll,
     subscribe: follow.subscribe,
