@@ -31,9 +31,7 @@ import type {
   EventStore,
   ExpectedRevision,
   NewEvent,
-  ReadAllOptions,
   StoredEvent,
-  SubscribeOptions,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
 import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-follow.ts';
