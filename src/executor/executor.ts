@@ -12,10 +12,10 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { DEFAULT_RUNTIME } from '../actions/action.ts';
-import { mapLimit } from '../async/map-limit.ts';
 import { RejectedCommandError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
@@ -28,6 +28,13 @@ import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
+
+/**
+ * Handoffs per appendMany. A pass places at most the free capacity of the live workers (the
+ * bench's 2 workers × 64: 128), so this bounds only very large fleets; 256 handoffs are 512
+ * events, one INSERT of ~150 KB (XXX measured).
+ */
+const HANDOFFS_PER_APPEND = 256;
 
 /** The runtimes an executor host shares with its workflow orchestrator, and the one follower feeding them. */
 export interface ExecutorActors {
@@ -58,7 +65,7 @@ export interface ExecutorOptions {
   monitorEveryMs?: number;
   /** Fail executions whose work message was dead-lettered (default true). */
   handleDeadLetters?: boolean;
-  /** How many scheduling appends run at once. */
+  /** How many of the monitor's appends run at once (scheduling and retry decisions go in batches: one appendMany). */
   parallelism?: number;
   retryBackoff?: RetryBackoffDefaults;
   clock?: () => number;
@@ -181,8 +188,10 @@ export function startExecutor(o: ExecutorOptions): Executor {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
     const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
-    const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
+    const messages = await handOff(placements);
     if (messages.length > 0) {
+      // Only after the handoffs are stored (state before queue); a failed publish throws out of
+      // the pass and the monitor publishes the handoff again (monitor/handoffs.ts).
       await o.transport.publish(messages);
       monitor.published(messages.map((m) => m.messageId));
       metrics?.scheduled.inc(messages.length);
@@ -190,40 +199,58 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }
   }
 
-  /** Append the handoff (decided on the cached snapshot: no load), and say what to publish. */
-  async function handOff({ execution, workerId }: Placement): Promise<WorkMessage | undefined> {
-    const handoffEventId = randomUUID();
-    const policy = view.policyOf(execution.action);
-    let attempt = 0;
-    try {
-      const r = await runtime.dispatch(execution.executionId, (s) => {
-        const c = s!.context;
-        attempt = c.attempt;
-        const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
-        return [
-          { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId },
-        ];
+  /**
+   * Append the placements' handoffs, HANDOFFS_PER_APPEND to one appendMany, each decided on the
+   * cached snapshot (no load), and say what to publish: the handoffs that were stored.
+   */
+  async function handOff(placements: Placement[]): Promise<WorkMessage[]> {
+    const messages: WorkMessage[] = [];
+    for (let from = 0; from < placements.length; from += HANDOFFS_PER_APPEND) {
+      const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId }) => {
+        const handoffEventId = randomUUID();
+        const policy = view.policyOf(execution.action);
+        const made = { attempt: 0 };
+        const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] => {
+          const c = s!.context;
+          made.attempt = c.attempt;
+          const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
+          return [
+            { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId },
+          ];
+        };
+        return { execution, workerId, handoffEventId, made, request: { id: execution.executionId, commands } };
       });
-      if (!r.appended) return undefined;
-      return workMessage({ handoffEventId, executionId: execution.executionId, workerId, action: execution.action, attempt, handoffRevision: r.revision }, runtimeOf(execution.action), now(), r.snapshot);
-    } catch (err) {
-      // Another executor scheduled it, or it was cancelled: its change reaches the view.
-      if (err instanceof RejectedCommandError) log.debug({ executionId: execution.executionId, err: err.message }, 'not scheduled: state moved on');
-      else log.error({ executionId: execution.executionId, err }, 'scheduling failed; will retry');
-      return undefined;
+      const outcomes = await runtime.actors.dispatchMany(chunk.map((h) => h.request));
+      for (const [i, h] of chunk.entries()) {
+        const outcome = outcomes[i]!;
+        const executionId = h.execution.executionId;
+        if (!outcome.ok) {
+          // Another executor scheduled it, or it was cancelled: its change reaches the view.
+          if (outcome.error instanceof RejectedCommandError) log.debug({ executionId, err: outcome.error.message }, 'not scheduled: state moved on');
+          else log.error({ executionId, err: outcome.error }, 'scheduling failed; will retry');
+          continue;
+        }
+        const r = outcome.value;
+        if (!r.appended) continue;
+        const handoff = { handoffEventId: h.handoffEventId, executionId, workerId: h.workerId, action: h.execution.action, attempt: h.made.attempt, handoffRevision: r.revision };
+        messages.push(workMessage(handoff, runtimeOf(h.execution.action), now(), r.snapshot));
+      }
     }
+    return messages;
   }
 
+  /** Decide every execution whose baton came back (retry or abandon), in one appendMany. */
   async function decideRetries(): Promise<void> {
-    await mapLimit(view.retryPending(), parallelism, async (d) => {
-      try {
-        await runtime.dispatch(d.executionId, retryCommand(d, view.policyOf(d.action), now(), backoff));
-      } catch (err) {
-        if (err instanceof RejectedCommandError) view.decided(d.executionId); // another executor decided
-        else log.error({ executionId: d.executionId, err }, 'retry decision failed; will retry');
-      }
-    });
+    const pending = view.retryPending();
+    if (pending.length === 0) return;
+    const outcomes = await runtime.actors.dispatchMany(pending.map((d) => ({ id: d.executionId, commands: retryCommand(d, view.policyOf(d.action), now(), backoff) })));
+    for (const [i, outcome] of outcomes.entries()) {
+      if (outcome.ok) continue;
+      const executionId = pending[i]!.executionId;
+      if (outcome.error instanceof RejectedCommandError) view.decided(executionId); // another executor decided
+      else log.error({ executionId, err: outcome.error }, 'retry decision failed; will retry');
+    }
   }
 
   let monitoring: Promise<void> | undefined;
