@@ -31,10 +31,14 @@ export type { WorkerDirectory } from './worker-directory.ts';
 
 /**
  * Handoffs per appendMany. A pass places at most the free capacity of the live workers (the
- * bench's 2 workers × 64: 128), so this bounds only very large fleets; 256 handoffs are 512
- * events, one INSERT of ~150 KB (XXX measured).
+ * bench's 2 workers × 64: 128), so this bounds only large fleets. The store's appendMany,
+ * measured here (src/eventstore/group-commit.ts): 1 append 3.6 ms, 256 15.8 ms (62 µs each),
+ * 1,024 47.5 ms: past 256 an append costs hardly less while the whole pass waits longer.
  */
 const HANDOFFS_PER_APPEND = 256;
+
+/** Passes whose publish may be in flight at once before a pass waits for the oldest (bounds what a slow broker holds in memory). */
+const PUBLISHES_IN_FLIGHT = 4;
 
 /** The runtimes an executor host shares with its workflow orchestrator, and the one follower feeding them. */
 export interface ExecutorActors {
@@ -151,6 +155,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   let passAgain = false;
   let retryTimer: NodeJS.Timeout | undefined;
   let safetyTimer: NodeJS.Timeout | undefined;
+  /** Publishes of passes that ended: the next pass commits its handoffs meanwhile. */
+  const publishing = new Set<Promise<void>>();
 
   function kick(): void {
     if (ac.signal.aborted || !caughtUp) return;
@@ -189,14 +195,21 @@ export function startExecutor(o: ExecutorOptions): Executor {
     const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
     const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
     const messages = await handOff(placements);
-    if (messages.length > 0) {
-      // Only after the handoffs are stored (state before queue); a failed publish throws out of
-      // the pass and the monitor publishes the handoff again (monitor/handoffs.ts).
-      await o.transport.publish(messages);
-      monitor.published(messages.map((m) => m.messageId));
-      metrics?.scheduled.inc(messages.length);
-      log.debug({ count: messages.length }, 'handed off and published');
-    }
+    if (messages.length === 0) return;
+    // Only after the handoffs are stored (state before queue). The next pass need not wait for
+    // this publish (its handoffs are other executions): it commits while this one is in flight.
+    while (publishing.size >= PUBLISHES_IN_FLIGHT) await Promise.race(publishing);
+    const published = o.transport
+      .publish(messages)
+      .then(() => {
+        monitor.published(messages.map((m) => m.messageId));
+        metrics?.scheduled.inc(messages.length);
+        log.debug({ count: messages.length }, 'handed off and published');
+      })
+      // The monitor publishes a handoff not started after republishAfterMs again (monitor/handoffs.ts).
+      .catch((err: unknown) => log.error({ err, count: messages.length }, 'publishing handed-off work failed; the monitor publishes it again'))
+      .finally(() => publishing.delete(published));
+    publishing.add(published);
   }
 
   /**
@@ -291,6 +304,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       for (const off of unsubscribe) off();
       await deadLetters?.stop();
       await pass;
+      await Promise.all(publishing);
       await monitoring;
     },
   };
