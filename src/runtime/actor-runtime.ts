@@ -14,9 +14,12 @@
 import { randomUUID } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
-import type { AppendRequest, AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
+import type { AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type ActorKind, type Command, type DomainEvent } from './actor-kind.ts';
+import { dispatchMany, type DispatchOutcome, type DispatchRequest } from './dispatch-many.ts';
 import { SnapshotCache } from './snapshot-cache.ts';
+
+export type { DispatchOutcome, DispatchRequest } from './dispatch-many.ts';
 
 export type Clock = () => Date;
 export const systemClock: Clock = () => new Date();
@@ -75,16 +78,6 @@ export interface ActorRuntimeOptions {
   maxCached?: number;
 }
 
-/** One actor's part of a dispatchMany. */
-export interface DispatchRequest<S, E extends DomainEvent> {
-  id: string;
-  commands: Commands<S, E>;
-  known?: Pick<Loaded<S>, 'snapshot' | 'revision'>;
-}
-
-/** What became of one request of a dispatchMany: dispatched (or found dispatched already), or the error dispatch would have thrown. */
-export type DispatchOutcome<S> = { ok: true; value: Dispatched<S> } | { ok: false; error: unknown };
-
 /** A stored event the machine refuses: the stream was written by other rules (or corrupted). Its cache entry is dropped. */
 export class UnfoldableEventError extends BatonError {}
 
@@ -115,14 +108,6 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
   cached(id: string): { snapshot: S; revision: bigint } | undefined;
   /** A follower caught up and keeps this runtime current from now on: loads may answer from the cache (see followsStore). */
   followed(): void;
-}
-
-function settle<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
-  try {
-    return { ok: true, value: fn() };
-  } catch (error) {
-    return { ok: false, error };
-  }
 }
 
 export function createActorRuntime<S extends AnyMachineSnapshot, E extends DomainEvent>(
@@ -226,9 +211,6 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return { id, snapshot: d.snapshot, revision: r.nextExpectedRevision, appended: true };
   }
 
-  /** Fixed commands carrying the event ids they were first prepared with. */
-  const withIds = (made: Command<E> | Command<E>[], eventIds: string[]): Command<E>[] => (Array.isArray(made) ? made : [made]).map((c, i) => ({ ...c, eventId: eventIds[i]! }));
-
   async function dispatch(id: string, commands: Commands<S, E>, o: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } = {}): Promise<Dispatched<S>> {
     const fixed = typeof commands === 'function' ? undefined : prepare(id, commands);
     for (let attempt = 1; ; attempt++) {
@@ -279,69 +261,6 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     }
   }
 
-  async function dispatchMany(requests: readonly DispatchRequest<S, E>[]): Promise<DispatchOutcome<S>[]> {
-    const outcomes = new Array<DispatchOutcome<S>>(requests.length);
-    /** Requests that go on alone after the batch, with fixed commands as first made (same event ids: a stored retry is recognised). */
-    const alone: { at: number; commands: Commands<S, E> }[] = [];
-    const batch: { at: number; before: S | undefined; d: { snapshot: S; decided: E[]; eventIds: string[] }; request: AppendRequest; commands: Commands<S, E> }[] = [];
-    const inBatch = new Set<string>();
-    const aloneIds = new Set<string>();
-    const goAlone = (at: number, commands: Commands<S, E>) => {
-      alone.push({ at, commands });
-      aloneIds.add(requests[at]!.id);
-    };
-    for (const [at, { id, commands, known }] of requests.entries()) {
-      const start = known ?? cache.get(id);
-      // An actor's second request waits for its first (which may go on alone): in order.
-      if (!start || inBatch.has(id) || aloneIds.has(id)) {
-        goAlone(at, commands);
-        continue;
-      }
-      const before = start.revision === undefined && !kind.empty ? undefined : start.snapshot;
-      const made = typeof commands === 'function' ? (commands as CommandsFor<S, E>)(before) : commands;
-      if (made === undefined) {
-        goAlone(at, commands); // nothing to do, says a remembered state: dispatch asks the store
-        continue;
-      }
-      let prepared: ReturnType<typeof prepare>;
-      try {
-        prepared = prepare(id, made);
-      } catch (error) {
-        outcomes[at] = { ok: false, error };
-        continue;
-      }
-      const again = typeof commands === 'function' ? commands : withIds(made, prepared.eventIds);
-      const d = decideAll(id, before, prepared.events);
-      if (!d.ok) {
-        goAlone(at, again); // refused on a remembered state: dispatch confirms it
-        continue;
-      }
-      inBatch.add(id);
-      const events = d.decided.map((e, i) => toNew(e, prepared.eventIds[i]!));
-      batch.push({ at, before, d: { ...d, eventIds: prepared.eventIds }, request: { streamId: kind.streamId(id), events, expectedRevision: start.revision ?? 'no_stream' }, commands: again });
-    }
-    if (batch.length > 0) {
-      const results = await store.appendMany(batch.map((b) => b.request)).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
-      for (const [i, b] of batch.entries()) {
-        const r = results[i]!;
-        if (r.ok) outcomes[b.at] = settle(() => recordOwn(requests[b.at]!.id, b.before, b.d, r.result));
-        else if (r.error instanceof WrongExpectedRevisionError) {
-          cache.delete(requests[b.at]!.id);
-          goAlone(b.at, b.commands);
-        } else outcomes[b.at] = { ok: false, error: r.error };
-      }
-    }
-    // Alone: one actor's requests in order, different actors side by side.
-    const byActor = new Map<string, typeof alone>();
-    for (const a of alone.sort((x, y) => x.at - y.at)) byActor.set(requests[a.at]!.id, [...(byActor.get(requests[a.at]!.id) ?? []), a]);
-    await Promise.all(
-      [...byActor].map(async ([id, list]) => {
-        for (const a of list) outcomes[a.at] = await dispatch(id, a.commands).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
-      }),
-    );
-    return outcomes;
-  }
-
   async function observe(stored: StoredEvent): Promise<Change<S, E> | undefined> {
     const id = kind.idOf(stored.streamId);
     if (id === undefined) return undefined;
@@ -380,7 +299,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     kind,
     load,
     dispatch,
-    dispatchMany,
+    dispatchMany: (requests) => dispatchMany({ kind, store, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests),
     observe,
     onChange(listener) {
       listeners.add(listener);
