@@ -11,6 +11,11 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import type { EventStore } from '../../src/eventstore/event-store.ts';
 import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { DispatchBatcher } from '../../src/worker/dispatch-batcher.ts';
+import { runDelivery } from '../../src/worker/run-delivery.ts';
+import { workMessage } from '../../src/executor/work-messages.ts';
+import { builtinActions, createActionRegistry } from '../../src/actions/index.ts';
+import type { Delivery } from '../../src/transport/work-transport.ts';
+import pino from 'pino';
 import { createTestDatabase } from '../support/test-db.ts';
 
 const deadline = () => new Date(Date.now() + 30_000).toISOString();
@@ -121,5 +126,33 @@ describe('batched dispatches', () => {
     expect((results[7] as PromiseRejectedResult).reason).toBeInstanceOf(RejectedCommandError);
     expect(calls.appendMany - before).toBe(3); // 20 requests, at most 8 a batch
     for (const [i, r] of results.entries()) if (r.status === 'fulfilled') expect([i, statusOf(r.value.snapshot)]).toEqual([i, 'Running']);
+  });
+
+  it('acks a delivery only after the batch that recorded its outcome committed, and runs many deliveries with two appendMany', async () => {
+    const log: string[] = [];
+    const { store: s, calls } = counting();
+    // The store says when each appendMany committed (its promise resolved), in the order of the log.
+    const logged: EventStore = {
+      ...s,
+      appendMany: async (requests) => {
+        const r = await s.appendMany(requests);
+        log.push(`commit ${requests.map((q) => q.events.at(-1)!.type).join(',')}`);
+        return r;
+      },
+    };
+    const runtime = createExecutionRuntime(logged);
+    const ids = await submitted(runtime, 6);
+    const outcomes = await runtime.actors.dispatchMany(ids.map((id) => ({ id, commands: handOff('w1') })));
+    const messages = outcomes.map((o, i) => {
+      const r = o.ok ? o.value : undefined;
+      return workMessage({ handoffEventId: randomUUID(), executionId: ids[i]!, workerId: 'w1', action: 'core.noop', attempt: 1, handoffRevision: r!.revision }, 'node', Date.now(), r!.snapshot);
+    });
+    const deps = { workerId: 'w1', runtime, appends: new DispatchBatcher(runtime), actions: createActionRegistry([...builtinActions]), log: pino({ level: 'silent' }), shutdown: new AbortController().signal, running: new Set<string>() };
+    const delivery = (m: (typeof messages)[number]): Delivery => ({ message: m, deliveryCount: 1, ack: async () => void log.push('ack'), nak: async () => void log.push('nak'), term: async () => void log.push('term'), working: async () => undefined });
+    const before = calls.appendMany;
+    await Promise.all(messages.map((m) => runDelivery(delivery(m), deps)));
+    const commit = (type: string) => `commit ${Array(6).fill(type).join(',')}`;
+    expect(log).toEqual([commit('ExecutionHandedOff'), commit('ExecutionStarted'), commit('ExecutionCompleted'), ...Array(6).fill('ack')]);
+    expect(calls.appendMany - before).toBe(2);
   });
 });
