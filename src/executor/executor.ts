@@ -15,6 +15,7 @@ import { DEFAULT_RUNTIME } from '../actions/action.ts';
 import { RejectedCommandError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { createExecutorTraces } from '../observability/executor-traces.ts';
 import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
@@ -101,18 +102,20 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const owned = o.actors === undefined;
   const { executions: runtime, workerStreams, follower } = o.actors ?? ownActors(o);
   const view = new SchedulingView();
+  const traces = createExecutorTraces({ cached: (id) => runtime.cached(id), now });
+  const transport = traces.publishing(o.transport);
   // Liveness as the scheduling pass reads it: 250 ms old at most (heartbeats come every few seconds).
   const directory = cachedDirectory(o.workers, 250, now);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
-  const metrics = o.registry && createExecutorMetrics(o.registry, view, o.transport, () => monitor.unoffered());
+  const metrics = o.registry && createExecutorMetrics(o.registry, view, transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
   const runtimeOf = (action: string): string => view.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
   const monitor = createMonitor({
     view,
     runtime,
     workerStreams,
-    transport: o.transport,
+    transport,
     workers: o.workers,
     log,
     metrics,
@@ -128,6 +131,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   // --- what changed: every execution and worker change, once (own appends and observed events)
   const unsubscribe = [
     runtime.onChange((change) => {
+      traces.observe(change);
       const handoff = view.handoffOf(change.id);
       const { unblocks, terminal } = view.applyExecution(change);
       if (handoff && !view.handoffOf(change.id)) monitor.handoffGone(handoff.handoffEventId);
@@ -199,7 +203,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     // Only after the handoffs are stored (state before queue). The next pass need not wait for
     // this publish (its handoffs are other executions): it commits while this one is in flight.
     while (publishing.size >= PUBLISHES_IN_FLIGHT) await Promise.race(publishing);
-    const published = o.transport
+    const published = transport
       .publish(messages)
       .then(() => {
         monitor.published(messages.map((m) => m.messageId));
@@ -223,28 +227,31 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const handoffEventId = randomUUID();
         const policy = view.policyOf(execution.action);
         const made = { attempt: 0 };
+        const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
         const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] => {
           const c = s!.context;
           made.attempt = c.attempt;
           const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
           return [
             { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId },
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
           ];
         };
-        return { execution, workerId, handoffEventId, made, request: { id: execution.executionId, commands } };
+        return { execution, workerId, handoffEventId, made, trace, request: { id: execution.executionId, commands } };
       });
       const outcomes = await runtime.actors.dispatchMany(chunk.map((h) => h.request));
       for (const [i, h] of chunk.entries()) {
         const outcome = outcomes[i]!;
         const executionId = h.execution.executionId;
         if (!outcome.ok) {
+          h.trace?.end({ handedOff: false, ...(!(outcome.error instanceof RejectedCommandError) && { error: outcome.error }) });
           // Another executor scheduled it, or it was cancelled: its change reaches the view.
           if (outcome.error instanceof RejectedCommandError) log.debug({ executionId, err: outcome.error.message }, 'not scheduled: state moved on');
           else log.error({ executionId, err: outcome.error }, 'scheduling failed; will retry');
           continue;
         }
         const r = outcome.value;
+        h.trace?.end({ attempt: h.made.attempt, handedOff: r.appended });
         if (!r.appended) continue;
         const handoff = { handoffEventId: h.handoffEventId, executionId, workerId: h.workerId, action: h.execution.action, attempt: h.made.attempt, handoffRevision: r.revision };
         messages.push(workMessage(handoff, runtimeOf(h.execution.action), now(), r.snapshot));
@@ -285,7 +292,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   ready
     .then(async () => {
       if (o.handleDeadLetters === false) return;
-      const subscription = await o.transport.onDeadLetter(monitor.onDeadLetter);
+      const subscription = await transport.onDeadLetter(monitor.onDeadLetter);
       if (stopped) await subscription.stop();
       else deadLetters = subscription;
     })

@@ -20,6 +20,7 @@ import { workerLifecycle } from './worker-lifecycle.ts';
 import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 import { batcherFor } from './dispatch-batcher.ts';
+import { traceRun } from '../observability/tracing.ts';
 
 export interface WorkerHostOptions {
   workerId: string;
@@ -146,7 +147,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const consumer: Consumer = await o.transport.consume(
     workerId,
     (delivery) =>
-      runDelivery(delivery, {
+      traceRun(delivery, () => runDelivery(delivery, {
         workerId,
         runtime: o.runtime,
         appends: batcherFor(o.runtime),
@@ -162,7 +163,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
           // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
           if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
         },
-      }),
+      })),
     { concurrency: capacity },
   );
   const signals = await o.transport.onSignal(workerId, (signal) => {
