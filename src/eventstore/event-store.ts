@@ -123,6 +123,13 @@ export interface EventStore {
    * (Postgres; see postgres.ts). Follow with subscribe() to see everything as it becomes safe.
    */
   readAll(options: ReadAllOptions): Promise<StoredEvent[]>;
+  /**
+   * Resolves once readAll returns everything committed before the call (Postgres: once every
+   * transaction running on the server then has ended). One-shot readers of the whole store (copy,
+   * verify, replay) call it first, so an unrelated open transaction cannot end their read early.
+   * Absent where readAll never holds events back (EventStoreDB).
+   */
+  settled?(o?: { timeoutMs?: number }): Promise<void>;
   /** Catch up from a position, then follow live appends until the signal aborts. */
   subscribe(options: SubscribeOptions): AsyncIterable<StoredEvent>;
   close(): Promise<void>;

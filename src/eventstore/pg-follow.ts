@@ -131,15 +131,16 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
   }
 
   /**
-   * True when committed events after the cursor wait behind the horizon (an older transaction is
-   * open). Only the newest visible row can tell: if it is after the cursor and at or above the
-   * horizon, it is such an event; if not, none is. One row from the end of the index.
+   * True when committed events lie after the cursor: they wait behind the horizon (an older
+   * transaction is open), or the horizon passed them since the scan (a transaction ended in
+   * between, its wake-up already spent): either way, look again soon rather than idle. Only the
+   * newest visible row can tell. One row from the end of the index. (Testing only "at or above
+   * the horizon" here missed the second case and left pickups waiting for the 1 s idle poll.)
    */
   async function heldBack(cursor: Cursor): Promise<boolean> {
     const r = await pool.query<{ held: boolean }>({
       name: 'baton_held_back_newest',
-      text: `SELECT transaction_id >= pg_snapshot_xmin(pg_current_snapshot())
-                    AND (transaction_id, global_position) > ($1::xid8, $2::bigint) AS held
+      text: `SELECT (transaction_id, global_position) > ($1::xid8, $2::bigint) AS held
              FROM baton_events ORDER BY transaction_id DESC, global_position DESC LIMIT 1`,
       values: [cursor.xid, cursor.position.toString()],
     });
