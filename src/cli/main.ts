@@ -92,6 +92,7 @@ program
   .option('--worker <id>', 'only executions held (now or last) by this worker', filterText(500))
   .option('--since <time>', 'only executions requested at or after this ISO time', isoTime)
   .option('--until <time>', 'only executions requested before this ISO time', isoTime)
+  .option('--tag <key=value>', 'only executions with this tag (repeatable: every one)', tagOption('--tag'))
   .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
   .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
   .option('--json', 'print JSON: { executions, nextCursor }')
