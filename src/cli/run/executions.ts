@@ -49,7 +49,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['cancel requested', c.cancelRequested],
         ['result', c.result === undefined ? undefined : JSON.stringify(c.result)],
         ['error', c.error ? c.error.message : undefined],
-        ['tags', c.tags ? Object.entries(c.tags).map(([k, v]) => `${k}=${v}`).join(' ') : undefined],
+        ['tags', c.tags ? Object.entries(c.tags).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(' ') : undefined],
       ]),
     );
   });
