@@ -217,6 +217,15 @@ bench
   .action(async (o) => (await import('./run/bench.ts')).projectionBenchCommand(o));
 
 bench
+  .command('submit')
+  .description('submission speed: single submits with many in flight, and bulk submits (submitMany) in batches')
+  .addOption(new Option('--seconds <n>', 'duration of each phase').argParser(positiveInt).default(5))
+  .addOption(new Option('--in-flight <n>', 'single submits in flight at once').argParser(intFrom(1, 256)).default(32))
+  .addOption(new Option('--batch-size <n>', 'submissions per bulk call').argParser(intFrom(1, 10_000)).default(500))
+  .option('--json', 'print JSON')
+  .action(async (o) => (await import('./run/bench.ts')).submitBenchCommand(o));
+
+bench
   .command('replay')
   .description('how fast `baton replay --all` checks the store: replay every stream against the current and the recorded machines')
   .addOption(new Option('--executions <n>', 'execution histories (6 events each)').argParser(positiveInt).default(17_000))
