@@ -21,13 +21,21 @@ import { loadActions } from '../hosts.ts';
 import { progressLine } from '../progress.ts';
 
 /**
- * Lines per batch, one appendMany each. Measured with `baton bench submit` (2-core machine):
- * batches of 100 → 500 → 1,000 gave about the same submits/s once past 250, while a refused
- * batch holds back more lines the larger it is; 500 sits in the middle, and below the API's
- * submitExecutions bound (1,000), so a batch that works here works there.
+ * Lines per batch, one appendMany each. Measured with `baton bench submit` (2-core machine under
+ * load, group-committed appendMany), submissions/s with 1 and 4 batches in flight: batches of
+ * 250: 4,000 and 11,400; 500: 3,500–5,600 and 9,700–11,900; 1,000: 3,600 and 7,900. 250 to 500
+ * is the plateau; 500 holds back fewer lines behind a refused one than 1,000 would, and is below
+ * the API's submitExecutions bound (1,000), so a batch that works here works there.
  */
 export const DEFAULT_FILE_BATCH = 500;
 export const MAX_FILE_BATCH = 1_000;
+/**
+ * Batches appended at once while the next are read and checked. `baton bench submit`: 1 in flight
+ * ~3,500–5,600 submissions/s, 4 in flight ~9,700–11,900/s (batches of 500, group-committed
+ * appendMany, a loaded 2-core machine): most of a batch's time is the database's, so overlapping
+ * a few keeps it busy; more than 4 only queues at Postgres.
+ */
+const BATCHES_IN_FLIGHT = 4;
 
 const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags'] as const;
 // A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
@@ -109,24 +117,45 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
   const total = await countLines(path);
   await withContext(async ({ runtime }) => {
     const progress = progressLine(`submitting ${path === '-' ? 'stdin' : path}`, total, process.stderr, 'lines');
-    const results: ItemResult[] = [];
+    const results: ItemResult[][] = [];
     const started = performance.now();
     let batch: Line[] = [];
     let lastLine = 0;
+    let submittedLines = 0;
+    // Each batch being appended, with the idempotency keys it holds.
+    const inFlight = new Map<Promise<void>, Set<string>>();
+    let failure: unknown;
 
+    // Checked here, in file order, before anything of the batch is written; then submitted while
+    // the next batches are read and checked (at most BATCHES_IN_FLIGHT appends at once).
     const flush = async () => {
       if (batch.length === 0) return;
       const lines = batch;
       batch = [];
       const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number));
-      const outcomes = await runtime.submitMany(checked);
-      outcomes.forEach((outcome, i) => {
-        const line = lines[i]!.number;
-        if (outcome.ok) results.push({ line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) });
-        else if (outcome.error instanceof IdempotencyKeyConflictError) results.push({ line, executionId: outcome.error.executionId, created: false, error: outcome.error.message });
-        else throw outcome.error;
+      // A key an earlier batch still appends: let it land first, so the earlier line is the one that created it.
+      const keys = new Set(checked.flatMap((r) => (r.idempotencyKey === undefined ? [] : [r.idempotencyKey])));
+      if ([...inFlight.values()].some((held) => [...keys].some((k) => held.has(k)))) await settle();
+      const slot = results.length;
+      results.push([]);
+      const appending = runtime.submitMany(checked).then((outcomes) => {
+        results[slot] = outcomes.map((outcome, i) => {
+          const line = lines[i]!.number;
+          if (outcome.ok) return { line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) };
+          if (outcome.error instanceof IdempotencyKeyConflictError) return { line, executionId: outcome.error.executionId, created: false, error: outcome.error.message };
+          throw outcome.error;
+        });
+        submittedLines += lines.length;
+        progress.update(submittedLines);
       });
-      progress.update(lastLine);
+      const tracked: Promise<void> = appending.catch((err: unknown) => void (failure ??= err)).finally(() => inFlight.delete(tracked));
+      inFlight.set(tracked, keys);
+      while (inFlight.size >= BATCHES_IN_FLIGHT) await Promise.race(inFlight.keys());
+      if (failure) throw failure;
+    };
+    const settle = async () => {
+      await Promise.all(inFlight.keys());
+      if (failure) throw failure;
     };
 
     try {
@@ -136,17 +165,21 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
         if (batch.length >= batchSize) await flush();
       }
       await flush();
+      await settle();
     } catch (err) {
       if (!(err instanceof InvalidInputError)) throw err;
-      const firstUnwritten = results.length > 0 ? results.at(-1)!.line + 1 : 1;
-      const done = results.length > 0 ? `; lines 1–${firstUnwritten - 1} were submitted (${results.length} executions)` : '';
+      await settle(); // the batches before the bad line are written (or fail) before it is reported
+      const written = results.flat();
+      const firstUnwritten = written.length > 0 ? written.at(-1)!.line + 1 : 1;
+      const done = written.length > 0 ? `; lines 1–${firstUnwritten - 1} were submitted (${written.length} executions)` : '';
       if (process.stderr.isTTY) progress.finish(`stopped at line ${lastLine}`); // else the refusal stays one line
-      if (o.json) console.log(toJson({ ...summary(results, started), refused: { fromLine: firstUnwritten, message: err.message } }));
+      if (o.json) console.log(toJson({ ...summary(written, started), refused: { fromLine: firstUnwritten, message: err.message } }));
       throw new BatonError(`${err.message}; nothing from line ${firstUnwritten} on was written${done}`);
     }
-    const s = summary(results, started);
+    const all = results.flat();
+    const s = summary(all, started);
     progress.finish(`${s.submitted.toLocaleString('en')} lines in ${s.seconds} s`);
-    if (o.json) console.log(toJson({ ...s, executions: results }));
+    if (o.json) console.log(toJson({ ...s, executions: all }));
     else {
       console.log(
         `submitted ${s.submitted.toLocaleString('en')} lines in ${s.seconds} s (${s.perSecond.toLocaleString('en')}/s): ${s.created.toLocaleString('en')} created, ${s.existing.toLocaleString('en')} already submitted (same idempotency key), ${s.conflicts.length} refused`,
