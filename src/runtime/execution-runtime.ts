@@ -4,7 +4,6 @@
 // execution, idempotently when it has a key. History and time-travel are replay's business
 // (src/replay/execution-history.ts), not the runtime's.
 import { randomUUID } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
 import { v5 as uuidv5 } from 'uuid';
 import { executionStreamId, type ActorRef, type ExecutionEvent, type ExecutionEventOf, type ExecutionEventType } from '../../schemas/events.ts';
 import { startExecution, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
@@ -14,6 +13,7 @@ import { stateName, type Command } from './actor-kind.ts';
 import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from './actor-runtime.ts';
 import { executionKind } from './execution-kind.ts';
 import { mapLimit } from '../async/map-limit.ts';
+import { sameJson } from '../input/rules.ts';
 
 export { systemClock, type Clock } from './actor-runtime.ts';
 
@@ -149,7 +149,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   }
   type Prepared = ReturnType<typeof prepare>;
 
-  const differences = (a: RequestedData, b: RequestedData) => KEYED_FIELDS.filter((f) => !isDeepStrictEqual(a[f], b[f]));
+  const differences = (a: RequestedData, b: RequestedData) => KEYED_FIELDS.filter((f) => !sameJson(a[f], b[f]));
 
   /** The key found an earlier execution: it, if that was the same request, else IdempotencyKeyConflictError. */
   async function existing(p: Prepared): Promise<SubmitResult> {

@@ -11,8 +11,7 @@ import { validateInput } from '../actions/registry.ts';
 import { InvalidActionInputError } from '../actions/action.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
-import { INT32, integerProblem, jsonProblems, printable, textProblem } from '../input/rules.ts';
-import { isDeepStrictEqual } from 'node:util';
+import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
 import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
 
@@ -88,6 +87,7 @@ const MAX_BATCH_PROBLEMS = 10;
 export function checkSubmissions(actions: Pick<ActionRegistry, 'get' | 'names'>, batch: readonly Submission[], namesOf: (index: number) => SubmissionNames): SubmitRequest[] {
   const problems: InputProblem[] = [];
   const checked: SubmitRequest[] = [];
+  const checkedOf = new Map<number, SubmitRequest>();
   const firstOfKey = new Map<string, number>();
   for (let i = 0; i < batch.length && problems.length < MAX_BATCH_PROBLEMS; i++) {
     const names = namesOf(i);
@@ -101,11 +101,12 @@ export function checkSubmissions(actions: Pick<ActionRegistry, 'get' | 'names'>,
       continue;
     }
     checked.push(request);
+    checkedOf.set(i, request);
     const key = request.idempotencyKey;
     if (key === undefined) continue;
     const first = firstOfKey.get(key);
     if (first === undefined) firstOfKey.set(key, i);
-    else if (!isDeepStrictEqual({ ...checked[first], idempotencyKey: key }, request)) {
+    else if (!sameJson({ ...checkedOf.get(first), idempotencyKey: key }, request)) {
       problems.push({ path: names.idempotencyKey, message: `the same key as item ${first} of this batch with a different request (a key gives one execution)` });
     }
   }

@@ -48,6 +48,19 @@ describe('submitExecutions', () => {
     expect(later.data!.submitExecutions.results.map((x: any) => [x.executionId === a.executionId, x.created])).toEqual([[true, false], [false, true]]);
   });
 
+  it('keys compare values, not how they were written: inline literals (objects without a prototype) and reordered keys find the first', async () => {
+    const key = `k-${randomUUID()}`;
+    const inline = `mutation { submitExecutions(inputs: [{ action: "core.echo", input: { a: { b: 1, c: [1, { d: 2 }] } }, idempotencyKey: "${key}", tags: { x: "1", y: "2" } }]) { results { executionId created error { code } } } }`;
+    const first = await gql(api().url, inline);
+    expect(first.data!.submitExecutions.results[0]).toMatchObject({ created: true, error: null });
+    const again = await gql(api().url, inline);
+    expect(again.data!.submitExecutions.results[0]).toEqual({ ...first.data!.submitExecutions.results[0], created: false });
+    const reordered = await submitMany([{ action: 'core.echo', input: { a: { c: [1, { d: 2 }], b: 1 } }, idempotencyKey: key, tags: { y: '2', x: '1' } }]);
+    expect(reordered.data!.submitExecutions.results[0]).toMatchObject({ executionId: first.data!.submitExecutions.results[0].executionId, created: false, error: null });
+    const single = await gql(api().url, `mutation { submitExecution(action: "core.echo", input: { a: { b: 1, c: [1, { d: 2 }] } }, idempotencyKey: "${key}", tags: { x: "1", y: "2" }) { executionId created } }`);
+    expect(single.data!.submitExecution).toEqual({ executionId: first.data!.submitExecutions.results[0].executionId, created: false });
+  });
+
   it('a key that names an earlier, different submission refuses that input alone; the others are stored', async () => {
     const key = `k-${randomUUID()}`;
     await submitMany([{ action: 'core.echo', input: { n: 1 }, idempotencyKey: key }]);

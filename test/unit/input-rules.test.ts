@@ -20,6 +20,7 @@ import {
   jsonProblems,
   storableText,
   textProblem,
+  sameJson,
 } from '../../src/input/rules.ts';
 import { jsonValue, zodProblems } from '../../src/input/schemas.ts';
 import { checkSubmission } from '../../src/runtime/submission.ts';
@@ -99,6 +100,19 @@ describe('JSON', () => {
     expect(WorkflowEvent.safeParse(finished).success).toBe(false);
     expect(() => validateInput(echo, nestedArrays(5_000))).toThrow(/input\.0\.0.*nested deeper than 100 levels/);
     expect(jsonValue().safeParse({ ok: true }).success).toBe(true);
+  });
+});
+
+describe('sameJson', () => {
+  it('compares values: key order and prototypes aside, types and lengths not', () => {
+    const bare = Object.assign(Object.create(null), { a: [1, { b: 'x' }] });
+    expect(sameJson(bare, { a: [1, { b: 'x' }] })).toBe(true);
+    expect(sameJson({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(true);
+    expect(sameJson({ a: 1 }, { a: '1' })).toBe(false);
+    expect(sameJson({ a: 1 }, { a: 1, b: undefined })).toBe(false);
+    expect(sameJson([1, 2], [2, 1])).toBe(false);
+    expect(sameJson([], {})).toBe(false);
+    expect(sameJson(null, {})).toBe(false);
   });
 });
 
