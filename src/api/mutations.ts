@@ -4,6 +4,7 @@ import { statusOf } from '../../actors/execution.machine.ts';
 import { cancelExecution as cancel } from '../runtime/cancel.ts';
 import { IdempotencyKeyConflictError } from '../errors.ts';
 import { apiItemNames, submitExecution as submit, submitExecutions as submitMany, type Submission } from '../runtime/submission.ts';
+import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput, knownFor } from './errors.ts';
@@ -32,7 +33,8 @@ const asSubmission = (a: SubmitArgs): Submission => ({
 
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
-  const r = await knownFor(ctx.role, () => submit(ctx, asSubmission(a)));
+  // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
+  const r = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submit(ctx, asSubmission(a))));
   ctx.log.info({ executionId: r.executionId, action: a.action, created: r.created }, 'execution submitted');
   return { executionId: r.executionId, created: r.created, status: statusOf(r.snapshot) };
 }
@@ -47,7 +49,7 @@ async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: Ap
   if (a.inputs.length > ctx.maxSubmitBatch) {
     throw badInput('inputs', `at most ${ctx.maxSubmitBatch} submissions in one call (BATON_API_MAX_SUBMIT_BATCH); got ${a.inputs.length}: split them into several calls`);
   }
-  const outcomes = await knownFor(ctx.role, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES));
+  const outcomes = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES)));
   const results = outcomes.map((o, index) => {
     if (o.ok) return { index, executionId: o.result.executionId, created: o.result.created, status: statusOf(o.result.snapshot), error: null };
     // Only a key's conflict is an item's own outcome; anything else failed the whole append.

@@ -13,6 +13,9 @@ import { under } from '../input/errors.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
 import { workflowResolvers } from './workflows.ts';
+import { workflowListResolvers } from './workflow-list.ts';
+import { actionTimelineResolvers } from './action-timeline.ts';
+import { whatIfResolvers } from './what-if.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -74,7 +77,13 @@ export const resolvers = {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
       const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
       const f = a.filter ?? {};
-      const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId'), tags: tagsFilter(f.tags) };
+      const filter = {
+        ...f,
+        action: filterText(f.action, 'filter.action'),
+        workerId: filterText(f.workerId, 'filter.workerId'),
+        workflowId: filterText(f.workflowId, 'filter.workflowId'),
+        tags: tagsFilter(f.tags),
+      };
       const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }), valueCap: ctx.budget.limits.maxValueBytes });
       const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
@@ -92,6 +101,8 @@ export const resolvers = {
     ...deadLetterResolvers.Query,
     ...historyResolvers.Query,
     ...workflowResolvers.Query,
+    ...workflowListResolvers.Query,
+    ...actionTimelineResolvers.Query,
   },
 
   Execution: {
@@ -115,6 +126,7 @@ export const resolvers = {
       return ctx.loaders.events(w.fromRevision, w.limit).load(row.executionId);
     },
     ...historyResolvers.Execution,
+    ...whatIfResolvers.Execution,
   },
 
   ExecutionEvent: {
@@ -135,6 +147,8 @@ export const resolvers = {
 
   Workflow: workflowResolvers.Workflow,
   WorkflowStep: workflowResolvers.WorkflowStep,
+  WorkflowSummary: workflowListResolvers.WorkflowSummary,
+  WhatIfStep: whatIfResolvers.WhatIfStep,
 
   Subscription: {
     executionUpdated: {

@@ -14,6 +14,7 @@ import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from '
 import { executionKind } from './execution-kind.ts';
 import { mapLimit } from '../async/map-limit.ts';
 import { sameJson } from '../input/rules.ts';
+import { traceSubmit, traceSubmitMany, type TraceFields } from '../observability/tracing.ts';
 
 export { systemClock, type Clock } from './actor-runtime.ts';
 
@@ -118,8 +119,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
 
   type RequestedData = ExecutionEventOf<'ExecutionRequested'>['data'];
 
-  /** The request as its ExecutionRequested, ready to append at 'no_stream'; ids derive from the key when there is one. */
-  function prepare(request: SubmitRequest) {
+  /** The request as its ExecutionRequested (`trace` in its metadata), ready to append at 'no_stream'; ids derive from the key when there is one. */
+  function prepare(request: SubmitRequest, trace: TraceFields) {
     const key = request.idempotencyKey;
     const executionId = key !== undefined ? uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
     const requested = executionKind.make(
@@ -139,6 +140,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.tags !== undefined && Object.keys(request.tags).length > 0 ? { tags: request.tags } : {}),
         },
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),
+        ...trace,
       },
       clock().toISOString(),
     ) as ExecutionEventOf<'ExecutionRequested'>;
@@ -162,10 +164,15 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   /**
    * Create an execution. With an idempotency key the execution id is derived from the key, so
    * the event store's "stream must not exist" check makes a second submission find the first:
-   * the database enforces it, there is no read-then-write race.
+   * the database enforces it, there is no read-then-write race. Traced as `baton.submit` when a
+   * tracer provider is registered (ExecutionRequested then records its trace context).
    */
-  async function submit(request: SubmitRequest): Promise<SubmitResult> {
-    const p = prepare(request);
+  function submit(request: SubmitRequest): Promise<SubmitResult> {
+    return traceSubmit(request, (trace) => append(prepare(request, trace)));
+  }
+
+  /** The submission's ExecutionRequested appended (or found, with its key). */
+  async function append(p: Prepared): Promise<SubmitResult> {
     try {
       const r = await store.append(p.append.streamId, p.append.events, { expectedRevision: 'no_stream' });
       if (!r.idempotentReplay) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
@@ -181,10 +188,14 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * batches: a key's first request is appended, a repeat of it answers the first's execution
    * (`created: false`), and a repeat with a different request is an IdempotencyKeyConflictError
    * for that item alone. The requests are taken as checked (src/runtime/submission.ts checks
-   * people's); an event the catalog refuses throws before anything is written.
+   * people's); an event the catalog refuses throws before anything is written. Each request is
+   * traced as a `baton.submit` of its own, as submit traces one.
    */
-  async function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
-    const prepared = requests.map(prepare);
+  function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
+    return traceSubmitMany(requests, (traces) => appendMany(requests.map((r, i) => prepare(r, traces[i]!))));
+  }
+
+  async function appendMany(prepared: readonly Prepared[]): Promise<SubmitOutcome[]> {
     const firstOfKey = new Map<string, number>();
     const appended: number[] = [];
     prepared.forEach((p, i) => {
@@ -193,7 +204,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       appended.push(i);
     });
     const results = appended.length === 0 ? [] : await store.appendMany(appended.map((i) => prepared[i]!.append));
-    const outcomes: SubmitOutcome[] = new Array(requests.length);
+    const outcomes: SubmitOutcome[] = new Array(prepared.length);
     const found: number[] = [];
     results.forEach((r, j) => {
       const i = appended[j]!;
