@@ -167,7 +167,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * the database enforces it, there is no read-then-write race. Traced as `baton.submit` when a
    * tracer provider is registered (ExecutionRequested then records its trace context).
    */
-  function submit(request: SubmitRequest): Promise<SubmitResult> {
+  async function submit(request: SubmitRequest): Promise<SubmitResult> {
     return traceSubmit(request, (trace) => append(prepare(request, trace)));
   }
 
@@ -191,7 +191,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * people's); an event the catalog refuses throws before anything is written. Each request is
    * traced as a `baton.submit` of its own, as submit traces one.
    */
-  function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
+  async function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
     return traceSubmitMany(requests, (traces) => appendMany(requests.map((r, i) => prepare(r, traces[i]!))));
   }
 

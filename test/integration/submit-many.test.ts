@@ -69,6 +69,13 @@ describe('submitMany', () => {
     expect(await runtime.submit({ action: 'core.echo', input: { n: 1 }, idempotencyKey: key })).toMatchObject({ executionId: first.executionId, created: false });
   });
 
+  it('a request the event catalog refuses rejects the batch before anything is written', async () => {
+    const before = (await db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n;
+    await expect(runtime.submitMany([{ action: 'core.noop' }, { action: 'core.noop', tags: { 'bad key': 'x' } }])).rejects.toThrow(/data\.tags\.bad key/);
+    await expect(runtime.submitMany([{ action: 'core.noop' }, { action: '' }])).rejects.toThrow(/data\.action/);
+    expect((await db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n).toBe(before);
+  });
+
   it('an empty batch writes nothing', async () => {
     expect(await runtime.submitMany([])).toEqual([]);
   });
