@@ -12,6 +12,7 @@ import { startExecutor, type Executor } from '../executor/executor.ts';
 import { followActors } from '../runtime/follow-actors.ts';
 import { openEnvironment, type Environment } from './environment.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
+import { startScheduleHost } from '../schedule/schedule-host.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
@@ -131,7 +132,7 @@ export interface RunningHosts {
  * say) reaches them at once.
  */
 export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
-  const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows], log, who: 'executor' });
+  const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows, env.schedules], log, who: 'executor' });
   const t = env.config.timeouts;
   const executor = startExecutor({
     store: env.store,
@@ -152,11 +153,19 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     log: log.child({ component: 'workflows' }),
     registry: env.registry,
   });
+  // Beside them the schedule host: every executor fires due ticks (they race safely, schedule-host.ts).
+  const schedules = startScheduleHost({
+    store: env.store,
+    actors: { schedules: env.schedules, executions: env.runtime, workflows: env.workflows, follower },
+    log: log.child({ component: 'schedules' }),
+    registry: env.registry,
+  });
   return {
     ...executor,
-    ready: Promise.all([executor.ready, workflows.ready]).then(() => undefined),
+    ready: Promise.all([executor.ready, workflows.ready, schedules.ready]).then(() => undefined),
     async stop() {
       await follower.stop();
+      await schedules.stop();
       await workflows.stop();
       await executor.stop();
     },

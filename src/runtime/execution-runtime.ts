@@ -21,6 +21,9 @@ export { systemClock, type Clock } from './actor-runtime.ts';
 /** Namespace for execution ids derived from idempotency keys (uuid v5). Never change it. */
 const IDEMPOTENCY_NAMESPACE = '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31';
 
+/** The execution id a submission with idempotency key `key` gets (what `submit` derives). */
+export const executionIdForKey = (key: string): string => uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE);
+
 /** A command: a domain event without the metadata the runtime fills in. */
 export type ExecutionCommand = Command<ExecutionEvent> & { by: ActorRef };
 
@@ -122,7 +125,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   /** The request as its ExecutionRequested (`trace` in its metadata), ready to append at 'no_stream'; ids derive from the key when there is one. */
   function prepare(request: SubmitRequest, trace: TraceFields) {
     const key = request.idempotencyKey;
-    const executionId = key !== undefined ? uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
+    const executionId = key !== undefined ? executionIdForKey(key) : randomUUID();
     const requested = executionKind.make(
       {
         type: 'ExecutionRequested',
