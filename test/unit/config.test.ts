@@ -179,6 +179,8 @@ describe('loadConfig', () => {
       BATON_API_HEADERS_TIMEOUT: '5s',
       BATON_API_REQUEST_TIMEOUT: '1m',
       BATON_API_KEEP_ALIVE_TIMEOUT: '2s',
+      BATON_API_MAX_BODY_BYTES: '256KiB',
+      BATON_API_MAX_SUBMIT_BATCH: '200',
     }).apiLimits;
     expect(limits).toEqual({
       maxValueBytes: 4096,
@@ -189,7 +191,11 @@ describe('loadConfig', () => {
       headersTimeoutMs: 5_000,
       requestTimeoutMs: 60_000,
       keepAliveTimeoutMs: 2_000,
+      maxBodyBytes: 256 * 1024,
+      maxSubmitBatch: 200,
     });
+    expect(DEFAULT_API_LIMITS).toMatchObject({ maxBodyBytes: 1024 ** 2, maxSubmitBatch: 1_000 });
+    expect(() => loadConfig({ BATON_API_MAX_SUBMIT_BATCH: '0' })).toThrow(/BATON_API_MAX_SUBMIT_BATCH: Invalid number of submissions/);
     expect(parseByteSize('16384')).toBe(16384);
     expect(parseByteSize('1 GiB')).toBe(1024 ** 3);
     expect(parseByteSize('16KB')).toBeUndefined(); // binary units only: KiB, MiB, GiB
