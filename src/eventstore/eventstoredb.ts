@@ -91,7 +91,8 @@ export interface EventStoreDbEventStore extends EventStore {
 /** How long a confirmed subscription must have lasted for its drop to restart the backoff. */
 const HEALTHY_AFTER_MS = 10_000;
 
-const isStreamNotFound = (err: unknown) => (err as { type?: unknown } | null)?.type === 'stream-not-found';
+/** No such stream, or one that was deleted (a tombstoned stream reads as "deleted"): either way, no events. */
+const isStreamNotFound = (err: unknown) => ['stream-not-found', 'stream-deleted'].includes((err as { type?: unknown } | null)?.type as string);
 
 
 /**
@@ -274,9 +275,25 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     }
   }
 
+  async function deleteStream(streamId: string, o: { expectedRevision: bigint }): Promise<{ deleted: number }> {
+    const current = await streamRevision(streamId);
+    if (current === 'no_stream') return { deleted: 0 };
+    if (current !== o.expectedRevision) throw toWrongExpectedRevision(streamId, o.expectedRevision, current);
+    try {
+      await client.tombstoneStream(streamId, { expectedRevision: o.expectedRevision });
+    } catch (err) {
+      if (isStreamNotFound(err)) return { deleted: 0 }; // deleted meanwhile (a retry)
+      if (isWrongExpectedVersion(err)) throw toWrongExpectedRevision(streamId, o.expectedRevision, err.actualVersion, err);
+      throw err;
+    }
+    // Revisions are never truncated here (Baton sets no $maxCount/$tb), so the count is revision + 1.
+    return { deleted: Number(current + 1n) };
+  }
+
   return {
     client,
     append,
+    deleteStream,
     // EventStoreDB has no transaction across streams: each request is atomic on its own stream.
     appendMany: (requests) => appendEach(append, requests),
     readStream,

@@ -32,6 +32,7 @@ import type {
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
 import { appendEach, validateAppend } from './append-validation.ts';
+import { createPostgresSnapshotStore } from './snapshots.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
@@ -44,6 +45,8 @@ export interface PostgresEventStore extends EventStore {
   appendWithin(client: pg.ClientBase, streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
   /** Tell subscribers that the caller committed appends made with appendWithin. */
   notifyAppended(): void;
+  /** deleteStream inside a transaction the caller controls (retention removes the read model's rows in the same one). Caller commits. */
+  deleteStreamWithin(client: pg.ClientBase, streamId: string, options: { expectedRevision: bigint }): Promise<{ deleted: number }>;
 }
 
 /**
@@ -226,7 +229,13 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
 
   async function cursorAfter(position: bigint): Promise<Cursor> {
     if (position === 0n) return { xid: '0', position: 0n };
-    const r = await pool.query<{ transaction_id: string }>('SELECT transaction_id FROM baton_events WHERE global_position = $1', [position.toString()]);
+    // An event retention removed keeps its place (baton_removed_positions): a reader that
+    // checkpointed it resumes exactly where it was.
+    const r = await pool.query<{ transaction_id: string }>(
+      `SELECT transaction_id FROM baton_events WHERE global_position = $1
+       UNION ALL SELECT transaction_id FROM baton_removed_positions WHERE global_position = $1 LIMIT 1`,
+      [position.toString()],
+    );
     if (r.rowCount === 0) throw new BatonError(`readAll: no event at global position ${position}; resume only from a position this store delivered`);
     return { xid: r.rows[0]!.transaction_id, position };
   }
@@ -327,9 +336,34 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     }
   }
 
+  /**
+   * Removes the stream row (the compare-and-swap every append goes through, so an append racing
+   * this one waits for it and then finds no stream), its events (keeping each one's place for
+   * cursorAfter) and its snapshot, in one statement. The id may be used again afterwards: a new
+   * stream of that name starts at revision 0. The space is reclaimed by autovacuum.
+   */
+  async function deleteStreamWithin(client: pg.ClientBase | pg.Pool, streamId: string, o: { expectedRevision: bigint }): Promise<{ deleted: number }> {
+    const r = await client.query<{ streams: string; deleted: string }>({
+      name: 'baton_delete_stream',
+      text: `WITH s AS (DELETE FROM baton_streams WHERE stream_id = $1 AND revision = $2 RETURNING stream_id),
+             gone AS (DELETE FROM baton_events e USING s WHERE e.stream_id = s.stream_id RETURNING e.global_position, e.transaction_id),
+             kept AS (INSERT INTO baton_removed_positions (global_position, transaction_id) SELECT global_position, transaction_id FROM gone ON CONFLICT DO NOTHING),
+             snap AS (DELETE FROM baton_snapshots WHERE stream_id IN (SELECT stream_id FROM s))
+             SELECT (SELECT count(*) FROM s) AS streams, (SELECT count(*) FROM gone) AS deleted`,
+      values: [streamId, o.expectedRevision.toString()],
+    });
+    if (r.rows[0]!.streams !== '0') return { deleted: Number(r.rows[0]!.deleted) };
+    const now = await client.query<{ revision: string }>('SELECT revision FROM baton_streams WHERE stream_id = $1', [streamId]);
+    if (now.rowCount === 0) return { deleted: 0 };
+    throw new WrongExpectedRevisionError(streamId, o.expectedRevision, BigInt(now.rows[0]!.revision));
+  }
+
   return {
     append,
     appendMany: (requests) => appendEach(append, requests),
+    deleteStream: (streamId, o) => deleteStreamWithin(pool, streamId, o),
+    deleteStreamWithin,
+    snapshots: createPostgresSnapshotStore(pool),
     appendWithin,
     notifyAppended: () => wakeups.appended(),
     readStream,

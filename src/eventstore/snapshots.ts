@@ -1,0 +1,65 @@
+// Snapshots of long streams: the state an actor's stream folds to at one revision, so that a
+// load reads and folds only the events after it (src/runtime/actor-runtime.ts). A snapshot is a
+// cache of the fold, never a source of truth: the events stay, time-travel and replay read them
+// whole, and a snapshot that does not fit (another machine version, an event id that does not
+// match the stream's) is ignored and rebuilt.
+//
+// Stored in Postgres (table baton_snapshots) whichever adapter holds the events: Baton always has
+// its Postgres database for the read model, and a snapshot stream in EventStoreDB would show in
+// every read of $all (exports, copies).
+import type pg from 'pg';
+
+export interface StoredSnapshot {
+  streamId: string;
+  /** Revision of the last event folded into `state`. */
+  revision: bigint;
+  /** Id of the event at `revision`: a load checks it, so a snapshot of a different stream of the same name is never used. */
+  eventId: string;
+  /** The machine version whose persisted form `state` is (an actor kind's machineVersion). */
+  machineVersion: string;
+  /** The machine's persisted snapshot (plain JSON). */
+  state: unknown;
+}
+
+export interface SnapshotStore {
+  read(streamId: string): Promise<StoredSnapshot | undefined>;
+  /** Keep `snapshot` unless the one stored is at a later revision of the same machine version. */
+  write(snapshot: StoredSnapshot): Promise<void>;
+  /** Forget the snapshots of these streams (their events were removed). */
+  delete(streamIds: readonly string[], client?: pg.ClientBase): Promise<void>;
+}
+
+interface SnapshotRow {
+  revision: string;
+  event_id: string;
+  machine_version: string;
+  state: unknown;
+}
+
+export function createPostgresSnapshotStore(pool: pg.Pool): SnapshotStore {
+  return {
+    async read(streamId) {
+      const r = await pool.query<SnapshotRow>({
+        name: 'baton_read_snapshot',
+        text: 'SELECT revision, event_id, machine_version, state FROM baton_snapshots WHERE stream_id = $1',
+        values: [streamId],
+      });
+      const row = r.rows[0];
+      return row && { streamId, revision: BigInt(row.revision), eventId: row.event_id, machineVersion: row.machine_version, state: row.state };
+    },
+    async write(s) {
+      await pool.query({
+        name: 'baton_write_snapshot',
+        text: `INSERT INTO baton_snapshots AS s (stream_id, revision, event_id, machine_version, state) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (stream_id) DO UPDATE SET revision = excluded.revision, event_id = excluded.event_id,
+                 machine_version = excluded.machine_version, state = excluded.state, written_at = now()
+               WHERE s.revision < excluded.revision OR s.machine_version <> excluded.machine_version`,
+        values: [s.streamId, s.revision.toString(), s.eventId, s.machineVersion, JSON.stringify(s.state)],
+      });
+    },
+    async delete(streamIds, client) {
+      if (streamIds.length === 0) return;
+      await (client ?? pool).query('DELETE FROM baton_snapshots WHERE stream_id = ANY($1::text[])', [[...streamIds]]);
+    },
+  };
+}
