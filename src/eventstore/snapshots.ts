@@ -23,7 +23,7 @@ export interface StoredSnapshot {
 
 export interface SnapshotStore {
   read(streamId: string): Promise<StoredSnapshot | undefined>;
-  /** Keep `snapshot` unless the one stored is at a later revision of the same machine version. */
+  /** Keep `snapshot` unless the one stored is at a later revision of the same machine version (one at the same revision is replaced: it may name another event). */
   write(snapshot: StoredSnapshot): Promise<void>;
   /** Forget the snapshots of these streams (their events were removed). */
   delete(streamIds: readonly string[], client?: pg.ClientBase): Promise<void>;
@@ -53,7 +53,7 @@ export function createPostgresSnapshotStore(pool: pg.Pool): SnapshotStore {
         text: `INSERT INTO baton_snapshots AS s (stream_id, revision, event_id, machine_version, state) VALUES ($1, $2, $3, $4, $5)
                ON CONFLICT (stream_id) DO UPDATE SET revision = excluded.revision, event_id = excluded.event_id,
                  machine_version = excluded.machine_version, state = excluded.state, written_at = now()
-               WHERE s.revision < excluded.revision OR s.machine_version <> excluded.machine_version`,
+               WHERE s.revision <= excluded.revision OR s.machine_version <> excluded.machine_version`,
         values: [s.streamId, s.revision.toString(), s.eventId, s.machineVersion, JSON.stringify(s.state)],
       });
     },

@@ -38,8 +38,10 @@ export interface LoadedExecution {
   snapshot: ExecutionSnapshot;
   /** Revision of the last event: the expected revision of the next append. */
   revision: bigint;
-  /** The stored events, when this load read the stream (not when the snapshot cache answered). */
+  /** The stored events, when this load read the stream (not when the snapshot cache answered); from a stored snapshot's revision on unless loaded `whole`. */
   events?: StoredEvent[];
+  /** Set when the load started from a stored snapshot: `events` start at this revision. */
+  from?: bigint;
 }
 
 export interface DispatchResult {
@@ -67,6 +69,8 @@ export interface ExecutionRuntimeOptions {
   maxCached?: number;
   /** This process observes every execution event (the executor): loads answer from the cache (actor-runtime.ts). */
   followsStore?: boolean;
+  /** Events between two stored snapshots of a long execution (src/runtime/stream-snapshots.ts). */
+  snapshotEvery?: number;
   /** Attempts of a submission that does not say, unless its action sets its own (BATON_MAX_ATTEMPTS). Default 3. */
   defaultMaxAttempts?: number;
 }
@@ -81,11 +85,13 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     ...(options.maxConflictRetries !== undefined && { maxConflictRetries: options.maxConflictRetries }),
     ...(options.maxCached !== undefined && { maxCached: options.maxCached }),
     ...(options.followsStore !== undefined && { followsStore: options.followsStore }),
+    ...(options.snapshotEvery !== undefined && { snapshotEvery: options.snapshotEvery }),
   });
 
-  async function load(executionId: string, o: { fresh?: boolean } = {}): Promise<LoadedExecution> {
+  /** `whole`: read the whole stream, never from a stored snapshot (`events` then holds every event). */
+  async function load(executionId: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<LoadedExecution> {
     const loaded = await actors.load(executionId, o);
-    return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }) };
+    return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }), ...(loaded.from !== undefined && { from: loaded.from }) };
   }
 
   /**
@@ -140,7 +146,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || key === undefined) throw err;
     }
-    const existing = await load(executionId, { fresh: true });
+    const existing = await load(executionId, { fresh: true, whole: true });
     const first = existing.events![0]!.data as ExecutionEventOf<'ExecutionRequested'>['data'];
     const differs = (['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId'] as const).filter(
       (f) => !isDeepStrictEqual(first[f], requested.data[f]),
