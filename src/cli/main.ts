@@ -17,6 +17,7 @@ import { registerReplayCommands } from './replay-commands.ts';
 import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
+import { registerRetentionCommands } from './retention-command.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
 function packageVersion(): string {
@@ -216,6 +217,7 @@ registerReplayCommands(program);
 registerCancelCommand(program);
 registerWorkflowCommands(program);
 registerEventStoreCommands(program);
+registerRetentionCommands(program);
 
 try {
   await program.parseAsync(process.argv);

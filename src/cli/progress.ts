@@ -5,7 +5,7 @@ export interface Progress {
   finish(message: string): void;
 }
 
-export function progressLine(label: string, total?: number, stream: NodeJS.WriteStream = process.stderr): Progress {
+export function progressLine(label: string, total?: number, stream: NodeJS.WriteStream = process.stderr, unit = 'events'): Progress {
   const started = performance.now();
   const tty = stream.isTTY === true;
   let lastDraw = 0;
@@ -13,7 +13,7 @@ export function progressLine(label: string, total?: number, stream: NodeJS.Write
     const seconds = (performance.now() - started) / 1000;
     const rate = seconds > 0 ? Math.round(done / seconds) : 0;
     const share = total ? ` ${Math.min(100, Math.floor((done / total) * 100))}% (${done.toLocaleString('en')}/${total.toLocaleString('en')})` : ` ${done.toLocaleString('en')}`;
-    return `${label}:${share} events, ${rate.toLocaleString('en')}/s`;
+    return `${label}:${share} ${unit}, ${rate.toLocaleString('en')}/s`;
   };
   return {
     update(done) {

@@ -20,9 +20,13 @@ CREATE TABLE IF NOT EXISTS baton_archived_streams (
   events        bigint NOT NULL,
   last_event_at timestamptz NOT NULL,
   archived_at   timestamptz NOT NULL DEFAULT now(),
-  -- Where the archive file was written (a path as the archiving process saw it), if anywhere.
-  archive       text
+  -- Where the archive file was written (a path as the archiving process saw it).
+  archive       text NOT NULL,
+  -- EventStoreDB only: recorded here (with the read model's rows gone) but the stream not yet
+  -- deleted in EventStoreDB; the next retention run finishes it. Postgres does both at once.
+  pending_delete boolean NOT NULL DEFAULT false
 );
+CREATE INDEX IF NOT EXISTS baton_archived_streams_pending ON baton_archived_streams (stream_id) WHERE pending_delete;
 
 -- The (transaction_id, global_position) of every removed event, so a reader that checkpointed one
 -- of them still resumes exactly where it was (readAll's cursor needs the event's transaction id).

@@ -1,0 +1,205 @@
+// Retention: finished executions (and finished workflows with all their steps) older than the
+// limit are written to an archive in the portable history format, then removed from the event
+// store and the read model. Never one in flight: the read model only proposes candidates; each
+// is checked against its own stream (final through the machine, its last event recorded before
+// the cutoff, every projection past it) and removed at the revision it was checked at, so an
+// append that raced the check makes the removal conflict and the candidate is skipped.
+//
+// Each execution (a workflow with its steps) is removed atomically and retry-safe:
+//   1. its archive file is written and fsynced (archive-file.ts); a crash before the next step
+//      leaves a file that the next run writes again, same name and content;
+//   2. Postgres store: one transaction records the stream as archived, deletes the streams
+//      (deleteStreamWithin) and takes the rows out of the read model (read-model.ts);
+//      EventStoreDB: the transaction records it with pending_delete and takes the rows out, then
+//      the stream is deleted in EventStoreDB and the flag cleared; a crash in between leaves the
+//      flag, and the next run deletes the stream first thing.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { isFinal } from '../../actors/execution.machine.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { workflowStreamId } from '../../schemas/workflow-events.ts';
+import { WrongExpectedRevisionError } from '../errors.ts';
+import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
+import type { PostgresEventStore } from '../eventstore/postgres.ts';
+import { inTransaction } from '../readmodel/tables.ts';
+import { executionKind } from '../runtime/execution-kind.ts';
+import { workflowKind } from '../runtime/workflow-kind.ts';
+import { executionArchivePath, executionHistoryDocument, workflowArchivePath, workflowHistoryDocument, writeDurably } from './archive-file.ts';
+import { removeFromReadModel } from './read-model.ts';
+import {
+  countCandidates,
+  deleteDone,
+  executionCandidates,
+  pendingDeletes,
+  projectionsBehind,
+  recordArchived,
+  workflowCandidates,
+  workflowExecutionIds,
+  type ExecutionCandidate,
+} from './store-side.ts';
+
+export interface RetentionOptions {
+  pool: pg.Pool;
+  store: EventStore;
+  olderThanMs: number;
+  /** Where archive files go (created if missing). */
+  archiveDir: string;
+  /** Count what would be archived; change nothing. */
+  dryRun?: boolean;
+  now?: () => Date;
+  /** Candidates read from the read model at a time. */
+  batchSize?: number;
+  log?: Logger;
+  signal?: AbortSignal;
+  /** After each execution or workflow considered: how many so far, of about how many. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface Skipped {
+  id: string;
+  reason: string;
+}
+
+export interface RetentionSummary {
+  cutoff: string;
+  dryRun: boolean;
+  archiveDir: string;
+  /** Executions archived (or, dry run, that would be), workflows' steps included. */
+  executions: number;
+  workflows: number;
+  /** Events removed from the store (dry run: that would be). */
+  events: number;
+  skipped: Skipped[];
+  ms: number;
+}
+
+/** What a candidate is, checked against its own stream. */
+interface Checked {
+  id: string;
+  streamId: string;
+  events: StoredEvent[];
+  archive: string;
+}
+
+export async function runRetention(o: RetentionOptions): Promise<RetentionSummary> {
+  const started = performance.now();
+  const now = o.now?.() ?? new Date();
+  const cutoff = new Date(now.getTime() - o.olderThanMs);
+  const batchSize = o.batchSize ?? 100;
+  const postgres = 'deleteStreamWithin' in o.store ? (o.store as PostgresEventStore) : undefined;
+  const summary: RetentionSummary = { cutoff: cutoff.toISOString(), dryRun: o.dryRun === true, archiveDir: o.archiveDir, executions: 0, workflows: 0, events: 0, skipped: [], ms: 0 };
+  if (!o.dryRun && !postgres) await finishPendingDeletes(o);
+  const total = await countCandidates(o.pool, cutoff);
+  let done = 0;
+  const skip = (id: string, reason: string) => {
+    summary.skipped.push({ id, reason });
+    o.log?.info({ id, reason }, 'retention: skipped');
+  };
+
+  /** The stream, if it is final and ended before the cutoff and every projection has applied it; else why not. */
+  async function check(id: string, kind: 'execution' | 'workflow'): Promise<Checked | string> {
+    const streamId = kind === 'execution' ? executionStreamId(id) : workflowStreamId(id);
+    const events = await o.store.readStream(streamId);
+    const last = events[events.length - 1];
+    if (!last) return 'no events in the store';
+    let final: boolean;
+    try {
+      final = kind === 'execution' ? isFinal(executionKind.fold(id, events.map((e) => executionKind.read(e)))) : workflowKind.isFinal(workflowKind.fold(id, events.map((e) => workflowKind.read(e))));
+    } catch (err) {
+      return `its stream does not fold: ${(err as Error).message}`;
+    }
+    if (!final) return `in flight: its ${kind} is not final`;
+    if (last.recordedAt >= cutoff) return `its last event was recorded at ${last.recordedAt.toISOString()}, after the cutoff`;
+    const behind = await projectionsBehind(o.pool, last.globalPosition, postgres !== undefined);
+    if (behind.length > 0) return `the read model has not applied its last event yet (${behind.join(', ')})`;
+    return { id, streamId, events, archive: kind === 'execution' ? executionArchivePath(o.archiveDir, id) : workflowArchivePath(o.archiveDir, id) };
+  }
+
+  /** Archive and remove these streams together (one execution, or a workflow and its steps). */
+  async function remove(streams: Checked[], executionIds: string[], workflow?: { checked: Checked; executionIds: string[] }): Promise<boolean> {
+    const all = workflow ? [workflow.checked, ...streams] : streams;
+    for (const s of streams) await writeDurably(s.archive, executionHistoryDocument(s.id, s.events));
+    if (workflow) await writeDurably(workflow.checked.archive, workflowHistoryDocument(workflow.checked.id, workflow.checked.events, workflow.executionIds));
+    const records = all.map((s) => ({ streamId: s.streamId, events: s.events.length, lastEventAt: s.events[s.events.length - 1]!.recordedAt, archive: s.archive }));
+    const histories = new Map(streams.filter((s) => executionIds.includes(s.id)).map((s) => [s.id, s.events]));
+    try {
+      await inTransaction(o.pool, async (client) => {
+        await recordArchived(client, records, !postgres);
+        if (postgres) {
+          for (const s of all) await postgres.deleteStreamWithin(client, s.streamId, { expectedRevision: s.events[s.events.length - 1]!.revision });
+        }
+        await removeFromReadModel(client, histories);
+      });
+    } catch (err) {
+      if (err instanceof WrongExpectedRevisionError) return false; // it moved on since the check: not final after all
+      throw err;
+    }
+    if (!postgres) {
+      for (const s of all) await o.store.deleteStream(s.streamId, { expectedRevision: s.events[s.events.length - 1]!.revision });
+      await deleteDone(o.pool, all.map((s) => s.streamId));
+    }
+    return true;
+  }
+
+  let after: ExecutionCandidate | undefined;
+  for (;;) {
+    const page = await executionCandidates(o.pool, cutoff, batchSize, after);
+    for (const c of page) {
+      if (o.signal?.aborted) break;
+      const checked = await check(c.executionId, 'execution');
+      if (typeof checked === 'string') skip(c.executionId, checked);
+      else if (o.dryRun || (await remove([checked], [checked.id]))) {
+        summary.executions += 1;
+        summary.events += checked.events.length;
+      } else skip(c.executionId, 'it moved on while being archived');
+      o.onProgress?.(++done, total);
+    }
+    if (page.length < batchSize || o.signal?.aborted) break;
+    after = page[page.length - 1];
+  }
+
+  let afterWorkflow: string | undefined;
+  for (;;) {
+    const page = await workflowCandidates(o.pool, cutoff, batchSize, afterWorkflow);
+    for (const workflowId of page) {
+      if (o.signal?.aborted) break;
+      await archiveWorkflow(workflowId);
+      o.onProgress?.(++done, total);
+    }
+    if (page.length < batchSize || o.signal?.aborted) break;
+    afterWorkflow = page[page.length - 1];
+  }
+
+  async function archiveWorkflow(workflowId: string): Promise<void> {
+    const wf = await check(workflowId, 'workflow');
+    if (typeof wf === 'string') return skip(`workflow ${workflowId}`, wf);
+    const scheduled = wf.events.filter((e) => e.type === 'WorkflowStepScheduled').map((e) => (e.data as { executionId: string }).executionId);
+    const ids = [...new Set([...scheduled, ...(await workflowExecutionIds(o.pool, workflowId))])];
+    const steps: Checked[] = [];
+    for (const id of ids) {
+      const step = await check(id, 'execution');
+      if (typeof step === 'string') return skip(`workflow ${workflowId}`, `step execution ${id}: ${step}`);
+      steps.push(step);
+    }
+    if (!o.dryRun && !(await remove(steps, ids, { checked: wf, executionIds: ids }))) return skip(`workflow ${workflowId}`, 'it moved on while being archived');
+    summary.workflows += 1;
+    summary.executions += steps.length;
+    summary.events += wf.events.length + steps.reduce((n, s) => n + s.events.length, 0);
+  }
+
+  summary.ms = Math.round(performance.now() - started);
+  return summary;
+}
+
+/** EventStoreDB: streams recorded as archived whose deletion a crash interrupted. */
+async function finishPendingDeletes(o: RetentionOptions): Promise<void> {
+  for (;;) {
+    const pending = await pendingDeletes(o.pool, 100);
+    if (pending.length === 0) return;
+    for (const streamId of pending) {
+      const events = await o.store.readStream(streamId);
+      if (events.length > 0) await o.store.deleteStream(streamId, { expectedRevision: events[events.length - 1]!.revision });
+    }
+    await deleteDone(o.pool, pending);
+  }
+}
