@@ -51,6 +51,7 @@ import {
 import type { Logger } from 'pino';
 import { BatonError, DuplicateEventIdError } from '../errors.ts';
 import { appendEach, validateAppend } from './append-validation.ts';
+import type { SnapshotStore } from './snapshots.ts';
 import type { AppendResult, EventStore, ExpectedRevision, NewEvent, ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import {
   appendIdOf,
@@ -82,6 +83,8 @@ export interface EventStoreDbEventStoreOptions {
   reconnect?: Backoff;
   /** readAll: $all events fetched per round trip while looking for wanted streams. */
   readAllPageSize?: number;
+  /** Where snapshots of long streams are kept: Baton's Postgres (src/eventstore/snapshots.ts), never EventStoreDB itself. */
+  snapshots?: SnapshotStore;
 }
 
 export interface EventStoreDbEventStore extends EventStore {
@@ -294,6 +297,7 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     client,
     append,
     deleteStream,
+    ...(options.snapshots && { snapshots: options.snapshots }),
     // EventStoreDB has no transaction across streams: each request is atomic on its own stream.
     appendMany: (requests) => appendEach(append, requests),
     readStream,
