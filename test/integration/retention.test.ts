@@ -14,6 +14,10 @@ import { workflowStreamId } from '../../schemas/workflow-events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { executionArchivePath, workflowArchivePath } from '../../src/retention/archive-file.ts';
 import { runRetention } from '../../src/retention/retention.ts';
+import { scheduleRetention, storedEventsGauge } from '../../src/retention/schedule.ts';
+import { Registry } from 'prom-client';
+import { loadConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
 import { workflowKind } from '../../src/runtime/workflow-kind.ts';
@@ -153,4 +157,31 @@ describe('retention', () => {
       expect(replay.code, replay.stdout + replay.stderr).toBe(0);
     }
   }, 120_000);
+
+  it('runs on the executor\'s schedule (BATON_RETENTION), one executor at a time, and the gauge counts what is left', async () => {
+    const id = await completed('w3');
+    const keep = await started('w3');
+    await catchUpFully(db.pool, store);
+    await new Promise((r) => setTimeout(r, 1_100)); // older than the smallest age, 1s
+    const registry = new Registry();
+    storedEventsGauge(db.pool, registry, true);
+    const before = (await registry.getSingleMetric('baton_eventstore_events')!.get()).values[0]!.value;
+    const log = createLogger(loadConfig({ BATON_LOG_LEVEL: 'silent' }));
+    const config = { olderThanMs: 1_000, archiveDir, intervalMs: 60_000 };
+    // Two executors' schedules: both try at once, the lock lets one run.
+    const a = scheduleRetention({ pool: db.pool, store, config, log, registry, firstRunAfterMs: 10 });
+    const b = scheduleRetention({ pool: db.pool, store, config, log, registry: new Registry(), firstRunAfterMs: 10 });
+    try {
+      for (const until = Date.now() + 10_000; (await streamLength(executionStreamId(id))) > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
+      expect(await streamLength(executionStreamId(id))).toBe(0);
+      expect(await streamLength(executionStreamId(keep))).toBe(4);
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
+    expect(await readFile(executionArchivePath(archiveDir, id), 'utf8')).toContain('"format": "baton.execution-history"');
+    // Its 6 events, and those of the first test's executions that finished at its end.
+    expect((await registry.getSingleMetric('baton_retention_events_removed_total')!.get()).values[0]!.value).toBeGreaterThanOrEqual(6);
+    expect(before).toBeGreaterThan(0);
+  }, 60_000);
 });
