@@ -10,6 +10,8 @@ import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
 import { ApiError } from './errors.ts';
 import { historyResolvers } from './history.ts';
+import { archivedExecution } from './archived.ts';
+import type { ArchivedStream } from '../retention/store-side.ts';
 import { workflowResolvers } from './workflows.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
@@ -58,7 +60,10 @@ export const resolvers = {
   Long: LongScalar,
 
   Query: {
-    execution: (_: unknown, a: { id: string }, ctx: ApiContext) => ctx.loaders.execution.load(uuidArg(a.id, 'id')),
+    async execution(_: unknown, a: { id: string }, ctx: ApiContext) {
+      const id = uuidArg(a.id, 'id');
+      return (await ctx.loaders.execution.load(id)) ?? archivedExecution(ctx, id);
+    },
 
     async executions(_: unknown, a: { filter?: ExecutionFilter | null; first: number; after?: string | null }, ctx: ApiContext) {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
@@ -86,6 +91,7 @@ export const resolvers = {
 
   Execution: {
     id: (row: ExecutionRow) => row.executionId,
+    archived: (row: ExecutionRow & { archived?: ArchivedStream }) => row.archived ?? null,
     input: executionJson('input', 'input'),
     result: executionJson('result', 'result'),
     error: executionJson('error', 'error'),

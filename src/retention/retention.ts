@@ -110,7 +110,8 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
     }
     if (!final) return `in flight: its ${kind} is not final`;
     if (last.recordedAt >= cutoff) return `its last event was recorded at ${last.recordedAt.toISOString()}, after the cutoff`;
-    const behind = await projectionsBehind(o.pool, last.globalPosition, postgres !== undefined);
+    // No projection reads workflow streams; each step execution is checked on its own.
+    const behind = kind === 'execution' ? await projectionsBehind(o.pool, last.globalPosition, postgres !== undefined) : [];
     if (behind.length > 0) return `the read model has not applied its last event yet (${behind.join(', ')})`;
     return { id, streamId, events, archive: kind === 'execution' ? executionArchivePath(o.archiveDir, id) : workflowArchivePath(o.archiveDir, id) };
   }

@@ -18,7 +18,7 @@ const HISTORY_PAGE = 200;
 const RECENT = `query Recent { executions(first: 20) { edges { node { id status action requestedAt } } } }`;
 const STEP_FIELDS = 'revision eventId type by recordedAt occurredAt data machineVersion stateBefore state owner attempt context changed';
 const TIMELINE = `query Timeline($id: ID!) {
-  execution(id: $id) { id status action requestedAt history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
+  execution(id: $id) { id status action requestedAt archived { archivedAt archive } history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
   executionMachine { version initial states { name final } transitions { from to event } }
 }`;
 const MORE_HISTORY = `query MoreHistory($id: ID!, $from: Int!) {
@@ -164,7 +164,7 @@ function ExecutionView({ execution, machine, revision, onSelect, onReload }) {
     <header class="execution-head">
       <div>
         <h1 id="execution-title">${execution.action}</h1>
-        <p class="muted"><code data-testid="execution-id">${execution.id}</code> · requested ${new Date(execution.requestedAt).toLocaleString()}</p>
+        <p class="muted"><code data-testid="execution-id">${execution.id}</code> · requested ${new Date(execution.requestedAt).toLocaleString()}${execution.archived ? html` · <span data-testid="archived" title=${execution.archived.archive}>archived ${new Date(execution.archived.archivedAt).toLocaleString()}</span>` : ''}</p>
       </div>
       <div class="execution-status">
         <span class="muted">now</span> <span class=${`badge badge--${execution.status}`}>${execution.status}</span>
