@@ -1,5 +1,5 @@
 // The work transport's dead letters over GraphQL: the deadLetters query and the retryDeadLetter
-// mutation. They read the transport, not the read model, so they work only when the server was
+// and deleteDeadLetter mutations. They read the transport, not the read model, so they work only when the server was
 // given one (startApiServer's `transport`); otherwise they say so.
 import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
 import { bigintTextProblem } from '../input/rules.ts';
@@ -73,9 +73,17 @@ async function retryDeadLetter(_: unknown, a: { messageId: string }, ctx: ApiCon
   return toNode(d);
 }
 
+/** Gone for good: the message is not published again (the executor already failed the execution). */
+async function deleteDeadLetter(_: unknown, a: { messageId: string }, ctx: ApiContext) {
+  const messageId = messageIdArg(a.messageId);
+  const d = await transportOf(ctx).deleteDeadLetter(messageId); // NotFoundError → NOT_FOUND
+  ctx.log.info({ messageId, executionId: d.message.executionId, workerId: d.workerId }, 'dead letter deleted');
+  return toNode(d);
+}
+
 export const deadLetterResolvers = {
   Query: { deadLetters },
-  Mutation: { retryDeadLetter },
+  Mutation: { retryDeadLetter, deleteDeadLetter },
   DeadLetter: {
     execution: (node: DeadLetterNode, _a: unknown, ctx: ApiContext) => ctx.loaders.execution.load(node.executionId.toLowerCase()),
   },

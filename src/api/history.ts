@@ -26,7 +26,7 @@ export const FOLDED_BYTES_PER_RESPONSE_BYTE = 4;
 // Keyed by the response's loaders, which each event of a subscription renews.
 const timelines = new WeakMap<object, DataLoader<string, TimelineStep[]>>();
 
-function timelineOf(ctx: ApiContext, executionId: string): Promise<TimelineStep[]> {
+export function timelineOf(ctx: ApiContext, executionId: string): Promise<TimelineStep[]> {
   let loader = timelines.get(ctx.loaders);
   if (!loader) {
     let eventsLeft = FOLDED_EVENTS_PER_REQUEST;

@@ -87,6 +87,7 @@ export interface ExecutionFilter {
   since?: string | null;
   until?: string | null;
   stalled?: boolean | null;
+  workflowId?: string | null;
 }
 
 export interface ExecutionPage {
@@ -102,6 +103,7 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'since', sql: (n) => `requested_at >= $${n}::timestamptz` },
   { key: 'until', sql: (n) => `requested_at < $${n}::timestamptz` },
   { key: 'stalled', sql: (n) => `coalesce(${STALLED_SQL}, false) = $${n}::boolean` },
+  { key: 'workflowId', sql: (n) => `workflow_id = $${n}` },
 ];
 
 /**
@@ -197,6 +199,8 @@ export async function findHeartbeats(pool: pg.Pool, workerIds: readonly string[]
 export interface WorkerView extends WorkerRow {
   inFlight: number;
   lastHeartbeatAt: string | null;
+  /** By the database's clock, like `alive`: a browser's clock may be off. */
+  heartbeatAgeMs: number | null;
   alive: boolean;
 }
 
@@ -207,6 +211,7 @@ export interface WorkerView extends WorkerRow {
 export async function listWorkers(pool: pg.Pool, staleAfterMs: number): Promise<WorkerView[]> {
   const r = await pool.query(
     `SELECT w.*, l.heartbeat_at AS live_heartbeat_at,
+            floor(extract(epoch FROM now() - l.heartbeat_at) * 1000)::float8 AS live_heartbeat_age_ms,
             COALESCE(l.heartbeat_at > now() - $1::float8 * interval '1 millisecond', false) AS live_alive,
             COALESCE(f.in_flight, 0)::int AS live_in_flight
        FROM ${WORKERS} w
@@ -217,10 +222,11 @@ export async function listWorkers(pool: pg.Pool, staleAfterMs: number): Promise<
       ORDER BY w.worker_id COLLATE "C"`,
     [staleAfterMs, HELD_STATUSES],
   );
-  return r.rows.map(({ live_heartbeat_at, live_alive, live_in_flight, ...db }) => ({
+  return r.rows.map(({ live_heartbeat_at, live_heartbeat_age_ms, live_alive, live_in_flight, ...db }) => ({
     ...workerRowFromDb(db),
     inFlight: live_in_flight as number,
     lastHeartbeatAt: live_heartbeat_at ? (live_heartbeat_at as Date).toISOString() : null,
+    heartbeatAgeMs: live_heartbeat_age_ms === null ? null : Math.max(0, live_heartbeat_age_ms as number),
     alive: live_alive as boolean,
   }));
 }
@@ -231,23 +237,29 @@ export interface ActionStatsView extends Omit<ActionStatsRow, 'durationHistogram
   /** From the policy the latest worker to start offering the action advertised (as the executor takes it). */
   concurrencyLimit: number | null;
   concurrencyKey: string | null;
+  slotsHeld: number;
 }
+
+/** Statuses in which an execution holds its action's concurrency slot (the executor's HOLDS_SLOT). */
+export const SLOT_STATUSES = ['Scheduling', 'Scheduled', 'Running'] as const;
 
 export async function listActionStats(pool: pg.Pool, action?: string | null): Promise<ActionStatsView[]> {
   // The workers table holds each worker's latest WorkerStarted with its global position, so
   // the latest one offering the action is one short scan of a table with a row per worker.
   const r = await pool.query(
-    `SELECT s.*, p.concurrency AS policy_concurrency
+    `SELECT s.*, p.concurrency AS policy_concurrency, coalesce(h.held, 0)::float8 AS slots_held
        FROM ${ACTION_STATS} s
+       LEFT JOIN (SELECT action, count(*) AS held FROM ${EXECUTIONS} WHERE status = ANY($${action ? 2 : 1}::text[]) GROUP BY action) h
+              ON h.action = s.action
        LEFT JOIN LATERAL (
          SELECT w.policies -> s.action -> 'concurrency' AS concurrency FROM ${WORKERS} w
           WHERE s.action = ANY(w.actions) AND w.started_position IS NOT NULL
           ORDER BY w.started_position DESC LIMIT 1
        ) p ON true
       ${action ? 'WHERE s.action = $1' : 'ORDER BY s.action COLLATE "C"'}`,
-    action ? [action] : [],
+    action ? [action, SLOT_STATUSES] : [SLOT_STATUSES],
   );
-  return r.rows.map(({ policy_concurrency, ...db }) => {
+  return r.rows.map(({ policy_concurrency, slots_held, ...db }) => {
     const { durationHistogram, ...counters } = actionStatsFromDb(db);
     const concurrency = policy_concurrency as { limit?: number; key?: string } | null;
     return {
@@ -256,6 +268,7 @@ export async function listActionStats(pool: pg.Pool, action?: string | null): Pr
       p95Ms: percentile(durationHistogram, 0.95),
       concurrencyLimit: concurrency?.limit ?? null,
       concurrencyKey: concurrency?.key ?? null,
+      slotsHeld: slots_held as number,
     };
   });
 }

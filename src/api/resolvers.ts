@@ -13,6 +13,9 @@ import { historyResolvers } from './history.ts';
 import { archivedExecution } from './archived.ts';
 import type { ArchivedStream } from '../retention/store-side.ts';
 import { workflowResolvers } from './workflows.ts';
+import { workflowListResolvers } from './workflow-list.ts';
+import { actionTimelineResolvers } from './action-timeline.ts';
+import { whatIfResolvers } from './what-if.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -69,7 +72,7 @@ export const resolvers = {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
       const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
       const f = a.filter ?? {};
-      const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId') };
+      const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId'), workflowId: filterText(f.workflowId, 'filter.workflowId') };
       const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }), valueCap: ctx.budget.limits.maxValueBytes });
       const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
@@ -87,6 +90,8 @@ export const resolvers = {
     ...deadLetterResolvers.Query,
     ...historyResolvers.Query,
     ...workflowResolvers.Query,
+    ...workflowListResolvers.Query,
+    ...actionTimelineResolvers.Query,
   },
 
   Execution: {
@@ -111,6 +116,7 @@ export const resolvers = {
       return ctx.loaders.events(w.fromRevision, w.limit).load(row.executionId);
     },
     ...historyResolvers.Execution,
+    ...whatIfResolvers.Execution,
   },
 
   ExecutionEvent: {
@@ -131,6 +137,8 @@ export const resolvers = {
 
   Workflow: workflowResolvers.Workflow,
   WorkflowStep: workflowResolvers.WorkflowStep,
+  WorkflowSummary: workflowListResolvers.WorkflowSummary,
+  WhatIfStep: whatIfResolvers.WhatIfStep,
 
   Subscription: {
     executionUpdated: {

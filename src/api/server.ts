@@ -50,6 +50,24 @@ const ARMOR = {
   maxDirectives: { n: 20 },
   blockFieldSuggestion: { enabled: true },
 } as const;
+// What GraphiQL opens with instead of its stock welcome: a query that runs as is and shows the
+// API's main reads (page on with `after: endCursor`).
+export const GRAPHIQL_EXAMPLE = `# Baton's GraphQL API: press the run button (or Ctrl-Enter). The schema is in the docs pane.
+# The operator console at /ui is built on these same queries.
+query Overview {
+  # The newest failures, with why they failed; page on with after: "<endCursor>".
+  executions(filter: { status: Failed }, first: 10) {
+    edges { node { id action attempt error finishedAt workerId } }
+    pageInfo { hasNextPage endCursor }
+  }
+  # Who is working, and how each action is doing.
+  workers { id status alive inFlight capacity heartbeatAgeMs actions }
+  actionStats { action queued running completed failed p50Ms p95Ms concurrencyLimit slotsHeld }
+}
+
+# Also try: mutation { submitExecution(action: "core.echo", input: { hello: "world" }) { executionId status } }
+`;
+
 // After this long, close() cuts connections that did not finish (a client that never reads).
 const CLOSE_GRACE_MS = 5_000;
 
@@ -123,7 +141,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     maxRequestBodySize: o.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     maskedErrors: { maskError: maskApiError },
     logging: yogaLogger(log),
-    graphiql: introspection && { title: 'Baton', subscriptionsProtocol: 'SSE' },
+    graphiql: introspection && { title: 'Baton', subscriptionsProtocol: 'SSE', defaultQuery: GRAPHIQL_EXAMPLE },
     renderGraphiQL,
     plugins: [
       useCSRFPrevention({ requestHeaders: [CSRF_HEADER] }),

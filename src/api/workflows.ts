@@ -30,7 +30,7 @@ function workflowIdArg(value: string, name: string): string {
   return value;
 }
 
-async function workflow(_: unknown, a: { id: string }, ctx: ApiContext) {
+export async function workflow(_: unknown, a: { id: string }, ctx: ApiContext) {
   const id = workflowIdArg(a.id, 'id');
   try {
     return describeWorkflow(await loadWorkflow(storeOf(ctx), id));

@@ -61,7 +61,7 @@ afterAll(async () => {
 });
 
 async function openPage(url: string): Promise<Page> {
-  const page = await browser!.newPage({ viewport: { width: 1360, height: 900 } });
+  const page = await browser!.newPage({ viewport: { width: 1400, height: 900 } });
   page.setDefaultTimeout(STEP_TIMEOUT_MS);
   problems = [];
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
@@ -87,7 +87,7 @@ const markedChanged = (page: Page) =>
 describe('the timeline at /ui', () => {
   it('lists the execution, and opens it from the search box', async () => {
     const page = await openPage(api().server.uiUrl);
-    await expect.poll(() => page.getByTestId('recent-executions').locator(`[title="${executionId}"]`).count(), POLL).toBe(1);
+    await expect.poll(() => page.locator(`[data-testid="execution-row"][data-id="${executionId}"]`).count(), POLL).toBe(1);
 
     await page.getByLabel('Execution id').fill(executionId);
     await page.getByTestId('execution-open').click();
@@ -183,7 +183,7 @@ describe('the timeline at /ui, when the API wants a token', () => {
     await page.getByTestId('token-form').waitFor();
     await page.getByLabel('API token').fill('ui-read-token');
     await page.getByRole('button', { name: 'Use token' }).click();
-    await page.getByText('None yet.').waitFor();
+    await page.getByTestId('executions-empty').waitFor();
     expect(await page.getByTestId('token-form').count()).toBe(0);
     // The 401s that asked for the token, and nothing else.
     expect(problems.filter((p) => !/^(401 for POST .*\/graphql|console error: .*401)/.test(p))).toEqual([]);

@@ -4,8 +4,11 @@ const ENDPOINT = '/graphql'; // GRAPHQL_PATH in src/api/server.ts
 const CSRF_HEADER = 'x-graphql-yoga-csrf'; // CSRF_HEADER in src/api/server.ts
 const TOKEN_KEY = 'baton.apiToken';
 
-/** The API refused the request for want of a (valid) token: 401, or 403. */
+/** The API refused the request for want of a (valid) token: 401. */
 export class TokenRequired extends Error {}
+
+/** The token is valid but may not do this (a mutation with the read-only token): 403. */
+export class Forbidden extends Error {}
 
 export const savedToken = () => sessionStorage.getItem(TOKEN_KEY) ?? '';
 
@@ -32,15 +35,16 @@ export async function graphql(query, variables = {}) {
     },
     body: JSON.stringify({ query, variables }),
   });
-  if (response.status === 401 || response.status === 403) {
-    throw new TokenRequired(token ? 'the API refused this token' : 'the API needs a token');
-  }
+  if (response.status === 401) throw new TokenRequired(token ? 'the API refused this token' : 'the API needs a token');
   let body;
   try {
     body = await response.json();
   } catch {
+    if (response.status === 403) throw new TokenRequired('the API refused this token');
     throw new Error(`the API answered ${response.status} ${response.statusText}`);
   }
-  if (body.errors?.length) throw new Error(body.errors.map((e) => e.message).join('; '));
+  const message = body.errors?.map((e) => e.message).join('; ');
+  if (response.status === 403 || body.errors?.some((e) => e.extensions?.code === 'FORBIDDEN')) throw new Forbidden(message || 'this token may not do that');
+  if (body.errors?.length) throw new Error(message);
   return body.data;
 }

@@ -40,6 +40,8 @@ function ContextView({ context, changed, before }) {
  * @param {{ step: any, before: any | undefined }} props the selected history step and the one before it
  */
 export function StatePanel({ step, before }) {
+  const error = step.context?.error;
+  const errorText = typeof error?.message === 'string' ? `${error.type ? `${error.type}: ` : ''}${error.message}` : undefined;
   return html`
     <section class="panel state-panel" aria-labelledby="state-title">
       <h2 id="state-title">After revision ${step.revision}</h2>
@@ -51,6 +53,7 @@ export function StatePanel({ step, before }) {
         <dd data-testid="current-owner">${step.owner}</dd>
         <dt>Attempt</dt>
         <dd data-testid="current-attempt">${step.attempt}</dd>
+        ${errorText && html`<dt>${step.state === 'Failed' ? 'Error' : 'Last error'}</dt><dd class="error" data-testid="current-error">${errorText}</dd>`}
         <dt>Event</dt>
         <dd><strong>${step.type}</strong> <span class="muted">by</span> ${step.by}</dd>
         <dt>Occurred</dt>

@@ -181,14 +181,30 @@ function crossLabels(drawn, placed, taken) {
   return labels;
 }
 
+// About how wide an 11px label is per character (system sans-serif), to keep labels in the picture.
+const LABEL_CHAR_W = 6.4;
+
+/** The viewBox that holds the states and every label (a label near the edge would be clipped). */
+function viewBoxOf(width, height, labels) {
+  let minX = 0;
+  let maxX = width;
+  for (const l of labels) {
+    const half = (l.text.length * LABEL_CHAR_W) / 2;
+    minX = Math.min(minX, l.x - half - 4);
+    maxX = Math.max(maxX, l.x + half + 4);
+  }
+  return { minX, viewWidth: maxX - minX, height };
+}
+
 /**
- * @param {{ machine: Machine, current: string, taken: Map<string, number>, last: string | undefined, visited: Set<string> }} props
+ * @param {{ machine: Machine, current: string, taken: Map<string, number>, last: string | undefined, visited: Set<string>, fork?: { ok: boolean, finalState: string, steps: { before: string, after: string | null }[] } }} props
  *   taken: times each `from->to` pair was traversed up to the selected revision; last: the pair
- *   the selected event took.
+ *   the selected event took; fork: a what-if's steps, drawn dashed from the current state.
  */
-export function Statechart({ machine, current, taken, last, visited }) {
+export function Statechart({ machine, current, taken, last, visited, fork }) {
   const { placed, width, height } = layoutStates(machine);
-  const edges = edgesOf(machine.transitions, taken.keys()).filter((e) => placed.has(e.from) && placed.has(e.to));
+  const forkPairs = new Set((fork?.steps ?? []).filter((s) => s.after).map((s) => `${s.before}->${s.after}`));
+  const edges = edgesOf(machine.transitions, [...taken.keys(), ...forkPairs]).filter((e) => placed.has(e.from) && placed.has(e.to));
   const spread = spreadEnds(edges, placed);
   const loopSide = loopSides(edges, placed);
   const drawn = edges
@@ -201,11 +217,13 @@ export function Statechart({ machine, current, taken, last, visited }) {
       .map((d) => ({ key: d.key, x: d.lx, y: d.ly, text: d.edge.events.join(' · '), count: taken.get(d.key) ?? 0, kind: kindOf(d.key) })),
     ...crossLabels(drawn, placed, taken).map((l) => ({ ...l, kind: l.count > 0 ? 'taken' : 'plain' })),
   ];
-  const described = `Statechart of machine ${machine.version}; the execution is in ${current}.`;
+  const forkEnd = fork?.ok ? fork.finalState : undefined;
+  const described = `Statechart of machine ${machine.version}; the execution is in ${current}.${forkEnd ? ` What-if: it would end in ${forkEnd}.` : ''}`;
+  const box = viewBoxOf(width, height, labels);
   return html`
-    <svg class="statechart" viewBox="0 0 ${width} ${height}" role="img" aria-label=${described} data-testid="statechart">
+    <svg class="statechart" viewBox="${box.minX} 0 ${box.viewWidth} ${box.height}" role="img" aria-label=${described} data-testid="statechart">
       <defs>
-        ${['plain', 'taken', 'last'].map(
+        ${['plain', 'taken', 'last', 'fork'].map(
           (kind) => html`<marker id="arrow-${kind}" class="arrow arrow--${kind}" viewBox="0 0 10 10" refX="9" refY="5"
             markerWidth="8" markerHeight="8" markerUnits="userSpaceOnUse" orient="auto-start-reverse">
             <path d="M0,0 L10,5 L0,10 z" />
@@ -220,14 +238,17 @@ export function Statechart({ machine, current, taken, last, visited }) {
           <path d=${d} marker-end="url(#arrow-${kind})" />
         </g>`;
       })}
+      ${drawn
+        .filter(({ key }) => forkPairs.has(key))
+        .map(({ edge, d }) => html`<g class="edge edge--fork" data-testid="fork-edge-${edge.from}-${edge.to}"><path d=${d} marker-end="url(#arrow-fork)" /></g>`)}
       ${labels.map(
         (l) => html`<text class="label label--${l.kind}" x=${l.x} y=${l.y} text-anchor="middle">${l.text}</text>
           ${l.count > 1 && html`<text class="label label--count" x=${l.x} y=${l.y + 22} text-anchor="middle">×${l.count}</text>`}`,
       )}
       ${[...placed.values()].map((s) => {
         const state = s.name === current ? 'current' : visited.has(s.name) ? 'visited' : 'idle';
-        return html`<g class="state state--${state} ${s.final ? 'state--final' : ''}" data-testid="state-${s.name}"
-            data-current=${s.name === current ? 'true' : 'false'} data-visited=${visited.has(s.name) ? 'true' : 'false'}>
+        return html`<g class="state state--${state} ${s.final ? 'state--final' : ''} ${s.name === forkEnd && s.name !== current ? 'state--fork' : ''}" data-testid="state-${s.name}"
+            data-current=${s.name === current ? 'true' : 'false'} data-visited=${visited.has(s.name) ? 'true' : 'false'} data-fork-end=${s.name === forkEnd ? 'true' : 'false'}>
           <rect x=${s.x - NODE_W / 2} y=${s.y - NODE_H / 2} width=${NODE_W} height=${NODE_H} rx="10" />
           ${s.final && html`<rect class="inner" x=${s.x - NODE_W / 2 + 4} y=${s.y - NODE_H / 2 + 4} width=${NODE_W - 8} height=${NODE_H - 8} rx="7" />`}
           <text x=${s.x} y=${s.y + 5} text-anchor="middle">${s.name}</text>

@@ -17,6 +17,18 @@ export function sinceStart(ms) {
   return `+${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
 }
 
+/** The type with a line-break opportunity before each word: "Execution<wbr>Retry<wbr>Scheduled". */
+const breakable = (type) => type.split(/(?=[A-Z])/).map((word, i) => (i === 0 ? word : html`<wbr />${word}`));
+
+/** What a card says beyond its type: where a handoff went, why it failed or was reclaimed. */
+function noteOf(step) {
+  const data = step.data ?? {};
+  if (step.type === 'ExecutionHandedOff' && data.workerId) return html`→ <strong data-testid="handoff-${step.revision}">worker:${data.workerId}</strong>`;
+  if (typeof data.error?.message === 'string') return data.error.message;
+  if (typeof data.reason === 'string') return data.reason;
+  return null;
+}
+
 /**
  * @param {{ steps: { revision: number, type: string, by: string, recordedAt: string }[], revision: number, onSelect: (revision: number) => void }} props
  */
@@ -45,8 +57,9 @@ export function Timeline({ steps, revision, onSelect }) {
             <button type="button" class=${`event ${s.revision === revision ? 'event--selected' : s.revision < revision ? 'event--past' : ''}`}
               aria-pressed=${s.revision === revision} data-testid="event-${s.revision}" onClick=${() => onSelect(s.revision)}>
               <span class="event-rev">#${s.revision}</span>
-              <span class="event-type" title=${s.type}>${s.type}</span>
+              <span class="event-type" title=${s.type}>${breakable(s.type)}</span>
               <span class="event-by">by ${s.by}</span>
+              ${noteOf(s) && html`<span class="event-note">${noteOf(s)}</span>`}
               <span class="event-time">${sinceStart(times[i] - start)}</span>
             </button>
           </li>`,

@@ -1,0 +1,155 @@
+// What every view of the console shares: htm bound to Preact, the query hook (which asks the
+// page for a token when the API wants one), polling for live views, the address as the page's
+// state, and small formatters and widgets.
+import { h } from './vendor/preact.mjs';
+import { useEffect, useRef, useState } from './vendor/hooks.mjs';
+import htm from './vendor/htm.mjs';
+import { graphql, TokenRequired } from './graphql.js';
+
+export const html = htm.bind(h);
+export { graphql };
+
+let askForToken = () => undefined;
+/** The shell's way to show the token form; set once by the app. */
+export const onTokenRequired = (handler) => (askForToken = handler);
+
+let tokenGeneration = 0;
+const tokenListeners = new Set();
+/** After a new token: every query runs again. */
+export function tokenChanged() {
+  tokenGeneration += 1;
+  for (const listener of tokenListeners) listener(tokenGeneration);
+}
+function useTokenGeneration() {
+  const [generation, setGeneration] = useState(tokenGeneration);
+  useEffect(() => {
+    tokenListeners.add(setGeneration);
+    return () => tokenListeners.delete(setGeneration);
+  }, []);
+  return generation;
+}
+
+/**
+ * Run `run()` whenever `key` changes (null: not now), and every `pollMs` while `pollMs` is set
+ * (live views: the data shown stays until the next answer replaces it).
+ * @returns {{ loading: boolean, data?: any, error?: Error, reload: () => void }}
+ */
+export function useQuery(run, key, { pollMs } = {}) {
+  const [result, setResult] = useState({ loading: key !== null });
+  const [bump, setBump] = useState(0);
+  const generation = useTokenGeneration();
+  const runRef = useRef(run);
+  runRef.current = run;
+  useEffect(() => {
+    if (key === null) return setResult({ loading: false });
+    let current = true;
+    let timer;
+    const once = (initial) => {
+      if (initial) setResult((r) => ({ ...r, loading: true, error: undefined }));
+      runRef.current().then(
+        (data) => current && setResult({ loading: false, data }),
+        (error) => {
+          if (!current) return;
+          if (error instanceof TokenRequired) askForToken(error.message);
+          setResult((r) => ({ loading: false, data: initial ? undefined : r.data, error }));
+        },
+      ).finally(() => {
+        if (current && pollMs) timer = setTimeout(() => once(false), pollMs);
+      });
+    };
+    once(true);
+    return () => {
+      current = false;
+      clearTimeout(timer);
+    };
+  }, [key, bump, generation, pollMs]);
+  return { ...result, reload: () => setBump((n) => n + 1) };
+}
+
+// ---------------------------------------------------------------------------
+// The address: /ui?view=…&…. Every view reads its state from it, so any view can be linked to.
+
+export const readParams = () => new URLSearchParams(location.search);
+
+/** Go to `params` (an object; empty values are dropped); the app re-renders from the address. */
+export function navigate(params, { replace = false } = {}) {
+  const search = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') search.set(k, String(v));
+  const url = `${location.pathname}${search.size ? `?${search}` : ''}`;
+  if (url === `${location.pathname}${location.search}`) return;
+  if (replace) history.replaceState(null, '', url);
+  else history.pushState(null, '', url);
+  dispatchEvent(new Event('baton:navigate'));
+}
+
+export const hrefOf = (params) => {
+  const search = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ''));
+  return `/ui${search.size ? `?${search}` : ''}`;
+};
+
+/** A real link (open in a new tab works) that navigates in place on a plain click. */
+export function Link({ to, children, ...rest }) {
+  const onClick = (e) => {
+    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    navigate(to);
+  };
+  return html`<a href=${hrefOf(to)} onClick=${onClick} ...${rest}>${children}</a>`;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting.
+
+/** "350 ms", "4.2 s", "3 min 5 s", "2 h 4 min" */
+export function duration(ms) {
+  if (ms === null || ms === undefined) return '—';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+  return `${Math.floor(ms / 3_600_000)} h ${Math.round((ms % 3_600_000) / 60_000)} min`;
+}
+
+export const shortTime = (iso) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' }) : '—');
+
+export const Badge = ({ status }) => html`<span class=${`badge badge--${status}`}>${status}</span>`;
+
+export const ErrorLine = ({ error }) => (error && !(error instanceof TokenRequired) ? html`<p class="error" role="alert">${error.message}</p>` : null);
+
+/** An error object's message, whatever shape it came in ({ message }, a string, a truncation marker). */
+export const errorMessage = (error) => (error == null ? undefined : typeof error === 'string' ? error : typeof error.message === 'string' ? error.message : undefined);
+
+/**
+ * Cursor paging for a connection: the cursors of the pages before this one are kept, so Back
+ * works without offsets. `reset` is a key: when it changes (new filters) paging starts over.
+ */
+export function usePaging(reset) {
+  const [stack, setStack] = useState([]);
+  useEffect(() => setStack([]), [reset]);
+  return {
+    after: stack.at(-1) ?? null,
+    page: stack.length + 1,
+    next: (cursor) => setStack((s) => [...s, cursor]),
+    back: () => setStack((s) => s.slice(0, -1)),
+    first: () => setStack([]),
+  };
+}
+
+export function Pager({ paging, pageInfo, testId = 'pager' }) {
+  return html`<nav class="pager" aria-label="Pages" data-testid=${testId}>
+    <button type="button" onClick=${paging.first} disabled=${paging.page === 1}>Newest</button>
+    <button type="button" onClick=${paging.back} disabled=${paging.page === 1}>Previous</button>
+    <span class="muted" data-testid=${`${testId}-page`}>page ${paging.page}</span>
+    <button type="button" onClick=${() => paging.next(pageInfo.endCursor)} disabled=${!pageInfo?.hasNextPage} data-testid=${`${testId}-next`}>Next</button>
+  </nav>`;
+}
+
+/** A yes/no question in the page (never window.confirm: a dialog the page controls, keyboard first). */
+export function Confirm({ question, confirmLabel, onConfirm, onCancel, testId = 'confirm' }) {
+  const yes = useRef(null);
+  useEffect(() => yes.current?.focus(), []);
+  return html`<div class="confirm" role="alertdialog" aria-modal="false" aria-label=${question} data-testid=${testId}>
+    <p>${question}</p>
+    <button type="button" class="danger" ref=${yes} onClick=${onConfirm} data-testid=${`${testId}-yes`}>${confirmLabel}</button>
+    <button type="button" onClick=${onCancel}>Keep it</button>
+  </div>`;
+}

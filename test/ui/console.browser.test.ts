@@ -1,0 +1,305 @@
+// The operator console's views in headless Debian Chromium, on real executions: a real executor,
+// worker host, orchestrator and projector run them (console-harness.ts). Each view is checked
+// for what it shows, reached by keyboard, and kept free of page errors, console errors and CSP
+// violations; mutations from the page are refused for the read-only token. Screenshots of each
+// view go to artifacts/ (and docs/images/ with BATON_UI_SCREENSHOT_TO_DOCS=1).
+import type { Page } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { gql } from '../api/api-harness.ts';
+import { eventually } from '../support/workflow-cluster.ts';
+import { ADMIN_TOKEN, DEAD_ACTION, POLL, READ_TOKEN, WORKER, openPage, screenshot, tabTo, useConsole, type WatchedPage } from './console-harness.ts';
+
+const c = useConsole({ tokens: true });
+const ids: Record<string, string> = {};
+
+const admin = (query: string, variables: Record<string, unknown> = {}) => gql(c().api.url, query, variables, { token: ADMIN_TOKEN });
+async function submit(name: string, action: string, input: unknown, maxAttempts?: number) {
+  const r = await admin(`mutation($action: String!, $input: JSON, $max: Int) { submitExecution(action: $action, input: $input, maxAttempts: $max) { executionId } }`, { action, input, max: maxAttempts });
+  if (r.errors) throw new Error(JSON.stringify(r.errors));
+  ids[name] = r.data!.submitExecution.executionId;
+}
+const statusOf = async (id: string) => (await admin(`query($id: ID!) { execution(id: $id) { status } }`, { id })).data!.execution?.status;
+const FINAL = ['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned'];
+
+beforeAll(async () => {
+  await submit('echo', 'core.echo', { hello: 'world' });
+  await submit('echo2', 'core.echo', { hello: 'again' });
+  await submit('fail', 'core.fail', { message: 'card declined', retryable: false });
+  await submit('dead', DEAD_ACTION, null);
+  await submit('flaky', 'core.fail', { message: 'connection reset by peer', retryable: true }, 2); // fails, retries once, fails
+  const definition = {
+    name: 'nightly-report',
+    onFailure: 'continue',
+    steps: [
+      { id: 'fetch', action: 'core.echo', input: { rows: 3 } },
+      { id: 'render', action: 'core.sleep', input: { ms: 40 }, dependsOn: ['fetch'] },
+      { id: 'notify', action: 'core.fail', input: { message: 'mail server down', retryable: false }, dependsOn: ['fetch'] },
+      { id: 'archive', action: 'core.echo', dependsOn: ['render'] },
+    ],
+  };
+  const wf = await admin(`mutation($d: JSON!) { submitWorkflow(definition: $d, id: "nightly-report-1") { workflowId } }`, { d: definition });
+  if (wf.errors) throw new Error(JSON.stringify(wf.errors));
+  await eventually('the executions and the workflow to finish', async () => {
+    const done = await Promise.all(['echo', 'echo2', 'fail', 'dead', 'flaky'].map(async (k) => FINAL.includes(await statusOf(ids[k]!))));
+    const w = (await admin(`{ workflow(id: "nightly-report-1") { status } }`)).data!.workflow;
+    return done.every(Boolean) && w?.status === 'Failed' ? true : undefined;
+  }, 30_000);
+  await c().catchUp();
+}, 60_000);
+
+async function open(path: string, token = ADMIN_TOKEN): Promise<WatchedPage> {
+  return openPage(c().browser, `${c().api.uiUrl}${path}`, { token });
+}
+async function done(w: WatchedPage, allowed: RegExp[] = []) {
+  await w.page.close();
+  expect(w.problems.filter((p) => !allowed.some((a) => a.test(p)))).toEqual([]);
+}
+const text = (page: Page, testId: string) => () => page.getByTestId(testId).first().textContent();
+
+describe('executions', () => {
+  it('lists real executions, filters by status from the keyboard, and opens one', async () => {
+    const w = await open('');
+    const { page } = w;
+    for (const k of ['echo', 'fail', 'dead']) await page.locator(`[data-testid="execution-row"][data-id="${ids[k]}"]`).waitFor();
+    await screenshot(page, 'ui-executions');
+
+    await tabTo(page, '[data-testid="filter-status"]');
+    await page.getByTestId('filter-status').selectOption('Failed');
+    await tabTo(page, '[data-testid="filter-apply"]');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => new URL(page.url()).searchParams.get('status'), POLL).toBe('Failed');
+    await expect.poll(async () => (await page.getByTestId('execution-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id')))).includes(ids['fail']!), POLL).toBe(true);
+    const statuses = await page.locator('[data-testid="execution-row"] .badge').allTextContents();
+    expect(new Set(statuses)).toEqual(new Set(['Failed']));
+    expect(await page.locator(`[data-testid="execution-row"][data-id="${ids['echo']}"]`).count()).toBe(0);
+
+    await tabTo(page, `[data-testid="execution-row"][data-id="${ids['fail']}"] a`);
+    await page.keyboard.press('Enter');
+    await expect.poll(text(page, 'execution-error'), POLL).toContain('card declined');
+    expect(new URL(page.url()).searchParams.get('execution')).toBe(ids['fail']);
+    await done(w);
+  });
+});
+
+describe('live updates', () => {
+  it('shows a new execution on the newest page without a reload, and stops when live is off', async () => {
+    const w = await open('?view=executions&action=core.sleep');
+    const { page } = w;
+    await page.getByTestId('executions-table').waitFor();
+    let reloads = 0;
+    page.on('framenavigated', () => (reloads += 1));
+    await submit('live', 'core.sleep', { ms: 10 });
+    await page.locator(`[data-testid="execution-row"][data-id="${ids['live']}"]`).waitFor();
+    await expect.poll(() => page.locator(`[data-testid="execution-row"][data-id="${ids['live']}"] .badge`).first().textContent(), POLL).toBe('Completed');
+    expect(reloads).toBe(0);
+
+    await tabTo(page, '[data-testid="live-toggle"]');
+    await page.keyboard.press('Space');
+    expect(await page.getByTestId('live-toggle').isChecked()).toBe(false);
+    await submit('unseen', 'core.sleep', { ms: 10 });
+    await c().catchUp();
+    await new Promise((r) => setTimeout(r, 4_000)); // longer than the live refresh
+    expect(await page.locator(`[data-testid="execution-row"][data-id="${ids['unseen']}"]`).count()).toBe(0);
+    await done(w);
+  });
+});
+
+describe('the timeline, polished', () => {
+  it('shows whole event names, where the handoff went, the error, and the statechart above the fold with every label in it', async () => {
+    const w = await open(`?execution=${ids['flaky']}`);
+    const { page } = w;
+    await expect.poll(() => page.locator('.event-type').count(), POLL).toBeGreaterThan(9);
+    // No event name is cut off.
+    const cut = await page.locator('.event-type').evaluateAll((els) => els.filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent));
+    expect(cut).toEqual([]);
+    await page.getByTestId('handoff-2').waitFor();
+    expect(await page.getByTestId('handoff-2').textContent()).toBe(`worker:${WORKER}`);
+    expect(await page.locator('.event-type').allTextContents()).toContain('ExecutionRetryScheduled');
+    await expect.poll(text(page, 'current-error'), POLL).toContain('connection reset by peer');
+    await expect.poll(text(page, 'execution-error'), POLL).toContain('connection reset by peer');
+    // The statechart starts above the fold at 1400×900, and its labels are inside the drawing.
+    const chart = (await page.getByTestId('statechart').boundingBox())!;
+    expect(chart.y).toBeLessThan(900 - 200);
+    const outside = await page.getByTestId('statechart').evaluate((svg) => {
+      const box = svg.getBoundingClientRect();
+      return [...svg.querySelectorAll('text')].filter((t) => {
+        const r = t.getBoundingClientRect();
+        return r.left < box.left - 0.5 || r.right > box.right + 0.5;
+      }).map((t) => t.textContent);
+    });
+    expect(outside).toEqual([]);
+    await done(w);
+  });
+
+  it('follows a running execution until it ends', async () => {
+    await submit('slow', 'core.sleep', { ms: 2_500 });
+    const w = await open(`?execution=${ids['slow']}`);
+    await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toMatch(/^(Requested|Scheduling|Scheduled|Running)$/);
+    await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toBe('Completed');
+    await expect.poll(() => w.page.getByTestId('revision-value').textContent(), POLL).toMatch(/^(\d+) \/ \1$/); // at the newest revision
+    await done(w);
+  });
+
+  it('links a step execution to its parent and its workflow', async () => {
+    const steps = (await admin(`{ workflow(id: "nightly-report-1") { steps { id executionId } } }`)).data!.workflow.steps;
+    const stepOf = (id: string) => steps.find((s: { id: string }) => s.id === id).executionId;
+    const w = await open(`?execution=${stepOf('render')}`);
+    await w.page.getByTestId('parent-link').click();
+    await expect.poll(() => new URL(w.page.url()).searchParams.get('execution'), POLL).toBe(stepOf('fetch'));
+    await w.page.getByTestId('execution-id').filter({ hasText: stepOf('fetch') }).waitFor();
+    await w.page.getByTestId('workflow-link').click();
+    await w.page.getByTestId('dag').waitFor();
+    expect(new URL(w.page.url()).searchParams.get('workflow')).toBe('nightly-report-1');
+    await done(w);
+  });
+
+  it('draws a what-if on the statechart, and stores nothing', async () => {
+    const before = (await c().store.readStream(`execution-${ids['echo']}`)).length;
+    const w = await open(`?execution=${ids['echo']}&revision=3`);
+    const { page } = w;
+    await expect.poll(text(page, 'current-state'), POLL).toBe('Running');
+    await tabTo(page, '[data-testid="what-if-event"]');
+    await page.getByTestId('what-if-event').selectOption({ label: `ExecutionFailed (by worker:${WORKER})` });
+    await tabTo(page, '[data-testid="what-if-run"]');
+    await page.keyboard.press('Enter');
+    await expect.poll(text(page, 'what-if-result'), POLL).toContain('Running → Requested');
+    await page.getByTestId('fork-edge-Running-Requested').waitFor();
+    await expect.poll(() => page.getByTestId('state-Requested').getAttribute('data-fork-end'), POLL).toBe('true');
+    await screenshot(page, 'ui-what-if');
+    expect((await c().store.readStream(`execution-${ids['echo']}`)).length).toBe(before);
+    await done(w);
+  });
+});
+
+describe('workflows', () => {
+  it('lists the workflow, draws its DAG coloured by status, and opens a step by keyboard', async () => {
+    const w = await open('?view=workflows');
+    const { page } = w;
+    await page.locator('[data-testid="workflow-row"][data-id="nightly-report-1"]').waitFor();
+    await tabTo(page, '[data-testid="workflow-row"][data-id="nightly-report-1"] a');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('dag').waitFor();
+    const statuses = Object.fromEntries(
+      await Promise.all(['fetch', 'render', 'notify', 'archive'].map(async (s) => [s, await page.getByTestId(`dag-step-${s}`).getAttribute('data-status')])),
+    );
+    expect(statuses).toEqual({ fetch: 'Completed', render: 'Completed', notify: 'Failed', archive: 'Completed' });
+    expect(await page.getByTestId('dag-edge-fetch-notify').count()).toBe(1);
+    await screenshot(page, 'ui-workflow');
+    await tabTo(page, '[data-testid="dag-step-notify"]');
+    await page.keyboard.press('Enter');
+    await expect.poll(text(page, 'execution-error'), POLL).toContain('mail server down');
+    await done(w);
+  });
+
+  it('cancels a running workflow from the page with the admin token; the read-only token is refused', async () => {
+    const d = { name: 'long-run', steps: [{ id: 'wait', action: 'core.sleep', input: { ms: 60_000 } }] };
+    await admin(`mutation($d: JSON!) { submitWorkflow(definition: $d, id: "long-run-1") { workflowId } }`, { d });
+    const reader = await open('?workflow=long-run-1', READ_TOKEN);
+    await reader.page.getByTestId('workflow-cancel').click();
+    await reader.page.getByTestId('confirm-yes').click();
+    await reader.page.getByRole('alert').filter({ hasText: 'Refused: mutations need the admin token' }).waitFor();
+    await done(reader, [/^403 for POST .*\/graphql$/, /status of 403/]);
+
+    const w = await open('?workflow=long-run-1');
+    await tabTo(w.page, '[data-testid="workflow-cancel"]');
+    await w.page.keyboard.press('Enter');
+    await w.page.getByTestId('confirm-yes').waitFor();
+    await expect.poll(() => w.page.evaluate(() => document.activeElement?.getAttribute('data-testid')), POLL).toBe('confirm-yes');
+    await w.page.keyboard.press('Enter'); // the confirmation's button has the focus
+    await w.page.getByTestId('cancel-outcome').waitFor();
+    await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), { ...POLL, timeout: 20_000 }).toBe('Cancelled');
+    await done(w);
+  });
+});
+
+describe('workers', () => {
+  it('shows each worker alive with its load, actions and heartbeat age', async () => {
+    const w = await open('?view=workers');
+    const { page } = w;
+    const row = page.locator(`[data-testid="worker-row"][data-id="${WORKER}"]`);
+    await row.waitFor();
+    expect(await row.getAttribute('data-condition')).toBe('alive');
+    await expect.poll(() => row.getByTestId('heartbeat-age').textContent(), POLL).toMatch(/^\d+(\.\d)? (ms|s) ago$/);
+    expect(await row.locator('.chip').allTextContents()).toContain('core.echo');
+    expect(await page.locator('[data-testid="worker-row"][data-id="w-dead"]').getAttribute('data-condition')).toBe('alive');
+    await screenshot(page, 'ui-workers');
+    await tabTo(page, `[data-testid="worker-row"][data-id="${WORKER}"] a`);
+    await page.keyboard.press('Enter');
+    await expect.poll(() => new URL(page.url()).searchParams.get('worker'), POLL).toBe(WORKER);
+    await done(w);
+  });
+});
+
+describe('actions', () => {
+  it('shows per action the failure rate, slots and charts of throughput and run time', async () => {
+    const w = await open('?view=actions');
+    const { page } = w;
+    const card = (action: string) => page.locator(`[data-testid="action-card"][data-action="${action}"]`);
+    await card('core.echo').waitFor();
+    await expect.poll(() => card('core.fail').getByTestId('failure-rate').textContent(), POLL).toBe('100.0 %');
+    expect(await card('core.sleep').getByTestId('slots').textContent()).toContain('held');
+    await expect.poll(() => card('core.echo').locator('rect.bar').count(), POLL).toBeGreaterThan(0);
+    await expect.poll(() => card('core.echo').locator('circle.dot').count(), POLL).toBeGreaterThan(0);
+    await screenshot(page, 'ui-actions');
+    await tabTo(page, '[data-testid="window"]');
+    await page.getByTestId('window').selectOption('24h');
+    await expect.poll(() => new URL(page.url()).searchParams.get('window'), POLL).toBe('24h');
+    await done(w);
+  });
+});
+
+describe('dead letters', () => {
+  it('lists the dead letter of a real execution, shows it, refuses deleting it for the read-only token, and deletes it for the admin', async () => {
+    const rowOf = (page: Page) => page.locator('[data-testid="dead-letter-row"]').filter({ hasText: DEAD_ACTION });
+    const reader = await open('?view=dead-letters', READ_TOKEN);
+    await rowOf(reader.page).first().waitFor();
+    await rowOf(reader.page).first().getByTestId('dead-letter-show').click();
+    await reader.page.getByTestId('dead-letter-delete').click();
+    await reader.page.getByTestId('confirm-yes').click();
+    await reader.page.getByRole('alert').filter({ hasText: 'Refused: mutations need the admin token' }).waitFor();
+    await done(reader, [/^403 for POST .*\/graphql$/, /status of 403/]);
+
+    const w = await open('?view=dead-letters');
+    const { page } = w;
+    const row = rowOf(page).first();
+    await row.waitFor();
+    const messageId = await row.getAttribute('data-id');
+    await tabTo(page, `[data-testid="dead-letter-row"][data-id="${messageId}"] [data-testid="dead-letter-show"]`);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('dead-letter-details').waitFor();
+    await screenshot(page, 'ui-dead-letters');
+    await page.getByTestId('dead-letter-delete').click();
+    await page.getByTestId('confirm-yes').click();
+    await page.getByTestId('dead-letter-outcome').filter({ hasText: 'deleted' }).waitFor();
+    await expect.poll(() => page.locator(`[data-testid="dead-letter-row"][data-id="${messageId}"]`).count(), POLL).toBe(0);
+    expect(await c().transport.getDeadLetter(messageId!)).toBeUndefined();
+    await done(w);
+  });
+
+  it('retries a dead letter after a confirmation', async () => {
+    await submit('dead2', DEAD_ACTION, null);
+    const w = await open('?view=dead-letters');
+    const row = w.page.locator('[data-testid="dead-letter-row"]').filter({ hasText: ids['dead2']!.slice(0, 8) });
+    await expect.poll(async () => {
+      if ((await row.count()) === 0) await w.page.getByRole('button', { name: 'Refresh' }).click();
+      return row.count();
+    }, { ...POLL, timeout: 20_000 }).toBe(1);
+    const messageId = await row.getAttribute('data-id');
+    await row.getByTestId('dead-letter-show').click();
+    await w.page.getByTestId('dead-letter-retry').click();
+    await w.page.getByTestId('confirm-yes').click();
+    await w.page.getByTestId('dead-letter-outcome').filter({ hasText: 'published again' }).waitFor();
+    await done(w);
+    expect(messageId).toBeTruthy();
+  });
+});
+
+describe('GraphiQL', () => {
+  it('opens with an example query instead of the stock welcome text', async () => {
+    const res = await fetch(c().api.url, { headers: { accept: 'text/html', authorization: `Bearer ${ADMIN_TOKEN}` }, signal: AbortSignal.timeout(10_000) });
+    const page = await res.text();
+    expect(res.status).toBe(200);
+    expect(page).toContain('query Overview');
+    expect(page).toContain('executions(filter: { status: Failed }, first: 10)');
+  });
+});
