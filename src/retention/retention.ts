@@ -128,6 +128,8 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
         await recordArchived(client, records, !postgres);
         if (postgres) {
           for (const s of all) await postgres.deleteStreamWithin(client, s.streamId, { expectedRevision: s.events[s.events.length - 1]!.revision });
+        } else {
+          await o.store.snapshots?.delete(all.map((s) => s.streamId), client); // Postgres's deleteStreamWithin does this itself
         }
         await removeFromReadModel(client, histories);
       });
