@@ -5,7 +5,8 @@
 // the cutoff, every projection past it) and removed at the revision it was checked at, so an
 // append that raced the check makes the removal conflict and the candidate is skipped.
 //
-// Each execution (a workflow with its steps) is removed atomically and retry-safe:
+// Each execution (a workflow with its steps) is removed atomically and retry-safe (a page of
+// executions goes in one transaction; one that moved on makes it retry them one by one):
 //   1. its archive file is written and fsynced (archive-file.ts); a crash before the next step
 //      leaves a file that the next run writes again, same name and content;
 //   2. Postgres store: one transaction records the stream as archived, deletes the streams
@@ -21,6 +22,7 @@ import { workflowStreamId } from '../../schemas/workflow-events.ts';
 import { WrongExpectedRevisionError } from '../errors.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import type { PostgresEventStore } from '../eventstore/postgres.ts';
+import { mapLimit } from '../async/map-limit.ts';
 import { inTransaction } from '../readmodel/tables.ts';
 import { executionKind } from '../runtime/execution-kind.ts';
 import { workflowKind } from '../runtime/workflow-kind.ts';
@@ -73,6 +75,12 @@ export interface RetentionSummary {
   ms: number;
 }
 
+/** What goes together: one execution, or a workflow and all its steps. */
+interface Unit {
+  steps: Checked[];
+  workflow?: Checked;
+}
+
 /** What a candidate is, checked against its own stream. */
 interface Checked {
   id: string;
@@ -116,13 +124,21 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
     return { id, streamId, events, archive: kind === 'execution' ? executionArchivePath(o.archiveDir, id) : workflowArchivePath(o.archiveDir, id) };
   }
 
-  /** Archive and remove these streams together (one execution, or a workflow and its steps). */
-  async function remove(streams: Checked[], executionIds: string[], workflow?: { checked: Checked; executionIds: string[] }): Promise<boolean> {
-    const all = workflow ? [workflow.checked, ...streams] : streams;
-    for (const s of streams) await writeDurably(s.archive, executionHistoryDocument(s.id, s.events));
-    if (workflow) await writeDurably(workflow.checked.archive, workflowHistoryDocument(workflow.checked.id, workflow.checked.events, workflow.executionIds));
+  /**
+   * Archive and remove units (one execution, or a workflow with its steps): every file first,
+   * then one transaction for them all (a page of executions costs one commit). If one of them
+   * moved on since its check, the transaction conflicts and each unit is tried on its own.
+   */
+  async function remove(units: Unit[]): Promise<boolean[]> {
+    if (units.length === 0) return [];
+    const files = units.flatMap((u) => [
+      ...u.steps.map((s) => ({ file: s.archive, doc: executionHistoryDocument(s.id, s.events) })),
+      ...(u.workflow ? [{ file: u.workflow.archive, doc: workflowHistoryDocument(u.workflow.id, u.workflow.events, u.steps.map((s) => s.id)) }] : []),
+    ]);
+    await mapLimit(files, 8, (f) => writeDurably(f.file, f.doc)); // fsyncs in parallel: the file system batches them
+    const all = units.flatMap((u) => (u.workflow ? [u.workflow, ...u.steps] : u.steps));
     const records = all.map((s) => ({ streamId: s.streamId, events: s.events.length, lastEventAt: s.events[s.events.length - 1]!.recordedAt, archive: s.archive }));
-    const histories = new Map(streams.filter((s) => executionIds.includes(s.id)).map((s) => [s.id, s.events]));
+    const histories = new Map(units.flatMap((u) => u.steps.map((s) => [s.id, s.events] as const)));
     try {
       await inTransaction(o.pool, async (client) => {
         await recordArchived(client, records, !postgres);
@@ -134,29 +150,37 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
         await removeFromReadModel(client, histories);
       });
     } catch (err) {
-      if (err instanceof WrongExpectedRevisionError) return false; // it moved on since the check: not final after all
-      throw err;
+      if (!(err instanceof WrongExpectedRevisionError)) throw err;
+      if (units.length === 1) return [false]; // it moved on since the check: not final after all
+      const each: boolean[] = [];
+      for (const u of units) each.push(...(await remove([u])));
+      return each;
     }
     if (!postgres) {
       for (const s of all) await o.store.deleteStream(s.streamId, { expectedRevision: s.events[s.events.length - 1]!.revision });
       await deleteDone(o.pool, all.map((s) => s.streamId));
     }
-    return true;
+    return units.map(() => true);
   }
 
   let after: ExecutionCandidate | undefined;
   for (;;) {
     const page = await executionCandidates(o.pool, cutoff, batchSize, after);
+    const ready: Checked[] = [];
     for (const c of page) {
       if (o.signal?.aborted) break;
       const checked = await check(c.executionId, 'execution');
       if (typeof checked === 'string') skip(c.executionId, checked);
-      else if (o.dryRun || (await remove([checked], [checked.id]))) {
-        summary.executions += 1;
-        summary.events += checked.events.length;
-      } else skip(c.executionId, 'it moved on while being archived');
-      o.onProgress?.(++done, total);
+      else ready.push(checked);
     }
+    const removed = o.dryRun ? ready.map(() => true) : await remove(ready.map((c) => ({ steps: [c] })));
+    ready.forEach((c, i) => {
+      if (!removed[i]) return skip(c.id, 'it moved on while being archived');
+      summary.executions += 1;
+      summary.events += c.events.length;
+    });
+    done += page.length;
+    o.onProgress?.(done, total);
     if (page.length < batchSize || o.signal?.aborted) break;
     after = page[page.length - 1];
   }
@@ -184,7 +208,7 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
       if (typeof step === 'string') return skip(`workflow ${workflowId}`, `step execution ${id}: ${step}`);
       steps.push(step);
     }
-    if (!o.dryRun && !(await remove(steps, ids, { checked: wf, executionIds: ids }))) return skip(`workflow ${workflowId}`, 'it moved on while being archived');
+    if (!o.dryRun && !(await remove([{ steps, workflow: wf }]))[0]) return skip(`workflow ${workflowId}`, 'it moved on while being archived');
     summary.workflows += 1;
     summary.executions += steps.length;
     summary.events += wf.events.length + steps.reduce((n, s) => n + s.events.length, 0);
