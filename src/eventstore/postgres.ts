@@ -363,7 +363,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     appendMany: (requests) => appendEach(append, requests),
     deleteStream: (streamId, o) => deleteStreamWithin(pool, streamId, o),
     deleteStreamWithin,
-    snapshots: createPostgresSnapshotStore(pool),
+    snapshots: createPostgresSnapshotStore(pool, { events: true }),
     appendWithin,
     notifyAppended: () => wakeups.appended(),
     readStream,

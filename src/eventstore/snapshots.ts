@@ -8,6 +8,7 @@
 // its Postgres database for the read model, and a snapshot stream in EventStoreDB would show in
 // every read of $all (exports, copies).
 import type pg from 'pg';
+import type { StoredEvent } from './event-store.ts';
 
 export interface StoredSnapshot {
   streamId: string;
@@ -27,6 +28,12 @@ export interface SnapshotStore {
   write(snapshot: StoredSnapshot): Promise<void>;
   /** Forget the snapshots of these streams (their events were removed). */
   delete(streamIds: readonly string[], client?: pg.ClientBase): Promise<void>;
+  /**
+   * The stream's snapshot of `machineVersion` and the events from its revision on (the
+   * snapshot's own event first), or every event when there is none: one round trip where the
+   * snapshots live beside the events (Postgres). Absent: read the snapshot, then the stream.
+   */
+  readWithEvents?(streamId: string, machineVersion: string): Promise<{ snapshot: StoredSnapshot | undefined; events: StoredEvent[] }>;
 }
 
 interface SnapshotRow {
@@ -36,8 +43,56 @@ interface SnapshotRow {
   state: unknown;
 }
 
-export function createPostgresSnapshotStore(pool: pg.Pool): SnapshotStore {
+interface EventWithSnapshotRow {
+  global_position: string;
+  event_id: string;
+  revision: string;
+  type: string;
+  data: unknown;
+  metadata: Record<string, unknown>;
+  recorded_at: Date;
+  snapshot_revision: string | null;
+  snapshot_event_id: string | null;
+  snapshot_state: unknown;
+}
+
+/**
+ * `events`: the Postgres event store is in the same database, so a load reads the snapshot and
+ * the events after it in one statement (otherwise every load of a short stream would pay a
+ * round trip to find that there is no snapshot).
+ */
+export function createPostgresSnapshotStore(pool: pg.Pool, o: { events?: boolean } = {}): SnapshotStore {
+  async function readWithEvents(streamId: string, machineVersion: string) {
+    const r = await pool.query<EventWithSnapshotRow>({
+      name: 'baton_read_stream_from_snapshot',
+      text: `WITH s AS (SELECT revision, event_id, state FROM baton_snapshots WHERE stream_id = $1 AND machine_version = $2)
+             SELECT e.global_position, e.event_id, e.revision, e.type, e.data, e.metadata, e.recorded_at,
+                    s.revision AS snapshot_revision, s.event_id AS snapshot_event_id,
+                    CASE WHEN e.revision = s.revision THEN s.state END AS snapshot_state
+             FROM baton_events e LEFT JOIN s ON true
+             WHERE e.stream_id = $1 AND e.revision >= coalesce(s.revision, 0)
+             ORDER BY e.revision`,
+      values: [streamId, machineVersion],
+    });
+    const first = r.rows[0];
+    const snapshot: StoredSnapshot | undefined =
+      first?.snapshot_revision != null && first.snapshot_event_id != null
+        ? { streamId, revision: BigInt(first.snapshot_revision), eventId: first.snapshot_event_id, machineVersion, state: first.snapshot_state }
+        : undefined;
+    const events = r.rows.map((row): StoredEvent => ({
+      eventId: row.event_id,
+      streamId,
+      revision: BigInt(row.revision),
+      globalPosition: BigInt(row.global_position),
+      type: row.type,
+      data: row.data,
+      metadata: row.metadata,
+      recordedAt: row.recorded_at,
+    }));
+    return { snapshot, events };
+  }
   return {
+    ...(o.events && { readWithEvents }),
     async read(streamId) {
       const r = await pool.query<SnapshotRow>({
         name: 'baton_read_snapshot',

@@ -142,13 +142,14 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
   }
 
   async function loadFresh(id: string, o: { whole?: boolean } = {}): Promise<Loaded<S>> {
-    const fromSnapshot = snapshots && !o.whole ? await snapshots.load(id) : undefined;
+    const viaSnapshots = snapshots && !o.whole ? await snapshots.load(id) : undefined;
+    const fromSnapshot = viaSnapshots && 'from' in viaSnapshots ? viaSnapshots : undefined;
     let events: StoredEvent[];
     let snapshot: S;
     if (fromSnapshot) {
       ({ events, snapshot } = fromSnapshot);
     } else {
-      events = await readStream(id);
+      events = viaSnapshots && 'whole' in viaSnapshots ? viaSnapshots.whole : await readStream(id);
       if (events.length === 0) {
         const empty = kind.empty?.(id);
         if (!empty) throw new NotFoundError(kind.name, id);

@@ -11,7 +11,7 @@
 // revision (another store's stream of that name), or when the machine refuses an event after it.
 import type { AnyMachineSnapshot } from 'xstate';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
-import type { SnapshotStore } from '../eventstore/snapshots.ts';
+import type { SnapshotStore, StoredSnapshot } from '../eventstore/snapshots.ts';
 import type { ActorKind, DomainEvent } from './actor-kind.ts';
 
 /** Events between two snapshots of one stream: far above a normal execution's dozen. */
@@ -34,8 +34,11 @@ interface Queued<S> {
 }
 
 export interface StreamSnapshots<S> {
-  /** The stream folded from its snapshot, or undefined when there is none that fits (fold it whole). */
-  load(id: string): Promise<FoldedFromSnapshot<S> | undefined>;
+  /**
+   * The stream folded from its snapshot; or, when it has none, its whole stream if that was read
+   * on the way; undefined when the caller must read and fold it whole.
+   */
+  load(id: string): Promise<FoldedFromSnapshot<S> | { whole: StoredEvent[] } | undefined>;
   /** The stream moved from `before` (-1 for none) to `revision`, whose event is `eventId`: queue a snapshot when that crossed a multiple of `every`. */
   moved(id: string, before: bigint, revision: bigint, eventId: string, snapshot: S): void;
   /** A load folded `folded` events to reach `revision`: queue a snapshot when that was `every` or more. */
@@ -77,9 +80,17 @@ export function streamSnapshots<S extends AnyMachineSnapshot, E extends DomainEv
   return {
     async load(id) {
       const streamId = kind.streamId(id);
-      const snap = await snapshots.read(streamId).catch(() => undefined);
-      if (!snap || snap.machineVersion !== kind.machineVersion) return undefined;
-      const events = await store.readStream(streamId, { fromRevision: snap.revision });
+      let snap: StoredSnapshot | undefined;
+      let events: StoredEvent[];
+      if (snapshots.readWithEvents) {
+        // One round trip: the snapshot and the events from it, or the whole stream when there is none.
+        ({ snapshot: snap, events } = await snapshots.readWithEvents(streamId, kind.machineVersion));
+        if (!snap) return { whole: events };
+      } else {
+        snap = await snapshots.read(streamId).catch(() => undefined);
+        if (!snap || snap.machineVersion !== kind.machineVersion) return undefined;
+        events = await store.readStream(streamId, { fromRevision: snap.revision });
+      }
       if (events[0]?.eventId !== snap.eventId) return undefined;
       let snapshot: S;
       try {
