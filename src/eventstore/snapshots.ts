@@ -65,12 +65,14 @@ export function createPostgresSnapshotStore(pool: pg.Pool, o: { events?: boolean
   async function readWithEvents(streamId: string, machineVersion: string) {
     const r = await pool.query<EventWithSnapshotRow>({
       name: 'baton_read_stream_from_snapshot',
+      // The bound as a scalar subquery (an InitPlan): the index range starts at the snapshot.
+      // As a join column it made Postgres read the whole stream's index and filter.
       text: `WITH s AS (SELECT revision, event_id, state FROM baton_snapshots WHERE stream_id = $1 AND machine_version = $2)
              SELECT e.global_position, e.event_id, e.revision, e.type, e.data, e.metadata, e.recorded_at,
                     s.revision AS snapshot_revision, s.event_id AS snapshot_event_id,
                     CASE WHEN e.revision = s.revision THEN s.state END AS snapshot_state
              FROM baton_events e LEFT JOIN s ON true
-             WHERE e.stream_id = $1 AND e.revision >= coalesce(s.revision, 0)
+             WHERE e.stream_id = $1 AND e.revision >= coalesce((SELECT revision FROM s), 0)
              ORDER BY e.revision`,
       values: [streamId, machineVersion],
     });
