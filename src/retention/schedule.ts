@@ -21,6 +21,7 @@ const FIRST_RUN_AFTER_MS = 60_000;
  * from baton_streams; left unset with EventStoreDB, which has no cheap count).
  */
 export function storedEventsGauge(pool: pg.Pool, registry: Registry, postgresStore: boolean): void {
+  if (registry.getSingleMetric('baton_eventstore_events')) return; // a second executor host in this process
   let counted: { at: number; value: number } | undefined;
   new Gauge({
     name: 'baton_eventstore_events',
@@ -42,8 +43,9 @@ export interface RetentionSchedule {
 }
 
 export function scheduleRetention(o: { pool: pg.Pool; store: EventStore; config: RetentionConfig; log: Logger; registry: Registry; firstRunAfterMs?: number }): RetentionSchedule {
-  const archived = new Counter({ name: 'baton_retention_archived_total', help: 'Executions archived and removed by retention (workflow steps included)', registers: [o.registry] });
-  const removed = new Counter({ name: 'baton_retention_events_removed_total', help: 'Events removed from the store by retention', registers: [o.registry] });
+  const counter = (name: string, help: string) => (o.registry.getSingleMetric(name) as Counter | undefined) ?? new Counter({ name, help, registers: [o.registry] });
+  const archived = counter('baton_retention_archived_total', 'Executions archived and removed by retention (workflow steps included)');
+  const removed = counter('baton_retention_events_removed_total', 'Events removed from the store by retention');
   const stopping = new AbortController();
   let running: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
