@@ -11,10 +11,20 @@ export async function retentionRunCommand(o: { olderThan?: number; archive?: str
     const olderThanMs = o.olderThan ?? config.retention?.olderThanMs ?? parseAge(SUGGESTED_RETENTION)!;
     const archiveDir = path.resolve(o.archive ?? config.retention?.archiveDir ?? path.join(config.dataDir, 'archive'));
     const label = `${o.dryRun ? 'retention (dry run)' : 'retention'}: finished more than ${formatAge(olderThanMs)} ago`;
-    const progress = progressLine(label, undefined, process.stderr, 'executions and workflows');
-    const s = await runRetention({ pool, store, olderThanMs, archiveDir, dryRun: o.dryRun === true, log, onProgress: (done) => progress.update(done) });
+    // Made at the first report, which knows the total (the candidates the read model proposes).
+    let bar: ReturnType<typeof progressLine> | undefined;
+    const progress = () => (bar ??= progressLine(label, undefined, process.stderr, 'executions and workflows'));
+    const s = await runRetention({
+      pool,
+      store,
+      olderThanMs,
+      archiveDir,
+      dryRun: o.dryRun === true,
+      log,
+      onProgress: (done, total) => (bar ??= progressLine(label, total, process.stderr, 'executions and workflows')).update(done),
+    });
     const verb = s.dryRun ? 'would archive' : 'archived';
-    progress.finish(`${verb} ${s.executions.toLocaleString('en')} executions (${s.workflows.toLocaleString('en')} workflows), ${s.events.toLocaleString('en')} events, in ${(s.ms / 1000).toFixed(1)} s`);
+    progress().finish(`${verb} ${s.executions.toLocaleString('en')} executions (${s.workflows.toLocaleString('en')} workflows), ${s.events.toLocaleString('en')} events, in ${(s.ms / 1000).toFixed(1)} s`);
     if (o.json) return console.log(toJson(s));
     const lines = [
       `${verb} ${s.executions.toLocaleString('en')} executions and ${s.workflows.toLocaleString('en')} workflows finished before ${s.cutoff} ` +
