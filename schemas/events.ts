@@ -21,6 +21,11 @@ export type ActorRef = z.infer<typeof ActorRef>;
 
 const IsoTime = dateTime();
 
+/** W3C trace context, version 00: `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>` (https://www.w3.org/TR/trace-context/). */
+export const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+/** Longest tracestate kept (what W3C propagators keep). */
+export const TRACESTATE_MAX_CHARS = 512;
+
 /**
  * Metadata every event carries. `occurredAt` is the appender's clock reading: the machine
  * never reads a clock, so any time it keeps in its context comes from here.
@@ -34,6 +39,9 @@ const metadata = <B extends z.ZodType<string>>(by: B) =>
     machineVersion: text().min(1).optional(),
     /** The state the machine reached with this event when it was appended; replay compares against it. */
     stateAfter: text().min(1).optional(),
+    /** W3C trace context of the span that wrote the event, when a tracer was registered (src/observability/tracing.ts). */
+    traceparent: z.string().regex(TRACEPARENT, 'must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)').optional(),
+    tracestate: text().max(TRACESTATE_MAX_CHARS).optional(),
   });
 export const EventMetadata = metadata(ActorRef);
 export type EventMetadata = z.infer<typeof EventMetadata>;

@@ -5,6 +5,7 @@ import type { ActionRegistry } from '../actions/registry.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
+import type { TraceFields } from '../observability/tracing.ts';
 import type { Role } from './auth.ts';
 import type { ExecutionUpdates } from './live-updates.ts';
 import type { Loaders } from './loaders.ts';
@@ -30,4 +31,6 @@ export interface ApiContext {
   /** A worker without a heartbeat for this long is not alive (the executor's staleness limit). */
   staleAfterMs: number;
   log: Logger;
+  /** The caller's trace context (W3C `traceparent` header), when tracing: a submission continues it. */
+  trace?: TraceFields;
 }

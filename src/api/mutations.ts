@@ -3,6 +3,7 @@
 import { statusOf } from '../../actors/execution.machine.ts';
 import { cancelExecution as cancel } from '../runtime/cancel.ts';
 import { submitExecution as submit } from '../runtime/submission.ts';
+import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, knownFor } from './errors.ts';
@@ -21,13 +22,16 @@ export interface SubmitArgs {
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
   const r = await knownFor(ctx.role, () =>
-    submit(ctx, {
-      action: a.action,
-      input: a.input ?? null,
-      ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
-      ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
-      ...(a.priority != null && { priority: a.priority }),
-    }),
+    // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
+    withTraceParent(ctx.trace, () =>
+      submit(ctx, {
+        action: a.action,
+        input: a.input ?? null,
+        ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
+        ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
+        ...(a.priority != null && { priority: a.priority }),
+      }),
+    ),
   );
   ctx.log.info({ executionId: r.executionId, action: a.action, created: r.created }, 'execution submitted');
   return { executionId: r.executionId, created: r.created, status: statusOf(r.snapshot) };

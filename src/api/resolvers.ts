@@ -16,6 +16,7 @@ import { workflowResolvers } from './workflows.ts';
 import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
 import { whatIfResolvers } from './what-if.ts';
+import { scheduleResolvers } from './schedules.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -92,6 +93,7 @@ export const resolvers = {
     ...workflowResolvers.Query,
     ...workflowListResolvers.Query,
     ...actionTimelineResolvers.Query,
+    ...scheduleResolvers.Query,
   },
 
   Execution: {
@@ -133,7 +135,9 @@ export const resolvers = {
 
   DeadLetter: deadLetterResolvers.DeadLetter,
 
-  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation, ...workflowResolvers.Mutation },
+  Mutation: { ...mutationResolvers, ...deadLetterResolvers.Mutation, ...workflowResolvers.Mutation, ...scheduleResolvers.Mutation },
+
+  Schedule: scheduleResolvers.Schedule,
 
   Workflow: workflowResolvers.Workflow,
   WorkflowStep: workflowResolvers.WorkflowStep,

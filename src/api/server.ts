@@ -33,6 +33,7 @@ import { loadApiSchema } from './schema.ts';
 import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
 import { readExecutionHistory } from '../replay/execution-history.ts';
+import { requestTraceFields } from '../observability/tracing.ts';
 
 /** GraphQL requests are small; 64 KiB leaves room for a generous submitExecution input. */
 export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024;
@@ -165,6 +166,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       transport: o.transport,
       staleAfterMs: o.staleAfterMs ?? staleAfterMs(),
       log,
+      trace: requestTraceFields(request.headers),
     }),
   });
 

@@ -11,6 +11,7 @@ import type { EventStore } from '../eventstore/event-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { createWorkflowRuntime, type WorkflowRuntime } from '../workflow/workflow-stream.ts';
+import { createScheduleRuntime, type ScheduleRuntime } from '../runtime/schedule-kind.ts';
 import { openEventStore, type EventStoreKind } from './event-store.ts';
 
 export interface Environment {
@@ -25,6 +26,8 @@ export interface Environment {
   /** Worker ids' own streams. */
   workerStreams: WorkerRuntime;
   workflows: WorkflowRuntime;
+  /** Schedules' own streams (src/schedule/). */
+  schedules: ScheduleRuntime;
   /** Ends the event store, then the database (and an embedded Postgres this process owns). */
   close(): Promise<void>;
 }
@@ -61,6 +64,7 @@ export async function openEnvironment(o: OpenEnvironmentOptions): Promise<Enviro
     runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }),
     workerStreams: createWorkerRuntime(store),
     workflows: createWorkflowRuntime(store),
+    schedules: createScheduleRuntime(store),
     async close() {
       try {
         await store.close();

@@ -13,6 +13,7 @@ import { followActors } from '../runtime/follow-actors.ts';
 import { openEnvironment, type Environment } from './environment.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { scheduleRetention, storedEventsGauge } from '../retention/schedule.ts';
+import { startScheduleHost } from '../schedule/schedule-host.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
@@ -132,7 +133,7 @@ export interface RunningHosts {
  * say) reaches them at once.
  */
 export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
-  const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows], log, who: 'executor' });
+  const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows, env.schedules], log, who: 'executor' });
   const t = env.config.timeouts;
   const executor = startExecutor({
     store: env.store,
@@ -156,12 +157,20 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
   // The gauge of stored events, and BATON_RETENTION's runs (src/retention/schedule.ts).
   storedEventsGauge(env.db.pool, env.registry, env.storeKind === 'postgres');
   const retention = env.config.retention && scheduleRetention({ pool: env.db.pool, store: env.store, config: env.config.retention, log: log.child({ component: 'retention' }), registry: env.registry });
+  // Beside them the schedule host: every executor fires due ticks (they race safely, schedule-host.ts).
+  const schedules = startScheduleHost({
+    store: env.store,
+    actors: { schedules: env.schedules, executions: env.runtime, workflows: env.workflows, follower },
+    log: log.child({ component: 'schedules' }),
+    registry: env.registry,
+  });
   return {
     ...executor,
-    ready: Promise.all([executor.ready, workflows.ready]).then(() => undefined),
+    ready: Promise.all([executor.ready, workflows.ready, schedules.ready]).then(() => undefined),
     async stop() {
       await retention?.stop();
       await follower.stop();
+      await schedules.stop();
       await workflows.stop();
       await executor.stop();
     },

@@ -15,6 +15,7 @@ import { DEFAULT_RUNTIME } from '../actions/action.ts';
 import { mapLimit } from '../async/map-limit.ts';
 import { RejectedCommandError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import { createExecutorTraces } from '../observability/executor-traces.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
@@ -90,18 +91,20 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const owned = o.actors === undefined;
   const { executions: runtime, workerStreams, follower } = o.actors ?? ownActors(o);
   const view = new SchedulingView();
+  const traces = createExecutorTraces({ cached: (id) => runtime.cached(id), now });
+  const transport = traces.publishing(o.transport);
   // Liveness as the scheduling pass reads it: 250 ms old at most (heartbeats come every few seconds).
   const directory = cachedDirectory(o.workers, 250, now);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
-  const metrics = o.registry && createExecutorMetrics(o.registry, view, o.transport, () => monitor.unoffered());
+  const metrics = o.registry && createExecutorMetrics(o.registry, view, transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
   const runtimeOf = (action: string): string => view.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
   const monitor = createMonitor({
     view,
     runtime,
     workerStreams,
-    transport: o.transport,
+    transport,
     workers: o.workers,
     log,
     metrics,
@@ -117,6 +120,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   // --- what changed: every execution and worker change, once (own appends and observed events)
   const unsubscribe = [
     runtime.onChange((change) => {
+      traces.observe(change);
       const handoff = view.handoffOf(change.id);
       const { unblocks, terminal } = view.applyExecution(change);
       if (handoff && !view.handoffOf(change.id)) monitor.handoffGone(handoff.handoffEventId);
@@ -183,7 +187,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
     const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
     if (messages.length > 0) {
-      await o.transport.publish(messages);
+      await transport.publish(messages);
       monitor.published(messages.map((m) => m.messageId));
       metrics?.scheduled.inc(messages.length);
       log.debug({ count: messages.length }, 'handed off and published');
@@ -195,6 +199,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     const handoffEventId = randomUUID();
     const policy = view.policyOf(execution.action);
     let attempt = 0;
+    const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
     try {
       const r = await runtime.dispatch(execution.executionId, (s) => {
         const c = s!.context;
@@ -202,12 +207,14 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
         return [
           { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId },
+          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
         ];
       });
+      trace?.end({ attempt, handedOff: r.appended });
       if (!r.appended) return undefined;
       return workMessage({ handoffEventId, executionId: execution.executionId, workerId, action: execution.action, attempt, handoffRevision: r.revision }, runtimeOf(execution.action), now(), r.snapshot);
     } catch (err) {
+      trace?.end({ handedOff: false, ...(!(err instanceof RejectedCommandError) && { error: err }) });
       // Another executor scheduled it, or it was cancelled: its change reaches the view.
       if (err instanceof RejectedCommandError) log.debug({ executionId: execution.executionId, err: err.message }, 'not scheduled: state moved on');
       else log.error({ executionId: execution.executionId, err }, 'scheduling failed; will retry');
@@ -245,7 +252,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   ready
     .then(async () => {
       if (o.handleDeadLetters === false) return;
-      const subscription = await o.transport.onDeadLetter(monitor.onDeadLetter);
+      const subscription = await transport.onDeadLetter(monitor.onDeadLetter);
       if (stopped) await subscription.stop();
       else deadLetters = subscription;
     })

@@ -10,7 +10,7 @@ import type { StoredEvent } from '../eventstore/event-store.ts';
 export interface DomainEvent {
   type: string;
   data: unknown;
-  metadata: { by: string; occurredAt: string; machineVersion?: string; stateAfter?: string; correlationId?: string; causationId?: string };
+  metadata: { by: string; occurredAt: string; machineVersion?: string; stateAfter?: string; correlationId?: string; causationId?: string; traceparent?: string; tracestate?: string };
 }
 
 /** A domain event without the metadata the runtime fills in (occurredAt from its clock, the machine version, the state after). */
@@ -23,6 +23,9 @@ export type Command<E extends DomainEvent> = E extends DomainEvent
       eventId?: string;
       correlationId?: string;
       causationId?: string;
+      /** Trace context to record (src/observability/tracing.ts). */
+      traceparent?: string;
+      tracestate?: string;
     }
   : never;
 

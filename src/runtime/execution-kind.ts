@@ -37,6 +37,7 @@ export const executionKind: ActorKind<ExecutionSnapshot, ExecutionEvent> = {
           machineVersion: MACHINE_VERSION,
           ...(c.correlationId ? { correlationId: c.correlationId } : {}),
           ...(c.causationId ? { causationId: c.causationId } : {}),
+          ...(c.traceparent ? { traceparent: c.traceparent, ...(c.tracestate && { tracestate: c.tracestate }) } : {}),
         },
       },
       `${c.type} event`,

@@ -13,11 +13,15 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type Command } from './actor-kind.ts';
 import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from './actor-runtime.ts';
 import { executionKind } from './execution-kind.ts';
+import { traceSubmit, type TraceFields } from '../observability/tracing.ts';
 
 export { systemClock, type Clock } from './actor-runtime.ts';
 
 /** Namespace for execution ids derived from idempotency keys (uuid v5). Never change it. */
 const IDEMPOTENCY_NAMESPACE = '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31';
+
+/** The execution id a submission with idempotency key `key` gets (what `submit` derives). */
+export const executionIdForKey = (key: string): string => uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE);
 
 /** A command: a domain event without the metadata the runtime fills in. */
 export type ExecutionCommand = Command<ExecutionEvent> & { by: ActorRef };
@@ -113,11 +117,18 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   /**
    * Create an execution. With an idempotency key the execution id is derived from the key, so
    * the event store's "stream must not exist" check makes a second submission find the first:
-   * the database enforces it, there is no read-then-write race.
+   * the database enforces it, there is no read-then-write race. Traced as `baton.submit` when a
+   * tracer provider is registered (ExecutionRequested then records its trace context).
    */
   async function submit(request: SubmitRequest): Promise<SubmitResult> {
     const key = request.idempotencyKey;
-    const executionId = key !== undefined ? uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
+    const executionId = key !== undefined ? executionIdForKey(key) : randomUUID();
+    return traceSubmit(request, (trace) => append(request, executionId, trace));
+  }
+
+  /** The submission's ExecutionRequested appended (or found, with its key), `trace` in its metadata. */
+  async function append(request: SubmitRequest, executionId: string, trace: TraceFields): Promise<SubmitResult> {
+    const key = request.idempotencyKey;
     const requested = executionKind.make(
       {
         type: 'ExecutionRequested',
@@ -134,6 +145,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
         },
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),
+        ...trace,
       },
       clock().toISOString(),
     ) as ExecutionEventOf<'ExecutionRequested'>;

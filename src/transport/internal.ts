@@ -22,6 +22,8 @@ export const WorkMessageSchema = z.object({
   handoffRevision: z.string().regex(/^\d+$/, 'must be a decimal stream revision'),
   publishedAt: z.iso.datetime({ offset: true }),
   execution: z.object({ machineVersion: nonEmpty, value: nonEmpty, context: z.record(z.string(), z.unknown()) }).optional(),
+  traceparent: z.string().max(100).optional(),
+  tracestate: z.string().max(512).optional(),
 }) satisfies z.ZodType<WorkMessage>;
 
 /** Throws InvalidEventError naming the message's index and field. */

@@ -28,6 +28,9 @@ export interface WorkMessage {
    * large): a worker starts from it instead of reading the stream (src/runtime/carried-execution.ts).
    */
   execution?: { machineVersion: string; value: string; context: Record<string, unknown> };
+  /** The handoff's trace context (W3C), when the executor traces: the worker's run continues it (src/observability/tracing.ts). */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface Delivery {

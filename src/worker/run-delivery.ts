@@ -10,6 +10,7 @@ import { describeProblem, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
+import { traceOutcome } from '../observability/tracing.ts';
 import { restoreExecution } from '../runtime/carried-execution.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Delivery } from '../transport/work-transport.ts';
@@ -281,7 +282,9 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
       );
       deps.onFinished?.('released');
     } else {
-      await persistently('recording the outcome', log, () => runtime.dispatch(message.executionId, { ...outcome, by: me }, { known }));
+      await traceOutcome(delivery, outcome.type, (trace) =>
+        persistently('recording the outcome', log, () => runtime.dispatch(message.executionId, { ...outcome, by: me, ...trace }, { known })),
+      );
       deps.onFinished?.(FINISHED[outcome.type]);
       log.debug({ outcome: outcome.type }, 'run finished');
     }

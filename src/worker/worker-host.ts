@@ -18,6 +18,7 @@ import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
 import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
+import { traceRun } from '../observability/tracing.ts';
 
 export interface WorkerHostOptions {
   workerId: string;
@@ -143,7 +144,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const consumer: Consumer = await o.transport.consume(
     workerId,
     (delivery) =>
-      runDelivery(delivery, {
+      traceRun(delivery, () => runDelivery(delivery, {
         workerId,
         runtime: o.runtime,
         actions: o.actions,
@@ -158,7 +159,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
           // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
           if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
         },
-      }),
+      })),
     { concurrency: capacity },
   );
   const signals = await o.transport.onSignal(workerId, (signal) => {
