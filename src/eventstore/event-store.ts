@@ -103,6 +103,12 @@ export interface EventStore {
    * reclaims, and whether the id can be used again, is said in its header.
    */
   deleteStream(streamId: string, options: { expectedRevision: bigint }): Promise<{ deleted: number }>;
+  /**
+   * True when a deleted stream's events still come in reads of all streams until the server
+   * reclaims them (EventStoreDB before a scavenge): a rebuild of the read model then leaves out
+   * the streams retention archived (src/readmodel/build.ts).
+   */
+  readonly deletedStreamsStayInReadAll?: boolean;
   /** Where snapshots of long streams are kept (./snapshots.ts); absent when this store has none. */
   readonly snapshots?: SnapshotStore;
   close(): Promise<void>;

@@ -297,6 +297,7 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     client,
     append,
     deleteStream,
+    deletedStreamsStayInReadAll: true, // until a scavenge
     ...(options.snapshots && { snapshots: options.snapshots }),
     // EventStoreDB has no transaction across streams: each request is atomic on its own stream.
     appendMany: (requests) => appendEach(append, requests),
