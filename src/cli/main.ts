@@ -212,6 +212,13 @@ bench
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).replayBenchCommand(o));
 
+bench
+  .command('retention')
+  .description('how fast `baton retention run` archives and removes finished executions (archive files in a temporary directory)')
+  .addOption(new Option('--executions <n>', 'finished execution histories (6 events each)').argParser(positiveInt).default(5_000))
+  .option('--json', 'print JSON')
+  .action(async (o) => (await import('./run/bench.ts')).retentionBenchCommand(o));
+
 registerVerifyCommand(program);
 registerDlqCommand(program);
 registerReplayCommands(program);
