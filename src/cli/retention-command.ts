@@ -9,6 +9,11 @@ const age = (value: string): number => {
   return ms;
 };
 
+const directory = (value: string): string => {
+  if (value.trim() === '' || value.includes('\0') || value.length > 4096) throw new InvalidArgumentError('must be a directory path (no NUL bytes, at most 4096 characters)');
+  return value;
+};
+
 export function registerRetentionCommands(program: Command): void {
   const group = program.command('retention').description('archive and remove finished executions and workflows older than a limit');
   group
@@ -18,7 +23,7 @@ export function registerRetentionCommands(program: Command): void {
         '(`baton replay --file`, `baton inspect --file`), then remove it from the event store and the read model; never one in flight',
     )
     .option('--older-than <age>', `finished longer ago than this (default: BATON_RETENTION if set, else ${SUGGESTED_RETENTION})`, age)
-    .option('--archive <dir>', 'where the archive files go (default: BATON_RETENTION_ARCHIVE, else BATON_DATA_DIR/archive)')
+    .option('--archive <dir>', 'where the archive files go (default: BATON_RETENTION_ARCHIVE, else BATON_DATA_DIR/archive)', directory)
     .option('--dry-run', 'count what would be archived; change nothing')
     .option('--json', 'print the summary as JSON')
     .action(async (o) => (await import('./run/retention.ts')).retentionRunCommand(o));
