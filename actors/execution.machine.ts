@@ -470,6 +470,18 @@ function classifyRefusal(
   };
 }
 
+/**
+ * A snapshot as JSON for the snapshot store (xstate's persisted form). Restored with
+ * restoreExecution only by the machine version that wrote it (the store keeps the version).
+ */
+export function persistExecution(snapshot: ExecutionSnapshot): unknown {
+  return step.persist(snapshot);
+}
+
+export function restoreExecution(persisted: unknown): ExecutionSnapshot {
+  return step.restore(persisted);
+}
+
 /** Folds a stored history (see foldWith); it must start with ExecutionRequested. */
 export function foldExecution(events: readonly ExecutionEvent[]): ExecutionSnapshot {
   const [first, ...rest] = events;

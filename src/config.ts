@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
+import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
 import { unknownNameMessage } from './input/nearest.ts';
 import { byteSize, count, duration, flag, hostAllowList, onOff, port, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
@@ -51,6 +52,17 @@ export interface Config {
   readonly apiIntrospection: boolean;
   /** BATON_HTTP_ALLOW: hosts, addresses and CIDR ranges http.request may reach although they are not public. */
   readonly httpAllow: readonly string[];
+  /** BATON_RETENTION (off by default): the executor archives and removes finished work older than this (src/retention/). */
+  readonly retention: RetentionConfig | undefined;
+}
+
+export interface RetentionConfig {
+  /** BATON_RETENTION: `90d` (the suggested value), `12h`, … */
+  readonly olderThanMs: number;
+  /** BATON_RETENTION_ARCHIVE: where archive files go; default <BATON_DATA_DIR>/archive. */
+  readonly archiveDir: string;
+  /** BATON_RETENTION_INTERVAL: how often the executor runs it; default 1h. */
+  readonly intervalMs: number;
 }
 
 export interface ApiLimits {
@@ -193,6 +205,23 @@ const EnvSchema = z.object({
   BATON_SHUTDOWN_TIMEOUT: duration(DEFAULT_TIMEOUTS.shutdownTimeoutMs),
   BATON_MAX_ATTEMPTS: count(DEFAULT_TIMEOUTS.maxAttempts, 'number of attempts'),
   BATON_NO_WORKER_TIMEOUT: duration(DEFAULT_TIMEOUTS.noWorkerTimeoutMs),
+  BATON_RETENTION: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .transform((v, ctx) => {
+        if (v.trim() === 'off') return undefined;
+        const ms = parseAge(v);
+        if (ms === undefined) {
+          ctx.addIssue({ code: 'custom', message: `Invalid age: expected off or an age such as ${SUGGESTED_RETENTION} (the suggested value), 12h or 30m (at least 1s, at most 100 years)` });
+          return z.NEVER;
+        }
+        return ms;
+      })
+      .optional(),
+  ),
+  BATON_RETENTION_ARCHIVE: z.preprocess(unsetIfEmpty, z.string().optional()),
+  BATON_RETENTION_INTERVAL: duration(3_600_000),
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -264,6 +293,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiLimits: apiLimitsOf(e),
     apiIntrospection: e.BATON_API_INTROSPECTION,
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
+    retention:
+      e.BATON_RETENTION === undefined
+        ? undefined
+        : Object.freeze({
+            olderThanMs: e.BATON_RETENTION,
+            archiveDir: path.resolve(cwd, e.BATON_RETENTION_ARCHIVE ?? path.join(e.BATON_DATA_DIR, 'archive')),
+            intervalMs: e.BATON_RETENTION_INTERVAL,
+          }),
     timeouts: Object.freeze({
       scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,
       startToCloseMs: e.BATON_START_TO_CLOSE_TIMEOUT,

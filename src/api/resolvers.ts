@@ -12,6 +12,8 @@ import { ApiError } from './errors.ts';
 import { under } from '../input/errors.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
+import { archivedExecution } from './archived.ts';
+import type { ArchivedStream } from '../retention/store-side.ts';
 import { workflowResolvers } from './workflows.ts';
 import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
@@ -72,7 +74,10 @@ export const resolvers = {
   Long: LongScalar,
 
   Query: {
-    execution: (_: unknown, a: { id: string }, ctx: ApiContext) => ctx.loaders.execution.load(uuidArg(a.id, 'id')),
+    async execution(_: unknown, a: { id: string }, ctx: ApiContext) {
+      const id = uuidArg(a.id, 'id');
+      return (await ctx.loaders.execution.load(id)) ?? archivedExecution(ctx, id);
+    },
 
     async executions(_: unknown, a: { filter?: ExecutionFilter | null; first: number; after?: string | null }, ctx: ApiContext) {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
@@ -109,6 +114,7 @@ export const resolvers = {
 
   Execution: {
     id: (row: ExecutionRow) => row.executionId,
+    archived: (row: ExecutionRow & { archived?: ArchivedStream }) => row.archived ?? null,
     input: executionJson('input', 'input'),
     result: executionJson('result', 'result'),
     error: executionJson('error', 'error'),

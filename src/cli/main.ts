@@ -17,6 +17,7 @@ import { registerReplayCommands } from './replay-commands.ts';
 import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
+import { registerRetentionCommands } from './retention-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
@@ -233,12 +234,20 @@ bench
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).replayBenchCommand(o));
 
+bench
+  .command('retention')
+  .description('how fast `baton retention run` archives and removes finished executions (archive files in a temporary directory)')
+  .addOption(new Option('--executions <n>', 'finished execution histories (6 events each)').argParser(positiveInt).default(5_000))
+  .option('--json', 'print JSON')
+  .action(async (o) => (await import('./run/bench.ts')).retentionBenchCommand(o));
+
 registerVerifyCommand(program);
 registerDlqCommand(program);
 registerReplayCommands(program);
 registerCancelCommand(program);
 registerWorkflowCommands(program);
 registerEventStoreCommands(program);
+registerRetentionCommands(program);
 registerScheduleCommands(program);
 
 try {

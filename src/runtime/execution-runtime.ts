@@ -45,8 +45,10 @@ export interface LoadedExecution {
   snapshot: ExecutionSnapshot;
   /** Revision of the last event: the expected revision of the next append. */
   revision: bigint;
-  /** The stored events, when this load read the stream (not when the snapshot cache answered). */
+  /** The stored events, when this load read the stream (not when the snapshot cache answered); from a stored snapshot's revision on unless loaded `whole`. */
   events?: StoredEvent[];
+  /** Set when the load started from a stored snapshot: `events` start at this revision. */
+  from?: bigint;
 }
 
 export interface DispatchResult {
@@ -83,6 +85,8 @@ export interface ExecutionRuntimeOptions {
   maxCached?: number;
   /** This process observes every execution event (the executor): loads answer from the cache (actor-runtime.ts). */
   followsStore?: boolean;
+  /** Events between two stored snapshots of a long execution (src/runtime/stream-snapshots.ts). */
+  snapshotEvery?: number;
   /** Attempts of a submission that does not say, unless its action sets its own (BATON_MAX_ATTEMPTS). Default 3. */
   defaultMaxAttempts?: number;
 }
@@ -97,11 +101,13 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     ...(options.maxConflictRetries !== undefined && { maxConflictRetries: options.maxConflictRetries }),
     ...(options.maxCached !== undefined && { maxCached: options.maxCached }),
     ...(options.followsStore !== undefined && { followsStore: options.followsStore }),
+    ...(options.snapshotEvery !== undefined && { snapshotEvery: options.snapshotEvery }),
   });
 
-  async function load(executionId: string, o: { fresh?: boolean } = {}): Promise<LoadedExecution> {
+  /** `whole`: read the whole stream, never from a stored snapshot (`events` then holds every event). */
+  async function load(executionId: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<LoadedExecution> {
     const loaded = await actors.load(executionId, o);
-    return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }) };
+    return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }), ...(loaded.from !== undefined && { from: loaded.from }) };
   }
 
   /**
@@ -158,7 +164,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
 
   /** The key found an earlier execution: it, if that was the same request, else IdempotencyKeyConflictError. */
   async function existing(p: Prepared): Promise<SubmitResult> {
-    const found = await load(p.executionId, { fresh: true });
+    const found = await load(p.executionId, { fresh: true, whole: true });
     const differs = differences(found.events![0]!.data as RequestedData, p.data);
     if (differs.length > 0) throw new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')}`);
     return { executionId: p.executionId, created: false, snapshot: found.snapshot, revision: found.revision };

@@ -25,6 +25,7 @@ describe('loadConfig', () => {
       apiLimits: DEFAULT_API_LIMITS,
       apiIntrospection: true,
       httpAllow: [],
+      retention: undefined,
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();
@@ -61,6 +62,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ BATON_LOG_LEVEL: '' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('warn');
     expect(loadConfig({ BATON_LOG_LEVEL: 'info' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('info');
     expect(loadConfig({}, '/srv').logLevel).toBe('info');
+  });
+
+  it('reads BATON_RETENTION: off by default and with `off`, an age otherwise; refuses anything else naming the variable', () => {
+    expect(loadConfig({ BATON_RETENTION: 'off' }, '/srv/app').retention).toBeUndefined();
+    expect(loadConfig({ BATON_RETENTION: '90d' }, '/srv/app').retention).toEqual({ olderThanMs: 90 * 86_400_000, archiveDir: '/srv/app/.baton/archive', intervalMs: 3_600_000 });
+    expect(loadConfig({ BATON_RETENTION: '12h', BATON_RETENTION_ARCHIVE: 'arch', BATON_RETENTION_INTERVAL: '5m' }, '/srv/app').retention).toEqual({ olderThanMs: 12 * 3_600_000, archiveDir: '/srv/app/arch', intervalMs: 300_000 });
+    for (const bad of ['90', '90 days', '0d', '-1d', '1000000000d', 'on']) {
+      expect(() => loadConfig({ BATON_RETENTION: bad }, '/srv/app'), bad).toThrow(/BATON_RETENTION: Invalid age: expected off or an age such as 90d/);
+    }
   });
 
   it('treats empty variables as unset', () => {

@@ -4,6 +4,7 @@ import { runEventStoreBench, printEventStoreBench } from '../../bench/eventstore
 import { runProjectionBench, printProjectionBench } from '../../bench/projections.ts';
 import { runReplayBench, printReplayBench } from '../../bench/replay.ts';
 import { runSubmitBench, printSubmitBench } from '../../bench/submit.ts';
+import { runRetentionBench, printRetentionBench } from '../../bench/retention.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
 
@@ -41,5 +42,12 @@ export async function submitBenchCommand(o: { seconds: number; inFlight: number;
   await withContext(async (ctx) => {
     const result = await runSubmitBench(ctx, { ...o, progress });
     console.log(o.json ? toJson(result) : printSubmitBench(result));
+  });
+}
+
+export async function retentionBenchCommand(o: { executions: number; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runRetentionBench(ctx, { ...o, progress });
+    console.log(o.json ? toJson(result) : printRetentionBench(result));
   });
 }
