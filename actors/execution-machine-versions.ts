@@ -10,13 +10,18 @@ import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionC
 import type { ExecutionEvent } from '../schemas/events.ts';
 
 /**
- * Version 4 is version 5 without action versions: no handoff or start named one (and no request
+ * Version 5 is version 6 without action versions: no handoff or start named one (and no request
  * pinned one), so every attempt ran version 1 and the version rules never fire. Every other rule
  * is the same.
  */
-function mayAppendV4(context: ExecutionContext, event: ExecutionEvent): boolean {
+function mayAppendV5(context: ExecutionContext, event: ExecutionEvent): boolean {
   if ((event.type === 'ExecutionHandedOff' || event.type === 'ExecutionStarted') && event.data.actionVersion !== undefined) return false;
   return mayAppend(context, event);
+}
+
+/** Version 4 is version 5 without tags added while running: nobody could write ExecutionTagged. */
+function mayAppendV4(context: ExecutionContext, event: ExecutionEvent): boolean {
+  return event.type !== 'ExecutionTagged' && mayAppendV5(context, event);
 }
 
 /**
@@ -62,12 +67,16 @@ const executionMachineV3 = executionMachine.provide({
 const executionMachineV4 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV4(context, event) },
 });
+const executionMachineV5 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV5(context, event) },
+});
 
 export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
   ['1', executionMachineV1],
   ['2', executionMachineV2],
   ['3', executionMachineV3],
   ['4', executionMachineV4],
+  ['5', executionMachineV5],
   [MACHINE_VERSION, executionMachine],
 ]);
 

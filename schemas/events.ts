@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { INT32 } from '../src/input/rules.ts';
 import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
+import { tagsProblems } from '../src/input/tags.ts';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
 export const ExecutorRef = z.literal('executor');
@@ -60,6 +61,12 @@ export const ErrorInfo = z.object({
 });
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
+/** String key-values to find an execution by (src/input/tags.ts has the rules: key shape, lengths, at most 32). */
+export const Tags = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
+  for (const p of tagsProblems(tags)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
+});
+export type Tags = z.infer<typeof Tags>;
+
 const Attempt = z.number().int().positive();
 /** An action version (src/input/action-versions.ts): absent in an event means version 1, the version of an action that declares none. */
 const ActionVersion = z.number().int().min(1).max(MAX_ACTION_VERSION);
@@ -84,8 +91,10 @@ export const ExecutionRequested = event(
     priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
     parentId: text().min(1).optional(),
     workflowId: text().min(1).optional(),
+    /** Tags the submitter attached (machine version 5; absent when none). */
+    tags: Tags.optional(),
     /**
-     * The action version the submission pinned (machine version 5): every attempt runs on it.
+     * The action version the submission pinned (machine version 6): every attempt runs on it.
      * Absent: each attempt runs on the newest version a live worker offers when it is handed off.
      */
     actionVersion: ActionVersion.optional(),
@@ -112,7 +121,7 @@ export const ExecutionHandedOff = event(
     attempt: Attempt,
     /** schedule-to-start deadline: the worker must start before this. */
     deadline: IsoTime,
-    /** The action version this attempt is handed off to run (machine version 5); absent: version 1. A pinned execution's is its pin. */
+    /** The action version this attempt is handed off to run (machine version 6); absent: version 1. A pinned execution's is its pin. */
     actionVersion: ActionVersion.optional(),
   }),
   ExecutorRef,
@@ -125,7 +134,7 @@ export const ExecutionStarted = event(
     deadline: IsoTime.optional(),
     /** The run counts as stalled when it goes this long without progress (heartbeats are not progress). */
     stallTimeoutMs: z.number().int().positive().optional(),
-    /** The action version the worker runs (machine version 5); absent: version 1. Must be the handoff's. */
+    /** The action version the worker runs (machine version 6); absent: version 1. Must be the handoff's. */
     actionVersion: ActionVersion.optional(),
   }),
   WorkerRef,
@@ -134,6 +143,17 @@ export const ExecutionProgressed = event(
   'ExecutionProgressed',
   z.object({ details: jsonValue().optional() }),
   WorkerRef,
+);
+/**
+ * The running action added tags (machine version 5): merged into the execution's tags, a key
+ * already there takes the new value. Not progress: it does not reset the stall clock.
+ */
+export const ExecutionTagged = event(
+  'ExecutionTagged',
+  z.object({
+    tags: Tags.refine((tags) => Object.keys(tags).length > 0, 'must hold at least one tag'),
+  }),
+  ActorRef,
 );
 export const ExecutionCompleted = event('ExecutionCompleted', z.object({ result: jsonValue() }), WorkerRef);
 export const ExecutionFailed = event(
@@ -202,6 +222,7 @@ export const ExecutionEvent = z.discriminatedUnion('type', [
   ExecutionHandedOff,
   ExecutionStarted,
   ExecutionProgressed,
+  ExecutionTagged,
   ExecutionCompleted,
   ExecutionFailed,
   ExecutionCancelled,

@@ -104,12 +104,13 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
       ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
       ...(options.priority !== undefined && { priority: options.priority }),
+      ...(options.tags !== undefined && { tags: options.tags }),
       ...(options.actionVersion !== undefined && { actionVersion: options.actionVersion }),
     };
   }
 
-  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $actionVersion: Int) {
-    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, actionVersion: $actionVersion) { executionId created status }
+  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $tags: JSON, $actionVersion: Int) {
+    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, tags: $tags, actionVersion: $actionVersion) { executionId created status }
   }`;
 
   async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {

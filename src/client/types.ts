@@ -82,9 +82,9 @@ export interface SubmitOptions {
   /** Run every attempt on this version of the action (a whole number from 1); default: the newest a live worker offers at each handoff. */
   actionVersion?: number;
   /**
-   * Your own string key-values to find executions by. Recorded only by a Baton whose
-   * submissions take tags; one that does not refuses them (InvalidInputError naming `tags`)
-   * rather than dropping them.
+   * Your own string key-values to find executions by (`baton list --tag k=v`, GraphQL
+   * `executions(filter: {tags})`): at most 32, keys of 1 to 64 letters, digits and `_ . : / -`,
+   * values of 1 to 256 characters; a bad one is InvalidInputError naming it.
    */
   tags?: Record<string, string>;
 }

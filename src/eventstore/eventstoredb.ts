@@ -29,6 +29,13 @@
 //   adapter reports as DuplicateEventIdError like Postgres does. The contract suite runs this
 //   adapter with `uniqueEventIds: false` and skips the one test that needs more.
 //
+// - appendMany. EventStoreDB has no transaction across streams: per-stream atomicity is this
+//   adapter's contract. Each request is an append of its own (different streams at once, one
+//   stream's requests in order), each with its own outcome; a failure part way through leaves the
+//   streams already appended stored, and a retry of the whole batch is recognised stream by
+//   stream as idempotent. No group committer either: the client multiplexes appends over one
+//   gRPC connection and the server batches its own log writes.
+//
 // - readAll. The v6 client cannot filter a read of $all on the server (subscribeToAll can), so
 //   readAll pages through $all and keeps the wanted streams itself; system streams ($…) are
 //   never returned. A catch-up read therefore costs everything written after `after`, not just
@@ -51,6 +58,7 @@ import {
 import type { Logger } from 'pino';
 import { BatonError, DuplicateEventIdError } from '../errors.ts';
 import { appendEach, validateAppend } from './append-validation.ts';
+import type { SnapshotStore } from './snapshots.ts';
 import type { AppendResult, EventStore, ExpectedRevision, NewEvent, ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import {
   appendIdOf,
@@ -82,6 +90,8 @@ export interface EventStoreDbEventStoreOptions {
   reconnect?: Backoff;
   /** readAll: $all events fetched per round trip while looking for wanted streams. */
   readAllPageSize?: number;
+  /** Where snapshots of long streams are kept: Baton's Postgres (src/eventstore/snapshots.ts), never EventStoreDB itself. */
+  snapshots?: SnapshotStore;
 }
 
 export interface EventStoreDbEventStore extends EventStore {
@@ -91,7 +101,8 @@ export interface EventStoreDbEventStore extends EventStore {
 /** How long a confirmed subscription must have lasted for its drop to restart the backoff. */
 const HEALTHY_AFTER_MS = 10_000;
 
-const isStreamNotFound = (err: unknown) => (err as { type?: unknown } | null)?.type === 'stream-not-found';
+/** No such stream, or one that was deleted (a tombstoned stream reads as "deleted"): either way, no events. */
+const isStreamNotFound = (err: unknown) => ['stream-not-found', 'stream-deleted'].includes((err as { type?: unknown } | null)?.type as string);
 
 
 /**
@@ -229,7 +240,10 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
   async function* subscribe(o: SubscribeOptions): AsyncGenerator<StoredEvent> {
     const f = streamFilterFor(o.streamPrefixes);
     const filter = 'regex' in f ? streamNameFilter({ regex: f.regex }) : streamNameFilter({ prefixes: f.prefixes });
-    let after = o.after;
+    // Both orders are one here ($all is served in commit order as it commits); a `stream`
+    // subscriber's resume point is simply the last event it handled.
+    const resume = o.order === 'stream' ? o.resume : undefined;
+    let after = typeof resume?.state === 'bigint' ? resume.state : o.after;
     readPositionAfter(after); // validates
     const stopped = () => o.signal?.aborted === true || closing.signal.aborted;
     let attempt = 0;
@@ -254,7 +268,10 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
           after = position;
           attempt = 0; // progress: the connection works
           const stored = wanted(resolved.event.streamId, o.streamPrefixes) ? toStoredEvent(resolved) : null;
-          if (stored) yield stored;
+          if (stored) {
+            yield stored;
+            if (resume) resume.state = stored.globalPosition; // handled: the subscriber asked for the next
+          }
           if (stopped()) return;
         }
       } catch (err) {
@@ -274,9 +291,27 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     }
   }
 
+  async function deleteStream(streamId: string, o: { expectedRevision: bigint }): Promise<{ deleted: number }> {
+    const current = await streamRevision(streamId);
+    if (current === 'no_stream') return { deleted: 0 };
+    if (current !== o.expectedRevision) throw toWrongExpectedRevision(streamId, o.expectedRevision, current);
+    try {
+      await client.tombstoneStream(streamId, { expectedRevision: o.expectedRevision });
+    } catch (err) {
+      if (isStreamNotFound(err)) return { deleted: 0 }; // deleted meanwhile (a retry)
+      if (isWrongExpectedVersion(err)) throw toWrongExpectedRevision(streamId, o.expectedRevision, err.actualVersion, err);
+      throw err;
+    }
+    // Revisions are never truncated here (Baton sets no $maxCount/$tb), so the count is revision + 1.
+    return { deleted: Number(current + 1n) };
+  }
+
   return {
     client,
     append,
+    deleteStream,
+    deletedStreamsStayInReadAll: true, // until a scavenge
+    ...(options.snapshots && { snapshots: options.snapshots }),
     // EventStoreDB has no transaction across streams: each request is atomic on its own stream.
     appendMany: (requests) => appendEach(append, requests),
     readStream,

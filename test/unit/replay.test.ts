@@ -135,7 +135,7 @@ describe('machine versions', () => {
     let checked = 0;
     for (let i = 0; i < 300; i++) {
       const history = randomHistory(random, { recordStateAfter: true });
-      if (history.some((e) => e.type === 'ExecutionCancelRequested' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
+      if (history.some((e) => e.type === 'ExecutionCancelRequested' || e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
       const asV2 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '2' } }));
       expect(replayHistory(`h${i}`, asV2, RECORDED_MACHINES).verdict.divergences).toEqual([]);
       checked++;
@@ -156,7 +156,7 @@ describe('machine versions', () => {
     let checked = 0;
     for (let i = 0; i < 300; i++) {
       const history = randomHistory(random, { recordStateAfter: true });
-      if (history.some((e) => e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object))) continue; // not something v3 could write
+      if (history.some((e) => e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v3 could write
       const asV3 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '3' } }));
       expect(replayHistory(`h${i}`, asV3, RECORDED_MACHINES).verdict.divergences).toEqual([]);
       checked++;
@@ -164,17 +164,37 @@ describe('machine versions', () => {
     expect(checked).toBeGreaterThan(100);
   });
 
-  it('keeps version 4 importable: it refuses a handoff or start naming an action version, and every v4 history replays with no divergence under v4 and v5', () => {
+  it('keeps version 4 importable: it refuses the tags version 5 adds while running, and reads every v4 history as before', () => {
     expect(executionMachineVersions.has('4')).toBe(true);
-    const versioned = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 })], '4');
-    expect(replayHistory('x', versioned, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 2, reason: expect.stringMatching(/ExecutionHandedOff is refused in state Scheduling/) });
-    const v5 = asHistory([ev.requested({ actionVersion: 2 }), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 }), ev.started('a', 1, { actionVersion: 2 }), ev.completed('a')], '5');
+    const tagged = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.tagged('a')], '4');
+    expect(replayHistory('x', tagged, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 4, reason: expect.stringMatching(/ExecutionTagged is refused in state Running/) });
+    const v5 = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.tagged('a'), ev.tagged('a', { region: 'eu' }), ev.completed('a')], '5');
     expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
-    // No v4 history names a version (none could), so the version rules never fire on one.
+    expect(timeline('x', v5).at(-1)!.context).toMatchObject({ tags: { customer: 'c-42', region: 'eu' } });
+    // A v4 history holding everything else v4 could write replays identically under v5.
     const random = seededRandom(4);
+    let checked = 0;
     for (let i = 0; i < 300; i++) {
-      const asV4 = randomHistory(random, { recordStateAfter: true }).map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '4' } }));
-      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV4, target).verdict.divergences).toEqual([]);
+      const history = randomHistory(random, { recordStateAfter: true });
+      if (history.some((e) => e.type === 'ExecutionTagged')) continue; // not something v4 could write
+      const asV4 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '4' } }));
+      expect(replayHistory(`h${i}`, asV4, RECORDED_MACHINES).verdict.divergences).toEqual([]);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(100);
+  });
+
+  it('keeps version 5 importable: it refuses a handoff or start naming an action version, and every v5 history replays with no divergence under v5 and v6', () => {
+    expect(executionMachineVersions.has('5')).toBe(true);
+    const versioned = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 })], '5');
+    expect(replayHistory('x', versioned, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 2, reason: expect.stringMatching(/ExecutionHandedOff is refused in state Scheduling/) });
+    const v5 = asHistory([ev.requested({ actionVersion: 2 }), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 }), ev.started('a', 1, { actionVersion: 2 }), ev.completed('a')], '6');
+    expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    // No v5 history names a version (none could), so the version rules never fire on one.
+    const random = seededRandom(5);
+    for (let i = 0; i < 300; i++) {
+      const asV5 = randomHistory(random, { recordStateAfter: true }).map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '5' } }));
+      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV5, target).verdict.divergences).toEqual([]);
     }
   });
 
