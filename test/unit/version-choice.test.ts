@@ -69,6 +69,26 @@ describe('placement with two fleets side by side', () => {
     expect(placed[missing]).toBeUndefined();
   });
 
+  it('never visits executions pinned to a version nobody offers: 20,000 of them cost nothing', () => {
+    const q = new WaitingQueue();
+    for (let i = 0; i < 20_000; i++) waiting(q, 3);
+    const mine = [waiting(q, 2), waiting(q)];
+    let taken = 0;
+    const take = q.take.bind(q);
+    q.take = (key) => (taken++, take(key));
+    expect(Object.keys(place(q, [worker('new', 2)]))).toEqual(mine);
+    expect(taken).toBeLessThanOrEqual(5);
+  });
+
+  it('shares a concurrency bucket\'s free slots between its pinned and unpinned executions', () => {
+    const q = new WaitingQueue();
+    const first = waiting(q, 1);
+    waiting(q);
+    waiting(q, 2);
+    const placed = plan({ now: 0, queue: q, workers: [worker('old', 1), worker('new', 2)], loadOf: () => 0, freeSlots: () => 1 });
+    expect(placed.map((p) => p.execution.executionId)).toEqual([first]);
+  });
+
   it('without versions anywhere, places exactly as before: version 1 on every worker', () => {
     const q = new WaitingQueue();
     const a = waiting(q);
