@@ -22,7 +22,8 @@ import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { createExecutorMetrics } from './executor-metrics.ts';
 import { createMonitor } from './monitor/index.ts';
-import { plan, type Placement } from './placement.ts';
+import { plan } from './placement.ts';
+import { createRateLimits, type Admitted } from './rate-limits.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
 import { workMessage } from './work-messages.ts';
@@ -97,6 +98,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const directory = cachedDirectory(o.workers, 250, now);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
+  const rateLimits = createRateLimits({ store: o.store, log, now, wake: () => kick(), ...(o.registry && { registry: o.registry }) });
   const metrics = o.registry && createExecutorMetrics(o.registry, view, transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
   const runtimeOf = (action: string): string => view.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
@@ -184,7 +186,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
-    const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
+    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
+    const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, (id) => runtime.cached(id)?.snapshot.context.input);
     const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
     if (messages.length > 0) {
       await transport.publish(messages);
@@ -195,13 +198,15 @@ export function startExecutor(o: ExecutorOptions): Executor {
   }
 
   /** Append the handoff (decided on the cached snapshot: no load), and say what to publish. */
-  async function handOff({ execution, workerId }: Placement): Promise<WorkMessage | undefined> {
+  async function handOff({ execution, workerId, notAfter }: Admitted): Promise<WorkMessage | undefined> {
     const handoffEventId = randomUUID();
     const policy = view.policyOf(execution.action);
     let attempt = 0;
     const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
     try {
       const r = await runtime.dispatch(execution.executionId, (s) => {
+        // Too long after its rate-limit grant: the token lapses (rate-limits.ts); a later pass grants another.
+        if (notAfter !== undefined && now() >= notAfter) return undefined;
         const c = s!.context;
         attempt = c.attempt;
         const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
@@ -267,6 +272,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       clearInterval(monitorTimer);
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);
+      rateLimits.stop();
       if (owned) await follower.stop();
       for (const off of unsubscribe) off();
       await deadLetters?.stop();
