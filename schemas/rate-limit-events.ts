@@ -14,6 +14,15 @@ export { MAX_RATE, RateLimitPolicy } from './worker-events.ts';
 export const rateOf = (p: RateLimitPolicy): { limit: number; periodMs: number } =>
   p.perSecond !== undefined ? { limit: p.perSecond, periodMs: 1_000 } : { limit: p.perMinute!, periodMs: 60_000 };
 
+/** How long after its grant a handoff may still be made (src/executor/rate-limits.ts); a token comes back after period + this. */
+export const HANDOFF_MARGIN_MS = 100;
+
+/** The window a bucket decides over for a policy: its period and the handoff margin. */
+export const windowOf = (p: RateLimitPolicy): { limit: number; windowMs: number } => {
+  const { limit, periodMs } = rateOf(p);
+  return { limit, windowMs: periodMs + HANDOFF_MARGIN_MS };
+};
+
 /** The longest window a grant may claim: a minute and the handoff margin, with room to spare. */
 export const MAX_WINDOW_MS = 120_000;
 

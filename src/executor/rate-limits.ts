@@ -14,30 +14,22 @@
 // Cost on the hot path: nothing for actions without a rate limit; one append per bucket per
 // pass that hands off its executions (measured here on the shared dev Postgres: ~3–6 ms, the
 // cost of any single-event append), and a conflict costs one read of the events since.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { tokensAt, type RateBucketSnapshot } from '../../actors/rate-bucket.machine.ts';
-import { rateOf, rateLimitStreamId, type RateLimitEvent, type RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
+import { tokensAt } from '../../actors/rate-bucket.machine.ts';
+import { HANDOFF_MARGIN_MS, rateLimitStreamId, windowOf, type RateLimitEvent, type RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
 import { WrongExpectedRevisionError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { rateBucketKind } from '../runtime/rate-bucket-kind.ts';
-import { concurrencyKeyOf } from './concurrency-slots.ts';
+import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
+
+export { rateBucketOf } from '../runtime/rate-buckets.ts';
 import type { Placement } from './placement.ts';
 
 /** How long after its grant a handoff may still be made. */
-export const HANDOFF_MARGIN_MS = 100;
 /** Conflicts with other executors one grant decision rides out before it gives up for this pass. */
 const MAX_CONFLICTS = 5;
-
-/**
- * A bucket's name (its stream is `ratelimit-<name>`): the action, and the key's value (hashed:
- * a key can be any text, a stream id should not). A per-namespace limit would be one more scope
- * here (`ns:<namespace>`) over the same machine.
- */
-export function rateBucketOf(action: string, key: string | null): string {
-  return key === null ? action : `${action}~${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
-}
 
 /** A placement the executor may hand off, and the latest time it may make the handoff (undefined: not rate limited). */
 export interface Admitted extends Placement {
@@ -59,14 +51,8 @@ export interface RateLimits {
   stop(): void;
 }
 
-interface Held {
-  snapshot: RateBucketSnapshot;
-  /** undefined: the stream has no events. */
-  revision: bigint | undefined;
-}
-
 export function createRateLimits(o: RateLimitsOptions): RateLimits {
-  const buckets = new Map<string, Held>();
+  const buckets = new RateBuckets(o.store);
   const metrics = o.registry && {
     holds: new Counter({ name: 'baton_rate_limited_total', help: 'Scheduling decisions that held executions of the action back for its rate limit (one per bucket per pass)', labelNames: ['action'], registers: [o.registry] }),
     granted: new Counter({ name: 'baton_rate_limit_tokens_granted_total', help: 'Rate-limit tokens this executor granted', labelNames: ['action'], registers: [o.registry] }),
@@ -75,24 +61,10 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
-  /** The bucket as this executor knows it, caught up with the store from where it was. */
-  async function catchUp(bucket: string): Promise<Held> {
-    let held = buckets.get(bucket) ?? { snapshot: rateBucketKind.empty!(bucket), revision: undefined };
-    const fromRevision = held.revision === undefined ? 0n : held.revision + 1n;
-    for (const stored of await o.store.readStream(rateLimitStreamId(bucket), { fromRevision })) {
-      const d = rateBucketKind.decide(bucket, held.snapshot, rateBucketKind.read(stored));
-      if (!d.ok) throw d.error; // the stream holds what the machine refuses: never grant from it
-      held = { snapshot: d.snapshot, revision: stored.revision };
-    }
-    buckets.set(bucket, held);
-    return held;
-  }
-
   /** Take up to `wanted` tokens: how many were granted, at what time, and when the next comes back. */
   async function take(bucket: string, policy: RateLimitPolicy, wanted: number): Promise<{ granted: number; at: number; nextAt?: number }> {
-    const { limit, periodMs } = rateOf(policy);
-    const windowMs = periodMs + HANDOFF_MARGIN_MS;
-    let held = buckets.get(bucket) ?? (await catchUp(bucket));
+    const { limit, windowMs } = windowOf(policy);
+    let held = await buckets.known(bucket);
     for (let attempt = 0; ; attempt++) {
       const tokens = tokensAt(held.snapshot, limit, windowMs, o.now());
       const count = Math.min(wanted, tokens.available);
@@ -103,12 +75,12 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
       try {
         const r = await o.store.append(rateLimitStreamId(bucket), [{ eventId: randomUUID(), type: event.type, data: event.data, metadata: { ...event.metadata, stateAfter: 'Open' } }], { expectedRevision: held.revision ?? 'no_stream' });
         held = { snapshot: d.snapshot, revision: r.nextExpectedRevision };
-        buckets.set(bucket, held);
+        buckets.put(bucket, held);
         const left = tokensAt(held.snapshot, limit, windowMs, tokens.at);
         return { granted: count, at: tokens.at, ...(left.nextAt !== undefined && { nextAt: left.nextAt }) };
       } catch (err) {
         if (!(err instanceof WrongExpectedRevisionError) || attempt >= MAX_CONFLICTS) throw err;
-        held = await catchUp(bucket); // another executor granted from it: decide again on what it stored
+        held = await buckets.catchUp(bucket); // another executor granted from it: decide again on what it stored
       }
     }
   }
@@ -125,7 +97,7 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
       placements.forEach((p, i) => {
         const policy = policyOf(p.execution.action);
         if (!policy) return;
-        const bucket = rateBucketOf(p.execution.action, concurrencyKeyOf(policy.key, policy.key === undefined ? undefined : inputOf(p.execution.executionId)));
+        const bucket = rateBucketOf(p.execution.action, policy, () => inputOf(p.execution.executionId));
         let g = groups.get(bucket);
         if (!g) groups.set(bucket, (g = { action: p.execution.action, policy, members: [] }));
         g.members.push(i);

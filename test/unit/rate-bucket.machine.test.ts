@@ -153,10 +153,11 @@ describe('rate-limit policy', () => {
   });
 
   it('names a bucket per action, and per key value as a digest', () => {
-    expect(rateBucketOf('mail.send', null)).toBe('mail.send');
-    const a = rateBucketOf('mail.send', 'tenant-a');
+    expect(rateBucketOf('mail.send', {}, () => ({ tenant: 'a' }))).toBe('mail.send');
+    const a = rateBucketOf('mail.send', { key: 'tenant' }, () => ({ tenant: 'a' }));
     expect(a).toMatch(/^mail\.send~[0-9a-f]{32}$/);
-    expect(rateBucketOf('mail.send', 'tenant-a')).toBe(a);
-    expect(rateBucketOf('mail.send', 'tenant-b')).not.toBe(a);
+    expect(rateBucketOf('mail.send', { key: 'tenant' }, () => ({ tenant: 'a', n: 1 }))).toBe(a);
+    expect(rateBucketOf('mail.send', { key: 'tenant' }, () => ({ tenant: 'b' }))).not.toBe(a);
+    expect(rateBucketOf('mail.send', { key: 'tenant' }, () => ({}))).toBe('mail.send');
   });
 });

@@ -1,0 +1,68 @@
+// Rate-limit buckets as one process knows them: each bucket's snapshot and revision, caught up
+// with its stream from where it was (the first time, the whole stream; then only what others
+// appended since). The executor grants from it; the API and CLI read from it why an execution
+// waits. Folded through the bucket machine, so a stream the machine refuses is never trusted.
+import { createHash } from 'node:crypto';
+import { tokensAt, type RateBucketSnapshot, type Tokens } from '../../actors/rate-bucket.machine.ts';
+import { rateLimitStreamId, type RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
+import { concurrencyKeyOf } from '../executor/concurrency-slots.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { rateBucketKind } from './rate-bucket-kind.ts';
+
+/**
+ * A bucket's name (its stream is `ratelimit-<name>`): the action, and with a keyed policy the
+ * key's value in the input (hashed: a key can be any text, a stream id should not; inputs
+ * without it share the action's bucket). A per-namespace limit would be one more scope here
+ * (`ns:<namespace>`) over the same machine.
+ */
+export function rateBucketOf(action: string, policy: Pick<RateLimitPolicy, 'key'>, inputOf: () => unknown): string {
+  const key = policy.key === undefined ? null : concurrencyKeyOf(policy.key, inputOf());
+  return key === null ? action : `${action}~${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
+}
+
+export interface HeldBucket {
+  snapshot: RateBucketSnapshot;
+  /** undefined: the stream has no events. */
+  revision: bigint | undefined;
+}
+
+export class RateBuckets {
+  readonly #held = new Map<string, HeldBucket>();
+  constructor(private readonly store: EventStore) {}
+
+  /** As last seen here, without reading the store; caught up on first use. */
+  async known(bucket: string): Promise<HeldBucket> {
+    return this.#held.get(bucket) ?? this.catchUp(bucket);
+  }
+
+  /** Caught up with the store. */
+  async catchUp(bucket: string): Promise<HeldBucket> {
+    let held = this.#held.get(bucket) ?? { snapshot: rateBucketKind.empty!(bucket), revision: undefined };
+    const fromRevision = held.revision === undefined ? 0n : held.revision + 1n;
+    for (const stored of await this.store.readStream(rateLimitStreamId(bucket), { fromRevision })) {
+      const d = rateBucketKind.decide(bucket, held.snapshot, rateBucketKind.read(stored));
+      if (!d.ok) throw d.error; // the stream holds what the machine refuses: never decide from it
+      held = { snapshot: d.snapshot, revision: stored.revision };
+    }
+    this.#held.set(bucket, held);
+    return held;
+  }
+
+  /** What this process itself appended. */
+  put(bucket: string, held: HeldBucket): void {
+    this.#held.set(bucket, held);
+  }
+
+  /** The tokens the bucket holds now, as the store says. */
+  async tokens(bucket: string, rate: { limit: number; windowMs: number }, now: number): Promise<Tokens> {
+    return tokensAt((await this.catchUp(bucket)).snapshot, rate.limit, rate.windowMs, now);
+  }
+}
+
+const shared = new WeakMap<EventStore, RateBuckets>();
+/** One RateBuckets per store in a process (the API's requests share what they caught up on). */
+export function rateBucketsOf(store: EventStore): RateBuckets {
+  let b = shared.get(store);
+  if (!b) shared.set(store, (b = new RateBuckets(store)));
+  return b;
+}
