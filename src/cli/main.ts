@@ -18,6 +18,7 @@ import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
+import { registerRateLimitCommands } from './ratelimit-command.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
 function packageVersion(): string {
@@ -218,6 +219,7 @@ registerCancelCommand(program);
 registerWorkflowCommands(program);
 registerEventStoreCommands(program);
 registerScheduleCommands(program);
+registerRateLimitCommands(program);
 
 try {
   await program.parseAsync(process.argv);
