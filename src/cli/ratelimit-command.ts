@@ -1,13 +1,14 @@
 // `baton ratelimit show <action> [--key <value>]`: an action's rate limit as the executors decide
 // it: the policy its workers advertise, and its bucket now (tokens left, when the next comes
-// back, tokens granted over the bucket's life), read from the bucket's stream.
+// back, tokens granted over the bucket's life), read from the bucket's stream, and that stream
+// replayed through the current machine (no divergence expected).
 import { InvalidArgumentError, type Command } from 'commander';
 import { tokensAt } from '../../actors/rate-bucket.machine.ts';
-import { windowOf } from '../../schemas/rate-limit-events.ts';
+import { rateLimitStreamId, windowOf } from '../../schemas/rate-limit-events.ts';
 import { ACTION_NAME } from '../actions/action.ts';
 import { BatonError } from '../errors.ts';
 import { advertisedRateLimits } from '../liveness/rate-limit-wait.ts';
-import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
+import { RateBuckets, rateBucketOf, replayRateBucket } from '../runtime/rate-buckets.ts';
 import { textOption } from './arguments.ts';
 import { withContext } from './context.ts';
 import { fields, toJson } from './format.ts';
@@ -38,6 +39,8 @@ export function registerRateLimitCommands(program: Command): void {
         const bucket = rateBucketOf(action, policy, () => input);
         const { limit, windowMs } = windowOf(policy);
         const held = await new RateBuckets(store).catchUp(bucket);
+        // The history the decision stands on, replayed through the current machine.
+        const replay = replayRateBucket(bucket, await store.readStream(rateLimitStreamId(bucket)));
         const now = Date.now();
         const t = tokensAt(held.snapshot, limit, windowMs, now);
         const view = {
@@ -50,6 +53,7 @@ export function registerRateLimitCommands(program: Command): void {
           nextTokenAt: t.nextAt === undefined ? null : new Date(t.nextAt).toISOString(),
           granted: held.snapshot.context.granted,
           revision: held.revision === undefined ? null : String(held.revision),
+          replay: { events: replay.events, divergences: replay.divergences },
         };
         if (o.json) {
           console.log(toJson(view));
@@ -63,6 +67,7 @@ export function registerRateLimitCommands(program: Command): void {
             ['available', `${t.available} of ${limit}`],
             ['next token', view.nextTokenAt],
             ['granted', String(view.granted)],
+            ['replay', replay.divergences.length === 0 ? `${replay.events} events, no divergence` : `${replay.divergences.length} divergences: ${JSON.stringify(replay.divergences)}`],
           ]),
         );
       });

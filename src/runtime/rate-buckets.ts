@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { tokensAt, type RateBucketSnapshot, type Tokens } from '../../actors/rate-bucket.machine.ts';
 import { rateLimitStreamId, type RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
 import { concurrencyKeyOf } from '../executor/concurrency-slots.ts';
-import type { EventStore } from '../eventstore/event-store.ts';
+import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { rateBucketKind } from './rate-bucket-kind.ts';
 
 /**
@@ -65,4 +65,28 @@ export function rateBucketsOf(store: EventStore): RateBuckets {
   let b = shared.get(store);
   if (!b) shared.set(store, (b = new RateBuckets(store)));
   return b;
+}
+
+export interface RateBucketReplay {
+  events: number;
+  /** Where the machine now decides otherwise than recorded: a refusal, or another state. */
+  divergences: { revision: number; recorded: string | undefined; replayed: string }[];
+  granted: number;
+}
+
+/** Replay a bucket's stored history through the current machine: every grant must still fit. */
+export function replayRateBucket(bucket: string, stored: readonly StoredEvent[]): RateBucketReplay {
+  let snapshot = rateBucketKind.empty!(bucket);
+  const divergences: RateBucketReplay['divergences'] = [];
+  for (const [i, s] of stored.entries()) {
+    const e = rateBucketKind.read(s);
+    const d = rateBucketKind.decide(bucket, snapshot, e);
+    if (!d.ok) {
+      divergences.push({ revision: i, recorded: e.metadata.stateAfter, replayed: `refused: ${d.error.message}` });
+      break;
+    }
+    snapshot = d.snapshot;
+    if (e.metadata.stateAfter !== undefined && e.metadata.stateAfter !== String(snapshot.value)) divergences.push({ revision: i, recorded: e.metadata.stateAfter, replayed: String(snapshot.value) });
+  }
+  return { events: stored.length, divergences, granted: snapshot.context.granted };
 }

@@ -16,6 +16,7 @@ import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { asRateLimitEvent } from '../../src/runtime/rate-bucket-kind.ts';
+import { replayRateBucket } from '../../src/runtime/rate-buckets.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
@@ -95,6 +96,10 @@ describe('rate limits across executors', () => {
     const grants = (await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === `${RATE_LIMIT_STREAM_PREFIX}test.limited`).map(asRateLimitEvent);
     expect(grants.reduce((n, g) => n + g.data.count, 0)).toBeGreaterThanOrEqual(handoffs.length);
     expect(new Set(grants.map((g) => g.metadata.by))).toEqual(new Set(['executor']));
+    // The bucket's history replays through the machine as recorded.
+    const replayed = replayRateBucket('test.limited', await store.readStream(`${RATE_LIMIT_STREAM_PREFIX}test.limited`));
+    expect(replayed.divergences).toEqual([]);
+    expect(replayed.granted).toBe(grants.reduce((n, g) => n + g.data.count, 0));
 
     const text = await registry.metrics();
     expect(text).toMatch(/baton_rate_limited_total\{action="test.limited"\} [1-9]/);
