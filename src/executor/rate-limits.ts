@@ -11,9 +11,12 @@
 // only after period + margin: so the handoffs too, by their own times, never exceed the limit
 // in any period. The price is the margin: 5 per second becomes at most 5 per 1.1 s.
 //
-// Cost on the hot path: nothing for actions without a rate limit; one append per bucket per
-// pass that hands off its executions (measured here on the shared dev Postgres: ~3–6 ms, the
-// cost of any single-event append), and a conflict costs one read of the events since.
+// Cost on the hot path: nothing for actions without a rate limit; one append per bucket per pass
+// that hands off its executions, whatever their number. Measured on the shared test Postgres
+// (2 cores, busy), 300 passes each: 1.8 ms a pass granting one token, 1.4 ms granting 64, and
+// 6.4 ms when two executors alternate on one bucket (each grant conflicts once: the catch-up
+// read of the other's event and the second append). Buckets are granted one after another; an
+// appendMany of them all would make a pass with many busy buckets one round trip.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
