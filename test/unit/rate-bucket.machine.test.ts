@@ -7,6 +7,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decideRateBucket, emptyRateBucket, foldRateBucket, tokensAt, type RateBucketSnapshot } from '../../actors/rate-bucket.machine.ts';
 import { RateLimitPolicy, rateOf, type RateLimitEvent } from '../../schemas/rate-limit-events.ts';
+import { z } from 'zod';
+import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import { rateBucketOf } from '../../src/executor/rate-limits.ts';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
@@ -159,5 +161,22 @@ describe('rate-limit policy', () => {
     expect(rateBucketOf('mail.send', { key: 'tenant' }, () => ({ tenant: 'a', n: 1 }))).toBe(a);
     expect(rateBucketOf('mail.send', { key: 'tenant' }, () => ({ tenant: 'b' }))).not.toBe(a);
     expect(rateBucketOf('mail.send', { key: 'tenant' }, () => ({}))).toBe('mail.send');
+  });
+});
+
+describe('rateLimit on defineAction', () => {
+  const define = (rateLimit: unknown) => defineAction({ name: 'mail.send', input: z.object({ tenant: z.string() }), rateLimit: rateLimit as never, run: () => null });
+
+  it('refuses a limit it does not understand, naming the field', () => {
+    expect(() => define({ perSecond: 5, perMinute: 5 })).toThrow('rateLimit: give exactly one of perSecond and perMinute');
+    expect(() => define({ persecond: 5 })).toThrow(/rateLimit\.persecond: unknown field; did you mean "perSecond"\?/);
+    expect(() => define({ perMinute: 0 })).toThrow('rateLimit.perMinute: must be an integer from 1 to 100000');
+    expect(() => define({ perSecond: 1, key: 'a b' })).toThrow(/rateLimit\.key: must be a dotted path/);
+  });
+
+  it('is advertised by the worker with the action’s other policies', () => {
+    const a = define({ perMinute: 3, key: 'tenant' });
+    expect(a.rateLimit).toEqual({ perMinute: 3, key: 'tenant' });
+    expect(createActionRegistry([a]).policies()['mail.send']).toMatchObject({ rateLimit: { perMinute: 3, key: 'tenant' } });
   });
 });
