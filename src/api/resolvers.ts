@@ -17,6 +17,7 @@ import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
 import { whatIfResolvers } from './what-if.ts';
 import { scheduleResolvers } from './schedules.ts';
+import { rateLimitResolvers } from './rate-limits.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -91,6 +92,7 @@ export const resolvers = {
     ...workflowListResolvers.Query,
     ...actionTimelineResolvers.Query,
     ...scheduleResolvers.Query,
+    ...rateLimitResolvers.Query,
   },
 
   Execution: {

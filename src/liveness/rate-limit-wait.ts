@@ -4,8 +4,11 @@
 import type pg from 'pg';
 import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
 import { qualified } from '../../projections/rows.ts';
-import { RateLimitPolicy, windowOf } from '../../schemas/rate-limit-events.ts';
-import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
+import { tokensAt } from '../../actors/rate-bucket.machine.ts';
+import { RateLimitPolicy, rateLimitStreamId, windowOf } from '../../schemas/rate-limit-events.ts';
+import { BatonError } from '../errors.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { RateBuckets, rateBucketOf, replayRateBucket, type RateBucketReplay } from '../runtime/rate-buckets.ts';
 
 const WORKERS = qualified(READ_MODEL_SCHEMA, 'workers');
 
@@ -41,4 +44,49 @@ export async function rateLimitReason(buckets: RateBuckets, e: { action: string;
   const tokens = await buckets.tokens(rateBucketOf(e.action, policy, e.input), windowOf(policy), now);
   if (tokens.available > 0) return null;
   return `rate limited: action "${e.action}" allows ${describe(policy)}; next token at ${new Date(tokens.nextAt!).toISOString()}`;
+}
+
+/** An action's rate limit and its bucket now: what `baton ratelimit show` and GraphQL `rateLimit` say. */
+export interface RateLimitView {
+  action: string;
+  rateLimit: RateLimitPolicy;
+  bucket: string;
+  /** The key's value asked about; null for the action's shared bucket. */
+  key: string | null;
+  windowMs: number;
+  available: number;
+  nextTokenAt: string | null;
+  granted: number;
+  revision: string | null;
+  replay: { events: number; divergences: RateBucketReplay['divergences'] };
+}
+
+/** A question about a bucket that cannot be answered: `--key` / `key` for an action limited as a whole. */
+export class RateLimitKeyError extends BatonError {}
+
+/** Null when no worker advertises a rate limit for the action. Reads the bucket's stream once, and replays it through the machine. */
+export async function rateLimitView(pool: pg.Pool, store: EventStore, action: string, key: string | undefined, now: number): Promise<RateLimitView | null> {
+  const policy = (await advertisedRateLimits(pool, [action])).get(action);
+  if (!policy) return null;
+  if (key !== undefined && policy.key === undefined) throw new RateLimitKeyError(`action "${action}" is limited as a whole, not per key`);
+  // The input a key value stands for: the value at the key's path.
+  const input = key === undefined || policy.key === undefined ? undefined : policy.key.split('.').reduceRight<unknown>((v, part) => ({ [part]: v }), key);
+  const bucket = rateBucketOf(action, policy, () => input);
+  const { limit, windowMs } = windowOf(policy);
+  const stored = await store.readStream(rateLimitStreamId(bucket));
+  const replay = replayRateBucket(bucket, stored);
+  const held = await new RateBuckets(store).catchUp(bucket);
+  const t = tokensAt(held.snapshot, limit, windowMs, now);
+  return {
+    action,
+    rateLimit: policy,
+    bucket,
+    key: key ?? null,
+    windowMs,
+    available: t.available,
+    nextTokenAt: t.nextAt === undefined ? null : new Date(t.nextAt).toISOString(),
+    granted: held.snapshot.context.granted,
+    revision: held.revision === undefined ? null : String(held.revision),
+    replay: { events: replay.events, divergences: replay.divergences },
+  };
 }

@@ -51,4 +51,19 @@ describe('Execution.waitingReason for a rate limit', () => {
     await grant(1);
     expect(await reason()).toBe(`rate limited: action "core.noop" allows 2 per minute; next token at ${new Date(first + 60_100).toISOString()}`);
   });
+
+  it('rateLimit(action) shows the policy and the bucket, and refuses what it cannot answer, naming the argument', async () => {
+    const q = `query($action: String!, $key: String) { rateLimit(action: $action, key: $key) { action perMinute perSecond keyPath key bucket windowMs available nextTokenAt granted replayedEvents replayDivergences } }`;
+    const r = await gql(api().url, q, { action: 'core.noop' });
+    expect(r.errors).toBeUndefined();
+    expect(r.data!.rateLimit).toMatchObject({ action: 'core.noop', perMinute: 2, perSecond: null, keyPath: null, key: null, bucket: 'core.noop', windowMs: 60_100, available: 0, granted: 2, replayedEvents: 2, replayDivergences: 0 });
+    expect(r.data!.rateLimit.nextTokenAt).toMatch(/^\d{4}-/);
+    expect((await gql(api().url, q, { action: 'core.echo' })).data!.rateLimit).toBeNull();
+    const badKey = await gql(api().url, q, { action: 'core.noop', key: 'acme' });
+    expect(badKey.errors![0]).toMatchObject({ message: 'key: action "core.noop" is limited as a whole, not per key', extensions: { code: 'BAD_USER_INPUT' } });
+    const badName = await gql(api().url, q, { action: 'Not A Name' });
+    expect(badName.errors![0]).toMatchObject({ message: 'action: must be an action name like "core.noop"', extensions: { code: 'BAD_USER_INPUT' } });
+    const nul = await gql(api().url, q, { action: 'core.noop', key: 'a\u0000b' });
+    expect(nul.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT' });
+  });
 });
