@@ -25,7 +25,8 @@ import { HANDOFF_MARGIN_MS, rateLimitStreamId, windowOf, type RateLimitEvent, ty
 import { WrongExpectedRevisionError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { rateBucketKind } from '../runtime/rate-bucket-kind.ts';
-import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
+import { RateBuckets, rateBucketOf, rateBucketOfKey } from '../runtime/rate-buckets.ts';
+import type { ActionPolicy } from '../../schemas/worker-events.ts';
 
 export { rateBucketOf } from '../runtime/rate-buckets.ts';
 import type { Placement } from './placement.ts';
@@ -49,6 +50,14 @@ export interface RateLimitsOptions {
 }
 
 export interface RateLimits {
+  /**
+   * What placement may take from a concurrency bucket (`slots` free): no more than the tokens this
+   * executor last saw in the rate bucket it maps to, so a pass does not fill the workers with
+   * executions admit will hold back (and leave the others behind them waiting for the next pass).
+   * An optimistic hint: admit decides. Only when the concurrency bucket names the rate bucket
+   * (no rate key, or the same key path); otherwise `slots`.
+   */
+  cap(policy: ActionPolicy | undefined, action: string, slotBucketName: string, slots: number): number;
   /** The placements that may go now, in their order; the others wait for a token. */
   admit(placements: readonly Placement[], policyOf: (action: string) => RateLimitPolicy | undefined, inputOf: (executionId: string) => unknown): Promise<Admitted[]>;
   stop(): void;
@@ -88,13 +97,34 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
     }
   }
 
+  /** Start a pass when the earliest token this executor waits for comes back. */
+  let wakeDue: number | undefined;
   function wakeAt(at: number): void {
-    if (stopped) return;
+    if (stopped || (wakeDue !== undefined && wakeDue <= at)) return;
     clearTimeout(timer);
-    timer = setTimeout(o.wake, Math.max(1, at - o.now())).unref();
+    wakeDue = at;
+    timer = setTimeout(() => {
+      wakeDue = undefined;
+      o.wake();
+    }, Math.max(1, at - o.now())).unref();
   }
 
   return {
+    cap(policy, action, slotBucketName, slots) {
+      const limit = policy?.rateLimit;
+      if (!limit || slots === 0) return slots;
+      let key: string | null = null;
+      if (limit.key !== undefined) {
+        if (policy.concurrency?.key !== limit.key) return slots;
+        key = (JSON.parse(slotBucketName) as [string, string | null])[1];
+      }
+      const held = buckets.peek(rateBucketOfKey(action, key));
+      if (!held) return slots;
+      const { limit: n, windowMs } = windowOf(limit);
+      const t = tokensAt(held.snapshot, n, windowMs, o.now());
+      if (t.nextAt !== undefined) wakeAt(t.nextAt);
+      return Math.min(slots, t.available);
+    },
     async admit(placements, policyOf, inputOf) {
       const groups = new Map<string, { action: string; policy: RateLimitPolicy; members: number[] }>();
       placements.forEach((p, i) => {
@@ -120,7 +150,7 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
           const t = await take(bucket, g.policy, g.members.length);
           granted = t.granted;
           at = t.at;
-          if (t.nextAt !== undefined && granted < g.members.length) nextWake = Math.min(nextWake ?? Infinity, t.nextAt);
+          if (t.nextAt !== undefined) nextWake = Math.min(nextWake ?? Infinity, t.nextAt);
         } catch (err) {
           o.log.warn({ err, bucket }, 'rate-limit grant failed; its executions wait for the next pass');
         }

@@ -16,7 +16,11 @@ import { rateBucketKind } from './rate-bucket-kind.ts';
  * (`ns:<namespace>`) over the same machine.
  */
 export function rateBucketOf(action: string, policy: Pick<RateLimitPolicy, 'key'>, inputOf: () => unknown): string {
-  const key = policy.key === undefined ? null : concurrencyKeyOf(policy.key, inputOf());
+  return rateBucketOfKey(action, policy.key === undefined ? null : concurrencyKeyOf(policy.key, inputOf()));
+}
+
+/** The bucket of a key value as concurrencyKeyOf gives it (null: the action's shared bucket). */
+export function rateBucketOfKey(action: string, key: string | null): string {
   return key === null ? action : `${action}~${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 }
 
@@ -46,6 +50,11 @@ export class RateBuckets {
     }
     this.#held.set(bucket, held);
     return held;
+  }
+
+  /** As last seen here, or undefined when never seen: no read. */
+  peek(bucket: string): HeldBucket | undefined {
+    return this.#held.get(bucket);
   }
 
   /** What this process itself appended. */

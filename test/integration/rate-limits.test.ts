@@ -25,6 +25,7 @@ import { allEvents, eventually } from '../support/workflow-cluster.ts';
 
 const RATE = 5;
 const limited = defineAction({ name: 'test.limited', input: z.object({ n: z.number(), tenant: z.string().optional() }), rateLimit: { perSecond: RATE }, run: () => null });
+const slow = defineAction({ name: 'test.slow', input: z.object({ n: z.number() }), rateLimit: { perMinute: 2 }, run: () => null });
 const perTenant = defineAction({ name: 'test.per-tenant', input: z.object({ tenant: z.string() }), rateLimit: { perSecond: 2, key: 'tenant' }, run: () => null });
 
 /** The most handoffs of `action` (by their recorded times) in any window [t, t + 1 s). */
@@ -57,7 +58,7 @@ describe('rate limits across executors', () => {
     for (let i = 0; i < 3; i++) executors.push(startExecutor({ store, transport, workers: liveness, log, ...(i === 0 && { registry }) }));
     for (let i = 0; i < 2; i++) {
       workers.push(
-        await startWorkerHost({ workerId: `rl-${i}`, store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, limited, perTenant]), capacity: 16, log, heartbeatIntervalMs: 1_000 }),
+        await startWorkerHost({ workerId: `rl-${i}`, store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, limited, perTenant, slow]), capacity: 16, log, heartbeatIntervalMs: 1_000 }),
       );
     }
     await Promise.all(executors.map((e) => e.ready));
@@ -117,4 +118,20 @@ describe('rate limits across executors', () => {
     // Both tenants went at once: together more than one tenant's limit in some second.
     expect(busiestSecond((await handoffTimes('test.per-tenant', all)).map((h) => h.at))).toBeGreaterThan(2);
   }, 45_000);
+
+  it('does not hold other work behind a rate-limited backlog: the workers’ room goes to what may run', async () => {
+    // More waiting than the workers have room for (2 × 16), all older than the others.
+    const backlog = new Set<string>();
+    for (let n = 0; n < 40; n++) backlog.add((await runtime.submit({ action: 'test.slow', input: { n } })).executionId);
+    await eventually('the slow bucket to be spent', async () => ((await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).some((e) => e.streamId === `${RATE_LIMIT_STREAM_PREFIX}test.slow`) ? true : undefined), 10_000);
+    const others = new Set<string>();
+    for (let n = 0; n < 10; n++) others.add((await runtime.submit({ action: 'core.noop', input: null })).executionId);
+    await eventually('the unlimited executions to complete', async () => {
+      for (const id of others) if (statusOf((await runtime.load(id)).snapshot) !== 'Completed') return undefined;
+      return true;
+    }, 15_000);
+    let waiting = 0;
+    for (const id of backlog) if (statusOf((await runtime.load(id)).snapshot) === 'Requested') waiting++;
+    expect(waiting).toBeGreaterThanOrEqual(38); // 2 per minute: the rest still wait
+  }, 30_000);
 });
