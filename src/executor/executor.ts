@@ -109,6 +109,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const directory = cachedDirectory(o.workers, 250, now);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
+  const inputOf = (executionId: string): unknown => runtime.cached(executionId)?.snapshot.context.input;
   const rateLimits = createRateLimits({ store: o.store, log, now, wake: () => kick(), ...(o.registry && { registry: o.registry }) });
   const metrics = o.registry && createExecutorMetrics(o.registry, view, transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
@@ -199,8 +200,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
-    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => rateLimits.cap(view.policyOf(action), action, bucket, view.freeSlots(action, bucket)) });
-    const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, (id) => runtime.cached(id)?.snapshot.context.input);
+    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => rateLimits.cap(view.policyOf(action), action, bucket, view.freeSlots(action, bucket)), admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf) });
+    const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, inputOf);
     const messages = await handOff(placements);
     if (messages.length === 0) return;
     // Only after the handoffs are stored (state before queue). The next pass need not wait for

@@ -34,7 +34,16 @@ export interface PlanInput {
   loadOf(workerId: string): number;
   /** Slots the bucket has free now; Infinity when its action has no limit. */
   freeSlots(action: string, bucket: string): number;
+  /**
+   * Whether this execution may be placed in this pass (false: its rate-limit bucket has no token
+   * as far as the executor knows: rate-limits.ts). Asked in placement order, once per execution
+   * placed; a bucket's executions refused more than MAX_REFUSED times in a pass are left for the next.
+   */
+  admits?(execution: WaitingExecution): boolean;
 }
+
+/** Refusals by `admits` one bucket may take in a pass before the rest of it waits for the next (keeps a pass O(placed), not O(waiting)). */
+const MAX_REFUSED = 1_024;
 
 interface Cursor {
   bucket: string;
@@ -73,7 +82,15 @@ export function plan(input: PlanInput): Placement[] {
   }
 
   const placed: Placement[] = [];
+  const refused = new Map<string, number>();
   for (let c = cursors.pop(); c; c = cursors.pop()) {
+    if (input.admits && !input.admits(c.head.w)) {
+      // Not this one (no token for it): the next of its bucket may have one (another key).
+      const n = (refused.get(c.bucket) ?? 0) + 1;
+      refused.set(c.bucket, n);
+      if (n < MAX_REFUSED && c.left > 0 && hasRoom(c.action)) takeNext({ bucket: c.bucket, action: c.action, left: c.left });
+      continue;
+    }
     const worker = chooseWorker(c.head.w, offering.get(c.action) ?? [], room);
     if (!worker) {
       // No room for this one (its workers are full, or only ones it must avoid have room); the

@@ -58,6 +58,12 @@ export interface RateLimits {
    * (no rate key, or the same key path); otherwise `slots`.
    */
   cap(policy: ActionPolicy | undefined, action: string, slotBucketName: string, slots: number): number;
+  /**
+   * For one pass's placement: whether an execution may be placed, by the tokens this executor
+   * last saw in its rate bucket, counting down as the pass places (an optimistic hint: admit
+   * decides). Unknown buckets (never seen here) admit.
+   */
+  passFilter(policyOf: (action: string) => ActionPolicy | undefined, inputOf: (executionId: string) => unknown): (execution: { executionId: string; action: string }) => boolean;
   /** The placements that may go now, in their order; the others wait for a token. */
   admit(placements: readonly Placement[], policyOf: (action: string) => RateLimitPolicy | undefined, inputOf: (executionId: string) => unknown): Promise<Admitted[]>;
   stop(): void;
@@ -110,6 +116,26 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
   }
 
   return {
+    passFilter(policyOf, inputOf) {
+      const left = new Map<string, number>();
+      const now = o.now();
+      return (e) => {
+        const limit = policyOf(e.action)?.rateLimit;
+        if (!limit) return true;
+        const bucket = rateBucketOf(e.action, limit, () => inputOf(e.executionId));
+        let n = left.get(bucket);
+        if (n === undefined) {
+          const held = buckets.peek(bucket);
+          if (!held) return true;
+          const { limit: max, windowMs } = windowOf(limit);
+          const t = tokensAt(held.snapshot, max, windowMs, now);
+          if (t.nextAt !== undefined) wakeAt(t.nextAt);
+          n = t.available;
+        }
+        left.set(bucket, Math.max(0, n - 1));
+        return n > 0;
+      };
+    },
     cap(policy, action, slotBucketName, slots) {
       const limit = policy?.rateLimit;
       if (!limit || slots === 0) return slots;

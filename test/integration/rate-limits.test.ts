@@ -25,7 +25,8 @@ import { allEvents, eventually } from '../support/workflow-cluster.ts';
 
 const RATE = 5;
 const limited = defineAction({ name: 'test.limited', input: z.object({ n: z.number(), tenant: z.string().optional() }), rateLimit: { perSecond: RATE }, run: () => null });
-const slow = defineAction({ name: 'test.slow', input: z.object({ n: z.number() }), rateLimit: { perMinute: 2 }, run: () => null });
+// Keyed, with no concurrency key to match: placement asks per execution (rate-limits.ts passFilter).
+const slow = defineAction({ name: 'test.slow', input: z.object({ n: z.number(), tenant: z.string() }), rateLimit: { perMinute: 2, key: 'tenant' }, run: () => null });
 const perTenant = defineAction({ name: 'test.per-tenant', input: z.object({ tenant: z.string() }), rateLimit: { perSecond: 2, key: 'tenant' }, run: () => null });
 
 /** The most handoffs of `action` (by their recorded times) in any window [t, t + 1 s). */
@@ -122,8 +123,8 @@ describe('rate limits across executors', () => {
   it('does not hold other work behind a rate-limited backlog: the workers’ room goes to what may run', async () => {
     // More waiting than the workers have room for (2 × 16), all older than the others.
     const backlog = new Set<string>();
-    for (let n = 0; n < 40; n++) backlog.add((await runtime.submit({ action: 'test.slow', input: { n } })).executionId);
-    await eventually('the slow bucket to be spent', async () => ((await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).some((e) => e.streamId === `${RATE_LIMIT_STREAM_PREFIX}test.slow`) ? true : undefined), 10_000);
+    for (let n = 0; n < 40; n++) backlog.add((await runtime.submit({ action: 'test.slow', input: { n, tenant: 'acme' } })).executionId);
+    await eventually('the slow bucket to be spent', async () => ((await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).some((e) => e.streamId.startsWith(`${RATE_LIMIT_STREAM_PREFIX}test.slow~`)) ? true : undefined), 10_000);
     const others = new Set<string>();
     for (let n = 0; n < 10; n++) others.add((await runtime.submit({ action: 'core.noop', input: null })).executionId);
     await eventually('the unlimited executions to complete', async () => {
