@@ -9,6 +9,8 @@
 //     action is chosen; one that let an earlier attempt expire unstarted only when no other
 //     live worker offers the action;
 //   - an action no fit worker has room for is skipped whole, without visiting its executions.
+//   - an execution `admits` refuses (no rate-limit token for it) is skipped, and its room goes to
+//     the next one (test/unit/placement-admits.test.ts).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
