@@ -53,6 +53,8 @@ export interface ExecutionRow {
   timedOutLimit: string | null;
   abandonReason: string | null;
   refusedEvents: number;
+  /** {} when none. */
+  tags: Record<string, string>;
 }
 
 const canonicalTime = (t: string): string => new Date(t).toISOString();
@@ -101,6 +103,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     timedOutLimit: c.timedOutLimit ?? null,
     abandonReason: c.abandonReason ?? null,
     refusedEvents,
+    tags: c.tags ?? {},
   };
 }
 
@@ -137,6 +140,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     ...optional('cancelRequested', row.cancelRequested),
     ...optional('timedOutLimit', row.timedOutLimit as ExecutionContext['timedOutLimit'] | null),
     ...optional('abandonReason', row.abandonReason),
+    ...optional('tags', Object.keys(row.tags ?? {}).length > 0 ? row.tags : null),
   };
   return executionMachine.resolveState({ value: row.status as never, context });
 }

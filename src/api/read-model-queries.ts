@@ -88,6 +88,8 @@ export interface ExecutionFilter {
   until?: string | null;
   stalled?: boolean | null;
   workflowId?: string | null;
+  /** Every one of these tags (already checked): `tags @> filter`, served by the executions_tags index. */
+  tags?: Record<string, string> | null;
 }
 
 export interface ExecutionPage {
@@ -104,6 +106,7 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'until', sql: (n) => `requested_at < $${n}::timestamptz` },
   { key: 'stalled', sql: (n) => `coalesce(${STALLED_SQL}, false) = $${n}::boolean` },
   { key: 'workflowId', sql: (n) => `workflow_id = $${n}` },
+  { key: 'tags', sql: (n) => `tags @> $${n}::jsonb` },
 ];
 
 /**
@@ -117,7 +120,7 @@ export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter
   for (const f of FILTERS) {
     const value = o.filter[f.key];
     if (value === undefined || value === null) continue;
-    values.push(value);
+    values.push(f.key === 'tags' ? JSON.stringify(value) : value);
     where.push(f.sql(values.length));
   }
   if (o.after) {

@@ -11,7 +11,11 @@ import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
 import { ApiError } from './errors.ts';
+import { under } from '../input/errors.ts';
+import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
+import { archivedExecution } from './archived.ts';
+import type { ArchivedStream } from '../retention/store-side.ts';
 import { workflowResolvers } from './workflows.ts';
 import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
@@ -56,6 +60,14 @@ const eventJson =
   (row: EventRow, args: WholeArgs, ctx: ApiContext, info: GraphQLResolveInfo) =>
     boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.eventValue(field).load(`${row.executionId}:${row.revision}`) }, args, ctx, info);
 
+/** filter.tags: checked by the tag rules, each problem named (`filter.tags.customer: …`). */
+function tagsFilter(tags: unknown): Record<string, string> | undefined {
+  if (tags == null) return undefined;
+  const problems = under('filter.tags', tagsProblems(tags));
+  if (problems.length > 0) throw new ApiError('BAD_USER_INPUT', problems.map((p) => `${p.path}: ${p.message}`).join('; '), 'filter.tags', { problems });
+  return tags as Record<string, string>;
+}
+
 // Names and worker ids are bounded by the event schemas; longer values can match nothing.
 const filterText = (value: string | null | undefined, name: string) => (value == null ? value : textArg(value, name, 500));
 
@@ -65,13 +77,22 @@ export const resolvers = {
   Long: LongScalar,
 
   Query: {
-    execution: (_: unknown, a: { id: string }, ctx: ApiContext) => ctx.loaders.execution.load(uuidArg(a.id, 'id')),
+    async execution(_: unknown, a: { id: string }, ctx: ApiContext) {
+      const id = uuidArg(a.id, 'id');
+      return (await ctx.loaders.execution.load(id)) ?? archivedExecution(ctx, id);
+    },
 
     async executions(_: unknown, a: { filter?: ExecutionFilter | null; first: number; after?: string | null }, ctx: ApiContext) {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
       const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
       const f = a.filter ?? {};
-      const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId'), workflowId: filterText(f.workflowId, 'filter.workflowId') };
+      const filter = {
+        ...f,
+        action: filterText(f.action, 'filter.action'),
+        workerId: filterText(f.workerId, 'filter.workerId'),
+        workflowId: filterText(f.workflowId, 'filter.workflowId'),
+        tags: tagsFilter(f.tags),
+      };
       const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }), valueCap: ctx.budget.limits.maxValueBytes });
       const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
@@ -97,6 +118,7 @@ export const resolvers = {
 
   Execution: {
     id: (row: ExecutionRow) => row.executionId,
+    archived: (row: ExecutionRow & { archived?: ArchivedStream }) => row.archived ?? null,
     input: executionJson('input', 'input'),
     result: executionJson('result', 'result'),
     error: executionJson('error', 'error'),

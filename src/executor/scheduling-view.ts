@@ -154,6 +154,7 @@ export class SchedulingView {
         return;
       case 'ExecutionRequested':
       case 'ExecutionProgressed':
+      case 'ExecutionTagged':
       case 'ExecutionCompleted':
       case 'ExecutionCancelRequested':
       case 'ExecutionCancelled':

@@ -33,7 +33,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
       (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
       (statusOf(snapshot) === 'Requested' ? await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now()) : null);
     if (o.json) {
-      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, context: c }));
+      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, tags: c.tags ?? {}, context: c }));
       return;
     }
     console.log(
@@ -53,6 +53,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['cancel requested', c.cancelRequested],
         ['result', c.result === undefined ? undefined : JSON.stringify(c.result)],
         ['error', c.error ? c.error.message : undefined],
+        ['tags', c.tags ? Object.entries(c.tags).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(' ') : undefined],
       ]),
     );
   });
