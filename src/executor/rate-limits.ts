@@ -25,13 +25,12 @@ import { HANDOFF_MARGIN_MS, rateLimitStreamId, windowOf, type RateLimitEvent, ty
 import { WrongExpectedRevisionError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { rateBucketKind } from '../runtime/rate-bucket-kind.ts';
-import { RateBuckets, rateBucketOf, rateBucketOfKey } from '../runtime/rate-buckets.ts';
 import type { ActionPolicy } from '../../schemas/worker-events.ts';
-
-export { rateBucketOf } from '../runtime/rate-buckets.ts';
+import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
 import type { Placement } from './placement.ts';
 
-/** How long after its grant a handoff may still be made. */
+export { rateBucketOf } from '../runtime/rate-buckets.ts';
+
 /** Conflicts with other executors one grant decision rides out before it gives up for this pass. */
 const MAX_CONFLICTS = 5;
 
@@ -51,17 +50,11 @@ export interface RateLimitsOptions {
 
 export interface RateLimits {
   /**
-   * What placement may take from a concurrency bucket (`slots` free): no more than the tokens this
-   * executor last saw in the rate bucket it maps to, so a pass does not fill the workers with
-   * executions admit will hold back (and leave the others behind them waiting for the next pass).
-   * An optimistic hint: admit decides. Only when the concurrency bucket names the rate bucket
-   * (no rate key, or the same key path); otherwise `slots`.
-   */
-  cap(policy: ActionPolicy | undefined, action: string, slotBucketName: string, slots: number): number;
-  /**
    * For one pass's placement: whether an execution may be placed, by the tokens this executor
    * last saw in its rate bucket, counting down as the pass places (an optimistic hint: admit
-   * decides). Unknown buckets (never seen here) admit.
+   * decides). Unknown buckets (never seen here) admit. So a rate-limited backlog does not fill
+   * the workers' room with executions admit would hold back, leaving the others behind them to
+   * wait for the next pass. Starts the pass's tally for /metrics (admit ends it).
    */
   passFilter(policyOf: (action: string) => ActionPolicy | undefined, inputOf: (executionId: string) => unknown): (execution: { executionId: string; action: string }) => boolean;
   /** The placements that may go now, in their order; the others wait for a token. */
@@ -72,12 +65,28 @@ export interface RateLimits {
 export function createRateLimits(o: RateLimitsOptions): RateLimits {
   const buckets = new RateBuckets(o.store);
   const metrics = o.registry && {
-    holds: new Counter({ name: 'baton_rate_limited_total', help: 'Scheduling decisions that held executions of the action back for its rate limit (one per bucket per pass)', labelNames: ['action'], registers: [o.registry] }),
+    holds: new Counter({ name: 'baton_rate_limited_total', help: 'Scheduling decisions that held executions of the action back for want of a rate-limit token (one per bucket per pass)', labelNames: ['action'], registers: [o.registry] }),
     granted: new Counter({ name: 'baton_rate_limit_tokens_granted_total', help: 'Rate-limit tokens this executor granted', labelNames: ['action'], registers: [o.registry] }),
-    waiting: new Gauge({ name: 'baton_rate_limit_waiting', help: 'Executions placed on a worker but held back for want of a rate-limit token in the latest pass (labelled by action: keys are unbounded)', labelNames: ['action'], registers: [o.registry] }),
+    waiting: new Gauge({ name: 'baton_rate_limit_waiting', help: 'Executions the latest scheduling pass held back for want of a rate-limit token (up to 1,024 per bucket a pass looks at; labelled by action: keys are unbounded)', labelNames: ['action'], registers: [o.registry] }),
   };
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+
+  /** One pass's executions held back for want of a token, per action, and the buckets that held them. */
+  let tally: { held: Map<string, number>; buckets: Map<string, string> } | undefined;
+  function hold(action: string, bucket: string, n: number): void {
+    tally ??= { held: new Map(), buckets: new Map() };
+    tally.held.set(action, (tally.held.get(action) ?? 0) + n);
+    tally.buckets.set(bucket, action);
+  }
+  function endPass(): void {
+    if (metrics) {
+      metrics.waiting.reset();
+      for (const [action, n] of tally?.held ?? []) metrics.waiting.set({ action }, n);
+      for (const action of tally?.buckets.values() ?? []) metrics.holds.inc({ action });
+    }
+    tally = undefined;
+  }
 
   /** Take up to `wanted` tokens: how many were granted, at what time, and when the next comes back. */
   async function take(bucket: string, policy: RateLimitPolicy, wanted: number): Promise<{ granted: number; at: number; nextAt?: number }> {
@@ -117,6 +126,7 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
 
   return {
     passFilter(policyOf, inputOf) {
+      tally = undefined;
       const left = new Map<string, number>();
       const now = o.now();
       return (e) => {
@@ -133,23 +143,9 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
           n = t.available;
         }
         left.set(bucket, Math.max(0, n - 1));
+        if (n === 0) hold(e.action, bucket, 1);
         return n > 0;
       };
-    },
-    cap(policy, action, slotBucketName, slots) {
-      const limit = policy?.rateLimit;
-      if (!limit || slots === 0) return slots;
-      let key: string | null = null;
-      if (limit.key !== undefined) {
-        if (policy.concurrency?.key !== limit.key) return slots;
-        key = (JSON.parse(slotBucketName) as [string, string | null])[1];
-      }
-      const held = buckets.peek(rateBucketOfKey(action, key));
-      if (!held) return slots;
-      const { limit: n, windowMs } = windowOf(limit);
-      const t = tokensAt(held.snapshot, n, windowMs, o.now());
-      if (t.nextAt !== undefined) wakeAt(t.nextAt);
-      return Math.min(slots, t.available);
     },
     async admit(placements, policyOf, inputOf) {
       const groups = new Map<string, { action: string; policy: RateLimitPolicy; members: number[] }>();
@@ -162,12 +158,11 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
         g.members.push(i);
       });
       if (groups.size === 0) {
-        metrics?.waiting.reset();
+        endPass();
         return placements as Admitted[];
       }
       const notAfter = new Map<number, number>();
       const refused = new Set<number>();
-      const heldBack = new Map<string, number>();
       let nextWake: number | undefined;
       for (const [bucket, g] of groups) {
         let granted = 0;
@@ -183,15 +178,9 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
         // Placements come in priority order, so the first ones of the bucket get its tokens.
         g.members.forEach((i, k) => (k < granted ? notAfter.set(i, at + HANDOFF_MARGIN_MS) : refused.add(i)));
         if (granted > 0) metrics?.granted.inc({ action: g.action }, granted);
-        if (granted < g.members.length) {
-          heldBack.set(g.action, (heldBack.get(g.action) ?? 0) + g.members.length - granted);
-          metrics?.holds.inc({ action: g.action });
-        }
+        if (granted < g.members.length) hold(g.action, bucket, g.members.length - granted);
       }
-      if (metrics) {
-        metrics.waiting.reset();
-        for (const [action, n] of heldBack) metrics.waiting.set({ action }, n);
-      }
+      endPass();
       if (nextWake !== undefined) wakeAt(nextWake);
       const admitted: Admitted[] = [];
       placements.forEach((p, i) => {

@@ -134,5 +134,8 @@ describe('rate limits across executors', () => {
     let waiting = 0;
     for (const id of backlog) if (statusOf((await runtime.load(id)).snapshot) === 'Requested') waiting++;
     expect(waiting).toBeGreaterThanOrEqual(38); // 2 per minute: the rest still wait
+    // /metrics says how many wait for a token (executor 0's latest pass) and that passes held them back.
+    await eventually('the waiting gauge', async () => (/baton_rate_limit_waiting\{action="test.slow"\} (3[0-9]|[4-9][0-9])/.test(await registry.metrics()) ? true : undefined), 10_000);
+    expect(await registry.metrics()).toMatch(/baton_rate_limited_total\{action="test.slow"\} [1-9]/);
   }, 30_000);
 });
