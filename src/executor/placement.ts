@@ -12,7 +12,9 @@
 //   - an execution goes only to a worker offering the version it runs: its pin, else the newest
 //     a fit worker offers (version-choice.ts); the queue keeps each pin in a heap of its own, so
 //     executions pinned to a version no fit worker offers are skipped whole, like an action's,
-//     while the bucket's free slots are shared by all its heaps.
+//     while the bucket's free slots are shared by all its heaps;
+//   - an execution `admits` refuses (no rate-limit token for it) is skipped, and its room goes to
+//     the next one (test/unit/placement-admits.test.ts).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
@@ -41,7 +43,16 @@ export interface PlanInput {
   loadOf(workerId: string): number;
   /** Slots the bucket has free now; Infinity when its action has no limit. */
   freeSlots(action: string, bucket: string): number;
+  /**
+   * Whether this execution may be placed in this pass (false: its rate-limit bucket has no token
+   * as far as the executor knows: rate-limits.ts). Asked in placement order, once per execution
+   * placed; a bucket's executions refused more than MAX_REFUSED times in a pass are left for the next.
+   */
+  admits?(execution: WaitingExecution): boolean;
 }
+
+/** Refusals by `admits` one bucket may take in a pass before the rest of it waits for the next (keeps a pass O(placed), not O(waiting)). */
+const MAX_REFUSED = 1_024;
 
 interface Cursor {
   /** The heap it takes from (WaitingQueue.dueBuckets). */
@@ -91,10 +102,18 @@ export function plan(input: PlanInput): Placement[] {
   }
 
   const placed: Placement[] = [];
+  const refused = new Map<string, number>();
   for (let c = cursors.pop(); c; c = cursors.pop()) {
     const { head, ...from } = c;
     // Another heap of its bucket (another pin) may have filled the bucket since this was taken.
     if (slotsLeft(c.action, c.bucket) <= 0) continue;
+    if (input.admits && !input.admits(head.w)) {
+      // Not this one (no token for it): the next of its heap may have one (another key).
+      const n = (refused.get(c.key) ?? 0) + 1;
+      refused.set(c.key, n);
+      if (n < MAX_REFUSED && mayTake(from)) takeNext(from);
+      continue;
+    }
     const choice = versionFor(c.action, c.version);
     const worker = choice && chooseWorker(head.w, choice.workers, room);
     if (!worker) {
