@@ -1,7 +1,7 @@
 // Tags and archived executions in the console, in headless Debian Chromium, on executions a real
 // executor and worker ran (console-harness.ts). The executions list filters by tags typed as
 // key=value (several, all must match) and shows each execution's tags as chips; a chip, in the
-// list or on the timeline, filters by its tag. Then retention archives them, and the timeline of
+// list or on the timeline, filters by its tag, and so does a tag typed in the search box. Then retention archives them, and the timeline of
 // one says so with its badge while still showing its history from the archive file. No page
 // errors, console errors or CSP violations; everything is reached by keyboard.
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -113,6 +113,23 @@ describe('tags in the executions list', () => {
     await expect.poll(() => tagsInAddress(page), POLL).toEqual(['customer=c-7']);
     expect(new URL(page.url()).searchParams.get('status')).toBe('Failed');
     await expect.poll(() => shownIds(page), POLL).toEqual(only('other'));
+    await done(w);
+  });
+});
+
+describe('the search box', () => {
+  it('finds the executions with a tag typed as key=value, and still opens an execution by id', async () => {
+    const w = await open(`?execution=${ids['plain']}`);
+    const { page } = w;
+    await page.getByTestId('execution-id').waitFor();
+    await tabTo(page, '[data-testid="execution-search"]');
+    await page.keyboard.type('team.owner=billing');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => tagsInAddress(page), POLL).toEqual(['team.owner=billing']);
+    await expect.poll(() => shownIds(page), POLL).toEqual(only('other'));
+    await page.getByTestId('execution-search').fill(ids['eu']!);
+    await page.getByTestId('execution-search').press('Enter');
+    await expect.poll(() => page.getByTestId('execution-id').textContent(), POLL).toBe(ids['eu']);
     await done(w);
   });
 });

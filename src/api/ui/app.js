@@ -47,16 +47,19 @@ function TokenForm({ reason, onSave }) {
   </form>`;
 }
 
+/** The search box: an execution id opens its timeline; `key=value` (no id has a `=`) lists the executions with that tag. */
 function Finder() {
   const [value, setValue] = useState('');
   const submit = (e) => {
     e.preventDefault();
-    const id = value.trim();
-    if (id) navigate({ execution: id });
+    const text = value.trim();
+    if (!text) return;
+    if (text.includes('=')) navigate({ view: 'executions', tag: text });
+    else navigate({ execution: text });
   };
   return html`<form class="finder" role="search" onSubmit=${submit}>
-    <label for="execution-id">Execution id</label>
-    <input id="execution-id" type="search" placeholder="e.g. 0190c2d4-…" spellcheck="false" value=${value}
+    <label for="execution-id">Execution id or tag</label>
+    <input id="execution-id" type="search" placeholder="e.g. 0190c2d4-… or customer=c-42" spellcheck="false" value=${value}
       data-testid="execution-search" onInput=${(e) => setValue(e.currentTarget.value)} />
     <button type="submit" data-testid="execution-open">Open</button>
   </form>`;
