@@ -161,8 +161,8 @@ describe('changing a schedule', () => {
 
     await confirmByKeyboard('schedule-trigger');
     await page.getByTestId('schedule-outcome').filter({ hasText: 'Triggered' }).waitFor();
-    const manual = (await scheduleOf('nightly-billing')).recentTicks.find((t: { manual: boolean }) => t.manual);
-    expect(manual).toBeTruthy();
+    // The read model has it a moment after the mutation answered.
+    const manual = await eventually('the manual tick in the read model', async () => (await scheduleOf('nightly-billing')).recentTicks.find((t: { manual: boolean }) => t.manual), 10_000);
     const tick = page.locator(`[data-testid="tick-row"][data-target="${manual.targetId}"]`);
     await expect.poll(() => tick.textContent(), POLL).toContain('by hand');
     await expect.poll(() => tick.locator('.badge').textContent(), { ...POLL, timeout: 20_000 }).toBe('Completed');
