@@ -54,6 +54,8 @@ export interface Config {
   readonly httpAllow: readonly string[];
   /** BATON_RETENTION (off by default): the executor archives and removes finished work older than this (src/retention/). */
   readonly retention: RetentionConfig | undefined;
+  /** BATON_PARTITIONS (default 16): how many partitions the executors split the work into; fixed by the installation's first executor (src/executor/partitions/). */
+  readonly partitions: number;
 }
 
 export interface RetentionConfig {
@@ -222,6 +224,7 @@ const EnvSchema = z.object({
   ),
   BATON_RETENTION_ARCHIVE: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_RETENTION_INTERVAL: duration(3_600_000),
+  BATON_PARTITIONS: count(16, 'number of partitions', 4096),
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -292,6 +295,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     nodeEnv: e.NODE_ENV,
     apiLimits: apiLimitsOf(e),
     apiIntrospection: e.BATON_API_INTROSPECTION,
+    partitions: e.BATON_PARTITIONS,
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
     retention:
       e.BATON_RETENTION === undefined

@@ -9,6 +9,8 @@ import { configuredBuiltinActions, loadActionsModule, type AnyActionDefinition }
 import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
+import { createExecutorBeats } from '../executor/partitions/executor-beats.ts';
+import { startPartitionLeases } from '../executor/partitions/leases.ts';
 import { followActors } from '../runtime/follow-actors.ts';
 import { openEnvironment, type Environment } from './environment.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
@@ -135,7 +137,17 @@ export interface RunningHosts {
 export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
   const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows, env.schedules], log, who: 'executor' });
   const t = env.config.timeouts;
+  // Which concurrency buckets this executor decides: the partitions it leases (one executor: all).
+  const partitions = startPartitionLeases({
+    store: env.store,
+    beats: createExecutorBeats(env.db.pool),
+    log: log.child({ component: 'partitions' }),
+    partitionCount: env.config.partitions,
+    staleAfterMs: workerStaleAfterMs(t),
+    beatEveryMs: t.heartbeatIntervalMs,
+  });
   const executor = startExecutor({
+    partitions,
     store: env.store,
     actors: { executions: env.runtime, workerStreams: env.workerStreams, follower },
     transport: env.transport,
@@ -166,13 +178,14 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
   });
   return {
     ...executor,
-    ready: Promise.all([executor.ready, workflows.ready, schedules.ready]).then(() => undefined),
+    ready: Promise.all([executor.ready, workflows.ready, schedules.ready, partitions.ready]).then(() => undefined),
     async stop() {
       await retention?.stop();
       await follower.stop();
       await schedules.stop();
       await workflows.stop();
       await executor.stop();
+      await partitions.stop(); // released: another executor claims them at once
     },
   };
 }

@@ -21,6 +21,7 @@ import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { createExecutorMetrics } from './executor-metrics.ts';
+import type { PartitionLeases } from './partitions/leases.ts';
 import { createMonitor } from './monitor/index.ts';
 import { plan } from './placement.ts';
 import { createRateLimits, type Admitted } from './rate-limits.ts';
@@ -76,6 +77,8 @@ export interface ExecutorOptions {
   parallelism?: number;
   retryBackoff?: RetryBackoffDefaults;
   clock?: () => number;
+  /** With several executors: decide only the concurrency buckets of the partitions this one leases (src/executor/partitions/). */
+  partitions?: PartitionLeases;
 }
 
 export interface Executor {
@@ -201,7 +204,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
-    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket), admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf) });
+    // A bucket of a partition another executor leases has no slots here: its owner decides it.
+    const freeSlots = (action: string, bucket: string) => (o.partitions && !o.partitions.owns(bucket) ? 0 : view.freeSlots(action, bucket));
+    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots, admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf) });
     const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, inputOf);
     const messages = await handOff(placements);
     if (messages.length === 0) return;
@@ -280,6 +285,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }
   }
 
+  const detachPartitions = o.partitions?.attach({ kick, quiesce: async () => void (await pass, await Promise.all(publishing)) });
+
   let monitoring: Promise<void> | undefined;
   const monitorTimer = setInterval(() => {
     if (monitoring || ac.signal.aborted || !caughtUp) return;
@@ -311,6 +318,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     async stop() {
       stopped = true;
       ac.abort();
+      detachPartitions?.();
       clearInterval(monitorTimer);
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);

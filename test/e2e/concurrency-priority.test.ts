@@ -1,5 +1,5 @@
-// Concurrency limits and priorities end to end: a real executor and real worker hosts (in this
-// process) against a real Postgres and NATS (the Postgres work queue when no NATS is reachable).
+// Concurrency limits and priorities end to end: a real executor (and again three partitioned
+// executors, src/executor/partitions/) and real worker hosts (in this process) against a real Postgres and NATS (the Postgres work queue when no NATS is reachable).
 // Every claim is checked from the events, read back in the store's commit order: a slot is
 // held from SchedulingStarted (or, counted the way a user sees it, from ExecutionStarted) until
 // the execution's final event or the baton's return.
@@ -13,6 +13,8 @@ import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
+import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
+import { startPartitionLeases, type PartitionLeases } from '../../src/executor/partitions/leases.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport } from '../../src/transport/nats/index.ts';
@@ -72,14 +74,15 @@ function maxConcurrent(events: StoredEvent[], ids: Map<string, string>, from: st
   return { overall, perKey };
 }
 
-describe(`concurrency limits and priorities (${natsUrl ? 'nats' : 'postgres'} transport)`, () => {
+describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${natsUrl ? 'nats' : 'postgres'} transport)`, (executorCount) => {
   let db: TestDatabase;
   let store: PostgresEventStore;
   let runtime: ExecutionRuntime;
   let liveness: LivenessStore;
   let transport: WorkTransport;
   let nc: NatsConnection | undefined;
-  let executor: Executor;
+  const executors: Executor[] = [];
+  const leases: PartitionLeases[] = [];
   const registry = new Registry();
   const workers: WorkerHost[] = [];
   const run = Math.random().toString(36).slice(2, 8);
@@ -126,8 +129,22 @@ describe(`concurrency limits and priorities (${natsUrl ? 'nats' : 'postgres'} tr
     } else {
       transport = createPostgresWorkTransport(db.pool);
     }
-    executor = startExecutor({ store, transport, workers: liveness, log, registry });
-    await executor.ready;
+    if (executorCount === 1) executors.push(startExecutor({ store, transport, workers: liveness, log, registry }));
+    else {
+      // Each decides the buckets of the partitions it leases; the first one's /metrics is sampled (every view counts every slot).
+      const beats = createExecutorBeats(db.pool);
+      for (let i = 1; i <= executorCount; i++) {
+        const l = startPartitionLeases({ store, beats, log, executorId: `cc-${run}-x${i}`, staleAfterMs: 3_000, beatEveryMs: 250, settleMs: 300 });
+        leases.push(l);
+        executors.push(startExecutor({ store, transport, workers: liveness, log, partitions: l, ...(i === 1 && { registry }) }));
+      }
+      const deadline = Date.now() + 10_000;
+      while (leases.some((l) => l.held().length === 0)) {
+        if (Date.now() > deadline) throw new Error(`partitions not split: ${leases.map((l) => l.held().length).join(', ')}`);
+        await sleep(50);
+      }
+    }
+    await Promise.all(executors.map((e) => e.ready));
     // Two workers offering the limited actions, each with room for more than the limit.
     for (const i of [1, 2]) {
       workers.push(await startWorkerHost({ workerId: `cc-${run}-${i}`, store, runtime, transport, liveness, actions: createActionRegistry([limited, keyed]), capacity: 8, log }));
@@ -136,7 +153,8 @@ describe(`concurrency limits and priorities (${natsUrl ? 'nats' : 'postgres'} tr
 
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.stop()));
-    await executor?.stop();
+    for (const e of executors) await e.stop();
+    for (const l of leases) await l.stop();
     await transport?.close();
     await nc?.close();
     await store?.close();

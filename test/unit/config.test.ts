@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       apiIntrospection: true,
       httpAllow: [],
       retention: undefined,
+      partitions: 16,
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();

@@ -1,0 +1,150 @@
+// Partitioned executors end to end (issue 18 item 4): three executors in this process, each
+// with its own follower and partition leases, two worker hosts, real Postgres and NATS (the
+// Postgres work queue when no NATS is reachable). Counted from the executors' own logs: how
+// often an executor decided a handoff another had already made (a compare-and-swap conflict);
+// counted from the events in commit order: the most executions holding a slot at once.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { NatsConnection } from 'nats';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { z } from 'zod';
+import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
+import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { startExecutor, type Executor } from '../../src/executor/executor.ts';
+import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
+import { startPartitionLeases, type PartitionLeases } from '../../src/executor/partitions/leases.ts';
+import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { connectNats, createNatsWorkTransport } from '../../src/transport/nats/index.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
+import type { WorkTransport } from '../../src/transport/work-transport.ts';
+import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
+import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const natsUrl = inject('natsUrl');
+const nap = (ms: number, signal: AbortSignal) => sleep(ms, undefined, { signal }).catch(() => undefined);
+const limited = defineAction({ name: 'px.limited', input: z.object({ ms: z.number() }), concurrency: { limit: 3 }, run: ({ ms }, ctx) => nap(ms, ctx.signal) });
+const keyed = defineAction({ name: 'px.keyed', input: z.object({ tenantId: z.string(), ms: z.number() }), concurrency: { limit: 1, key: 'tenantId' }, run: ({ ms }, ctx) => nap(ms, ctx.signal) });
+
+const RELEASING = new Set(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCancelled', 'ExecutionTimedOut', 'ExecutionAbandoned', 'OwnershipReclaimed', 'OwnershipReleased']);
+
+/** The most executions holding a slot at once (SchedulingStarted to a releasing event), per key. */
+function maxHolding(events: StoredEvent[], ids: Map<string, string>): Map<string, number> {
+  const holding = new Set<string>();
+  const now = new Map<string, number>();
+  const most = new Map<string, number>();
+  for (const e of events) {
+    const id = e.streamId.slice(EXECUTION_STREAM_PREFIX.length);
+    const key = ids.get(id);
+    if (key === undefined) continue;
+    if (e.type === 'SchedulingStarted' && !holding.has(id)) {
+      holding.add(id);
+      now.set(key, (now.get(key) ?? 0) + 1);
+      most.set(key, Math.max(most.get(key) ?? 0, now.get(key)!));
+    } else if (RELEASING.has(e.type) && holding.delete(id)) now.set(key, now.get(key)! - 1);
+  }
+  return most;
+}
+
+describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transport)`, () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+  let runtime: ExecutionRuntime;
+  let liveness: LivenessStore;
+  let transport: WorkTransport;
+  let nc: NatsConnection | undefined;
+  const executors: Executor[] = [];
+  const leases: PartitionLeases[] = [];
+  const workers: WorkerHost[] = [];
+  const run = Math.random().toString(36).slice(2, 8);
+  /** Handoffs an executor decided but found already decided by another (its compare-and-swap lost). */
+  let conflicts = 0;
+  const log = pino({ level: 'debug' }, { write: (line: string) => void (line.includes('not scheduled: state moved on') && conflicts++) });
+
+  async function allEvents(): Promise<StoredEvent[]> {
+    const out: StoredEvent[] = [];
+    let after = START;
+    for (;;) {
+      const batch = await store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX] });
+      if (batch.length === 0) return out;
+      out.push(...batch);
+      after = batch[batch.length - 1]!.globalPosition;
+    }
+  }
+
+  async function untilCompleted(ids: string[], ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const r = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionCompleted' AND stream_id = ANY($1::text[])`, [ids.map((id) => `${EXECUTION_STREAM_PREFIX}${id}`)]);
+      if (r.rows[0]!.n === ids.length) return;
+      if (Date.now() > deadline) throw new Error(`only ${r.rows[0]!.n} of ${ids.length} executions completed within ${ms} ms`);
+      await sleep(50);
+    }
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ max: 30 });
+    store = createPostgresEventStore(db.pool);
+    runtime = createExecutionRuntime(store);
+    liveness = createLivenessStore(db.pool);
+    if (natsUrl) {
+      nc = await connectNats(natsUrl);
+      transport = await createNatsWorkTransport(nc, { streamName: `PX_${run}`, subjectPrefix: `px.${run}` });
+    } else {
+      transport = createPostgresWorkTransport(db.pool);
+    }
+    const beats = createExecutorBeats(db.pool);
+    for (const i of [1, 2, 3]) {
+      const l = startPartitionLeases({ store, beats, log, executorId: `px-${run}-${i}`, staleAfterMs: 3_000, beatEveryMs: 250, settleMs: 300 });
+      leases.push(l);
+      executors.push(startExecutor({ store, transport, workers: liveness, log, partitions: l }));
+    }
+    await Promise.all(executors.map((e) => e.ready));
+    for (const i of [1, 2]) {
+      workers.push(await startWorkerHost({ workerId: `px-${run}-w${i}`, store, runtime, transport, liveness, actions: createActionRegistry([limited, keyed]), capacity: 8, log }));
+    }
+  });
+
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    for (const [i, e] of executors.entries()) {
+      await e.stop();
+      await leases[i]!.stop();
+    }
+    await transport?.close();
+    await nc?.close();
+    await store?.close();
+    await db?.drop();
+  });
+
+  it('split the partitions fairly, then decide each handoff once and never pass a limit of 3', async () => {
+    // Bounded: the three settle on 6 + 6 + 4 of the 16 partitions.
+    const deadline = Date.now() + 10_000;
+    while (leases.map((l) => l.held().length).sort().join() !== '4,6,6') {
+      if (Date.now() > deadline) throw new Error(`partitions not balanced: ${leases.map((l) => l.held().length).join(', ')}`);
+      await sleep(50);
+    }
+    const ids = new Map<string, string>();
+    for (let i = 0; i < 150; i += 50) {
+      for (const r of await Promise.all(Array.from({ length: 50 }, (_, j) => runtime.submit({ action: 'px.limited', input: { ms: 10 + ((i + j) % 23) } })))) ids.set(r.executionId, 'limited');
+    }
+    const tenants = ['t-a', 't-b', 't-c', 't-d', 't-e', 't-f'];
+    for (let i = 0; i < 8; i++) {
+      const batch = await Promise.all(tenants.map((tenantId) => runtime.submit({ action: 'px.keyed', input: { tenantId, ms: 10 + (i % 7) } })));
+      batch.forEach((r, k) => ids.set(r.executionId, tenants[k]!));
+    }
+    await untilCompleted([...ids.keys()], 40_000);
+    const events = await allEvents();
+    const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length))).length;
+    const most = maxHolding(events, ids);
+    const deciders = new Set(leases.filter((l) => l.held().length > 0).map((l) => l.executorId));
+    console.info(`3 executors, ${ids.size} executions, ${handoffs} handoffs: ${conflicts} compare-and-swap conflicts (${(conflicts / handoffs).toFixed(3)} per handoff); most holding at once ${JSON.stringify(Object.fromEntries(most))}`);
+    expect(deciders.size).toBe(3);
+    expect(handoffs).toBeGreaterThanOrEqual(ids.size);
+    expect(conflicts).toBe(0);
+    expect(most.get('limited')).toBe(3);
+    for (const t of tenants) expect(most.get(t), t).toBe(1);
+  }, 60_000);
+});
