@@ -27,6 +27,7 @@
 // With plans cached at 16 rows, at 100,000 rows: the held-back check 0.04 ms, each scan 0.06–0.3 ms
 // (test/integration/follow-plans.test.ts checks the plans' shape).
 import type pg from 'pg';
+import { sleep } from '../async/sleep.ts';
 import { BatonError } from '../errors.ts';
 import type { ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import type { Waiter } from './pg-wakeups.ts';
@@ -189,7 +190,13 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
     let cursor = await cursorAfter(o.after);
     await wakeups.ensureListening();
     let backoffMs = 1;
+    // When the last short scan (one that found the end) began: a catch-up, scan after full scan, is not paced.
+    let lastShortScanAt = -Infinity;
     while (!o.signal?.aborted) {
+      const rest = lastShortScanAt + (o.minReadIntervalMs ?? 0) - performance.now();
+      if (rest > 0) await sleep(rest, o.signal);
+      if (o.signal?.aborted) return;
+      const scanAt = performance.now();
       const seq = wakeups.seq; // read before querying, so a wake-up during the query is not lost
       const { rows, end, scanned, held } = await scanFrom(cursor, batchSize, prefixes);
       for (const row of rows) {
@@ -198,6 +205,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
       }
       cursor = end;
       if (scanned === batchSize) continue;
+      lastShortScanAt = scanAt;
       // `held`: the newest row lies after the end, so committed events wait behind the horizon (an
       // older transaction is open) or passed it since the scan began (its wake-up possibly spent
       // already): look again soon rather than idle. Testing only "at or above the horizon" missed
