@@ -93,6 +93,12 @@ export interface SubscribeOptions {
   order?: SubscriptionOrder;
   /** `stream` order only: see SubscriptionResume. */
   resume?: SubscriptionResume;
+  /**
+   * Least time between two reads of the store once caught up (Postgres `global` order; other
+   * stores may ignore it): a follower that tolerates this much extra delay (the projector) then
+   * reads less often under load, in larger batches. A read after a quiet spell is not delayed.
+   */
+  minReadIntervalMs?: number;
 }
 
 /** One stream's part of an appendMany. */

@@ -13,6 +13,16 @@ import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
 export const DEFAULT_BATCH_SIZE = 500;
+/**
+ * Least time between two reads of a projection's live subscription (minReadIntervalMs): under
+ * load the projector then reads and commits fewer, larger batches instead of rescanning the
+ * store on every wake-up. Each live batch costs a transaction (BEGIN, checkpoint, 1–4 writes,
+ * NOTIFY, COMMIT) and each wake-up a scan, per projection: in a 3,000-execution `baton bench`
+ * the projector's four followers made ~65% of all SQL statements (6,300 of 9,766), with
+ * batches ~50 ms apart per projection and three scans per batch. After a quiet spell the first
+ * event is read at once; lag grows by at most this much.
+ */
+export const MIN_READ_INTERVAL_MS = 100;
 // pg_notify payloads are limited to 8,000 bytes: 200 uuids and commas fit.
 const IDS_PER_NOTIFICATION = 200;
 
@@ -101,13 +111,21 @@ export async function followProjection(o: {
   log?: Logger;
   batchSize?: number;
   hooks?: FollowHooks;
+  /** See MIN_READ_INTERVAL_MS. */
+  minReadIntervalMs?: number;
 }): Promise<'stopped' | 'moved'> {
   const inner = new AbortController();
   const stop = () => inner.abort();
   o.signal.addEventListener('abort', stop, { once: true });
   let position = o.from;
   try {
-    const events = o.store.subscribe({ after: o.from, streamPrefixes: [...o.projection.streamPrefixes], signal: inner.signal, batchSize: o.batchSize ?? DEFAULT_BATCH_SIZE });
+    const events = o.store.subscribe({
+      after: o.from,
+      streamPrefixes: [...o.projection.streamPrefixes],
+      signal: inner.signal,
+      batchSize: o.batchSize ?? DEFAULT_BATCH_SIZE,
+      minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
+    });
     for await (const batch of availableBatches(events, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
       const result = await applyLiveBatch(o.pool, o.projection, position, batch);
       if (!result) {
