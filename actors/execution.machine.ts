@@ -5,6 +5,7 @@
 import { and, assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
 import { acceptedEventTypes, foldWith } from './fold.ts';
 import { stepperOf } from './stepper.ts';
+import { namespaceOr } from '../src/input/namespace.ts';
 import {
   WorkerRef,
   type ErrorInfo,
@@ -48,6 +49,8 @@ export interface ExecutionContext {
   priority?: number;
   parentId?: string;
   workflowId?: string;
+  /** Where it lives: the request's, or `default` when it recorded none (recorded before namespaces). */
+  namespace: string;
   result: Json | undefined;
   /** The last error an attempt reported. */
   error: ErrorInfo | undefined;
@@ -223,6 +226,7 @@ function contextFromRequest(event: RequestedEvent): ExecutionContext {
     ...(data.priority !== undefined && { priority: data.priority }),
     ...(data.parentId !== undefined && { parentId: data.parentId }),
     ...(data.workflowId !== undefined && { workflowId: data.workflowId }),
+    namespace: namespaceOr(data.namespace),
     result: undefined,
     error: undefined,
     retryPending: false,

@@ -48,7 +48,9 @@ CREATE TABLE executions (
   timed_out_limit  text,
   abandon_reason   text,
   -- Stored events the machine refused (corruption or an incompatible machine change); 0 normally.
-  refused_events   int NOT NULL DEFAULT 0
+  refused_events   int NOT NULL DEFAULT 0,
+  -- Where it lives ('default' for executions recorded before namespaces).
+  namespace        text NOT NULL DEFAULT 'default'
 );
 -- The API lists newest first with keyset pagination on (requested_at, execution_id).
 CREATE INDEX executions_requested ON executions (requested_at DESC, execution_id DESC);
@@ -57,6 +59,7 @@ CREATE INDEX executions_action ON executions (action, requested_at DESC, executi
 CREATE INDEX executions_worker ON executions (worker_id, requested_at DESC, execution_id DESC) WHERE worker_id IS NOT NULL;
 CREATE INDEX executions_workflow ON executions (workflow_id) WHERE workflow_id IS NOT NULL;
 CREATE INDEX executions_updated ON executions (updated_at DESC);
+CREATE INDEX executions_namespace ON executions (namespace, requested_at DESC, execution_id DESC);
 -- Stalled runs: Running, with a stall limit, and no progress for longer than it.
 CREATE INDEX executions_running_progress ON executions ((coalesce(last_progress_at, started_at))) WHERE status = 'Running' AND stall_timeout_ms IS NOT NULL;
 

@@ -53,6 +53,7 @@ export interface ExecutionRow {
   timedOutLimit: string | null;
   abandonReason: string | null;
   refusedEvents: number;
+  namespace: string;
 }
 
 const canonicalTime = (t: string): string => new Date(t).toISOString();
@@ -101,6 +102,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     timedOutLimit: c.timedOutLimit ?? null,
     abandonReason: c.abandonReason ?? null,
     refusedEvents,
+    namespace: c.namespace,
   };
 }
 
@@ -137,6 +139,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     ...optional('cancelRequested', row.cancelRequested),
     ...optional('timedOutLimit', row.timedOutLimit as ExecutionContext['timedOutLimit'] | null),
     ...optional('abandonReason', row.abandonReason),
+    namespace: row.namespace,
   };
   return executionMachine.resolveState({ value: row.status as never, context });
 }

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { INT32 } from '../src/input/rules.ts';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
+import { NAMESPACE_MAX_LENGTH, NAMESPACE_PATTERN, NAMESPACE_RULE } from '../src/input/namespace.ts';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
 export const ExecutorRef = z.literal('executor');
@@ -59,6 +60,9 @@ export const ErrorInfo = z.object({
 });
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
+/** A namespace's name (src/input/namespace.ts has the rule). */
+export const Namespace = z.string().min(1).max(NAMESPACE_MAX_LENGTH).regex(NAMESPACE_PATTERN, NAMESPACE_RULE);
+
 const Attempt = z.number().int().positive();
 const MaxAttempts = z.number().int().min(1).max(1000);
 
@@ -81,6 +85,8 @@ export const ExecutionRequested = event(
     priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
     parentId: text().min(1).optional(),
     workflowId: text().min(1).optional(),
+    /** The namespace it lives in. Absent (recorded before namespaces): `default`. */
+    namespace: Namespace.optional(),
   }),
   ExecutorRef,
 );

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
 import { byteSize, count, duration, flag, hostAllowList, onOff, port, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
@@ -51,6 +52,12 @@ export interface Config {
   readonly apiIntrospection: boolean;
   /** BATON_HTTP_ALLOW: hosts, addresses and CIDR ranges http.request may reach although they are not public. */
   readonly httpAllow: readonly string[];
+  /** BATON_NAMESPACE: the namespace CLI commands use when they are given no --namespace. Default `default`. */
+  readonly namespace: string;
+  /** BATON_DB_SCHEMA: the Postgres schema Baton's tables live in (its read model in `<schema>_read`); unset: public and baton_read. */
+  readonly dbSchema: string | undefined;
+  /** BATON_API_NAMESPACE_TOKENS: tokens scoped to namespaces (src/api/namespace-tokens.ts). Secret: never log it. */
+  readonly apiNamespaceTokens: string | undefined;
 }
 
 export interface ApiLimits {
@@ -174,6 +181,13 @@ const EnvSchema = z.object({
   BATON_API_KEEP_ALIVE_TIMEOUT: duration(DEFAULT_API_LIMITS.keepAliveTimeoutMs),
   BATON_API_INTROSPECTION: onOff,
   BATON_HTTP_ALLOW: hostAllowList,
+  BATON_NAMESPACE: z.preprocess(
+    unsetIfEmpty,
+    z.string().superRefine((v, ctx) => { const p = namespaceProblem(v); if (p) ctx.addIssue({ code: 'custom', message: p }); }).default(DEFAULT_NAMESPACE),
+  ),
+  // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`.
+  BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,57}$/, 'must be 1 to 58 lower-case letters, digits or _, not starting with a digit').optional()),
+  BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
   BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
@@ -252,6 +266,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiLimits: apiLimitsOf(e),
     apiIntrospection: e.BATON_API_INTROSPECTION,
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
+    namespace: e.BATON_NAMESPACE,
+    dbSchema: e.BATON_DB_SCHEMA,
     timeouts: Object.freeze({
       scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,
       startToCloseMs: e.BATON_START_TO_CLOSE_TIMEOUT,
@@ -267,6 +283,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   Object.defineProperties(config, {
     apiToken: { value: e.BATON_API_TOKEN, enumerable: false },
     apiReadToken: { value: e.BATON_API_READ_TOKEN, enumerable: false },
+    apiNamespaceTokens: { value: e.BATON_API_NAMESPACE_TOKENS, enumerable: false },
   });
   return Object.freeze(config);
 }

@@ -7,6 +7,9 @@ import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, knownFor } from './errors.ts';
+import { inScope } from './namespace-tokens.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
+import { NotFoundError } from '../errors.ts';
 
 const MAX_REASON_LENGTH = 1_000;
 const DEFAULT_CANCEL_REASON = 'cancelled through the API';
@@ -17,10 +20,13 @@ export interface SubmitArgs {
   idempotencyKey?: string | null;
   maxAttempts?: number | null;
   priority?: number | null;
+  namespace?: string | null;
 }
 
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
+  const namespace = a.namespace ?? DEFAULT_NAMESPACE;
+  if (!inScope(ctx.namespaces, namespace)) throw new ApiError('FORBIDDEN', `namespace: this token may only submit to ${ctx.namespaces!.join(', ')}, not "${namespace}"`, 'namespace');
   const r = await knownFor(ctx.role, () =>
     // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
     withTraceParent(ctx.trace, () =>
@@ -30,6 +36,7 @@ async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
         ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
         ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
         ...(a.priority != null && { priority: a.priority }),
+        ...(a.namespace != null && { namespace: a.namespace }),
       }),
     ),
   );
@@ -44,6 +51,11 @@ async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
 async function cancelExecution(_: unknown, a: { id: string; reason?: string | null }, ctx: ApiContext) {
   const id = uuidArg(a.id, 'id');
   const reason = a.reason == null ? DEFAULT_CANCEL_REASON : textArg(a.reason, 'reason', MAX_REASON_LENGTH);
+  if (ctx.namespaces !== undefined) {
+    // Another namespace's execution is not found, exactly as a missing one is.
+    const loaded = await ctx.runtime.load(id); // NotFoundError → NOT_FOUND
+    if (!inScope(ctx.namespaces, loaded.snapshot.context.namespace)) throw new NotFoundError('execution', id);
+  }
   const r = await cancel(ctx.runtime, id, reason); // NotFoundError → NOT_FOUND
   if (r.outcome === 'too-late') throw new ApiError('CONFLICT', r.message);
   ctx.log.info({ executionId: id, outcome: r.outcome }, r.message);

@@ -88,6 +88,9 @@ export interface ExecutionFilter {
   until?: string | null;
   stalled?: boolean | null;
   workflowId?: string | null;
+  namespace?: string | null;
+  /** Only these namespaces (a namespace-scoped token's): not a GraphQL argument, the server sets it. */
+  inNamespaces?: readonly string[] | null;
 }
 
 export interface ExecutionPage {
@@ -104,6 +107,8 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'until', sql: (n) => `requested_at < $${n}::timestamptz` },
   { key: 'stalled', sql: (n) => `coalesce(${STALLED_SQL}, false) = $${n}::boolean` },
   { key: 'workflowId', sql: (n) => `workflow_id = $${n}` },
+  { key: 'namespace', sql: (n) => `namespace = $${n}` },
+  { key: 'inNamespaces', sql: (n) => `namespace = ANY($${n}::text[])` },
 ];
 
 /**

@@ -90,6 +90,8 @@ export interface ApiServerOptions {
   adminToken?: string;
   /** BATON_API_READ_TOKEN: queries and subscriptions only. */
   readToken?: string;
+  /** BATON_API_NAMESPACE_TOKENS: tokens limited to namespaces (namespace-tokens.ts). */
+  namespaceTokens?: string;
   /** Workers silent longer than this are reported not alive; default 30 s (3 × 10 s heartbeats). */
   staleAfterMs?: number;
   /** Default 64 KiB; larger bodies get 413. */
@@ -117,7 +119,7 @@ export interface ApiServer {
 
 export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   const host = o.host ?? DEFAULT_API_HOST;
-  checkExposure({ host, adminToken: o.adminToken, readToken: o.readToken });
+  checkExposure({ host, adminToken: o.adminToken, readToken: o.readToken, namespaceTokens: o.namespaceTokens });
   const log = o.log.child({ component: 'api' });
   const auth = createApiAuth(o);
   const limits: ApiLimits = { ...DEFAULT_API_LIMITS, ...o.limits };
@@ -153,6 +155,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     ],
     context: ({ request, req }) => ({
       role: auth.roleOf(request) ?? 'read',
+      namespaces: auth.namespacesOf(request),
       client: req?.socket.remoteAddress ?? 'unknown',
       ...perResponse(),
       renew(this: ApiContext) {

@@ -218,6 +218,7 @@ export async function startApi(env: HostEnvironment, actions: ActionRegistry, po
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
+    ...(env.config.apiNamespaceTokens !== undefined && { namespaceTokens: env.config.apiNamespaceTokens }),
     limits: env.config.apiLimits,
     introspection: env.config.apiIntrospection,
   });

@@ -10,7 +10,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { executionIdOrPointer, integerOption, jsonOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
-import { filterText, givenOption, intFrom, isoTime, positiveInt } from './options.ts';
+import { filterText, givenOption, intFrom, isoTime, namespaceName, positiveInt } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
@@ -48,6 +48,7 @@ program
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
   .option('--max-attempts <n>', 'attempts before the execution is abandoned (1 to 1000)', integerOption('--max-attempts'))
   .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
+  .option('--namespace <name>', 'the namespace it lives in (default: $BATON_NAMESPACE, or default); created on first use', namespaceName)
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
   .option('--json', 'print JSON')
@@ -81,6 +82,7 @@ program
   .option('--worker <id>', 'only executions held (now or last) by this worker', filterText(500))
   .option('--since <time>', 'only executions requested at or after this ISO time', isoTime)
   .option('--until <time>', 'only executions requested before this ISO time', isoTime)
+  .option('--namespace <name>', 'only executions of this namespace (default: every namespace)', namespaceName)
   .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
   .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
   .option('--json', 'print JSON: { executions, nextCursor }')

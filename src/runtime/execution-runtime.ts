@@ -14,6 +14,8 @@ import { stateName, type Command } from './actor-kind.ts';
 import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from './actor-runtime.ts';
 import { executionKind } from './execution-kind.ts';
 import { traceSubmit, type TraceFields } from '../observability/tracing.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
+import { createNamespaces } from './namespaces.ts';
 
 export { systemClock, type Clock } from './actor-runtime.ts';
 
@@ -21,7 +23,10 @@ export { systemClock, type Clock } from './actor-runtime.ts';
 const IDEMPOTENCY_NAMESPACE = '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31';
 
 /** The execution id a submission with idempotency key `key` gets (what `submit` derives). */
-export const executionIdForKey = (key: string): string => uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE);
+export const executionIdForKey = (key: string, namespace: string = DEFAULT_NAMESPACE): string =>
+  // The default namespace keeps the ids keys had before namespaces; another namespace's keys are
+  // its own (a name holds no ':', so the two forms never meet).
+  uuidv5(namespace === DEFAULT_NAMESPACE ? `key:${key}` : `ns-key:${namespace}:${key}`, IDEMPOTENCY_NAMESPACE);
 
 /** A command: a domain event without the metadata the runtime fills in. */
 export type ExecutionCommand = Command<ExecutionEvent> & { by: ActorRef };
@@ -35,6 +40,8 @@ export interface SubmitRequest {
   parentId?: string;
   workflowId?: string;
   correlationId?: string;
+  /** Where it lives (checked before: see namespaceProblem). Default `default`. */
+  namespace?: string;
 }
 
 export interface LoadedExecution {
@@ -87,6 +94,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     ...(options.followsStore !== undefined && { followsStore: options.followsStore }),
   });
 
+  const namespaces = createNamespaces(store, clock);
+
   async function load(executionId: string, o: { fresh?: boolean } = {}): Promise<LoadedExecution> {
     const loaded = await actors.load(executionId, o);
     return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }) };
@@ -116,7 +125,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    */
   async function submit(request: SubmitRequest): Promise<SubmitResult> {
     const key = request.idempotencyKey;
-    const executionId = key !== undefined ? executionIdForKey(key) : randomUUID();
+    const executionId = key !== undefined ? executionIdForKey(key, request.namespace) : randomUUID();
+    await namespaces.ensure(request.namespace ?? DEFAULT_NAMESPACE);
     return traceSubmit(request, (trace) => append(request, executionId, trace));
   }
 
@@ -137,13 +147,15 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.priority !== undefined ? { priority: request.priority } : {}),
           ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
           ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
+          namespace: request.namespace ?? DEFAULT_NAMESPACE,
         },
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),
         ...trace,
       },
       clock().toISOString(),
     ) as ExecutionEventOf<'ExecutionRequested'>;
-    const eventId = key !== undefined ? uuidv5(`requested:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
+    // Event ids are unique store-wide: another namespace's key derives its own (from its execution id).
+    const eventId = key === undefined ? randomUUID() : uuidv5(request.namespace === undefined || request.namespace === DEFAULT_NAMESPACE ? `requested:${key}` : `requested:${executionId}`, IDEMPOTENCY_NAMESPACE);
     const snapshot = startExecution(requested);
     const stored = { ...requested, metadata: { ...requested.metadata, stateAfter: stateName(snapshot) } };
     try {

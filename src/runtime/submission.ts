@@ -10,6 +10,7 @@ import type { ActionRegistry } from '../actions/registry.ts';
 import { validateInput } from '../actions/registry.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
+import { namespaceProblem } from '../input/namespace.ts';
 import { INT32, integerProblem, jsonProblems, printable, textProblem } from '../input/rules.ts';
 import type { ExecutionRuntime, SubmitRequest, SubmitResult } from './execution-runtime.ts';
 
@@ -21,10 +22,12 @@ export interface Submission {
   idempotencyKey?: string;
   maxAttempts?: number;
   priority?: number;
+  /** Where it lives: `default` when left out (src/input/namespace.ts). */
+  namespace?: string;
 }
 
 /** The names a front door gives each field, for its error messages. Default: the GraphQL argument names. */
-export type SubmissionNames = Record<keyof Submission, string>;
+export type SubmissionNames = Record<Exclude<keyof Submission, 'namespace'>, string> & { namespace?: string };
 
 export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority' };
 
@@ -37,7 +40,7 @@ export const SUBMISSION_LIMITS = { actionLength: 200, idempotencyKeyLength: 500,
  */
 export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, s: Submission, names: SubmissionNames = API_NAMES): SubmitRequest {
   const problems: InputProblem[] = [];
-  const problem = (field: keyof Submission, message: string | undefined) => message && problems.push({ path: names[field], message });
+  const problem = (field: Exclude<keyof Submission, 'namespace'>, message: string | undefined) => message && problems.push({ path: names[field], message });
 
   const actionText = textProblem(s.action, { required: true, maxLength: SUBMISSION_LIMITS.actionLength });
   problem('action', actionText);
@@ -53,6 +56,8 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
   if (s.idempotencyKey !== undefined) problem('idempotencyKey', textProblem(s.idempotencyKey, { required: true, maxLength: SUBMISSION_LIMITS.idempotencyKeyLength }));
   if (s.maxAttempts !== undefined) problem('maxAttempts', integerProblem(s.maxAttempts, 1, SUBMISSION_LIMITS.maxAttempts));
   if (s.priority !== undefined) problem('priority', integerProblem(s.priority, INT32.min, INT32.max));
+  const namespaceText = s.namespace === undefined ? undefined : namespaceProblem(s.namespace);
+  if (namespaceText) problems.push({ path: names.namespace ?? 'namespace', message: namespaceText });
   if (problems.length > 0) throw new InvalidInputError(problems);
 
   validateInput(action!, input); // InvalidActionInputError names each field: `input.ms: …`
@@ -62,6 +67,7 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
     ...(s.idempotencyKey !== undefined && { idempotencyKey: s.idempotencyKey }),
     ...(s.maxAttempts !== undefined && { maxAttempts: s.maxAttempts }),
     ...(s.priority !== undefined && { priority: s.priority }),
+    ...(s.namespace !== undefined && { namespace: s.namespace }),
   };
 }
 
