@@ -126,7 +126,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   async function submit(request: SubmitRequest): Promise<SubmitResult> {
     const key = request.idempotencyKey;
     const executionId = key !== undefined ? executionIdForKey(key, request.namespace) : randomUUID();
-    await namespaces.ensure(request.namespace ?? DEFAULT_NAMESPACE);
+    // `default` always exists; any other namespace is created on first use.
+    if (request.namespace !== undefined && request.namespace !== DEFAULT_NAMESPACE) await namespaces.ensure(request.namespace);
     return traceSubmit(request, (trace) => append(request, executionId, trace));
   }
 

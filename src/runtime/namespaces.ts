@@ -1,5 +1,6 @@
-// Namespaces are created on first use: before the first execution of a namespace is recorded,
-// its stream gets NamespaceCreated (schemas/namespace-events.ts). Idempotent across processes:
+// Namespaces are created on first use (all but `default`, which always exists): before the first
+// execution of a namespace is recorded, its stream gets NamespaceCreated
+// (schemas/namespace-events.ts). Idempotent across processes:
 // the event id derives from the name and the append expects no stream, so a race or a retry
 // finds the first creation. A process remembers the namespaces it has seen, so this costs one
 // append per namespace per process, not one per submission.
