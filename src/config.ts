@@ -185,8 +185,9 @@ const EnvSchema = z.object({
     unsetIfEmpty,
     z.string().superRefine((v, ctx) => { const p = namespaceProblem(v); if (p) ctx.addIssue({ code: 'custom', message: p }); }).default(DEFAULT_NAMESPACE),
   ),
-  // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`.
-  BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,57}$/, 'must be 1 to 58 lower-case letters, digits or _, not starting with a digit').optional()),
+  // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`; short
+  // enough that the LISTEN/NOTIFY channels it suffixes stay within 63 characters.
+  BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit').optional()),
   BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),

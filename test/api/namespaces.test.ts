@@ -3,7 +3,7 @@
 // mutations refused).
 import { describe, expect, it } from 'vitest';
 import { namespaceStreamId } from '../../schemas/namespace-events.ts';
-import { gql, useApi } from './api-harness.ts';
+import { gql, useApi, type GqlResponse } from './api-harness.ts';
 
 const ADMIN = 'admin-token-0123456789';
 const TOKEN_A = 'team-a-token-0123456789';
@@ -18,7 +18,7 @@ const CANCEL = `mutation($id: ID!) { cancelExecution(id: $id) { outcome } }`;
 describe('namespaces', () => {
   const api = useApi({ adminToken: ADMIN, namespaceTokens: `team-a=${TOKEN_A}; team-b,team-c=${TOKEN_BC}` });
   const submit = async (ns: string | undefined, token: string, key?: string) => gql(api().url, SUBMIT, { ns, key }, { token });
-  const ids = (r: Awaited<ReturnType<typeof gql>>) => (r.data!.executions.edges as { node: { id: string; namespace: string } }[]).map((e) => e.node);
+  const ids = (r: GqlResponse) => (r.data!.executions.edges as { node: { id: string; namespace: string } }[]).map((e) => e.node);
 
   it('records the namespace, creates it once, lists by it; no namespace means default', async () => {
     const a1 = await submit('team-a', ADMIN);
