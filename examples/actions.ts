@@ -1,7 +1,7 @@
 // An actions module: `npx baton dev --actions ./examples/actions.ts`
 // (or `npx baton worker --actions ./examples/actions.ts`).
 import { z } from 'zod';
-import { ActionError, defineAction } from '../src/actions/index.ts';
+import { ActionError, defineAction } from '@baton-run/baton';
 
 export const actions = [
   defineAction({

@@ -32,6 +32,17 @@ try {
   process.exit(1);
 }
 
+// Declarations keep the sources' `./x.ts` specifiers; an importer's tsc needs `./x.js`, beside
+// which it finds x.d.ts (tsc rewrites the extensions only in the JavaScript it emits).
+const RELATIVE_TS = /((?:from|import)\s*\(?\s*)(['"])(\.{1,2}\/[^'"]+)\.ts\2/g;
+for (const entry of fs.readdirSync(dist, { recursive: true, withFileTypes: true })) {
+  if (!entry.isFile() || !entry.name.endsWith('.d.ts')) continue;
+  const file = path.join(entry.parentPath ?? entry.path, entry.name);
+  const text = fs.readFileSync(file, 'utf8');
+  const rewritten = text.replace(RELATIVE_TS, '$1$2$3.js$2');
+  if (rewritten !== text) fs.writeFileSync(file, rewritten);
+}
+
 let copied = 0;
 for (const file of sourceFiles(root)) {
   if (/\.(ts|md)$/.test(file)) continue;

@@ -2,6 +2,7 @@
 import type { z } from 'zod';
 import { zodProblems } from './input/schemas.ts';
 
+/** The base of every error Baton throws on purpose; `name` is the subclass's name. */
 export class BatonError extends Error {
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
@@ -72,6 +73,7 @@ export class WorkerEventRefusedError extends BatonError {
   }
 }
 
+/** No such execution (or worker, workflow: `what`) with this id. */
 export class NotFoundError extends BatonError {
   constructor(readonly what: string, readonly id: string) {
     super(`${what} ${id} not found`);

@@ -34,6 +34,7 @@ const MAX_NAME_LENGTH = 200;
 export const RUNTIME_NAME = /^[a-z][a-z0-9_-]*$/;
 export const DEFAULT_RUNTIME = 'node';
 
+/** How a failed attempt is retried (`defineAction({ retry })`): exponential backoff, capped. */
 export interface RetryPolicy {
   /** Attempts in total, the first included; 1 means never retry. */
   maxAttempts: number;
@@ -47,7 +48,9 @@ export interface RetryPolicy {
   nonRetryable?: string[];
 }
 
+/** What `run` gets besides its input. */
 export interface ActionContext {
+  /** The execution this run belongs to. */
   executionId: string;
   /** 1-based. */
   attempt: number;
@@ -61,9 +64,11 @@ export interface ActionContext {
 
 /** What `defineAction` takes. `input`'s output type is what `run` receives. */
 export interface ActionSpec<S extends z.ZodType, O> {
+  /** Dotted lowercase name, unique among your actions: a namespace, then one or more `.part`s (`billing.charge`). */
   name: string;
   /** Runtime tag the action needs (`node` unless said otherwise). */
   runtime?: string;
+  /** The zod schema every input must fit; checked at submit (every door) and again before `run`. */
   input: S;
   /** start-to-close limit for one attempt (default BATON_START_TO_CLOSE_TIMEOUT, 10 min). */
   timeoutMs?: number;
@@ -83,16 +88,28 @@ export interface ActionSpec<S extends z.ZodType, O> {
    * Advertised by the worker (WorkerStarted.policies); the executor enforces it.
    */
   concurrency?: { limit: number; key?: string };
+  /**
+   * The work. Its return value (JSON) is the execution's result; a throw fails the attempt
+   * (retried unless `ActionError({ retryable: false })` or `retry.nonRetryable` says otherwise).
+   * Stop when `ctx.signal` aborts.
+   */
   run(input: z.output<S>, ctx: ActionContext): O | Promise<O>;
 }
 
 const BRAND = Symbol.for('baton.action-definition');
 
-/** A checked action; only `defineAction` makes one (`isActionDefinition` tells). */
-export interface ActionDefinition<I = unknown, O = unknown> {
+/**
+ * A checked action; only `defineAction` makes one (`isActionDefinition` tells). `I` is what
+ * `run` receives (the schema's output), `O` what it resolves with, `In` what a submission
+ * passes (the schema's input, before its defaults and transforms).
+ */
+export interface ActionDefinition<I = unknown, O = unknown, In = I> {
+  /** Dotted lowercase name, e.g. `billing.charge`. */
   readonly name: string;
+  /** The runtime tag a worker must offer (`node` by default). */
   readonly runtime: string;
-  readonly input: z.ZodType<I>;
+  /** The zod schema every input is checked against, before anything is stored. */
+  readonly input: z.ZodType<I, In>;
   readonly timeoutMs?: number;
   readonly heartbeatTimeoutMs?: number;
   readonly stallTimeoutMs?: number;
@@ -169,7 +186,7 @@ const OPTION_ALIASES: Readonly<Record<string, string>> = {
  * Checks the definition and returns the action. Throws InvalidActionDefinitionError naming
  * each bad field (`name: must be lowercase dotted segments…`, `timeoutMs: Too small…`).
  */
-export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): ActionDefinition<z.output<S>, Awaited<O>> {
+export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): ActionDefinition<z.output<S>, Awaited<O>, z.input<S>> {
   const parsed = SpecShape.safeParse({ ...spec, runtime: spec?.runtime ?? DEFAULT_RUNTIME });
   if (!parsed.success) {
     const name = typeof spec?.name === 'string' ? spec.name : '';
@@ -180,7 +197,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
   return Object.freeze({
     name,
     runtime,
-    input: spec.input as z.ZodType<z.output<S>>,
+    input: spec.input as z.ZodType<z.output<S>, z.input<S>>,
     // Only present keys, so a definition prints (and compares) without undefined noise.
     ...(timeoutMs !== undefined && { timeoutMs }),
     ...(heartbeatTimeoutMs !== undefined && { heartbeatTimeoutMs }),
@@ -208,6 +225,8 @@ export interface ActionErrorOptions extends ErrorOptions {
   retryable?: boolean;
 }
 
+const ACTION_ERROR = Symbol.for('baton.action-error');
+
 /**
  * Throw this from an action to say what kind of failure it was and whether a retry could
  * help: `throw new ActionError('card declined', { type: 'CardDeclined', retryable: false })`.
@@ -216,6 +235,19 @@ export interface ActionErrorOptions extends ErrorOptions {
 export class ActionError extends BatonError {
   readonly type: string;
   readonly retryable: boolean;
+  /** Marks it across copies of Baton in one process (see hasInstance). */
+  readonly [ACTION_ERROR] = true as const;
+
+  /**
+   * `instanceof ActionError` holds for an ActionError from another copy of this module too: an
+   * actions module run from its TypeScript source imports the package by name, which may be a
+   * second copy of Baton beside the one running it (`baton` running its sources, say).
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== ActionError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as { [ACTION_ERROR]?: unknown })[ACTION_ERROR] === true;
+  }
+
   constructor(message: string, options: ActionErrorOptions = {}) {
     const { type, retryable, ...errorOptions } = options;
     super(message, errorOptions);

@@ -2,7 +2,7 @@
 // <id> > test/histories/bug-123.json`) into a regression test in three lines:
 //
 //   import { test } from 'vitest';
-//   import { expectHistoryReplays } from 'baton/testing';
+//   import { expectHistoryReplays } from '@baton-run/baton/testing';
 //   test('bug 123 still replays', () => expectHistoryReplays('test/histories/bug-123.json'));
 //
 // It replays the history through the current execution machine (or `against`: 'recorded', a

@@ -100,7 +100,7 @@ describe('GET /ui', () => {
       const r = await raw(path);
       expect(r.status, path).toBe(404);
       expect(r.headers['content-type'], path).toBe('text/plain; charset=utf-8');
-      expect(r.body, path).not.toContain('"name": "baton"');
+      expect(r.body, path).not.toContain('"name": "@baton-run/baton"');
     }
   });
 

@@ -1,6 +1,6 @@
 // The regression-test helper users get: an exported history becomes a test in three lines.
 import { test, expect } from 'vitest';
-import { expectHistoryReplays } from 'baton/testing';
+import { expectHistoryReplays } from '@baton-run/baton/testing';
 
 test('an exported history still replays through the current machine', () => expectHistoryReplays('test/histories/report-completed.json'));
 

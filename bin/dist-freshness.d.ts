@@ -1,0 +1,7 @@
+// Types of dist-freshness.js (plain JavaScript: it runs before anything is compiled), for tests that import it.
+export declare const SOURCE_DIRS: string[];
+export declare const BUILD_INPUTS: string[];
+export declare const STAMP: string;
+export declare const DIST_MAIN: string;
+export declare function sourceFiles(root: string): string[];
+export declare function distFreshness(root: string): { fresh: true } | { fresh: false; reason: string };

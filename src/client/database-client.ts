@@ -1,0 +1,178 @@
+// The client over the database: this process uses Baton's runtime directly, as `baton submit`
+// does. Submissions are checked by the same function every front door uses
+// (src/runtime/submission.ts), views are folded from the event stream through the execution
+// machine, and updates follow the stream (no polling).
+import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { configuredBuiltinActions } from '../actions/builtin.ts';
+import { InvalidActionInputError, isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
+import { openEnvironment, type Environment } from '../cli/environment.ts';
+import { loadConfig } from '../config.ts';
+import { NotFoundError } from '../errors.ts';
+import { START } from '../eventstore/event-store.ts';
+import { InvalidInputError } from '../input/errors.ts';
+import { createLogger } from '../log.ts';
+import { executionTimeline } from '../replay/execution-history.ts';
+import { cancelExecution } from '../runtime/cancel.ts';
+import type { SubmitRequest } from '../runtime/execution-runtime.ts';
+import { API_NAMES, checkSubmission, type Submission, type SubmissionNames } from '../runtime/submission.ts';
+import type { CancelOutcome, DatabaseClientOptions, ExecutionStatus, ExecutionView, HistoryEntry, SubmitItem, SubmitOptions, Submitted } from './types.ts';
+
+/** The calls the shared client (index.ts) builds `result` and the typed `submit` on. */
+export interface Transport {
+  submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions): Promise<Submitted>;
+  submitMany(items: readonly SubmitItem[]): Promise<Submitted[]>;
+  cancel(id: string, reason: string | undefined): Promise<CancelOutcome>;
+  get(id: string): Promise<ExecutionView | undefined>;
+  history(id: string): Promise<HistoryEntry[]>;
+  updates(id: string, signal: AbortSignal | undefined): AsyncIterable<ExecutionView>;
+  close(): Promise<void>;
+}
+
+const itemNames = (i: number): SubmissionNames =>
+  Object.fromEntries(Object.entries(API_NAMES).map(([k, v]) => [k, `items[${i}].${v}`])) as SubmissionNames;
+
+/** The view of an execution from its machine snapshot. */
+export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot, revision: bigint): ExecutionView {
+  const c = snapshot.context;
+  const status = statusOf(snapshot) as ExecutionStatus;
+  return {
+    id: executionId,
+    action: c.action,
+    status,
+    revision: Number(revision),
+    input: c.input,
+    result: status === 'Completed' ? c.result : undefined,
+    error: c.error ? { message: c.error.message, ...(c.error.type !== undefined && { type: c.error.type }) } : undefined,
+    attempt: c.attempt,
+    maxAttempts: c.maxAttempts,
+    owner: c.owner,
+    workerId: c.workerId ?? undefined,
+    priority: c.priority,
+    idempotencyKey: c.idempotencyKey,
+    requestedAt: c.requestedAt,
+    finishedAt: c.finishedAt,
+    final: isFinal(snapshot),
+  };
+}
+
+export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<Transport> {
+  const known = o.actions ?? [];
+  known.forEach((a, i) => {
+    if (!isActionDefinition(a)) throw new InvalidInputError([{ path: `actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }]);
+  });
+  // The environment as the CLI has it, except for the database, which the caller names. A
+  // caller's own BATON_* variables (BATON_EVENTSTORE_URL, BATON_LOG_LEVEL) still apply.
+  const config = loadConfig({ ...process.env, BATON_DATABASE_URL: o.databaseUrl }, process.cwd(), { logLevel: 'warn' });
+  const env: Environment = await openEnvironment({ config, log: createLogger(config, { destination: 'stderr' }), as: 'cli', poolSize: 4, applicationName: 'baton-client' });
+  const { runtime, store } = env;
+  const builtins = configuredBuiltinActions(config);
+  let registry: ActionRegistry;
+  try {
+    registry = createActionRegistry([...builtins, ...known.filter((a) => !builtins.some((b) => b.name === a.name))]);
+  } catch (err) {
+    await env.close();
+    throw err;
+  }
+
+  /** The registry a submission is checked against: the client's, with the definition it passed. */
+  const registryFor = (action: AnyActionDefinition | string): Pick<ActionRegistry, 'get' | 'names'> =>
+    typeof action === 'string' || registry.get(action.name) === action
+      ? registry
+      : { get: (n) => (n === action.name ? action : registry.get(n)), names: () => [...new Set([...registry.names(), action.name])].sort() };
+
+  function check(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions, names: SubmissionNames): SubmitRequest {
+    const s: Submission = {
+      action: typeof action === 'string' ? action : action.name,
+      input,
+      ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
+      ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
+      ...(options.priority !== undefined && { priority: options.priority }),
+    };
+    return checkSubmission(registryFor(action), s, names);
+  }
+
+  const submitted = (r: Awaited<ReturnType<typeof runtime.submit>>): Submitted => ({
+    executionId: r.executionId,
+    created: r.created,
+    status: statusOf(r.snapshot) as ExecutionStatus,
+  });
+
+  async function get(id: string): Promise<ExecutionView | undefined> {
+    try {
+      const loaded = await runtime.load(id, { fresh: true });
+      return viewOfSnapshot(id, loaded.snapshot, loaded.revision);
+    } catch (err) {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  return {
+    async submit(action, input, options) {
+      return submitted(await runtime.submit(check(action, input, options, API_NAMES)));
+    },
+    async submitMany(items) {
+      // Every item is checked before the first is stored; then they are stored in order.
+      const requests = items.map((item, i) => {
+        const { action, input, ...options } = item;
+        try {
+          return check(action, input, options, itemNames(i));
+        } catch (err) {
+          // The schema's own paths start at `input`; say which item's.
+          if (err instanceof InvalidActionInputError) err.message = `items[${i}]: ${err.message}`;
+          throw err;
+        }
+      });
+      const out: Submitted[] = [];
+      for (const request of requests) out.push(submitted(await runtime.submit(request)));
+      return out;
+    },
+    async cancel(id, reason) {
+      const r = await cancelExecution(runtime, id, reason ?? 'cancelled through the client');
+      return { ...r, status: r.status as ExecutionStatus };
+    },
+    get,
+    async history(id) {
+      const steps = await executionTimeline(store, id);
+      return steps.map((s) => ({
+        revision: s.revision,
+        type: s.type,
+        by: s.by,
+        recordedAt: s.recordedAt,
+        data: s.data,
+        stateBefore: (s.stateBefore ?? undefined) as ExecutionStatus | undefined,
+        state: s.state as ExecutionStatus,
+      }));
+    },
+    async *updates(id, signal) {
+      const loaded = await runtime.load(id, { fresh: true }); // NotFoundError for an unknown id
+      const first = viewOfSnapshot(id, loaded.snapshot, loaded.revision);
+      yield first;
+      if (first.final) return;
+      let last = first.revision;
+      // Follow from the last event read: the next one of this stream commits after it. (From
+      // START the subscription would scan the whole log before reaching the present.)
+      const after = loaded.events?.at(-1)?.globalPosition ?? START;
+      const ac = new AbortController();
+      const stop = () => ac.abort();
+      signal?.addEventListener('abort', stop, { once: true });
+      try {
+        // The stream id is unique, so a prefix of the whole id follows exactly this execution.
+        for await (const event of store.subscribe({ after, streamPrefixes: [executionStreamId(id)], signal: ac.signal })) {
+          if (Number(event.revision) <= last) continue;
+          const view = await get(id);
+          if (!view || view.revision <= last) continue;
+          last = view.revision;
+          yield view;
+          if (view.final) return;
+        }
+      } finally {
+        signal?.removeEventListener('abort', stop);
+        ac.abort();
+      }
+    },
+    close: () => env.close(),
+  };
+}

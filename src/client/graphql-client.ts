@@ -1,0 +1,214 @@
+// The client over Baton's GraphQL API: queries and mutations are JSON POSTs (fetch), updates
+// are the `executionUpdated` subscription over Server-Sent Events (graphql-yoga serves them;
+// graphql-sse's client speaks its "distinct connections" protocol). Every GraphQL error comes
+// back as the typed error the server's resolver threw (errors.ts).
+import { createClient as createSseClient, NetworkError } from 'graphql-sse';
+import type { AnyActionDefinition } from '../actions/action.ts';
+import { BatonError } from '../errors.ts';
+import { InvalidInputError } from '../input/errors.ts';
+import type { Transport } from './database-client.ts';
+import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
+import { FINAL_STATUSES, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitOptions } from './types.ts';
+
+const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority idempotencyKey requestedAt finishedAt`;
+
+interface ExecutionRowJson {
+  id: string;
+  action: string;
+  status: ExecutionStatus;
+  revision: number;
+  input: unknown;
+  result: unknown;
+  error: { message?: unknown; type?: unknown } | null;
+  attempt: number;
+  maxAttempts: number;
+  owner: string;
+  workerId: string | null;
+  priority: number | null;
+  idempotencyKey: string | null;
+  requestedAt: string;
+  finishedAt: string | null;
+}
+
+function viewOfRow(r: ExecutionRowJson): ExecutionView {
+  return {
+    id: r.id,
+    action: r.action,
+    status: r.status,
+    revision: Number(r.revision),
+    input: r.input,
+    result: r.status === 'Completed' ? r.result : undefined,
+    error: r.error ? { message: String(r.error.message ?? ''), ...(typeof r.error.type === 'string' && { type: r.error.type }) } : undefined,
+    attempt: r.attempt,
+    maxAttempts: r.maxAttempts,
+    owner: r.owner,
+    workerId: r.workerId ?? undefined,
+    priority: r.priority ?? undefined,
+    idempotencyKey: r.idempotencyKey ?? undefined,
+    requestedAt: r.requestedAt,
+    finishedAt: r.finishedAt ?? undefined,
+    final: FINAL_STATUSES.has(r.status),
+  };
+}
+
+const OUTCOMES: Record<string, CancelOutcome['outcome']> = { CANCELLED: 'cancelled', CANCEL_REQUESTED: 'cancel-requested', ALREADY_REQUESTED: 'already-requested' };
+
+export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
+  let url: URL;
+  try {
+    url = new URL(o.graphqlUrl);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http');
+  } catch {
+    throw new InvalidInputError([{ path: 'graphqlUrl', message: 'must be an http(s) URL like http://127.0.0.1:4000/graphql' }]);
+  }
+  const headers: Record<string, string> = o.token ? { authorization: `Bearer ${o.token}` } : {};
+  const sse = createSseClient({ url: url.href, headers, retryAttempts: 3 });
+  const inFlight = new Set<AbortController>();
+
+  async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}): Promise<D> {
+    const ac = new AbortController();
+    inFlight.add(ac);
+    let res: Response;
+    let text: string;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
+        body: JSON.stringify({ query, variables }),
+        signal: ac.signal,
+      });
+      text = await res.text();
+    } catch (err) {
+      throw new BatonApiError('NETWORK', `cannot reach the Baton API at ${url.href}: ${(err as Error).message}`, { cause: err });
+    } finally {
+      inFlight.delete(ac);
+    }
+    let body: { data?: D | null; errors?: GraphQLErrorBody[] };
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} without a GraphQL response: ${text.slice(0, 200)}`);
+    }
+    const first = body.errors?.[0];
+    if (first) throw fromGraphQLError(first, context);
+    if (!res.ok || body.data == null) throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} with no data`);
+    return body.data;
+  }
+
+  function submitVariables(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
+    return {
+      action: typeof action === 'string' ? action : action.name,
+      input: input === undefined ? null : input,
+      ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
+      ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
+      ...(options.priority !== undefined && { priority: options.priority }),
+    };
+  }
+
+  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int) {
+    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority) { executionId created status }
+  }`;
+
+  async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
+    const variables = submitVariables(action, input, options);
+    const d = await request<{ submitExecution: { executionId: string; created: boolean; status: ExecutionStatus } }>(SUBMIT, variables, {
+      action: variables.action,
+      ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
+    });
+    return d.submitExecution;
+  }
+
+  async function get(id: string): Promise<ExecutionView | undefined> {
+    const d = await request<{ execution: ExecutionRowJson | null }>(`query Get($id: ID!) { execution(id: $id) { ${VIEW_FIELDS} } }`, { id }, { executionId: id });
+    return d.execution ? viewOfRow(d.execution) : undefined;
+  }
+
+  return {
+    submit,
+    async submitMany(items) {
+      // One request per item, in order. The API's bulk mutation, where it has one, would store
+      // them together; without it, an item refused midway leaves the earlier ones stored, so
+      // each item is numbered in the error.
+      const out = [];
+      for (const [i, item] of items.entries()) {
+        const { action, input, ...options } = item;
+        try {
+          out.push(await submit(action, input, options));
+        } catch (err) {
+          if (err instanceof BatonError) err.message = `items[${i}]: ${err.message}${i > 0 ? ` (items 0 to ${i - 1} were submitted: ${out.map((s) => s.executionId).join(', ')})` : ''}`;
+          throw err;
+        }
+      }
+      return out;
+    },
+    async cancel(id, reason) {
+      try {
+        const d = await request<{ cancelExecution: { executionId: string; status: ExecutionStatus; outcome: string; message: string } }>(
+          `mutation Cancel($id: ID!, $reason: String) { cancelExecution(id: $id, reason: $reason) { executionId status outcome message } }`,
+          { id, ...(reason !== undefined && { reason }) },
+          { executionId: id },
+        );
+        const r = d.cancelExecution;
+        return { executionId: r.executionId, status: r.status, outcome: OUTCOMES[r.outcome] ?? 'cancel-requested', message: r.message };
+      } catch (err) {
+        // The API answers a finished execution with CONFLICT naming its state; the database client reports it as too late.
+        if (err instanceof BatonApiError && err.code === 'CONFLICT') {
+          const view = await get(id);
+          if (view?.final) return { executionId: id, status: view.status, outcome: 'too-late', message: err.message };
+        }
+        throw err;
+      }
+    },
+    get,
+    async history(id) {
+      const d = await request<{ execution: { history: { revision: number; type: string; by: string; recordedAt: string; data: unknown; stateBefore: ExecutionStatus | null; state: ExecutionStatus }[] } | null }>(
+        `query History($id: ID!) { execution(id: $id) { history { revision type by recordedAt data(whole: true) stateBefore state } } }`,
+        { id },
+        { executionId: id },
+      );
+      if (!d.execution) throw fromGraphQLError({ message: `execution ${id} not found`, extensions: { code: 'NOT_FOUND' } }, { executionId: id });
+      return d.execution.history.map((h) => ({ ...h, stateBefore: h.stateBefore ?? undefined }));
+    },
+    async *updates(id, signal) {
+      const it = sse.iterate<{ executionUpdated: ExecutionRowJson }>({ query: `subscription Updates($id: ID!) { executionUpdated(id: $id) { ${VIEW_FIELDS} } }`, variables: { id } });
+      const stop = () => void it.return?.();
+      signal?.addEventListener('abort', stop, { once: true });
+      try {
+        for (;;) {
+          let next: IteratorResult<{ data?: { executionUpdated: ExecutionRowJson } | null; errors?: readonly GraphQLErrorBody[] }>;
+          try {
+            next = await it.next();
+          } catch (err) {
+            throw sseError(err, id);
+          }
+          if (next.done || signal?.aborted) return;
+          const first = next.value.errors?.[0];
+          if (first) throw fromGraphQLError(first, { executionId: id });
+          const row = next.value.data?.executionUpdated;
+          if (!row) continue;
+          const view = viewOfRow(row);
+          yield view;
+          if (view.final) return;
+        }
+      } finally {
+        signal?.removeEventListener('abort', stop);
+        await it.return?.();
+      }
+    },
+    async close() {
+      for (const ac of inFlight) ac.abort();
+      sse.dispose();
+    },
+  };
+}
+
+/** What graphql-sse throws (a NetworkError, an array of GraphQL errors, a CloseEvent-like) as Baton's typed error. */
+function sseError(err: unknown, executionId: string): BatonError {
+  if (Array.isArray(err) && err[0] && typeof err[0].message === 'string') return fromGraphQLError(err[0] as GraphQLErrorBody, { executionId });
+  if (err instanceof NetworkError) {
+    const status = err.response?.status;
+    return new BatonApiError(status ? `HTTP_${status}` : 'NETWORK', `the Baton API's update stream failed: ${err.message}`, { cause: err });
+  }
+  if (err instanceof BatonError) return err;
+  return new BatonApiError('NETWORK', `the Baton API's update stream failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+}

@@ -1,0 +1,180 @@
+// The typed client's public types: what `createClient` takes and what its calls return, the
+// same whether the client talks to the database or to the GraphQL API. Breaking changes to
+// anything here are listed in CHANGELOG.md.
+import type { z } from 'zod';
+import type { AnyActionDefinition } from '../actions/action.ts';
+
+/** Where an execution is in its lifecycle (the execution machine's states). */
+export type ExecutionStatus = 'Requested' | 'Scheduling' | 'Scheduled' | 'Running' | 'Completed' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Abandoned';
+
+/** The states an execution never leaves. */
+export const FINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
+
+declare const OUTPUT: unique symbol;
+/**
+ * An execution id. Returned by `submit` with the action's result type attached (type-level
+ * only: at run time it is the plain string), so `client.result(id)` resolves with that type.
+ * Any string id is accepted where an ExecutionId is expected; its result is then `unknown`.
+ */
+export type ExecutionId<O = unknown> = string & { readonly [OUTPUT]?: O };
+
+/** How an attempt failed, as recorded in the history. */
+export interface ExecutionErrorInfo {
+  message: string;
+  /** `ActionError.type`, else the thrown error's name (`TypeError`, `TimedOut`, …). */
+  type?: string;
+}
+
+/** One execution as it is now. Over the database it is folded from its event stream; over GraphQL it is the read model's row (which may lag a moment behind). */
+export interface ExecutionView<O = unknown> {
+  id: ExecutionId<O>;
+  action: string;
+  status: ExecutionStatus;
+  /** Revision of the last event: it grows by one with every change. */
+  revision: number;
+  input: unknown;
+  /** The action's return value, once Completed; otherwise undefined. */
+  result: O | undefined;
+  /** The last failure an attempt reported, if any. */
+  error: ExecutionErrorInfo | undefined;
+  /** 1-based; grows with each retry. */
+  attempt: number;
+  maxAttempts: number;
+  /** `executor` or `worker:<id>`: who may move it on. */
+  owner: string;
+  /** The worker holding (or that last held) it. */
+  workerId: string | undefined;
+  priority: number | undefined;
+  idempotencyKey: string | undefined;
+  /** ISO 8601. */
+  requestedAt: string;
+  /** ISO 8601, once in a final state. */
+  finishedAt: string | undefined;
+  /** Whether `status` is final (Completed, Failed, Cancelled, TimedOut, Abandoned). */
+  final: boolean;
+}
+
+/** One event of an execution's history and the state it led to. */
+export interface HistoryEntry {
+  revision: number;
+  /** The event's type: `ExecutionRequested`, `ExecutionStarted`, … */
+  type: string;
+  /** Who appended it: `executor` or `worker:<id>`. */
+  by: string;
+  /** ISO 8601. */
+  recordedAt: string;
+  data: unknown;
+  /** The state before the event (undefined for revision 0) and after it. */
+  stateBefore: ExecutionStatus | undefined;
+  state: ExecutionStatus;
+}
+
+/** Options of one submission. */
+export interface SubmitOptions {
+  /** Submitting the same request with the same key again returns the first execution (`created: false`); the same key with a different request is refused (IdempotencyKeyConflictError). At most 500 characters. */
+  idempotencyKey?: string;
+  /** Among executions waiting for a worker, higher goes first (default 0; a 32-bit integer). */
+  priority?: number;
+  /** Attempts in total, 1 to 1000 (default: the action's retry.maxAttempts, else BATON_MAX_ATTEMPTS). */
+  maxAttempts?: number;
+  /**
+   * Your own string key-values to find executions by. Recorded only by a Baton whose
+   * submissions take tags; one that does not refuses them (InvalidInputError naming `tags`)
+   * rather than dropping them.
+   */
+  tags?: Record<string, string>;
+}
+
+/** What `submit` returns. */
+export interface Submitted<O = unknown> {
+  executionId: ExecutionId<O>;
+  /** False when the idempotency key found an identical earlier submission. */
+  created: boolean;
+  /** Its status as the event store has it right after the submission. */
+  status: ExecutionStatus;
+}
+
+/** One item of `submitMany`: a definition (its input typed) or an action name. */
+export type SubmitItem = { action: AnyActionDefinition | string; input?: unknown } & SubmitOptions;
+
+/** What `cancel` did. */
+export interface CancelOutcome {
+  executionId: string;
+  /**
+   * `cancelled`: it is Cancelled now (no worker held it). `cancel-requested`: a worker holds it
+   * and was asked to stop; it ends as Cancelled unless it finishes first. `already-requested`: an
+   * earlier request is still being carried out. `too-late`: it had already finished.
+   */
+  outcome: 'cancelled' | 'cancel-requested' | 'already-requested' | 'too-late';
+  /** Its state right after the call. */
+  status: ExecutionStatus;
+  /** What happened and what happens next, in a sentence. */
+  message: string;
+}
+
+/** The input an action definition's schema accepts (before its defaults and transforms). */
+export type InputOf<A> = A extends { readonly input: z.ZodType<any, infer In> } ? In : unknown;
+/** What an action definition's `run` resolves with. */
+export type OutputOf<A> = A extends { run(...args: any[]): Promise<infer O> } ? O : unknown;
+
+/** Talk to Baton through its database (this process appends to the event store itself). */
+export interface DatabaseClientOptions {
+  /** `postgres://user:password@host:5432/database`: the database Baton's hosts use. */
+  databaseUrl: string;
+  /**
+   * Action definitions a submission by name may use, besides the built-ins (`core.*`,
+   * `http.request`). A submission that passes the definition itself needs none.
+   */
+  actions?: readonly AnyActionDefinition[];
+}
+
+/** Talk to Baton through its GraphQL API (`baton api` or `baton dev`). */
+export interface GraphQLClientOptions {
+  /** The API's endpoint, e.g. `http://127.0.0.1:4000/graphql`. */
+  graphqlUrl: string;
+  /** A bearer token (BATON_API_TOKEN to submit and cancel; BATON_API_READ_TOKEN reads only). Not needed against a loopback API started without tokens. */
+  token?: string;
+}
+
+export type ClientOptions = DatabaseClientOptions | GraphQLClientOptions;
+
+/**
+ * Submit executions, wait for their results, follow and cancel them. Every failure is one of
+ * Baton's typed errors (`InvalidInputError`, `InvalidActionInputError`, `NotFoundError`,
+ * `IdempotencyKeyConflictError`, `ExecutionFailedError`, `ResultTimeoutError`, `BatonApiError`),
+ * whichever way the client is connected.
+ */
+export interface BatonClient {
+  /** `database` or `graphql`: how this client reaches Baton. */
+  readonly mode: 'database' | 'graphql';
+  /**
+   * Submit one execution. With the action's definition, `input` is typed from its zod schema
+   * and the returned id carries the result type; with a name, both are `unknown`.
+   */
+  submit<A extends AnyActionDefinition>(action: A, input: InputOf<A>, options?: SubmitOptions): Promise<Submitted<OutputOf<A>>>;
+  submit(action: string, input?: unknown, options?: SubmitOptions): Promise<Submitted>;
+  /**
+   * Submit several executions. Every item is checked before any is stored: one bad item
+   * refuses the whole call (InvalidInputError naming `items[i].…`). Results in the items' order.
+   */
+  submitMany(items: readonly SubmitItem[]): Promise<Submitted[]>;
+  /**
+   * The execution's result once it completes. Rejects with ExecutionFailedError when it ends
+   * otherwise (Failed, Cancelled, TimedOut, Abandoned), with ResultTimeoutError when `timeout`
+   * (ms) passes first, and with NotFoundError for an unknown id.
+   */
+  result<O>(id: ExecutionId<O>, options?: { timeout?: number }): Promise<O>;
+  /** Cancel it in whatever state it is; a finished one is left alone (`outcome: 'too-late'`). */
+  cancel(id: string, reason?: string): Promise<CancelOutcome>;
+  /** The execution as it is now, or undefined when there is none with this id (yet, over GraphQL). */
+  get<O>(id: ExecutionId<O>): Promise<ExecutionView<O> | undefined>;
+  /** Its events in order, each with the state it led to. NotFoundError for an unknown id. */
+  history(id: string): Promise<HistoryEntry[]>;
+  /**
+   * Its state each time it changes: the current one first, then every change, ending after a
+   * final state (or when `signal` aborts). `for await (const u of client.updates(id)) …`
+   */
+  updates<O>(id: ExecutionId<O>, options?: { signal?: AbortSignal }): AsyncIterable<ExecutionView<O>>;
+  /** Closes the client's connections. */
+  close(): Promise<void>;
+}

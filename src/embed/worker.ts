@@ -1,0 +1,150 @@
+// Baton's hosts inside your own process: a worker running your actions, and optionally the
+// executor (with the workflow orchestrator) and the projector beside it, composed exactly as
+// `baton worker`, `baton executor` and `baton projector` compose them (src/cli/hosts.ts).
+// You decide when it drains: call `stop()` from your own signal handler, or pass an AbortSignal.
+//
+//   const worker = await startWorker({ databaseUrl, actions: [charge], executor: true });
+//   process.once('SIGTERM', () => void worker.stop('SIGTERM'));
+import type { Logger } from 'pino';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { configuredBuiltinActions } from '../actions/builtin.ts';
+import { createActionRegistry } from '../actions/registry.ts';
+import { defaultWorkerId, openHostEnvironment, startExecutorHost, startWorker as startWorkerHost, type HostEnvironment, type RunningHosts } from '../cli/hosts.ts';
+import { stopHosts } from '../cli/shutdown.ts';
+import { loadConfig } from '../config.ts';
+import { InvalidInputError } from '../input/errors.ts';
+import { createLogger } from '../log.ts';
+import { startHealthServer } from '../observability/http.ts';
+import { startProjector } from '../readmodel/projector-host.ts';
+
+/** What `startWorker` takes. */
+export interface EmbeddedWorkerOptions {
+  /** `postgres://user:password@host:5432/database`: the database every Baton host of the installation uses. */
+  databaseUrl: string;
+  /** The actions this worker runs (built with `defineAction`). The built-ins (`core.*`, `http.request`) are added unless `builtins` is false. */
+  actions: readonly AnyActionDefinition[];
+  /** Offer the built-in actions too. Default true. */
+  builtins?: boolean;
+  /** The worker's id, unique among live workers. Default: `<hostname>-<pid>` (`-2`, `-3`, … for further ones in this process). */
+  id?: string;
+  /** How many runs at once. Default 10. */
+  capacity?: number;
+  /** Take work from NATS JetStream at this URL instead of the Postgres work queue (every host of the installation must agree). */
+  natsUrl?: string;
+  /** Also run the executor and the workflow orchestrator in this process (an installation needs at least one; several race safely). */
+  executor?: boolean;
+  /** Also run the projector, which keeps the read model the GraphQL API and `baton list` read. */
+  projector?: boolean;
+  /** How long a drain lets runs finish before handing them back, in ms. Default BATON_SHUTDOWN_TIMEOUT (30 s). */
+  shutdownTimeoutMs?: number;
+  /** Drains and stops the worker when it aborts (the same as calling `stop()`). */
+  signal?: AbortSignal;
+  /** Serve `/healthz` and `/metrics` (Prometheus) on this port (0: any free one). Default: not served; `registry` still has the metrics. */
+  metricsPort?: number;
+  /** Where it logs. Default: JSON on stderr at BATON_LOG_LEVEL, else warn. */
+  logger?: Logger;
+}
+
+/** Health as `/healthz` reports it. */
+export interface WorkerHealth {
+  /** True while it runs and nothing it needs is failing. */
+  healthy: boolean;
+  /** Why not, in words (`stopped`, `draining`, a failing projection). */
+  problems: string[];
+}
+
+/** A running embedded worker. */
+export interface EmbeddedWorker {
+  readonly workerId: string;
+  /** The prom-client registry its metrics are in (the same metrics the CLI hosts export). */
+  readonly registry: Registry;
+  /** `http://host:port` of `/healthz` and `/metrics`, when `metricsPort` was given. */
+  readonly metricsUrl: string | undefined;
+  /** Runs in progress now. */
+  inFlight(): number;
+  health(): WorkerHealth;
+  /**
+   * Drain and stop: no new work is taken, runs finish up to the shutdown timeout and the rest
+   * are handed back to another worker; then the executor and projector (if any) stop and the
+   * connections close. Resolves when everything stopped; calling it again returns the same promise.
+   */
+  stop(reason?: string): Promise<void>;
+}
+
+/** Embedded workers started in this process so far: the second and later get `-2`, `-3`, … on the default id. */
+let started = 0;
+
+const KNOWN = ['databaseUrl', 'actions', 'builtins', 'id', 'capacity', 'natsUrl', 'executor', 'projector', 'shutdownTimeoutMs', 'signal', 'metricsPort', 'logger'];
+
+/** Start a worker (and optionally the executor and projector) in this process. */
+export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWorker> {
+  const unknown = Object.keys(o ?? {}).filter((k) => !KNOWN.includes(k));
+  if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: `unknown option; known: ${KNOWN.join(', ')}` })));
+  if (typeof o.databaseUrl !== 'string') throw new InvalidInputError([{ path: 'options.databaseUrl', message: 'required: postgres://user:password@host:5432/database' }]);
+  if (!Array.isArray(o.actions)) throw new InvalidInputError([{ path: 'options.actions', message: 'required: an array of actions built with defineAction' }]);
+  o.actions.forEach((a, i) => {
+    if (!isActionDefinition(a)) throw new InvalidInputError([{ path: `options.actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }]);
+  });
+  const capacity = o.capacity ?? 10;
+  if (!Number.isInteger(capacity) || capacity < 1 || capacity > 100_000) throw new InvalidInputError([{ path: 'options.capacity', message: 'must be a whole number from 1 to 100000' }]);
+
+  const config = loadConfig(
+    { ...process.env, BATON_DATABASE_URL: o.databaseUrl, ...(o.natsUrl !== undefined && { BATON_NATS_URL: o.natsUrl }) },
+    process.cwd(),
+    { logLevel: 'warn' },
+  );
+  const log = (o.logger ?? createLogger(config, { destination: 'stderr' })).child({ component: 'embedded-worker' });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const actions = createActionRegistry([...(o.builtins === false ? [] : configuredBuiltinActions(config)), ...o.actions]);
+
+  const env: HostEnvironment = await openHostEnvironment({ base: { config, log, registry }, component: 'worker', transport: o.natsUrl !== undefined ? 'nats' : 'postgres' });
+  const hosts: Partial<RunningHosts> & { workers: RunningHosts['workers'] } = { workers: [] };
+  let stopping: Promise<void> | undefined;
+  let state: 'running' | 'draining' | 'stopped' = 'running';
+  const stop = (reason = 'stopped by its embedding process') =>
+    (stopping ??= (async () => {
+      state = 'draining';
+      o.signal?.removeEventListener('abort', onAbort);
+      const ok = await stopHosts(env, hosts, reason);
+      state = 'stopped';
+      if (!ok) log.warn('some part of the embedded worker did not stop cleanly (see the errors above)');
+    })());
+  const onAbort = () => void stop(`its signal aborted${o.signal?.reason ? `: ${String(o.signal.reason)}` : ''}`);
+
+  try {
+    if (o.executor) {
+      hosts.executor = startExecutorHost(env);
+      await hosts.executor.ready;
+    }
+    if (o.projector) hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log, registry });
+    const worker = await startWorkerHost(env, {
+      workerId: o.id ?? (++started === 1 ? defaultWorkerId() : `${defaultWorkerId()}-${started}`),
+      actions,
+      capacity,
+      ...(o.shutdownTimeoutMs !== undefined && { shutdownTimeoutMs: o.shutdownTimeoutMs }),
+    });
+    hosts.workers.push(worker);
+    const health = (): WorkerHealth => {
+      const problems = state === 'running' ? [...(hosts.projector?.problems() ?? [])] : [state];
+      return { healthy: problems.length === 0, problems };
+    };
+    if (o.metricsPort !== undefined) {
+      hosts.health = await startHealthServer({ host: config.apiHost, port: o.metricsPort, ...(o.metricsPort !== 0 && { portSetting: 'metricsPort' }), registry, problems: () => health().problems, log });
+    }
+    if (o.signal?.aborted) void stop('its signal was already aborted');
+    else o.signal?.addEventListener('abort', onAbort, { once: true });
+    return {
+      workerId: worker.workerId,
+      registry,
+      metricsUrl: hosts.health?.url,
+      inFlight: () => worker.inFlight(),
+      health,
+      stop,
+    };
+  } catch (err) {
+    await stopHosts(env, hosts, 'the embedded worker failed to start');
+    throw err;
+  }
+}

@@ -1,0 +1,50 @@
+// The package's root (`import { createClient, defineAction } from '@baton-run/baton'`): define
+// actions, submit and follow executions, and catch Baton's typed errors. Workers embedded in
+// your own process come from `@baton-run/baton/worker`; test helpers from `@baton-run/baton/testing`.
+// Everything exported here is public: breaking changes to it are listed in CHANGELOG.md.
+export { createClient } from './client/index.ts';
+export type {
+  BatonClient,
+  CancelOutcome,
+  ClientOptions,
+  DatabaseClientOptions,
+  ExecutionErrorInfo,
+  ExecutionId,
+  ExecutionStatus,
+  ExecutionView,
+  GraphQLClientOptions,
+  HistoryEntry,
+  InputOf,
+  OutputOf,
+  SubmitItem,
+  SubmitOptions,
+  Submitted,
+} from './client/types.ts';
+export { FINAL_STATUSES } from './client/types.ts';
+export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './client/errors.ts';
+export {
+  ActionError,
+  InvalidActionDefinitionError,
+  InvalidActionInputError,
+  defineAction,
+  isActionDefinition,
+  type ActionContext,
+  type ActionDefinition,
+  type ActionErrorOptions,
+  type ActionSpec,
+  type AnyActionDefinition,
+  type RetryPolicy,
+} from './actions/action.ts';
+export {
+  AlreadyFinalError,
+  BatonError,
+  ConfigError,
+  IdempotencyKeyConflictError,
+  InvalidEventError,
+  InvalidTransitionError,
+  NotFoundError,
+  NotOwnerError,
+  RejectedCommandError,
+  isBatonError,
+} from './errors.ts';
+export { InvalidInputError, type InputProblem } from './input/errors.ts';

@@ -1,0 +1,206 @@
+// The typed client, both ways it connects, against the real thing: a fresh database, an embedded
+// worker with the executor and projector (`@baton-run/baton/worker`), and a real API server. The
+// same calls must give the same answers and the same typed errors over the database and over GraphQL.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  BatonApiError,
+  ExecutionFailedError,
+  IdempotencyKeyConflictError,
+  InvalidActionInputError,
+  InvalidInputError,
+  NotFoundError,
+  ResultTimeoutError,
+  createClient,
+  defineAction,
+  type BatonClient,
+  type ExecutionView,
+} from '@baton-run/baton';
+import { startWorker, type EmbeddedWorker } from '@baton-run/baton/worker';
+import { builtinActions } from '../../src/actions/builtin.ts';
+import { createActionRegistry } from '../../src/actions/registry.ts';
+import { startApiServer, type ApiServer } from '../../src/api/server.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const double = defineAction({
+  name: 'test.double',
+  input: z.object({ n: z.number().int(), label: z.string().default('x') }),
+  async run({ n, label }) {
+    return { doubled: n * 2, label };
+  },
+});
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+let api: ApiServer;
+let worker: EmbeddedWorker;
+const clients: Record<'database' | 'graphql', BatonClient> = {} as never;
+
+beforeAll(async () => {
+  db = await createTestDatabase({ max: 10 });
+  worker = await startWorker({ databaseUrl: db.url, actions: [double], executor: true, projector: true, id: `client-test-${process.pid}`, shutdownTimeoutMs: 2_000, logger: silentLogger() });
+  store = createPostgresEventStore(db.pool);
+  api = await startApiServer({ pool: db.pool, runtime: createExecutionRuntime(store), store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0 });
+  clients.database = await createClient({ databaseUrl: db.url });
+  clients.graphql = await createClient({ graphqlUrl: api.url });
+}, 60_000);
+
+afterAll(async () => {
+  await clients.database?.close();
+  await clients.graphql?.close();
+  await api?.close();
+  await worker?.stop('test finished');
+  await store?.close();
+  await db?.drop();
+}, 60_000);
+
+describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
+  const client = () => clients[mode];
+
+  it('submits with the input typed from the action and awaits the typed result', async () => {
+    const { executionId, created, status } = await client().submit(double, { n: 21 });
+    expect(created).toBe(true);
+    expect(status).toBe('Requested');
+    const result = await client().result(executionId, { timeout: 20_000 });
+    const doubled: number = result.doubled; // typed: a wrong type here would not compile
+    expect(doubled).toBe(42);
+    expect(result.label).toBe('x');
+    expect(client().mode).toBe(mode);
+  });
+
+  it('follows the updates until the final state, revisions growing; then get and history agree', async () => {
+    const { executionId } = await client().submit(double, { n: 1, label: 'u' });
+    const seen: ExecutionView[] = [];
+    for await (const u of client().updates(executionId)) seen.push(u);
+    expect(seen.at(-1)).toMatchObject({ id: executionId, status: 'Completed', final: true, result: { doubled: 2, label: 'u' }, action: 'test.double' });
+    expect(seen.map((u) => u.revision)).toEqual([...seen.map((u) => u.revision)].sort((a, b) => a - b));
+    expect(new Set(seen.map((u) => u.revision)).size).toBe(seen.length);
+    const history = await client().history(executionId);
+    expect(history[0]).toMatchObject({ revision: 0, type: 'ExecutionRequested', state: 'Requested', stateBefore: undefined });
+    expect(history.at(-1)).toMatchObject({ type: 'ExecutionCompleted', state: 'Completed', stateBefore: 'Running' });
+    expect(await client().get(executionId)).toMatchObject({ status: 'Completed', revision: history.at(-1)!.revision, result: { doubled: 2 } });
+  });
+
+  it('an idempotency key finds the first submission; the same key with another input is IdempotencyKeyConflictError', async () => {
+    const idempotencyKey = `client-${mode}-${randomUUID()}`;
+    const first = await client().submit(double, { n: 5 }, { idempotencyKey, priority: 3 });
+    const again = await client().submit(double, { n: 5 }, { idempotencyKey, priority: 3 });
+    expect(again).toMatchObject({ executionId: first.executionId, created: false });
+    const conflict = await client().submit(double, { n: 6 }, { idempotencyKey, priority: 3 }).catch((e: unknown) => e);
+    expect(conflict).toBeInstanceOf(IdempotencyKeyConflictError);
+    expect((conflict as Error).message).toMatch(/already used by execution .* with a different request/);
+    expect(await client().result(first.executionId, { timeout: 20_000 })).toEqual({ doubled: 10, label: 'x' });
+  });
+
+  it('refuses bad input before storing anything, with the typed errors the other doors raise', async () => {
+    // @ts-expect-error: n must be a number
+    const badInput = await client().submit(double, { n: 'seven' }).catch((e: unknown) => e);
+    expect(badInput).toBeInstanceOf(InvalidActionInputError);
+    expect((badInput as Error).message).toContain('input.n: Invalid input: expected number, received string');
+    const unknownAction = await client().submit('test.dubble', { n: 1 }).catch((e: unknown) => e);
+    expect(unknownAction).toBeInstanceOf(InvalidInputError);
+    // The API knows test.double and suggests it; the database client was given no actions, so it knows only the built-ins.
+    expect((unknownAction as InvalidInputError).problems[0]).toMatchObject({ path: 'action', message: expect.stringContaining('unknown action "test.dubble"') });
+    const badKey = await client().submit(double, { n: 1 }, { idempotencyKey: 'k\u0000' }).catch((e: unknown) => e);
+    expect(badKey).toBeInstanceOf(InvalidInputError);
+    expect((badKey as InvalidInputError).problems[0]!.path).toBe('idempotencyKey');
+    const badOption = await client().submit(double, { n: 1 }, { idempotency: 'k' } as never).catch((e: unknown) => e);
+    expect(badOption).toBeInstanceOf(InvalidInputError);
+    expect((badOption as Error).message).toMatch(/^options\.idempotency: unknown option/);
+    const tags = await client().submit(double, { n: 1 }, { tags: { customer: 'c-42' } }).catch((e: unknown) => e);
+    expect(tags).toBeInstanceOf(InvalidInputError);
+    expect((tags as Error).message).toContain('options.tags: this version of Baton does not record tags yet');
+  });
+
+  it('result rejects with ExecutionFailedError when the run fails for good', async () => {
+    const { executionId } = await client().submit('core.fail', { message: 'nope', retryable: false });
+    const err = await client().result(executionId, { timeout: 20_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ExecutionFailedError);
+    expect(err).toMatchObject({ executionId, status: 'Failed', error: { message: 'nope' } });
+  });
+
+  it('a result not ready within the timeout is ResultTimeoutError; cancel ends it, and result then says Cancelled', async () => {
+    const { executionId } = await client().submit('core.sleep', { ms: 60_000 });
+    const late = await client().result(executionId, { timeout: 300 }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(ResultTimeoutError);
+    const cancelled = await client().cancel(executionId, 'no longer needed');
+    expect(['cancelled', 'cancel-requested']).toContain(cancelled.outcome);
+    const err = await client().result(executionId, { timeout: 20_000 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 'Cancelled' });
+    expect(err).toBeInstanceOf(ExecutionFailedError);
+    expect(await client().cancel(executionId)).toMatchObject({ outcome: 'too-late', status: 'Cancelled' });
+  });
+
+  it('an unknown id: get is undefined, history and updates are NotFoundError', async () => {
+    const id = randomUUID();
+    expect(await client().get(id)).toBeUndefined();
+    await expect(client().history(id)).rejects.toBeInstanceOf(NotFoundError);
+    if (mode === 'database') await expect(client().updates(id)[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('submitMany submits in order; a bad item is named by its index', async () => {
+    const many = await client().submitMany([
+      { action: double, input: { n: 2 } },
+      { action: 'core.echo', input: { hi: 1 }, priority: 1 },
+    ]);
+    expect(many).toHaveLength(2);
+    expect(await client().result(many[0]!.executionId, { timeout: 20_000 })).toEqual({ doubled: 4, label: 'x' });
+    expect(await client().result(many[1]!.executionId, { timeout: 20_000 })).toEqual({ hi: 1 });
+    const refused = await client()
+      .submitMany([{ action: 'core.echo', input: 1 }, { action: double, input: { n: 'x' } }])
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidActionInputError);
+    expect((refused as Error).message).toMatch(/^items\[1\]: invalid input for action test\.double: input\.n: /);
+  });
+});
+
+it('over the database, submitMany stores nothing when an item is refused', async () => {
+  const key = `many-${randomUUID()}`;
+  await expect(clients.database.submitMany([{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.sleep', input: { ms: -1 } }])).rejects.toThrow(/^items\[1\]: invalid input for action core\.sleep: input\.ms: Too small/);
+  const again = await clients.database.submit('core.echo', 1, { idempotencyKey: key });
+  expect(again.created).toBe(true);
+});
+
+it('createClient refuses options it does not understand', async () => {
+  await expect(createClient({ databaseUrl: db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
+  await expect(createClient({ graphqlUrl: api.url, tokn: 'x' } as never)).rejects.toThrow(/options\.tokn: unknown option; known: graphqlUrl, token/);
+  await expect(createClient({ graphqlUrl: 'ftp://x' })).rejects.toThrow(/graphqlUrl: must be an http\(s\) URL/);
+});
+
+it('the embedded worker reports its health', () => {
+  expect(worker.health()).toEqual({ healthy: true, problems: [] });
+  expect(worker.workerId).toBe(`client-test-${process.pid}`);
+});
+
+it('over GraphQL with tokens: the admin token submits, the read token reads, and a refusal is BatonApiError with the code', async () => {
+  const adminToken = `admin-${randomUUID()}`;
+  const readToken = `read-${randomUUID()}`;
+  const secured = await startApiServer({ pool: db.pool, runtime: createExecutionRuntime(store), store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0, adminToken, readToken });
+  const admin = await createClient({ graphqlUrl: secured.url, token: adminToken });
+  const reader = await createClient({ graphqlUrl: secured.url, token: readToken });
+  const nobody = await createClient({ graphqlUrl: secured.url });
+  try {
+    const { executionId } = await admin.submit(double, { n: 4 });
+    expect(await reader.result(executionId, { timeout: 20_000 })).toEqual({ doubled: 8, label: 'x' });
+    await expect(reader.submit(double, { n: 1 })).rejects.toMatchObject({ name: 'BatonApiError', code: 'FORBIDDEN' });
+    const refused = await nobody.get(executionId).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(BatonApiError);
+    expect(refused).toMatchObject({ code: 'UNAUTHENTICATED' });
+  } finally {
+    await Promise.all([admin.close(), reader.close(), nobody.close()]);
+    await secured.close();
+  }
+});
+
+it('refuses an id that is not an execution id the same way in both modes, before asking anyone', async () => {
+  for (const client of Object.values(clients)) {
+    for (const call of [() => client.get('nope'), () => client.history('a\u0000b'), () => client.cancel('x'), () => client.result('1; DROP TABLE x')]) {
+      await expect(call()).rejects.toThrow(/^id: must be an execution id \(a UUID\)$/);
+    }
+    expect(() => client.updates('nope')).toThrow(InvalidInputError);
+  }
+});
