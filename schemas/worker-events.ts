@@ -4,7 +4,7 @@
 // (src/liveness/ keeps them in a table).
 import { z } from 'zod';
 import { dateTime, text } from '../src/input/schemas.ts';
-import { EventMetadata, ExecutorRef, WorkerRef } from './events.ts';
+import { EventMetadata, ExecutorRef, Namespace, WorkerRef } from './events.ts';
 
 const IsoTime = dateTime();
 
@@ -73,6 +73,8 @@ export const WorkerStarted = event(
     pid: z.number().int().positive().optional(),
     /** Per action: its runtime, and the retry policy, timeouts and concurrency limit it sets. */
     policies: z.record(text(), ActionPolicy).optional(),
+    /** The namespaces whose executions it runs (`baton worker --namespaces`); absent: every namespace. */
+    namespaces: z.array(Namespace).min(1).max(1_000).optional(),
   }),
   WorkerRef,
 );

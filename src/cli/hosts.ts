@@ -175,7 +175,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
 /** A worker host with the configured heartbeat, start-to-close and shutdown timeouts. */
 export function startWorker(
   env: HostEnvironment,
-  o: { workerId: string; actions: ActionRegistry; capacity: number; shutdownTimeoutMs?: number },
+  o: { workerId: string; actions: ActionRegistry; capacity: number; shutdownTimeoutMs?: number; namespaces?: readonly string[] },
 ): Promise<WorkerHost> {
   const t = env.config.timeouts;
   return startWorkerHost({
@@ -193,6 +193,7 @@ export function startWorker(
     staleAfterMs: workerStaleAfterMs(t),
     startToCloseMs: t.startToCloseMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs ?? t.shutdownTimeoutMs,
+    ...(o.namespaces !== undefined && { namespaces: o.namespaces }),
   });
 }
 

@@ -10,7 +10,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { executionIdOrPointer, integerOption, jsonOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
-import { filterText, givenOption, intFrom, isoTime, namespaceName, positiveInt } from './options.ts';
+import { filterText, givenOption, intFrom, isoTime, namespaceName, namespaceNames, positiveInt } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
@@ -131,11 +131,12 @@ program
   .option('--id <id>', 'worker id (default: <hostname>-<pid>)')
   .option('--actions <module>', 'a module exporting actions (besides the built-ins)')
   .addOption(new Option('--capacity <n>', 'concurrent runs').argParser(positiveInt).default(10))
+  .option('--namespaces <a,b>', 'run only executions of these namespaces (default: every namespace)', namespaceNames)
   .addOption(transportOption())
   .addOption(portOption(9465))
   .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
-  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }, cmd: Command) =>
+  .action(async (o: { id?: string; actions?: string; capacity: number; namespaces?: string[]; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }, cmd: Command) =>
     (await import('./host-commands.ts')).runWorker({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
   );
 

@@ -183,7 +183,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
 
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
-    const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
+    const workers = (await directory.list())
+      .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs))
+      .map((w) => ({ ...w, namespaces: view.workerNamespaces(w.workerId) }));
     const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
     const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
     if (messages.length > 0) {

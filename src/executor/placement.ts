@@ -8,10 +8,12 @@
 //   - a worker gets no more than its free capacity; the least loaded worker that offers the
 //     action is chosen; one that let an earlier attempt expire unstarted only when no other
 //     live worker offers the action;
-//   - an action no fit worker has room for is skipped whole, without visiting its executions.
+//   - an action no fit worker has room for is skipped whole, without visiting its executions;
+//   - an execution goes only to a worker serving its namespace (serves(), below).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { ahead, type Waiting, type WaitingExecution, type WaitingQueue } from './waiting-queue.ts';
 
 /** A worker that may take work now: not draining, heartbeating, announced (src/executor/worker-directory.ts). */
@@ -19,6 +21,8 @@ export interface PlacementWorker {
   workerId: string;
   actions: readonly string[];
   capacity: number;
+  /** The namespaces whose executions it runs (its WorkerStarted); undefined: every namespace. */
+  namespaces?: readonly string[];
 }
 
 export interface Placement {
@@ -96,10 +100,12 @@ export function plan(input: PlanInput): Placement[] {
  * offers the action at all (README: retried on a different worker).
  */
 function chooseWorker(execution: WaitingExecution, offering: readonly PlacementWorker[], room: ReadonlyMap<string, number>): PlacementWorker | undefined {
-  const others = execution.avoid.length === 0 ? offering : offering.filter((w) => !execution.avoid.includes(w.workerId));
+  const namespace = execution.namespace ?? DEFAULT_NAMESPACE;
+  const serving = offering.every((w) => w.namespaces === undefined) ? offering : offering.filter((w) => serves(w, namespace));
+  const others = execution.avoid.length === 0 ? serving : serving.filter((w) => !execution.avoid.includes(w.workerId));
   let best: PlacementWorker | undefined;
   let bestLoad = Infinity;
-  for (const w of others.length > 0 ? others : offering) {
+  for (const w of others.length > 0 ? others : serving) {
     const free = room.get(w.workerId)!;
     if (free <= 0) continue;
     const load = (w.capacity - free) / w.capacity;
@@ -107,3 +113,7 @@ function chooseWorker(execution: WaitingExecution, offering: readonly PlacementW
   }
   return best;
 }
+
+/** Whether `worker` runs executions of `namespace`: a worker that names none runs every namespace's. */
+export const serves = (worker: Pick<PlacementWorker, 'namespaces'>, namespace: string): boolean =>
+  worker.namespaces === undefined || worker.namespaces.includes(namespace);

@@ -178,7 +178,7 @@ export class SchedulingView {
     }
     if (phase === 'waiting') {
       const notBefore = c.retryAt ? Date.parse(c.retryAt) : 0;
-      this.#waiting.add({ executionId: id, action: e.action, priority: e.priority, seq: e.seq, notBefore, since: Math.max(e.since, notBefore), avoid: [...e.avoid], bucket: e.bucket });
+      this.#waiting.add({ executionId: id, action: e.action, priority: e.priority, seq: e.seq, notBefore, since: Math.max(e.since, notBefore), avoid: [...e.avoid], bucket: e.bucket, namespace: e.snapshot.context.namespace });
     }
     if (phase === 'handed-off' && !e.handoff) throw new Error(`execution ${id} is Scheduled but no ExecutionHandedOff was seen (${change.source})`);
   }
@@ -389,5 +389,10 @@ export class SchedulingView {
   /** The latest policy a worker advertised for the action, if any. */
   policyOf(action: string): ActionPolicy | undefined {
     return this.#advertised.policyOf(action);
+  }
+
+  /** The namespaces the worker serves (its WorkerStarted); undefined: every namespace. */
+  workerNamespaces(workerId: string): readonly string[] | undefined {
+    return this.#advertised.namespacesOf(workerId);
   }
 }

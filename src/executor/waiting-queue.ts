@@ -19,6 +19,8 @@ export interface WaitingExecution {
   avoid: readonly string[];
   /** The concurrency bucket (action and key) whose slot scheduling it takes. */
   bucket: string;
+  /** Its namespace: only a worker serving it may take it (absent: `default`). */
+  namespace?: string;
 }
 
 /** One waiting execution as the heaps hold it; `live` is false once it left the queue. */

@@ -25,6 +25,8 @@ describe('loadConfig', () => {
       apiLimits: DEFAULT_API_LIMITS,
       apiIntrospection: true,
       httpAllow: [],
+      namespace: 'default',
+      dbSchema: undefined,
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();

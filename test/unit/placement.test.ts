@@ -17,6 +17,7 @@ function waiting(queue: WaitingQueue, o: Partial<WaitingExecution> & { id?: stri
     since: 0,
     avoid: o.avoid ?? [],
     bucket: o.bucket ?? slotBucket(action, null),
+    ...(o.namespace !== undefined && { namespace: o.namespace }),
   };
   queue.add(w);
   return w.executionId;
@@ -35,6 +36,23 @@ function place(queue: WaitingQueue, workers: PlacementWorker[], o: { now?: numbe
 }
 
 describe('plan', () => {
+  it('hands an execution only to a worker serving its namespace; a worker naming none serves all', () => {
+    const q = new WaitingQueue();
+    const a = waiting(q, { namespace: 'team-a' });
+    const b = waiting(q, { namespace: 'team-b' });
+    const d = waiting(q, {}); // recorded before namespaces: default
+    const onlyA = { ...worker('wa', ['a.x']), namespaces: ['team-a'] };
+    const onlyB = { ...worker('wb', ['a.x']), namespaces: ['team-b'] };
+    expect(place(q, [onlyA, onlyB])).toEqual([[a, 'wa'], [b, 'wb']]);
+    expect(place(q, [onlyA])).toEqual([[a, 'wa']]);
+    expect(place(q, [onlyA, worker('any', ['a.x'], 1)]).sort()).toEqual([[a, 'wa'], [b, 'any']].sort());
+    expect(place(q, [{ ...worker('wd', ['a.x']), namespaces: ['default'] }])).toEqual([[d, 'wd']]);
+    // A worker the execution should avoid is still never one of another namespace.
+    const q2 = new WaitingQueue();
+    const c = waiting(q2, { namespace: 'team-b', avoid: ['wb'] });
+    expect(place(q2, [onlyA, onlyB])).toEqual([[c, 'wb']]);
+  });
+
   it('places by priority, then arrival, across actions and buckets', () => {
     const q = new WaitingQueue();
     const low = waiting(q, { action: 'a.x', priority: 0 });
