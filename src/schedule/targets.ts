@@ -29,7 +29,7 @@ export const tickKey = (scheduleId: string, tick: TickRef) => `schedule:${schedu
 /** The target a tick of `spec` starts, by id. */
 export function targetOf(scheduleId: string, spec: ScheduleSpec, tick: TickRef): FiredTarget {
   return spec.target.kind === 'action'
-    ? { kind: 'action', id: executionIdForKey(tickKey(scheduleId, tick)) }
+    ? { kind: 'action', id: executionIdForKey(tickKey(scheduleId, tick), spec.namespace) }
     : { kind: 'workflow', id: uuidv5(tickKey(scheduleId, tick), SCHEDULED_WORKFLOW_NAMESPACE) };
 }
 
@@ -55,6 +55,7 @@ export async function startTarget(deps: TargetDeps, scheduleId: string, spec: Sc
         correlationId: scheduleId,
         ...(t.maxAttempts !== undefined && { maxAttempts: t.maxAttempts }),
         ...(t.priority !== undefined && { priority: t.priority }),
+        ...(spec.namespace !== undefined && { namespace: spec.namespace }),
       });
       return r.created;
     }

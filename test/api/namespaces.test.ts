@@ -86,4 +86,18 @@ describe('namespaces', () => {
     expect(new Set(bc.map((n) => n.namespace))).toEqual(new Set(['team-b']));
     expect((await gql(api().url, CANCEL, { id: a }, { token: TOKEN_A })).data!.cancelExecution.outcome).toBe('CANCELLED');
   });
+
+  it('runs a schedule\'s ticks in its namespace', async () => {
+    const created = await gql(api().url, `mutation { createSchedule(id: "ns-tick", every: "1h", action: "core.noop", namespace: "team-c") { schedule { id namespace } } }`, {}, { token: ADMIN });
+    expect(created.data!.createSchedule.schedule).toEqual({ id: 'ns-tick', namespace: 'team-c' });
+    const bad = await gql(api().url, `mutation { createSchedule(id: "ns-bad", every: "1h", action: "core.noop", namespace: "C") { schedule { id } } }`, {}, { token: ADMIN });
+    expect(bad.errors![0]!.message).toMatch(/^namespace: /);
+    const fired = await gql(api().url, `mutation { triggerSchedule(id: "ns-tick") { targetId started } }`, {}, { token: ADMIN });
+    expect(fired.data!.triggerSchedule.started).toBe(true);
+    const id = fired.data!.triggerSchedule.targetId as string;
+    expect((await api().runtime.load(id)).snapshot.context.namespace).toBe('team-c');
+    await api().catchUp();
+    expect((await gql(api().url, ONE, { id }, { token: TOKEN_BC })).data!.execution).toEqual({ id, namespace: 'team-c' });
+    expect((await gql(api().url, ONE, { id }, { token: TOKEN_A })).data!.execution).toBeNull();
+  });
 });
