@@ -1,10 +1,12 @@
-// `baton bench eventstore`: append throughput and rehydration time, on a scratch database
+// `baton bench eventstore`: append throughput (1, 8 and 32 concurrent appenders, each append its
+// own statement or through the group committer; appendMany) and rehydration time, on a scratch database
 // created next to the configured one and dropped afterwards, so a bench never touches real data.
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { withScratchDatabase } from './scratch-database.ts';
+import { startCpuMeter, type CpuReading } from './cpu-meter.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
-import type { NewEvent } from '../eventstore/event-store.ts';
+import type { EventStore, NewEvent } from '../eventstore/event-store.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
@@ -18,6 +20,8 @@ export interface AppendPhaseResult {
   appendsPerSec: number;
   eventsPerSec: number;
   latencyMs: { p50: number; p99: number };
+  /** CPU per append (µs): this process's, and the Postgres backends' (undefined when not on this machine). */
+  cpuMicrosPerAppend: { client: number; server: number | undefined };
 }
 
 export interface RehydrateResult {
@@ -41,12 +45,14 @@ function benchEvent(i: number): NewEvent {
   return { eventId: randomUUID(), type: 'BenchEvent', data: { i }, metadata: { by: 'executor', occurredAt: new Date().toISOString() } };
 }
 
-async function appendPhase(store: PostgresEventStore, phase: string, streams: number, batch: number, seconds: number): Promise<AppendPhaseResult> {
+/** `appenders` loops, each appending `batch` events at a time to a stream of its own, for `seconds`. */
+async function appendPhase(pool: pg.Pool, store: EventStore, phase: string, appenders: number, batch: number, seconds: number): Promise<AppendPhaseResult> {
   const latencies: number[] = [];
+  const cpu = await startCpuMeter(pool);
   const deadline = performance.now() + seconds * 1000;
   const start = performance.now();
   await Promise.all(
-    Array.from({ length: streams }, async () => {
+    Array.from({ length: appenders }, async () => {
       const stream = `bench-${randomUUID()}`;
       let expected: bigint | 'no_stream' = 'no_stream';
       let i = 0;
@@ -58,16 +64,42 @@ async function appendPhase(store: PostgresEventStore, phase: string, streams: nu
       }
     }),
   );
-  const elapsed = (performance.now() - start) / 1000;
+  return summarise(phase, appenders, batch, latencies, (performance.now() - start) / 1000, await cpu());
+}
+
+/** One caller storing `size` streams' single-event appends per appendMany, for `seconds`. */
+async function appendManyPhase(pool: pg.Pool, store: EventStore, phase: string, size: number, seconds: number): Promise<AppendPhaseResult> {
+  const latencies: number[] = [];
+  const cpu = await startCpuMeter(pool);
+  const deadline = performance.now() + seconds * 1000;
+  const start = performance.now();
+  const streams = Array.from({ length: size }, () => ({ id: `bench-${randomUUID()}`, expected: 'no_stream' as bigint | 'no_stream' }));
+  let i = 0;
+  while (performance.now() < deadline) {
+    const t0 = performance.now();
+    const out = await store.appendMany(streams.map((s) => ({ streamId: s.id, events: [benchEvent(i++)], expectedRevision: s.expected })));
+    const elapsed = performance.now() - t0;
+    out.forEach((o, k) => {
+      if (!o.ok) throw o.error;
+      streams[k]!.expected = o.result.nextExpectedRevision;
+      latencies.push(elapsed);
+    });
+  }
+  return summarise(phase, 1, 1, latencies, (performance.now() - start) / 1000, await cpu());
+}
+
+function summarise(phase: string, appenders: number, batch: number, latencies: number[], elapsed: number, cpu: CpuReading): AppendPhaseResult {
+  const perAppend = (ms: number) => Math.round((ms * 1000) / Math.max(1, latencies.length));
   latencies.sort((a, b) => a - b);
   return {
     phase,
-    streams,
+    streams: appenders,
     eventsPerAppend: batch,
     appends: latencies.length,
     appendsPerSec: Math.round(latencies.length / elapsed),
     eventsPerSec: Math.round((latencies.length * batch) / elapsed),
     latencyMs: { p50: round(percentile(latencies, 0.5)), p99: round(percentile(latencies, 0.99)) },
+    cpuMicrosPerAppend: { client: perAppend(cpu.clientMs), server: cpu.serverMs === undefined ? undefined : perAppend(cpu.serverMs) },
   };
 }
 
@@ -114,29 +146,35 @@ export async function runEventStoreBench(
   o: { seconds: number; largeHistory?: number; streams?: number; progress: (line: string) => void },
 ): Promise<EventStoreBenchResult> {
   const largeHistory = o.largeHistory ?? 100_000;
-  const streams = o.streams ?? 64;
-  // One connection per stream appending at once, and a few for the rest.
-  return withScratchDatabase(ctx, streams + 6, async ({ pool, postgresVersion }) => {
-    const store = createPostgresEventStore(pool);
+  const most = o.streams ?? 32;
+  const counts = [...new Set([1, 8, most].filter((n) => n <= most))];
+  // One connection per appender when each append is its own statement, and a few for the rest.
+  return withScratchDatabase(ctx, most + 6, async ({ pool, postgresVersion }) => {
+    const alone = createPostgresEventStore(pool, { groupCommit: false });
+    const grouped = createPostgresEventStore(pool);
     try {
-      const phases: [string, number, number][] = [
-        ['1 stream, single events', 1, 1],
-        ['1 stream, batches of 6', 1, 6],
-        [`${streams} streams, single events`, streams, 1],
-        [`${streams} streams, batches of 6`, streams, 6],
+      const phases: [string, () => Promise<AppendPhaseResult>][] = [
+        ...counts.flatMap((n): [string, () => Promise<AppendPhaseResult>][] => [
+          [`${n} appender${n > 1 ? 's' : ''}, one statement per append`, () => appendPhase(pool, alone, `${n} appender${n > 1 ? 's' : ''}, one statement per append`, n, 1, o.seconds)],
+          [`${n} appender${n > 1 ? 's' : ''}, group commit`, () => appendPhase(pool, grouped, `${n} appender${n > 1 ? 's' : ''}, group commit`, n, 1, o.seconds)],
+        ]),
+        [`${most} appenders, batches of 6, group commit`, () => appendPhase(pool, grouped, `${most} appenders, batches of 6, group commit`, most, 6, o.seconds)],
+        ['appendMany of 256 streams', () => appendManyPhase(pool, grouped, 'appendMany of 256 streams', 256, o.seconds)],
       ];
+      const total = phases.length + 2;
       const appends: AppendPhaseResult[] = [];
-      for (const [i, [label, streams, batch]] of phases.entries()) {
-        o.progress(`[${i + 1}/${phases.length + 2}] appending: ${label} for ${o.seconds}s …`);
-        appends.push(await appendPhase(store, label, streams, batch, o.seconds));
+      for (const [i, [label, run]] of phases.entries()) {
+        o.progress(`[${i + 1}/${total}] appending: ${label} for ${o.seconds}s …`);
+        appends.push(await run());
       }
-      o.progress(`[${phases.length + 1}/${phases.length + 2}] rehydrating a 1,000-event execution …`);
-      const small = await rehydratePhase(store, 1_000, 30);
-      o.progress(`[${phases.length + 2}/${phases.length + 2}] rehydrating a ${largeHistory.toLocaleString('en')}-event execution …`);
-      const large = await rehydratePhase(store, largeHistory, 3);
+      o.progress(`[${total - 1}/${total}] rehydrating a 1,000-event execution …`);
+      const small = await rehydratePhase(alone, 1_000, 30);
+      o.progress(`[${total}/${total}] rehydrating a ${largeHistory.toLocaleString('en')}-event execution …`);
+      const large = await rehydratePhase(alone, largeHistory, 3);
       return { database: 'postgres (scratch database, dropped)', postgres: postgresVersion, seconds: o.seconds, appends, rehydrate: [small, large] };
     } finally {
-      await store.close();
+      await grouped.close();
+      await alone.close();
     }
   });
 }
@@ -146,8 +184,15 @@ export function printEventStoreBench(r: EventStoreBenchResult): string {
     `event store bench — Postgres ${r.postgres}, ${r.seconds}s per phase`,
     '',
     table(
-      ['PHASE', 'APPENDS/S', 'EVENTS/S', 'P50 MS', 'P99 MS'],
-      r.appends.map((a) => [a.phase, String(a.appendsPerSec), String(a.eventsPerSec), String(a.latencyMs.p50), String(a.latencyMs.p99)]),
+      ['PHASE', 'APPENDS/S', 'EVENTS/S', 'P50 MS', 'P99 MS', 'CPU µS/APPEND (CLIENT+PG)'],
+      r.appends.map((a) => [
+        a.phase,
+        String(a.appendsPerSec),
+        String(a.eventsPerSec),
+        String(a.latencyMs.p50),
+        String(a.latencyMs.p99),
+        `${a.cpuMicrosPerAppend.client}+${a.cpuMicrosPerAppend.server ?? '?'}`,
+      ]),
     ),
     '',
     table(

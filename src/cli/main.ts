@@ -191,10 +191,10 @@ const bench = program
   .action(async (o) => (await import('./run/bench.ts')).endToEndBenchCommand(o));
 bench
   .command('eventstore')
-  .description('append throughput (1 and 64 streams, single events and batches of 6) and rehydration time')
+  .description('append throughput (1, 8 and 32 concurrent appenders, one statement per append and group commit; appendMany) and rehydration time')
   .addOption(new Option('--seconds <n>', 'duration of each append phase').argParser(positiveInt).default(3))
   .addOption(new Option('--large-history <events>', 'events in the long execution rehydrated last').argParser(intFrom(1_000, 1_000_000)).default(100_000))
-  .addOption(new Option('--streams <n>', 'streams appended to at once in the many-streams phases (each takes a connection)').argParser(intFrom(1, 256)).default(64))
+  .addOption(new Option('--streams <n>', 'most appenders at once (phases run 1, 8 and this many; each takes a connection without group commit)').argParser(intFrom(1, 256)).default(32))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).eventStoreBenchCommand(o));
 

@@ -12,7 +12,7 @@ export async function waitForFinal(store: EventStore, runtime: ExecutionRuntime,
     const current = await runtime.load(executionId);
     if (isFinal(current.snapshot)) return current;
     // The stream id is unique, so a prefix of the whole id follows exactly this execution.
-    for await (const event of store.subscribe({ after: START, streamPrefixes: [executionStreamId(executionId)], signal: ac.signal })) {
+    for await (const event of store.subscribe({ after: START, streamPrefixes: [executionStreamId(executionId)], signal: ac.signal, order: 'stream' })) {
       if (event.revision <= current.revision) continue;
       // The final event: read the stream once more, for its events (who ended it).
       if (event.metadata.stateAfter === undefined || FINAL.has(String(event.metadata.stateAfter))) {

@@ -22,18 +22,27 @@ export function validateAppend(streamId: string, events: NewEvent[], expected: E
 
 /**
  * appendMany for a store whose atomicity is one stream (EventStoreDB has no multi-stream
- * transaction): every request is an append of its own, all at once, each with its own outcome.
+ * transaction): every request is an append of its own, each with its own outcome. Different
+ * streams go at once; requests of one stream go one after the other, in order, so a later one
+ * sees the earlier one's revision as it would in a single transaction.
  */
 export async function appendEach(
   append: (streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }) => Promise<AppendResult>,
   requests: readonly AppendRequest[],
 ): Promise<AppendOutcome[]> {
-  return Promise.all(
-    requests.map((r) =>
-      append(r.streamId, r.events, { expectedRevision: r.expectedRevision }).then(
-        (result): AppendOutcome => ({ ok: true, result }),
-        (error: unknown): AppendOutcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
-      ),
-    ),
+  const outcomes: AppendOutcome[] = new Array(requests.length);
+  const byStream = new Map<string, number[]>();
+  requests.forEach((r, i) => byStream.set(r.streamId, [...(byStream.get(r.streamId) ?? []), i]));
+  await Promise.all(
+    [...byStream.values()].map(async (indexes) => {
+      for (const i of indexes) {
+        const r = requests[i]!;
+        outcomes[i] = await append(r.streamId, r.events, { expectedRevision: r.expectedRevision }).then(
+          (result): AppendOutcome => ({ ok: true, result }),
+          (error: unknown): AppendOutcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
+        );
+      }
+    }),
   );
+  return outcomes;
 }

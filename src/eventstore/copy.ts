@@ -123,6 +123,8 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
     }
   }
 
+  // "complete" means: everything committed before the copy started is in the target.
+  await o.source.settled?.();
   while (!o.signal?.aborted) {
     const want = o.limit === undefined ? batchSize : Math.min(batchSize, o.limit - totals.read);
     if (want <= 0) break;

@@ -55,12 +55,43 @@ export interface ReadAllOptions {
   streamPrefixes?: string[];
 }
 
+/**
+ * What a subscriber needs of the order across streams.
+ * - `global` (the default): every event once, in the store's commit order (readAll's), without
+ *   gaps, so one position is a complete checkpoint. On Postgres that means waiting until every
+ *   older transaction on the server has ended (the snapshot horizon): a write transaction held
+ *   open anywhere on the server, even in another database, holds delivery back until it ends.
+ *   For consumers that checkpoint a single position: the projector.
+ * - `stream`: every event once and each stream's events in revision order, delivered as soon as
+ *   its transaction commits, without waiting on other transactions; events of different streams
+ *   may come in another order than readAll's, though never before an event whose transaction
+ *   committed before theirs began. For consumers that keep state per stream: the
+ *   executor's and orchestrator's follower, a wait for one execution. Resume with `resume`.
+ * EventStoreDB serves $all in commit order as soon as it is committed: both are the same there.
+ */
+export type SubscriptionOrder = 'global' | 'stream';
+
+/**
+ * Where a `stream`-order subscription is, kept current by the adapter at the end of each batch
+ * it delivered (once the subscriber asked for the next event). Pass the same object to the next
+ * subscribe (after a failure) to go on exactly after the last batch handled; `after` is then
+ * ignored. Opaque (EventStoreDB keeps the last event handled there).
+ */
+export interface SubscriptionResume {
+  state?: unknown;
+}
+
 export interface SubscribeOptions {
+  /** Start after this position: one readAll (or a `global` subscription) delivered, or START. */
   after: bigint;
   streamPrefixes?: string[];
   signal?: AbortSignal;
   /** Read batch size while catching up. */
   batchSize?: number;
+  /** Default `global`. */
+  order?: SubscriptionOrder;
+  /** `stream` order only: see SubscriptionResume. */
+  resume?: SubscriptionResume;
 }
 
 /** One stream's part of an appendMany. */
@@ -92,6 +123,13 @@ export interface EventStore {
    * (Postgres; see postgres.ts). Follow with subscribe() to see everything as it becomes safe.
    */
   readAll(options: ReadAllOptions): Promise<StoredEvent[]>;
+  /**
+   * Resolves once readAll returns everything committed before the call (Postgres: once every
+   * transaction running on the server then has ended). One-shot readers of the whole store (copy,
+   * verify, replay) call it first, so an unrelated open transaction cannot end their read early.
+   * Absent where readAll never holds events back (EventStoreDB).
+   */
+  settled?(o?: { timeoutMs?: number }): Promise<void>;
   /** Catch up from a position, then follow live appends until the signal aborts. */
   subscribe(options: SubscribeOptions): AsyncIterable<StoredEvent>;
   close(): Promise<void>;

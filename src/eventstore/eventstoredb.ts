@@ -29,6 +29,13 @@
 //   adapter reports as DuplicateEventIdError like Postgres does. The contract suite runs this
 //   adapter with `uniqueEventIds: false` and skips the one test that needs more.
 //
+// - appendMany. EventStoreDB has no transaction across streams: per-stream atomicity is this
+//   adapter's contract. Each request is an append of its own (different streams at once, one
+//   stream's requests in order), each with its own outcome; a failure part way through leaves the
+//   streams already appended stored, and a retry of the whole batch is recognised stream by
+//   stream as idempotent. No group committer either: the client multiplexes appends over one
+//   gRPC connection and the server batches its own log writes.
+//
 // - readAll. The v6 client cannot filter a read of $all on the server (subscribeToAll can), so
 //   readAll pages through $all and keeps the wanted streams itself; system streams ($…) are
 //   never returned. A catch-up read therefore costs everything written after `after`, not just
@@ -229,7 +236,10 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
   async function* subscribe(o: SubscribeOptions): AsyncGenerator<StoredEvent> {
     const f = streamFilterFor(o.streamPrefixes);
     const filter = 'regex' in f ? streamNameFilter({ regex: f.regex }) : streamNameFilter({ prefixes: f.prefixes });
-    let after = o.after;
+    // Both orders are one here ($all is served in commit order as it commits); a `stream`
+    // subscriber's resume point is simply the last event it handled.
+    const resume = o.order === 'stream' ? o.resume : undefined;
+    let after = typeof resume?.state === 'bigint' ? resume.state : o.after;
     readPositionAfter(after); // validates
     const stopped = () => o.signal?.aborted === true || closing.signal.aborted;
     let attempt = 0;
@@ -254,7 +264,10 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
           after = position;
           attempt = 0; // progress: the connection works
           const stored = wanted(resolved.event.streamId, o.streamPrefixes) ? toStoredEvent(resolved) : null;
-          if (stored) yield stored;
+          if (stored) {
+            yield stored;
+            if (resume) resume.state = stored.globalPosition; // handled: the subscriber asked for the next
+          }
           if (stopped()) return;
         }
       } catch (err) {

@@ -7,11 +7,14 @@
 // (2 cores, PG 15, fsync on): single-row commits with a pg_notify in each ran 4,076/s at 8
 // clients against 10,182/s without. So appends never notify; the notifier sends at most one
 // NOTIFY in flight per process and one more if appends committed meanwhile. Subscribers in the
-// same process are woken directly, without a round trip. A lost NOTIFY (crash between commit and
+// same process are woken directly, without a round trip, and ignore the echo of this instance's
+// own NOTIFY (its payload is the sender's id), which would only cost each of them another read;
+// other processes (and other instances in this one) still wake on it. A lost NOTIFY (crash between commit and
 // notify, listener reconnecting) only delays delivery until the subscriber's fallback poll.
 //
 // A channel may also carry data (the work transport's worker signals, `baton_signals`): onPayload
 // hands each NOTIFY's payload to listeners, over the same LISTEN connection and reconnects.
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
@@ -31,6 +34,8 @@ export interface Waiter {
 }
 
 export class PgWakeups implements Waiter {
+  /** Sent as the payload of this instance's NOTIFYs, so that its own listener can ignore them. */
+  readonly #id = randomUUID();
   #seq = 0;
   #waiters = new Set<() => void>();
   #payloadListeners = new Set<(payload: string) => void>();
@@ -72,6 +77,8 @@ export class PgWakeups implements Waiter {
   async #listen(): Promise<void> {
     const client = await this.pool.connect();
     client.on('notification', (n) => {
+      // Our own NOTIFY, echoed back: its waiters were woken directly when we sent it.
+      if (n.payload === this.#id) return;
       this.wake();
       for (const l of [...this.#payloadListeners]) {
         try {
@@ -157,7 +164,7 @@ export class PgWakeups implements Waiter {
     do {
       this.#notifyAgain = false;
       try {
-        await this.pool.query(`SELECT pg_notify('${this.channel}', '')`);
+        await this.pool.query({ name: `baton_notify_${this.channel}`, text: `SELECT pg_notify('${this.channel}', $1)`, values: [this.#id] });
       } catch (err) {
         // Waiters elsewhere will still catch up on their fallback poll.
         this.log?.warn({ err, channel: this.channel }, 'NOTIFY failed');

@@ -18,25 +18,33 @@
 // committed to it, T2 must have the larger transaction id. A transaction that got its id early
 // (by an earlier write) could break that, so every append also checks and moves the stream's
 // last_xid; an append that would go backwards is retried in a new transaction.
+//
+// appendMany (./pg-append-many.ts) stores many streams' appends in one statement, one transaction:
+// each stream is checked against its own expected revision, a stream that conflicts is reported
+// and the others commit together; one NOTIFY per transaction.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { DuplicateEventIdError, WrongExpectedRevisionError, BatonError } from '../errors.ts';
 import type {
+  AppendRequest,
   AppendResult,
   EventStore,
   ExpectedRevision,
   NewEvent,
-  ReadAllOptions,
   StoredEvent,
-  SubscribeOptions,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
-import { appendEach, validateAppend } from './append-validation.ts';
+import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-follow.ts';
+import { validateAppend } from './append-validation.ts';
+import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
+import { appendManyPostgres, earlierAppend, readStoredIds } from './pg-append-many.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
   /** Fallback poll when no NOTIFY arrives (ms). Only a safety net: wake-ups are pushed. */
   idlePollMs?: number;
+  /** append() through this store's group committer (./group-commit.ts), or `false`: one statement per append. */
+  groupCommit?: GroupCommitOptions | false;
 }
 
 export interface PostgresEventStore extends EventStore {
@@ -44,6 +52,12 @@ export interface PostgresEventStore extends EventStore {
   appendWithin(client: pg.ClientBase, streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult>;
   /** Tell subscribers that the caller committed appends made with appendWithin. */
   notifyAppended(): void;
+  /**
+   * Resolves once every transaction running on the server when called has ended, so that
+   * readAll (`global` order) returns everything committed before the call. For a reader that
+   * learnt of events some other way (a `stream` subscription, readStream) and then reads all.
+   */
+  settled(o?: { timeoutMs?: number }): Promise<void>;
 }
 
 /**
@@ -59,40 +73,6 @@ export class TransactionOrderConflict extends BatonError {
 
 const MAX_ORDER_RETRIES = 5;
 
-interface EventRow {
-  global_position: string;
-  event_id: string;
-  stream_id: string;
-  revision: string;
-  type: string;
-  data: unknown;
-  metadata: Record<string, unknown>;
-  recorded_at: Date;
-  transaction_id: string;
-}
-
-interface Cursor {
-  xid: string;
-  position: bigint;
-}
-
-const EVENT_COLUMNS = 'global_position, event_id, stream_id, revision, type, data, metadata, recorded_at, transaction_id';
-
-const toStored = (r: EventRow, streamId = r.stream_id): StoredEvent => ({
-  eventId: r.event_id,
-  streamId,
-  revision: BigInt(r.revision),
-  globalPosition: BigInt(r.global_position),
-  type: r.type,
-  data: r.data,
-  metadata: r.metadata,
-  recordedAt: r.recorded_at,
-});
-
-/** `LIKE` patterns for stream prefixes, with LIKE's wildcards escaped. */
-const prefixPatterns = (prefixes?: string[]) =>
-  prefixes && prefixes.length > 0 ? prefixes.map((p) => p.replace(/[\\%_]/g, (c) => `\\${c}`) + '%') : null;
-
 /** How many events the streams with these prefixes hold (for a progress bar's total). */
 export async function countEvents(pool: pg.Pool, streamPrefixes: readonly string[]): Promise<number> {
   const r = await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events WHERE stream_id LIKE ANY($1::text[])', [prefixPatterns([...streamPrefixes])]);
@@ -103,6 +83,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
   const log = options.log;
   const idlePollMs = options.idlePollMs ?? 1000;
   const wakeups = new PgWakeups(pool, log);
+  const follow = createPgFollow(pool, wakeups, idlePollMs);
 
   /**
    * One statement per append: the stream row's compare-and-swap and the batch insert, so an
@@ -173,21 +154,13 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
    */
   async function findEarlierAppend(streamId: string, events: NewEvent[]): Promise<AppendResult | 'none'> {
     const ids = events.map((e) => e.eventId);
-    const r = await pool.query<{ event_id: string; stream_id: string; revision: string; global_position: string }>(
-      'SELECT event_id, stream_id, revision, global_position FROM baton_events WHERE event_id = ANY($1::uuid[]) ORDER BY revision',
-      [ids],
-    );
-    if (r.rowCount === 0) return 'none';
-    const byId = new Map(r.rows.map((row) => [row.event_id, row]));
-    const rows = ids.map((id) => byId.get(id));
-    const firstRevision = rows[0] ? BigInt(rows[0].revision) : -1n;
-    const sameAppend = rows.every((row, i) => row && row.stream_id === streamId && BigInt(row.revision) === firstRevision + BigInt(i));
-    if (!sameAppend) throw new DuplicateEventIdError(streamId, r.rows.map((row) => row.event_id));
-    const last = rows[rows.length - 1]!;
-    return { nextExpectedRevision: BigInt(last.revision), lastPosition: BigInt(last.global_position), idempotentReplay: true };
+    const earlier = earlierAppend(streamId, ids, await readStoredIds(pool, ids));
+    if (earlier instanceof DuplicateEventIdError) throw earlier;
+    return earlier;
   }
 
-  async function append(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+  /** One append, its own statement (and transaction). */
+  async function appendAlone(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
     validateAppend(streamId, events, o.expectedRevision);
     for (let attempt = 1; ; attempt++) {
       let failure: unknown;
@@ -224,117 +197,36 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return r.rows.map((row) => toStored(row, streamId));
   }
 
-  async function cursorAfter(position: bigint): Promise<Cursor> {
-    if (position === 0n) return { xid: '0', position: 0n };
-    const r = await pool.query<{ transaction_id: string }>('SELECT transaction_id FROM baton_events WHERE global_position = $1', [position.toString()]);
-    if (r.rowCount === 0) throw new BatonError(`readAll: no event at global position ${position}; resume only from a position this store delivered`);
-    return { xid: r.rows[0]!.transaction_id, position };
-  }
-
-  async function readFrom(cursor: Cursor, limit: number, prefixes: string[] | null): Promise<EventRow[]> {
-    const r = await pool.query<EventRow>({
-      name: 'baton_read_all',
-      text: `SELECT ${EVENT_COLUMNS} FROM baton_events
-             WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-               AND (transaction_id, global_position) > ($1::xid8, $2::bigint)
-               AND ($4::text[] IS NULL OR stream_id LIKE ANY($4::text[]))
-             ORDER BY transaction_id, global_position
-             LIMIT $3`,
-      values: [cursor.xid, cursor.position.toString(), limit, prefixes],
-    });
-    return r.rows;
-  }
-
-  /**
-   * A subscription's read: scan the next `limit` deliverable events of every stream and return
-   * those matching the prefixes, plus where the scan ended. The cursor moves past events that
-   * did not match, so a narrow subscription never rescans what it already passed over (a
-   * filter in the plain readFrom would leave the cursor behind and rescan on every wake-up).
-   */
-  async function scanFrom(cursor: Cursor, limit: number, prefixes: string[] | null): Promise<{ rows: EventRow[]; end: Cursor | null; scanned: number }> {
-    if (!prefixes) {
-      const rows = await readFrom(cursor, limit, null);
-      const last = rows[rows.length - 1];
-      return { rows, end: last ? { xid: last.transaction_id, position: BigInt(last.global_position) } : null, scanned: rows.length };
-    }
-    const r = await pool.query<EventRow & { scan_end: boolean; scanned: string }>({
-      name: 'baton_scan_all',
-      text: `WITH scanned AS (
-               SELECT transaction_id, global_position, stream_id FROM baton_events
-               WHERE transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-                 AND (transaction_id, global_position) > ($1::xid8, $2::bigint)
-               ORDER BY transaction_id, global_position
-               LIMIT $3)
-             SELECT ${EVENT_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ')}, false AS scan_end, NULL::bigint AS scanned
-               FROM scanned s JOIN baton_events e ON e.global_position = s.global_position
-               WHERE s.stream_id LIKE ANY($4::text[])
-             UNION ALL
-             (SELECT global_position, NULL, NULL, NULL, NULL, NULL, NULL, NULL, transaction_id, true, (SELECT count(*) FROM scanned)
-                FROM scanned ORDER BY transaction_id DESC, global_position DESC LIMIT 1)
-             ORDER BY transaction_id, global_position, scan_end`,
-      values: [cursor.xid, cursor.position.toString(), limit, prefixes],
-    });
-    const marker = r.rows[r.rows.length - 1];
-    if (!marker?.scan_end) return { rows: [], end: null, scanned: 0 };
-    return {
-      rows: r.rows.slice(0, -1),
-      end: { xid: marker.transaction_id, position: BigInt(marker.global_position) },
-      scanned: Number(marker.scanned),
-    };
-  }
-
-  /** True when committed events exist that the horizon still holds back (an older transaction is open). */
-  async function heldBack(cursor: Cursor): Promise<boolean> {
-    const r = await pool.query<{ held: boolean }>({
-      name: 'baton_held_back',
-      text: `SELECT EXISTS (SELECT 1 FROM baton_events
-               WHERE transaction_id >= pg_snapshot_xmin(pg_current_snapshot())
-                 AND (transaction_id, global_position) > ($1::xid8, $2::bigint)) AS held`,
-      values: [cursor.xid, cursor.position.toString()],
-    });
-    return r.rows[0]!.held;
-  }
-
-  async function readAll(o: ReadAllOptions): Promise<StoredEvent[]> {
-    if (!Number.isInteger(o.limit) || o.limit < 1) throw new BatonError('readAll: limit must be a positive integer');
-    const rows = await readFrom(await cursorAfter(o.after), o.limit, prefixPatterns(o.streamPrefixes));
-    return rows.map((row) => toStored(row));
-  }
-
-  async function* subscribe(o: SubscribeOptions): AsyncGenerator<StoredEvent> {
-    const batchSize = o.batchSize ?? 500;
-    const prefixes = prefixPatterns(o.streamPrefixes);
-    let cursor = await cursorAfter(o.after);
-    await wakeups.ensureListening();
-    let backoffMs = 1;
-    while (!o.signal?.aborted) {
-      const seq = wakeups.seq; // read before querying, so a wake-up during the query is not lost
-      const { rows, end, scanned } = await scanFrom(cursor, batchSize, prefixes);
-      for (const row of rows) {
-        yield toStored(row);
-        if (o.signal?.aborted) return;
-      }
-      if (end) cursor = end;
-      if (scanned === batchSize) continue;
-      if (await heldBack(cursor)) {
-        // Committed events wait behind an open transaction that may never NOTIFY: re-check soon.
-        await wakeups.waitSince(seq, backoffMs, o.signal);
-        backoffMs = Math.min(backoffMs * 2, 100);
-      } else {
-        backoffMs = 1;
-        await wakeups.waitSince(seq, idlePollMs, o.signal);
-      }
-    }
-  }
+  const appendMany = (requests: readonly AppendRequest[]) =>
+    appendManyPostgres(
+      { pool, appendOne: (r) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended(), ...(log && { log }) },
+      requests,
+    );
+  const committer = options.groupCommit === false ? undefined : new GroupCommitter(appendMany, options.groupCommit);
+  const append = async (streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> => {
+    // Refuse a malformed append at once, with the message every adapter gives, not from a batch.
+    validateAppend(streamId, events, o.expectedRevision);
+    return committer ? committer.append(streamId, events, o) : appendAlone(streamId, events, o);
+  };
 
   return {
     append,
-    appendMany: (requests) => appendEach(append, requests),
+    appendMany,
     appendWithin,
     notifyAppended: () => wakeups.appended(),
+    async settled(o = {}) {
+      const target = (await pool.query<{ x: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x')).rows[0]!.x;
+      const deadline = Date.now() + (o.timeoutMs ?? 30_000);
+      for (let waitMs = 1; ; waitMs = Math.min(waitMs * 2, 50)) {
+        const r = await pool.query<{ done: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8 AS done', [target]);
+        if (r.rows[0]!.done) return;
+        if (Date.now() > deadline) throw new BatonError(`the transactions running since ${target} did not all end within ${o.timeoutMs ?? 30_000} ms`);
+        await new Promise((resolve) => setTimeout(resolve, waitMs));
+      }
+    },
     readStream,
-    readAll,
-    subscribe,
+    readAll: follow.readAll,
+    subscribe: follow.subscribe,
     close: () => wakeups.close(),
   };
 }

@@ -12,11 +12,11 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { DEFAULT_RUNTIME } from '../actions/action.ts';
-import { mapLimit } from '../async/map-limit.ts';
 import { RejectedCommandError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { createExecutorTraces } from '../observability/executor-traces.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors, type ActorFollower } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
@@ -29,6 +29,17 @@ import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
+
+/**
+ * Handoffs per appendMany. A pass places at most the free capacity of the live workers (the
+ * bench's 2 workers × 64: 128), so this bounds only large fleets. The store's appendMany,
+ * measured here (src/eventstore/group-commit.ts): 1 append 3.6 ms, 256 15.8 ms (62 µs each),
+ * 1,024 47.5 ms: past 256 an append costs hardly less while the whole pass waits longer.
+ */
+const HANDOFFS_PER_APPEND = 256;
+
+/** Passes whose publish may be in flight at once before a pass waits for the oldest (bounds what a slow broker holds in memory). */
+const PUBLISHES_IN_FLIGHT = 4;
 
 /** The runtimes an executor host shares with its workflow orchestrator, and the one follower feeding them. */
 export interface ExecutorActors {
@@ -59,7 +70,7 @@ export interface ExecutorOptions {
   monitorEveryMs?: number;
   /** Fail executions whose work message was dead-lettered (default true). */
   handleDeadLetters?: boolean;
-  /** How many scheduling appends run at once. */
+  /** How many of the monitor's appends run at once (scheduling and retry decisions go in batches: one appendMany). */
   parallelism?: number;
   retryBackoff?: RetryBackoffDefaults;
   clock?: () => number;
@@ -148,6 +159,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   let passAgain = false;
   let retryTimer: NodeJS.Timeout | undefined;
   let safetyTimer: NodeJS.Timeout | undefined;
+  /** Publishes of passes that ended: the next pass commits its handoffs meanwhile. */
+  const publishing = new Set<Promise<void>>();
 
   function kick(): void {
     if (ac.signal.aborted || !caughtUp) return;
@@ -187,52 +200,79 @@ export function startExecutor(o: ExecutorOptions): Executor {
       .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs))
       .map((w) => ({ ...w, namespaces: view.workerNamespaces(w.workerId) }));
     const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
-    const messages = (await mapLimit(placements, parallelism, handOff)).filter((m) => m !== undefined);
-    if (messages.length > 0) {
-      await transport.publish(messages);
-      monitor.published(messages.map((m) => m.messageId));
-      metrics?.scheduled.inc(messages.length);
-      log.debug({ count: messages.length }, 'handed off and published');
-    }
+    const messages = await handOff(placements);
+    if (messages.length === 0) return;
+    // Only after the handoffs are stored (state before queue). The next pass need not wait for
+    // this publish (its handoffs are other executions): it commits while this one is in flight.
+    while (publishing.size >= PUBLISHES_IN_FLIGHT) await Promise.race(publishing);
+    const published = transport
+      .publish(messages)
+      .then(() => {
+        monitor.published(messages.map((m) => m.messageId));
+        metrics?.scheduled.inc(messages.length);
+        log.debug({ count: messages.length }, 'handed off and published');
+      })
+      // The monitor publishes a handoff not started after republishAfterMs again (monitor/handoffs.ts).
+      .catch((err: unknown) => log.error({ err, count: messages.length }, 'publishing handed-off work failed; the monitor publishes it again'))
+      .finally(() => publishing.delete(published));
+    publishing.add(published);
   }
 
-  /** Append the handoff (decided on the cached snapshot: no load), and say what to publish. */
-  async function handOff({ execution, workerId }: Placement): Promise<WorkMessage | undefined> {
-    const handoffEventId = randomUUID();
-    const policy = view.policyOf(execution.action);
-    let attempt = 0;
-    const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
-    try {
-      const r = await runtime.dispatch(execution.executionId, (s) => {
-        const c = s!.context;
-        attempt = c.attempt;
-        const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
-        return [
-          { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-          { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
-        ];
+  /**
+   * Append the placements' handoffs, HANDOFFS_PER_APPEND to one appendMany, each decided on the
+   * cached snapshot (no load), and say what to publish: the handoffs that were stored.
+   */
+  async function handOff(placements: Placement[]): Promise<WorkMessage[]> {
+    const messages: WorkMessage[] = [];
+    for (let from = 0; from < placements.length; from += HANDOFFS_PER_APPEND) {
+      const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId }) => {
+        const handoffEventId = randomUUID();
+        const policy = view.policyOf(execution.action);
+        const made = { attempt: 0 };
+        const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
+        const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] => {
+          const c = s!.context;
+          made.attempt = c.attempt;
+          const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
+          return [
+            { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+          ];
+        };
+        return { execution, workerId, handoffEventId, made, trace, request: { id: execution.executionId, commands } };
       });
-      trace?.end({ attempt, handedOff: r.appended });
-      if (!r.appended) return undefined;
-      return workMessage({ handoffEventId, executionId: execution.executionId, workerId, action: execution.action, attempt, handoffRevision: r.revision }, runtimeOf(execution.action), now(), r.snapshot);
-    } catch (err) {
-      trace?.end({ handedOff: false, ...(!(err instanceof RejectedCommandError) && { error: err }) });
-      // Another executor scheduled it, or it was cancelled: its change reaches the view.
-      if (err instanceof RejectedCommandError) log.debug({ executionId: execution.executionId, err: err.message }, 'not scheduled: state moved on');
-      else log.error({ executionId: execution.executionId, err }, 'scheduling failed; will retry');
-      return undefined;
+      const outcomes = await runtime.actors.dispatchMany(chunk.map((h) => h.request));
+      for (const [i, h] of chunk.entries()) {
+        const outcome = outcomes[i]!;
+        const executionId = h.execution.executionId;
+        if (!outcome.ok) {
+          h.trace?.end({ handedOff: false, ...(!(outcome.error instanceof RejectedCommandError) && { error: outcome.error }) });
+          // Another executor scheduled it, or it was cancelled: its change reaches the view.
+          if (outcome.error instanceof RejectedCommandError) log.debug({ executionId, err: outcome.error.message }, 'not scheduled: state moved on');
+          else log.error({ executionId, err: outcome.error }, 'scheduling failed; will retry');
+          continue;
+        }
+        const r = outcome.value;
+        h.trace?.end({ attempt: h.made.attempt, handedOff: r.appended });
+        if (!r.appended) continue;
+        const handoff = { handoffEventId: h.handoffEventId, executionId, workerId: h.workerId, action: h.execution.action, attempt: h.made.attempt, handoffRevision: r.revision };
+        messages.push(workMessage(handoff, runtimeOf(h.execution.action), now(), r.snapshot));
+      }
     }
+    return messages;
   }
 
+  /** Decide every execution whose baton came back (retry or abandon), in one appendMany. */
   async function decideRetries(): Promise<void> {
-    await mapLimit(view.retryPending(), parallelism, async (d) => {
-      try {
-        await runtime.dispatch(d.executionId, retryCommand(d, view.policyOf(d.action), now(), backoff));
-      } catch (err) {
-        if (err instanceof RejectedCommandError) view.decided(d.executionId); // another executor decided
-        else log.error({ executionId: d.executionId, err }, 'retry decision failed; will retry');
-      }
-    });
+    const pending = view.retryPending();
+    if (pending.length === 0) return;
+    const outcomes = await runtime.actors.dispatchMany(pending.map((d) => ({ id: d.executionId, commands: retryCommand(d, view.policyOf(d.action), now(), backoff) })));
+    for (const [i, outcome] of outcomes.entries()) {
+      if (outcome.ok) continue;
+      const executionId = pending[i]!.executionId;
+      if (outcome.error instanceof RejectedCommandError) view.decided(executionId); // another executor decided
+      else log.error({ executionId, err: outcome.error }, 'retry decision failed; will retry');
+    }
   }
 
   let monitoring: Promise<void> | undefined;
@@ -273,6 +313,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       for (const off of unsubscribe) off();
       await deadLetters?.stop();
       await pass;
+      await Promise.all(publishing);
       await monitoring;
     },
   };

@@ -48,6 +48,7 @@ export async function replayStore(o: ReplayStoreOptions): Promise<ReplaySummary>
 
   let after = START;
   let read = 0;
+  await o.store.settled?.(); // an unrelated open transaction must not end the replay early
   for (;;) {
     const batch = await o.store.readAll({ after, limit: o.batchSize ?? 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX] });
     if (batch.length === 0) break;

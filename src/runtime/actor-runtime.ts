@@ -14,9 +14,12 @@
 import { randomUUID } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
-import type { EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
+import type { AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type ActorKind, type Command, type DomainEvent } from './actor-kind.ts';
+import { dispatchMany, type DispatchOutcome, type DispatchRequest } from './dispatch-many.ts';
 import { SnapshotCache } from './snapshot-cache.ts';
+
+export type { DispatchOutcome, DispatchRequest } from './dispatch-many.ts';
 
 export type Clock = () => Date;
 export const systemClock: Clock = () => new Date();
@@ -89,6 +92,14 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
    * do (`appended: false`).
    */
   dispatch(id: string, commands: Commands<S, E>, o?: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> }): Promise<Dispatched<S>>;
+  /**
+   * Many dispatches with one appendMany (one transaction, where the store has them): each is
+   * decided on what the caller knows or the cache holds, and has its own outcome, in the
+   * requests' order. One that conflicts, that the remembered state refuses, or that has no
+   * remembered state goes on alone as `dispatch` would (reload, decide again), so a conflict
+   * for one actor costs only that one. Requests for the same actor are applied in order.
+   */
+  dispatchMany(requests: readonly DispatchRequest<S, E>[]): Promise<DispatchOutcome<S>[]>;
   /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners (the change, unless it came from a read of the whole stream). */
   observe(stored: StoredEvent): Promise<Change<S, E> | undefined>;
   /** Listen to every change of every actor of this kind this process sees; returns the unsubscribe. */
@@ -178,6 +189,28 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return { events: list.map((c) => kind.make(c, occurredAt)), eventIds: list.map((c) => c.eventId ?? randomUUID()) };
   }
 
+  /** The events decided in order on `before`, each stamped with the state it leads to; or the machine's refusal. */
+  function decideAll(id: string, before: S | undefined, events: E[]): { ok: true; snapshot: S; decided: E[] } | { ok: false; error: Error } {
+    let snapshot = before;
+    const decided: E[] = [];
+    for (const event of events) {
+      const d = kind.decide(id, snapshot, event);
+      if (!d.ok) return { ok: false, error: d.error };
+      snapshot = d.snapshot;
+      decided.push({ ...event, metadata: { ...event.metadata, stateAfter: stateName(snapshot) } });
+    }
+    return { ok: true, snapshot: snapshot!, decided };
+  }
+
+  /** An append of ours was stored (or found stored already): remember it and tell the listeners. */
+  function recordOwn(id: string, before: S | undefined, d: { snapshot: S; decided: E[]; eventIds: string[] }, r: AppendResult): Dispatched<S> {
+    if (r.idempotentReplay) return { id, snapshot: d.snapshot, revision: r.nextExpectedRevision, appended: false };
+    cache.put(id, d.snapshot, r.nextExpectedRevision);
+    const first = r.nextExpectedRevision - BigInt(d.decided.length - 1);
+    emit({ id, before, after: d.snapshot, source: 'own', events: d.decided.map((event, i) => ({ event, eventId: d.eventIds[i]!, revision: first + BigInt(i) })) });
+    return { id, snapshot: d.snapshot, revision: r.nextExpectedRevision, appended: true };
+  }
+
   async function dispatch(id: string, commands: Commands<S, E>, o: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } = {}): Promise<Dispatched<S>> {
     const fixed = typeof commands === 'function' ? undefined : prepare(id, commands);
     for (let attempt = 1; ; attempt++) {
@@ -203,19 +236,8 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
         return { id, snapshot: loaded.snapshot, revision: loaded.revision!, appended: false };
       }
       const before = loaded.revision === undefined && !kind.empty ? undefined : loaded.snapshot;
-      let snapshot = before;
-      const decided: E[] = [];
-      let refusal: Error | undefined;
-      for (const event of events) {
-        const d = kind.decide(id, snapshot, event);
-        if (!d.ok) {
-          refusal = d.error;
-          break;
-        }
-        snapshot = d.snapshot;
-        decided.push({ ...event, metadata: { ...event.metadata, stateAfter: stateName(snapshot) } });
-      }
-      if (refusal) {
+      const d = decideAll(id, before, events);
+      if (!d.ok) {
         // Decided on a remembered snapshot (the cache, or the caller's): the store may say
         // otherwise (it moved on, or these very events were stored by an earlier try), so a
         // refusal is confirmed against a fresh read before it is reported.
@@ -223,15 +245,12 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
           cache.delete(id);
           continue;
         }
-        throw refusal;
+        throw d.error;
       }
+      const { snapshot, decided } = d;
       try {
         const r = await store.append(kind.streamId(id), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision ?? 'no_stream' });
-        if (r.idempotentReplay) return { id, snapshot: snapshot!, revision: r.nextExpectedRevision, appended: false };
-        cache.put(id, snapshot!, r.nextExpectedRevision);
-        const first = r.nextExpectedRevision - BigInt(decided.length - 1);
-        emit({ id, before, after: snapshot!, source: 'own', events: decided.map((event, i) => ({ event, eventId: eventIds[i]!, revision: first + BigInt(i) })) });
-        return { id, snapshot: snapshot!, revision: r.nextExpectedRevision, appended: true };
+        return recordOwn(id, before, { snapshot, decided, eventIds }, r);
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt <= maxConflictRetries) {
           cache.delete(id);
@@ -280,6 +299,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     kind,
     load,
     dispatch,
+    dispatchMany: (requests) => dispatchMany({ kind, store, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests),
     observe,
     onChange(listener) {
       listeners.add(listener);

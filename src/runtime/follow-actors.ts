@@ -37,7 +37,9 @@ export function followActors(o: { store: EventStore; runtimes: readonly ActorRun
   }
 
   const following = catchUpAndFollow(
-    { store: o.store, streamPrefixes: runtimes.map((r) => r.kind.streamPrefix), signal: ac.signal, log: o.log, who: o.who },
+    // Per-stream order is all the runtimes need (each folds its own streams): `stream` order, so
+    // new work is seen as soon as it commits, not after other applications' transactions end.
+    { store: o.store, streamPrefixes: runtimes.map((r) => r.kind.streamPrefix), signal: ac.signal, log: o.log, who: o.who, order: 'stream' },
     {
       onEvent,
       onCaughtUp: () => {

@@ -83,6 +83,7 @@ export async function checkInvariants(store: EventStore, options: CheckInvariant
   const seen = new Set<string>();
   let after = START;
   let scanned = 0;
+  await store.settled?.(); // an unrelated open transaction must not end the pass early
   for (;;) {
     const page = await store.readAll({ after, limit: pageSize, streamPrefixes: [EXECUTION_STREAM_PREFIX] });
     if (page.length === 0) break;

@@ -3,6 +3,7 @@
 // unrun), validate the input, run the action, append the outcome, and only then ack. A cancel
 // request ends it as Cancelled: before the start, instead of running; during the run, by
 // aborting the action's signal (see cancelHeldExecution for the handoffs no run holds yet).
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
@@ -14,6 +15,7 @@ import { traceOutcome } from '../observability/tracing.ts';
 import { restoreExecution } from '../runtime/carried-execution.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Delivery } from '../transport/work-transport.ts';
+import type { DispatchBatcher } from './dispatch-batcher.ts';
 import type { ErrorInfo } from '../../schemas/events.ts';
 
 export interface RunDeliveryDeps {
@@ -27,6 +29,8 @@ export interface RunDeliveryDeps {
   running: Set<string>;
   /** Per running execution: abort its run because a cancel was requested (filled while it runs). */
   cancellers?: Map<string, (attempt: number, reason: string) => void>;
+  /** Where ExecutionStarted and the outcome are appended: coalesced with other runs' (dispatch-batcher.ts). Default: one append each. */
+  appends?: Pick<DispatchBatcher, 'dispatch'>;
   onStarted?: (pickupMs: number) => void;
   onFinished?: (outcome: 'completed' | 'failed' | 'timed-out' | 'cancelled' | 'lost' | 'released') => void;
   /** Append ExecutionProgressed at most this often per run (ms). */
@@ -129,6 +133,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
   const { workerId, runtime } = deps;
   const me = `worker:${workerId}` as const;
   const log = deps.log.child({ executionId: message.executionId, attempt: message.attempt });
+  const append: Pick<DispatchBatcher, 'dispatch'>['dispatch'] = deps.appends ? (...a) => deps.appends!.dispatch(...a) : (...a) => runtime.dispatch(...a);
 
   let loaded;
   try {
@@ -184,7 +189,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
   let started;
   try {
     const stall = action?.stallTimeoutMs;
-    started = await runtime.dispatch(
+    started = await append(
       message.executionId,
       { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline, ...(stall !== undefined && { stallTimeoutMs: stall }) }, by: me },
       { known: loaded },
@@ -274,16 +279,18 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
   }
   await progressing;
 
+  // One event id for every try: a try whose commit went unanswered is recognised by the next.
+  const endEventId = randomUUID();
   try {
     if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed') {
       // Stopped by our own shutdown, not by the action: hand the baton back for another worker.
       await persistently('releasing the execution', log, () =>
-        runtime.dispatch(message.executionId, { type: 'OwnershipReleased', data: { reason: `worker ${workerId} shut down before the run finished` }, by: me }, { known }),
+        append(message.executionId, { type: 'OwnershipReleased', data: { reason: `worker ${workerId} shut down before the run finished` }, by: me, eventId: endEventId }, { known }),
       );
       deps.onFinished?.('released');
     } else {
       await traceOutcome(delivery, outcome.type, (trace) =>
-        persistently('recording the outcome', log, () => runtime.dispatch(message.executionId, { ...outcome, by: me, ...trace }, { known })),
+        persistently('recording the outcome', log, () => append(message.executionId, { ...outcome, by: me, eventId: endEventId, ...trace }, { known })),
       );
       deps.onFinished?.(FINISHED[outcome.type]);
       log.debug({ outcome: outcome.type }, 'run finished');

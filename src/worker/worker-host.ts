@@ -4,6 +4,7 @@
 // aborts the rest, which hand their executions back (OwnershipReleased) for another worker.
 // It also listens for the executor's cancel rings: a run it holds is aborted and ends as
 // Cancelled; a handoff it holds but has not started is cancelled at once.
+import { setMaxListeners } from 'node:events';
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -18,6 +19,7 @@ import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
 import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
+import { batcherFor } from './dispatch-batcher.ts';
 import { traceRun } from '../observability/tracing.ts';
 
 export interface WorkerHostOptions {
@@ -104,6 +106,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const running = new Set<string>();
   const cancellers = new Map<string, (attempt: number, reason: string) => void>();
   const shutdown = new AbortController();
+  setMaxListeners(capacity + 16, shutdown.signal); // each run listens for the shutdown
   let draining = false;
   const metrics = o.registry ? workerMetrics(o.registry) : undefined;
   metrics?.running.set(workerId, running);
@@ -150,6 +153,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
       traceRun(delivery, () => runDelivery(delivery, {
         workerId,
         runtime: o.runtime,
+        appends: batcherFor(o.runtime),
         actions: o.actions,
         log,
         shutdown: shutdown.signal,

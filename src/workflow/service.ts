@@ -289,7 +289,7 @@ export async function waitForWorkflowEnd(store: EventStore, workflowId: string, 
     let current = await loadWorkflow(store, workflowId);
     if (current.snapshot.status === 'done') return current;
     // A caller-given id may be a prefix of another's: look at this stream's events only.
-    for await (const event of store.subscribe({ after: START, streamPrefixes: [streamId], signal: ac.signal })) {
+    for await (const event of store.subscribe({ after: START, streamPrefixes: [streamId], signal: ac.signal, order: 'stream' })) {
       if (event.streamId !== streamId || event.revision <= current.revision) continue;
       current = await loadWorkflow(store, workflowId);
       if (current.snapshot.status === 'done') return current;

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WrongExpectedRevisionError, DuplicateEventIdError } from '../../src/errors.ts';
-import { START, type EventStore, type NewEvent, type StoredEvent } from '../../src/eventstore/event-store.ts';
+import { START, type AppendOutcome, type EventStore, type NewEvent, type StoredEvent, type SubscriptionOrder, type SubscriptionResume } from '../../src/eventstore/event-store.ts';
 
 export interface EventStoreHarness {
   store: EventStore;
@@ -24,12 +24,12 @@ const events = (n: number, type = 'Something') => Array.from({ length: n }, (_, 
 const uniqueStream = (prefix = 'contract') => `${prefix}-${randomUUID()}`;
 
 /** Collect from a subscription until `until` holds or the timeout passes. */
-async function collect(store: EventStore, after: bigint, prefixes: string[], until: (seen: StoredEvent[]) => boolean, timeoutMs = 5000) {
+async function collect(store: EventStore, after: bigint, prefixes: string[], until: (seen: StoredEvent[]) => boolean, timeoutMs = 5000, order: SubscriptionOrder = 'global') {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), timeoutMs);
   const seen: StoredEvent[] = [];
   try {
-    for await (const e of store.subscribe({ after, streamPrefixes: prefixes, signal: ac.signal })) {
+    for await (const e of store.subscribe({ after, streamPrefixes: prefixes, signal: ac.signal, order })) {
       seen.push(e);
       if (until(seen)) break;
     }
@@ -193,6 +193,102 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       expect(await store.readStream(s)).toEqual([]);
     });
 
+    describe('appendMany', () => {
+      const okResult = (o: AppendOutcome) => {
+        if (!o.ok) throw o.error;
+        return o.result;
+      };
+
+      it('stores every stream that is at its expected revision and reports the one that conflicts', async () => {
+        const [a, b, c] = [uniqueStream(), uniqueStream(), uniqueStream()];
+        await store.append(b, events(2), { expectedRevision: 'no_stream' });
+        await store.append(c, events(1), { expectedRevision: 'no_stream' });
+        const out = await store.appendMany([
+          { streamId: a, events: events(2), expectedRevision: 'no_stream' },
+          { streamId: b, events: events(1), expectedRevision: 0n }, // stale: b is at 1
+          { streamId: c, events: events(3), expectedRevision: 0n },
+          { streamId: uniqueStream(), events: [], expectedRevision: 'no_stream' }, // malformed: its own outcome
+        ]);
+        expect(okResult(out[0]!).nextExpectedRevision).toBe(1n);
+        expect(out[1]!.ok).toBe(false);
+        expect(!out[1]!.ok && out[1]!.error).toBeInstanceOf(WrongExpectedRevisionError);
+        expect(!out[1]!.ok && (out[1]!.error as WrongExpectedRevisionError).actual).toBe(1n);
+        expect(okResult(out[2]!).nextExpectedRevision).toBe(3n);
+        expect(!out[3]!.ok && out[3]!.error.message).toMatch(/events must be a non-empty array/);
+        expect((await store.readStream(a)).length).toBe(2);
+        expect((await store.readStream(b)).length).toBe(2);
+        expect((await store.readStream(c)).map((e) => e.revision)).toEqual([0n, 1n, 2n, 3n]);
+      });
+
+      it('recognises a retry of an append already stored, inside a batch, as with append()', async () => {
+        const [a, b] = [uniqueStream(), uniqueStream()];
+        const first = events(2);
+        const r1 = await store.append(a, first, { expectedRevision: 'no_stream' });
+        const fresh = events(1);
+        const out = await store.appendMany([
+          { streamId: a, events: first, expectedRevision: 'no_stream' }, // the retry
+          { streamId: b, events: fresh, expectedRevision: 'no_stream' },
+          { streamId: b, events: fresh, expectedRevision: 'no_stream' }, // the same request twice in one batch
+          { streamId: a, events: [first[0]!, newEvent()], expectedRevision: 'no_stream' }, // ids only partly stored
+        ]);
+        expect(okResult(out[0]!)).toEqual({ ...r1, idempotentReplay: true });
+        const rb = okResult(out[1]!);
+        expect(rb.idempotentReplay).toBe(false);
+        expect(okResult(out[2]!)).toEqual({ ...rb, idempotentReplay: true });
+        expect(!out[3]!.ok && out[3]!.error).toBeInstanceOf(DuplicateEventIdError);
+        expect((await store.readStream(a)).map((e) => e.eventId)).toEqual(first.map((e) => e.eventId));
+        expect((await store.readStream(b)).map((e) => e.eventId)).toEqual(fresh.map((e) => e.eventId));
+      });
+
+      it('treats two requests of one stream as appended one after the other', async () => {
+        const s = uniqueStream();
+        const out = await store.appendMany([
+          { streamId: s, events: events(2, 'First'), expectedRevision: 'no_stream' },
+          { streamId: s, events: events(1, 'Second'), expectedRevision: 1n },
+          { streamId: s, events: events(1, 'Stale'), expectedRevision: 1n },
+        ]);
+        expect(okResult(out[0]!).nextExpectedRevision).toBe(1n);
+        expect(okResult(out[1]!).nextExpectedRevision).toBe(2n);
+        expect(!out[2]!.ok && (out[2]!.error as WrongExpectedRevisionError).actual).toBe(2n);
+        expect((await store.readStream(s)).map((e) => e.type)).toEqual(['First', 'First', 'Second']);
+      });
+
+      it('readAll returns a batch with each stream in revision order, before anything appended after it', async () => {
+        const prefix = `am${randomUUID().slice(0, 8)}`;
+        const streams = Array.from({ length: 5 }, () => uniqueStream(prefix));
+        const out = await store.appendMany(streams.map((s) => ({ streamId: s, events: events(3), expectedRevision: 'no_stream' as const })));
+        out.forEach(okResult);
+        const later = uniqueStream(prefix);
+        await store.append(later, events(1, 'Later'), { expectedRevision: 'no_stream' });
+        const all = await readAllDeliverable(store, prefix, 16);
+        expect(all.length).toBe(16);
+        for (const s of streams) expect(all.filter((e) => e.streamId === s).map((e) => e.revision)).toEqual([0n, 1n, 2n]);
+        expect(all[15]!.streamId).toBe(later);
+        // Each event's lastPosition is the position readAll gives it.
+        out.forEach((o, i) => expect(all.filter((e) => e.streamId === streams[i])[2]!.globalPosition).toBe(okResult(o).lastPosition));
+      });
+    });
+
+    it('gives each of many concurrent appends its own outcome', async () => {
+      const streams = Array.from({ length: 40 }, () => uniqueStream());
+      const contested = uniqueStream();
+      await store.append(contested, events(1), { expectedRevision: 'no_stream' });
+      const results = await Promise.allSettled([
+        ...streams.map((s, i) => store.append(s, events(1 + (i % 3)), { expectedRevision: 'no_stream' })),
+        ...Array.from({ length: 5 }, () => store.append(contested, events(1), { expectedRevision: 0n })),
+        store.append(uniqueStream(), [{ ...newEvent(), eventId: 'nope' }], { expectedRevision: 'no_stream' }),
+      ]);
+      results.slice(0, 40).forEach((r, i) => {
+        expect(r.status).toBe('fulfilled');
+        expect(r.status === 'fulfilled' && r.value.nextExpectedRevision).toBe(BigInt(i % 3));
+      });
+      const contestedResults = results.slice(40, 45);
+      expect(contestedResults.filter((r) => r.status === 'fulfilled').length).toBe(1);
+      for (const r of contestedResults) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(WrongExpectedRevisionError);
+      expect(results[45]!.status === 'rejected' && (results[45] as PromiseRejectedResult).reason.message).toMatch(/eventId must be a uuid/);
+      for (const [i, s] of streams.entries()) expect((await store.readStream(s)).length).toBe(1 + (i % 3));
+    });
+
     it('reads a stream forward from a revision, with a limit', async () => {
       const s = uniqueStream();
       await store.append(s, events(10), { expectedRevision: 'no_stream' });
@@ -276,6 +372,54 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       expect(seen.map((e) => [e.streamId, e.revision])).toEqual([[target, 0n], [target, 1n]]);
     });
 
+    it('subscribes in stream order: every event once, each stream in revision order, live appends from many writers', async () => {
+      const prefix = `so${randomUUID().slice(0, 8)}`;
+      const streams = Array.from({ length: 8 }, () => uniqueStream(prefix));
+      await store.append(streams[0]!, events(3), { expectedRevision: 'no_stream' });
+      const seen = collect(store, START, [prefix], (got) => got.length >= 3 + 8 * 4, 8000, 'stream');
+      await Promise.all(
+        streams.map(async (s, i) => {
+          let at: bigint | 'no_stream' = i === 0 ? 2n : 'no_stream';
+          for (let k = 0; k < 4; k++) at = (await store.append(s, events(1), { expectedRevision: at })).nextExpectedRevision;
+        }),
+      );
+      const got = await seen;
+      expect(new Set(got.map((e) => e.eventId)).size).toBe(got.length);
+      for (const s of streams) {
+        const revisions = got.filter((e) => e.streamId === s).map((e) => e.revision);
+        expect(revisions).toEqual(revisions.map((_, i) => BigInt(i)));
+      }
+      expect(got.length).toBe(3 + 8 * 4);
+    });
+
+    it('resumes a stream-order subscription exactly where the last batch handled ended', async () => {
+      const prefix = `sr${randomUUID().slice(0, 8)}`;
+      const s = uniqueStream(prefix);
+      await store.append(s, events(3), { expectedRevision: 'no_stream' });
+      const resume: SubscriptionResume = {};
+      const ac = new AbortController();
+      const first: StoredEvent[] = [];
+      const iterator = store.subscribe({ after: START, streamPrefixes: [prefix], signal: ac.signal, order: 'stream', resume, batchSize: 2 })[Symbol.asyncIterator]();
+      for (let i = 0; i < 3; i++) first.push((await iterator.next()).value as StoredEvent);
+      // The first batch (2 events) was handled when the third was asked for; the second batch was not finished.
+      await iterator.return?.();
+      await store.append(s, events(1), { expectedRevision: 2n });
+      const again = await collect(store, START, [prefix], (got) => got.length >= 2, 5000, 'stream');
+      expect(again.length).toBe(2); // without resume: from the start
+      const resumed: StoredEvent[] = [];
+      const ac2 = new AbortController();
+      const timer = setTimeout(() => ac2.abort(), 5000);
+      for await (const e of store.subscribe({ after: START, streamPrefixes: [prefix], signal: ac2.signal, order: 'stream', resume })) {
+        resumed.push(e);
+        if (resumed.length === 2) break;
+      }
+      clearTimeout(timer);
+      ac.abort();
+      ac2.abort();
+      expect(first.map((e) => e.revision)).toEqual([0n, 1n, 2n]);
+      expect(resumed.map((e) => e.revision)).toEqual([2n, 3n]);
+    });
+
     it('ends a subscription promptly when its signal aborts', async () => {
       const ac = new AbortController();
       const done = (async () => {
@@ -311,6 +455,26 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
           expect(replay.map((e) => e.eventId)).toEqual(got.map((e) => e.eventId));
         });
       }
+
+      it('stream order delivers what committed while an older transaction is still open, and the open one’s events once it commits, each once', async () => {
+        if (!h.openAppend) throw new Error(`${name}: openTransactions is set but the harness has no openAppend`);
+        const prefix = `sh${randomUUID().slice(0, 8)}`;
+        const [held, free] = [uniqueStream(prefix), uniqueStream(prefix)];
+        const inOrder = collect(store, START, [prefix], (got) => got.length >= 3, 8000, 'global');
+        const arrivals: string[] = [];
+        const streamOrder = collect(store, START, [prefix], (got) => (arrivals.push(got[got.length - 1]!.streamId), got.length >= 3), 8000, 'stream');
+        const open = await h.openAppend(held, [newEvent('Held')], 'no_stream');
+        await store.append(free, [newEvent('Free'), newEvent('Free')], { expectedRevision: 'no_stream' });
+        // The stream-order subscriber gets `free` while `held` is open; the global one cannot.
+        const deadline = Date.now() + 5000;
+        while (arrivals.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+        expect(arrivals).toEqual([free, free]);
+        await open.commit();
+        const [global, stream] = await Promise.all([inOrder, streamOrder]);
+        expect(global.map((e) => e.type)).toEqual(['Held', 'Free', 'Free']);
+        expect(stream.map((e) => e.type)).toEqual(['Free', 'Free', 'Held']);
+        expect(stream.map((e) => e.eventId).sort()).toEqual(global.map((e) => e.eventId).sort());
+      });
     });
   });
 }

@@ -59,6 +59,45 @@ describe('postgres event store: per-stream order matches commit order', () => {
 
 });
 
+describe('postgres event store: one transaction per batch', () => {
+  const transactionsOf = async (db: TestDatabase, streams: string[]) =>
+    Number((await db.pool.query<{ n: string }>('SELECT count(DISTINCT transaction_id) AS n FROM baton_events WHERE stream_id = ANY($1)', [streams])).rows[0]!.n);
+
+  it('stores an appendMany in one transaction, in the requests’ order, without the stream that conflicts', async () => {
+    const h = await postgresHarness();
+    try {
+      const prefix = `one${randomUUID().slice(0, 8)}`;
+      const streams = Array.from({ length: 6 }, (_, i) => `${prefix}-${i}-${randomUUID()}`);
+      await h.store.append(streams[3]!, [newEvent()], { expectedRevision: 'no_stream' });
+      const out = await h.store.appendMany(
+        streams.map((s, i) => ({ streamId: s, events: [newEvent(`R${i}`), newEvent(`R${i}`)], expectedRevision: i === 3 ? 7n : ('no_stream' as const) })),
+      );
+      expect(out.map((o) => o.ok)).toEqual([true, true, true, false, true, true]);
+      const batch = streams.filter((_, i) => i !== 3);
+      expect(await transactionsOf(h.db, batch)).toBe(1);
+      const all = await readAllDeliverable(h.store, prefix, 11);
+      expect(all.slice(1).map((e) => e.type)).toEqual(['R0', 'R0', 'R1', 'R1', 'R2', 'R2', 'R4', 'R4', 'R5', 'R5']);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('coalesces concurrent appends of one process into fewer transactions (group commit), each with its own outcome', async () => {
+    const h = await postgresHarness();
+    try {
+      const streams = Array.from({ length: 64 }, () => `gc-${randomUUID()}`);
+      const results = await Promise.all(streams.map((s) => h.store.append(s, [newEvent()], { expectedRevision: 'no_stream' })));
+      expect(results.every((r) => r.nextExpectedRevision === 0n && !r.idempotentReplay)).toBe(true);
+      const transactions = await transactionsOf(h.db, streams);
+      // The first goes alone, the others queue behind it and share the next transaction(s).
+      expect(transactions).toBeLessThan(64);
+      expect(transactions).toBeGreaterThanOrEqual(2);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe('postgres event store: wake-ups across processes', () => {
   /** First event of `prefix` seen by `store`'s subscription, and how long it took. */
   function firstDelivery(store: EventStore, prefix: string): { ready: Promise<void>; delivered: Promise<StoredEvent>; stop(): void } {

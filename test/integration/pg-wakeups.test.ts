@@ -75,4 +75,25 @@ describe('PgWakeups', () => {
     await wakeups.close();
     expect(pool.totalCount - pool.idleCount).toBe(0);
   });
+
+  it('wakes its own waiters directly and ignores the echo of its own NOTIFY; another instance wakes on it', { timeout: 15_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: db().url, max: 4 });
+    cleanup.push(() => endPool(pool));
+    const mine = new PgWakeups(pool, undefined, 'echo_test');
+    const theirs = new PgWakeups(pool, undefined, 'echo_test');
+    cleanup.push(() => theirs.close());
+    cleanup.push(() => mine.close());
+    await Promise.all([mine.ensureListening(), theirs.ensureListening()]);
+    const [mineBefore, theirsBefore] = [mine.seq, theirs.seq];
+    mine.appended();
+    expect(mine.seq).toBe(mineBefore + 1); // at once, no round trip
+    await until('the other instance to wake on the NOTIFY', () => theirs.seq > theirsBefore, 10_000);
+    // Notifications reach a listener in the order sent: once a later one from elsewhere has
+    // arrived, the echo of ours has been handled (and must not have woken anyone again).
+    const heard: string[] = [];
+    mine.onPayload((p) => heard.push(p));
+    await db().pool.query(`SELECT pg_notify('echo_test', 'marker')`);
+    await until('the marker', () => heard.includes('marker'), 10_000);
+    expect(mine.seq).toBe(mineBefore + 2);
+  });
 });

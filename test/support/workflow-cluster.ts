@@ -108,8 +108,13 @@ export const workflowEnded = (store: PostgresEventStore, workflowId: string, tim
     return w.snapshot.status === 'done' ? w : undefined;
   }, timeoutMs);
 
-/** Every event in the store, in commit order (the order readAll delivers). */
+/**
+ * Every event in the store, in commit order (the order readAll delivers). Waits first for the
+ * transactions running now to end: hosts follow in `stream` order and may have acted on events
+ * that readAll still holds back behind another (even another database's) open transaction.
+ */
 export async function allEvents(store: PostgresEventStore, streamPrefixes?: string[]): Promise<StoredEvent[]> {
+  await store.settled();
   const out: StoredEvent[] = [];
   let after = START;
   for (;;) {

@@ -1,0 +1,289 @@
+// Postgres appendMany: many streams' appends in ONE statement, hence one implicit transaction,
+// one round trip and one commit, each stream checked against its own expected revision.
+//
+// Why one statement rather than BEGIN / lock / insert / COMMIT: each of those is a round trip,
+// and round trips, not rows, are what appends cost here (Postgres takes ~60,000 events/s when
+// rows are batched; see `baton bench eventstore` for appends/s with and without batching).
+//
+// Correct under concurrency, and why:
+// - Compare-and-swap under row locks. `locked` takes FOR UPDATE locks on the batch's existing
+//   stream rows, in stream_id order, and the UPDATE only moves a stream whose locked (latest
+//   committed) revision is the one expected. READ COMMITTED's FOR UPDATE waits for a concurrent
+//   writer and then returns the row it committed, so two appenders at one revision cannot both
+//   win. New streams are created with INSERT … ON CONFLICT DO NOTHING: of two creators, the
+//   second waits for the first and then inserts nothing (refused, reported, never an error).
+// - No deadlock between two batches: before any row lock, a batch takes a transaction advisory
+//   lock per stream, in key order (an InitPlan of `locked`), so two batches sharing streams
+//   queue behind one another instead of each holding some of the other's rows. A single-stream
+//   append (postgres.ts) holds at most one row lock, so it closes no cycle either.
+// - Fewer order refusals: advisory locks take no transaction id, so ours is assigned at the first
+//   row lock, after every batch we waited for has committed. Measured with 8 clients each
+//   appending to 12 of the same 30 streams per batch: 264 requests of 2,100 batches had to be
+//   retried one by one without these locks, 42 with them (streams created by the batch waited
+//   for are invisible to our snapshot, and are retried).
+// - Nothing in the statement errors on a conflict, so one stream's conflict never aborts the
+//   others: a request whose event ids are already stored (`dup`) is left out and explained after
+//   (an idempotent retry, or DuplicateEventIdError); the caller puts requests that share a stream
+//   or an event id in separate rounds (splitRounds). What can still raise (a concurrent writer
+//   storing the same event id in between, a lost connection) fails the statement, which wrote
+//   nothing; postgres.ts then appends those requests one by one to give each its own outcome.
+// - Order (see postgres.ts): a stream whose last writer's transaction id is newer than ours is
+//   refused here and retried one by one in a new transaction, so per-stream order still agrees
+//   with the readAll order.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { DuplicateEventIdError, WrongExpectedRevisionError } from '../errors.ts';
+import { validateAppend } from './append-validation.ts';
+import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision } from './event-store.ts';
+
+/** What the statement did with one request (in the order of the round's requests). */
+export type RoundRow =
+  | { written: true; lastRevision: bigint; lastPosition: bigint }
+  | {
+      written: false;
+      /** The stream's revision when locked, or 'no_stream' if it did not exist then. */
+      current: bigint | 'no_stream';
+      /** Some of its event ids were already stored. */
+      hasDuplicateIds: boolean;
+    };
+
+const modeOf = (e: ExpectedRevision) => (typeof e === 'bigint' ? 'exact' : e);
+
+// The advisory locks' class (the first of the two-int4 keys, a key space apart from the one-bigint
+// locks used elsewhere): hashtext('baton_streams').
+const STREAM_LOCK_CLASS = -1_543_916_604;
+
+const APPEND_MANY = `
+WITH req AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) WITH ORDINALITY AS r(stream_id, mode, expected, n, ord)
+),
+ev AS (
+  SELECT * FROM unnest($5::int[], $6::int[], $7::uuid[], $8::text[], $9::jsonb[], $10::jsonb[]) WITH ORDINALITY AS e(req, k, id, type, data, metadata, ord)
+),
+dup AS (
+  SELECT DISTINCT ev.req FROM ev JOIN baton_events b ON b.event_id = ev.id
+),
+locked AS (
+  SELECT s.stream_id, s.revision, s.last_xid FROM baton_streams s
+  WHERE s.stream_id = ANY($1::text[])
+    AND (SELECT count(*) FROM (SELECT pg_advisory_xact_lock(${STREAM_LOCK_CLASS}::int, k) FROM (SELECT DISTINCT hashtext(x) AS k FROM unnest($1::text[]) x) h ORDER BY k) a) >= 0
+  ORDER BY s.stream_id FOR UPDATE
+),
+moved AS (
+  UPDATE baton_streams s SET revision = s.revision + r.n, last_xid = pg_current_xact_id()
+  FROM req r, locked l
+  WHERE s.stream_id = r.stream_id AND l.stream_id = r.stream_id
+    AND r.ord NOT IN (SELECT req FROM dup)
+    AND (r.mode = 'any' OR (r.mode = 'exact' AND l.revision = r.expected))
+    AND l.last_xid <= pg_current_xact_id()
+  RETURNING r.ord, l.revision AS base
+),
+created AS (
+  INSERT INTO baton_streams AS s (stream_id, revision, last_xid)
+  SELECT r.stream_id, r.n - 1, pg_current_xact_id() FROM req r
+  WHERE r.mode IN ('no_stream', 'any')
+    AND r.stream_id NOT IN (SELECT stream_id FROM locked)
+    AND r.ord NOT IN (SELECT req FROM dup)
+  ORDER BY r.stream_id
+  ON CONFLICT (stream_id) DO NOTHING
+  RETURNING s.stream_id
+),
+ok AS (
+  SELECT ord, base FROM moved
+  UNION ALL
+  SELECT r.ord, -1 FROM created c JOIN req r ON r.stream_id = c.stream_id
+),
+ins AS (
+  INSERT INTO baton_events (event_id, stream_id, revision, type, data, metadata)
+  SELECT ev.id, r.stream_id, ok.base + ev.k, ev.type, ev.data, ev.metadata
+  FROM ev JOIN ok ON ok.ord = ev.req JOIN req r ON r.ord = ev.req
+  ORDER BY ev.ord
+  RETURNING stream_id, revision, global_position
+),
+written AS (
+  SELECT stream_id, max(revision) AS last_revision, max(global_position) AS last_position FROM ins GROUP BY stream_id
+)
+SELECT r.ord, w.last_revision, w.last_position, l.revision AS current_revision, (r.ord IN (SELECT req FROM dup)) AS has_dup
+FROM req r LEFT JOIN written w ON w.stream_id = r.stream_id LEFT JOIN locked l ON l.stream_id = r.stream_id
+ORDER BY r.ord`;
+
+/**
+ * One round: requests with distinct streams and distinct event ids (see splitRounds), already
+ * validated. Runs as one statement on `client` (a pool: its own implicit transaction).
+ */
+export async function appendRound(client: pg.Pool | pg.ClientBase, requests: readonly AppendRequest[]): Promise<RoundRow[]> {
+  const evReq: number[] = [];
+  const evK: number[] = [];
+  const ids: string[] = [];
+  const types: string[] = [];
+  const data: string[] = [];
+  const metadata: string[] = [];
+  requests.forEach((r, i) =>
+    r.events.forEach((e, k) => {
+      evReq.push(i + 1);
+      evK.push(k + 1);
+      ids.push(e.eventId);
+      types.push(e.type);
+      data.push(JSON.stringify(e.data ?? null));
+      metadata.push(JSON.stringify(e.metadata ?? {}));
+    }),
+  );
+  const r = await client.query<{ ord: string; last_revision: string | null; last_position: string | null; current_revision: string | null; has_dup: boolean }>({
+    name: 'baton_append_many',
+    text: APPEND_MANY,
+    values: [
+      requests.map((q) => q.streamId),
+      requests.map((q) => modeOf(q.expectedRevision)),
+      requests.map((q) => (typeof q.expectedRevision === 'bigint' ? q.expectedRevision.toString() : null)),
+      requests.map((q) => q.events.length),
+      evReq,
+      evK,
+      ids,
+      types,
+      data,
+      metadata,
+    ],
+  });
+  return r.rows.map((row): RoundRow =>
+    row.last_revision !== null && row.last_position !== null
+      ? { written: true, lastRevision: BigInt(row.last_revision), lastPosition: BigInt(row.last_position) }
+      : { written: false, current: row.current_revision === null ? 'no_stream' : BigInt(row.current_revision), hasDuplicateIds: row.has_dup },
+  );
+}
+
+/**
+ * Splits requests (keeping their order) into rounds in which no stream and no event id appears
+ * twice, so that a later request of one stream sees the earlier one's revision, as if appended
+ * one after the other. Returns, per round, the indexes of its requests.
+ */
+export function splitRounds(requests: readonly AppendRequest[]): number[][] {
+  const rounds: { indexes: number[]; streams: Set<string>; ids: Set<string> }[] = [];
+  const lastRoundOfStream = new Map<string, number>();
+  requests.forEach((req, i) => {
+    // A request goes after every earlier request of its stream, in the first round free of its ids.
+    let at = (lastRoundOfStream.get(req.streamId) ?? -1) + 1;
+    while (at < rounds.length && req.events.some((e) => rounds[at]!.ids.has(e.eventId))) at++;
+    const round = (rounds[at] ??= { indexes: [], streams: new Set(), ids: new Set() });
+    round.indexes.push(i);
+    round.streams.add(req.streamId);
+    for (const e of req.events) round.ids.add(e.eventId);
+    lastRoundOfStream.set(req.streamId, at);
+  });
+  return rounds.map((r) => r.indexes);
+}
+
+/** An earlier append's stored events, by event id (what findEarlierAppends reads). */
+export interface StoredIdRow {
+  event_id: string;
+  stream_id: string;
+  revision: string;
+  global_position: string;
+}
+
+/**
+ * Whether a refused append is a retry of one already stored: every event stored, in this stream,
+ * at consecutive revisions in this order → what that append returned; some stored elsewhere →
+ * DuplicateEventIdError; none stored → 'none'.
+ */
+export function earlierAppend(streamId: string, eventIds: readonly string[], stored: ReadonlyMap<string, StoredIdRow>): AppendResult | DuplicateEventIdError | 'none' {
+  const rows = eventIds.map((id) => stored.get(id));
+  const found = rows.filter((r) => r !== undefined);
+  if (found.length === 0) return 'none';
+  const firstRevision = rows[0] ? BigInt(rows[0].revision) : -1n;
+  const sameAppend = rows.every((row, i) => row && row.stream_id === streamId && BigInt(row.revision) === firstRevision + BigInt(i));
+  if (!sameAppend) return new DuplicateEventIdError(streamId, found.map((r) => r.event_id));
+  const last = rows[rows.length - 1]!;
+  return { nextExpectedRevision: BigInt(last.revision), lastPosition: BigInt(last.global_position), idempotentReplay: true };
+}
+
+export async function readStoredIds(pool: pg.Pool, ids: readonly string[]): Promise<Map<string, StoredIdRow>> {
+  const r = await pool.query<StoredIdRow>({
+    name: 'baton_stored_ids',
+    text: 'SELECT event_id, stream_id, revision, global_position FROM baton_events WHERE event_id = ANY($1::uuid[])',
+    values: [ids],
+  });
+  return new Map(r.rows.map((row) => [row.event_id, row]));
+}
+
+export interface AppendManyDeps {
+  pool: pg.Pool;
+  /** The single-stream append (its own statement, retries and explanations). */
+  appendOne(request: AppendRequest): Promise<AppendResult>;
+  /** Called once after a round stored something (one NOTIFY per transaction). */
+  appended(): void;
+  log?: Logger;
+}
+
+// What a batch statement can meet in normal operation: another writer storing the same event id
+// at the same moment (unique_violation), or a deadlock with a writer outside these rules.
+const EXPECTED_FAILURES = new Set(['23505', '40P01']);
+
+const outcomeOf = (p: Promise<AppendResult>): Promise<AppendOutcome> =>
+  p.then(
+    (result): AppendOutcome => ({ ok: true, result }),
+    (error: unknown): AppendOutcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
+  );
+
+/** appendMany for Postgres: validated requests in rounds (splitRounds), one statement each. */
+export async function appendManyPostgres(deps: AppendManyDeps, requests: readonly AppendRequest[]): Promise<AppendOutcome[]> {
+  const outcomes: AppendOutcome[] = new Array(requests.length);
+  const valid: number[] = [];
+  requests.forEach((r, i) => {
+    try {
+      validateAppend(r.streamId, r.events, r.expectedRevision);
+      valid.push(i);
+    } catch (error) {
+      outcomes[i] = { ok: false, error: error as Error };
+    }
+  });
+  // A lone append takes the single-stream statement: the same one round trip, a simpler plan.
+  if (valid.length === 1) outcomes[valid[0]!] = await outcomeOf(deps.appendOne(requests[valid[0]!]!));
+  else {
+    for (const round of splitRounds(valid.map((i) => requests[i]!))) {
+      const indexes = round.map((j) => valid[j]!);
+      await runRound(deps, indexes.map((i) => requests[i]!), (k, o) => (outcomes[indexes[k]!] = o));
+    }
+  }
+  return outcomes;
+}
+
+async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[], settle: (k: number, o: AppendOutcome) => void): Promise<void> {
+  let rows: RoundRow[];
+  try {
+    rows = await appendRound(deps.pool, requests);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    deps.log?.[code && EXPECTED_FAILURES.has(code) ? 'debug' : 'warn']({ err, requests: requests.length }, 'appendMany: the batch statement failed; appending its requests one by one');
+    // The statement wrote nothing (a race on an event id, a deadlock, a lost connection):
+    // append one by one, so each request gets the outcome it would have had on its own.
+    const each = await Promise.all(requests.map((r) => outcomeOf(deps.appendOne(r))));
+    each.forEach((o, k) => settle(k, o));
+    return;
+  }
+  if (rows.some((r) => r.written)) deps.appended();
+  const explain: number[] = [];
+  const again: number[] = [];
+  rows.forEach((row, k) => {
+    const req = requests[k]!;
+    if (row.written) settle(k, { ok: true, result: { nextExpectedRevision: row.lastRevision, lastPosition: row.lastPosition, idempotentReplay: false } });
+    else if (row.hasDuplicateIds || (req.expectedRevision !== 'any' && row.current !== req.expectedRevision)) explain.push(k);
+    // At the expected revision yet refused: the stream's last writer is a newer transaction, or
+    // the stream was created concurrently. The single append retries and explains.
+    else again.push(k);
+  });
+  if (explain.length > 0) {
+    const stored = await readStoredIds(deps.pool, explain.flatMap((k) => requests[k]!.events.map((e) => e.eventId)));
+    for (const k of explain) {
+      const req = requests[k]!;
+      const row = rows[k] as Extract<RoundRow, { written: false }>;
+      const earlier = earlierAppend(req.streamId, req.events.map((e) => e.eventId), stored);
+      if (earlier === 'none') {
+        if (row.hasDuplicateIds) again.push(k); // stored ids gone from view: cannot happen, but never guess
+        else settle(k, { ok: false, error: new WrongExpectedRevisionError(req.streamId, req.expectedRevision, row.current) });
+      } else if (earlier instanceof DuplicateEventIdError) settle(k, { ok: false, error: earlier });
+      else settle(k, { ok: true, result: earlier });
+    }
+  }
+  const retried = await Promise.all(again.map((k) => outcomeOf(deps.appendOne(requests[k]!))));
+  retried.forEach((o, j) => settle(again[j]!, o));
+}

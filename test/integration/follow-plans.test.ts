@@ -1,0 +1,94 @@
+// The follow queries' plans do not depend on history: with their plans cached while the table
+// was nearly empty (prepared statements switch to a generic plan after five runs), they still
+// walk the (transaction_id, global_position) index once the table holds 100,000 rows. The old
+// heldBack statement's cached plan was a sequential scan (8 ms at 100,000 rows here). Asserts the
+// plan's shape, never its time (the times are printed for the record).
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { START, type StoredEvent, type SubscriptionOrder } from '../../src/eventstore/event-store.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { newEvent } from '../contract/event-store.contract.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+
+const ROWS = 100_000;
+
+describe('follow query plans at 0 and 100,000 events', () => {
+  let db: TestDatabase;
+  let pool: pg.Pool;
+  let store: PostgresEventStore;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    // Two connections: the store's LISTEN holds one, every query runs on the other, so the
+    // statements it prepared are the ones EXPLAIN looks at.
+    pool = new pg.Pool({ connectionString: db.url, max: 2, idleTimeoutMillis: 0 });
+    store = createPostgresEventStore(pool, { groupCommit: false });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await pool?.end();
+    await db?.drop();
+  });
+
+  /** Subscribe and append one event at a time, so the subscription reads once per event. */
+  async function warm(order: SubscriptionOrder, prefix: string, reads: number) {
+    const ac = new AbortController();
+    const seen: StoredEvent[] = [];
+    const timer = setTimeout(() => ac.abort(), 20_000);
+    const s = `${prefix}-${randomUUID()}`;
+    const consumer = (async () => {
+      for await (const e of store.subscribe({ after: START, streamPrefixes: [prefix], signal: ac.signal, order })) {
+        seen.push(e);
+        if (seen.length === reads) return;
+      }
+    })();
+    for (let i = 0; i < reads; i++) {
+      await store.append(s, [newEvent()], { expectedRevision: i === 0 ? 'no_stream' : BigInt(i - 1) });
+      while (seen.length <= i && !ac.signal.aborted) await new Promise((r) => setTimeout(r, 5));
+    }
+    await consumer;
+    clearTimeout(timer);
+    ac.abort();
+    expect(seen.length).toBe(reads);
+  }
+
+  async function explain(client: pg.PoolClient, statement: string, args: string): Promise<string> {
+    const r = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) EXECUTE ${statement}(${args})`);
+    return r.rows.map((row) => row['QUERY PLAN']).join('\n');
+  }
+
+  it('keeps walking the commit-order index, whatever the plans were cached on', { timeout: 120_000 }, async () => {
+    await warm('global', 'plansg', 8);
+    await warm('stream', 'planss', 8);
+    await pool.query(
+      `INSERT INTO baton_events (event_id, stream_id, revision, type, data, metadata)
+       SELECT gen_random_uuid(), 'history-' || (g / 6), g % 6, 'Something', '{"n":1}', '{}' FROM generate_series(0, $1 - 1) g`,
+      [ROWS],
+    );
+    const client = await pool.connect();
+    try {
+      const prepared = await client.query<{ name: string; generic_plans: string }>(
+        "SELECT name, generic_plans FROM pg_prepared_statements WHERE name IN ('baton_scan_all', 'baton_held_back_newest', 'baton_scan_committed')",
+      );
+      const generic = Object.fromEntries(prepared.rows.map((r) => [r.name, Number(r.generic_plans)]));
+      // Proof that the plans under test were cached while the table was small.
+      expect(generic).toEqual({ baton_scan_all: expect.any(Number), baton_held_back_newest: expect.any(Number), baton_scan_committed: expect.any(Number) });
+      for (const n of Object.values(generic)) expect(n).toBeGreaterThan(0);
+      const end = (await client.query<{ x: string; p: string }>('SELECT max(transaction_id)::text AS x, max(global_position)::text AS p FROM baton_events')).rows[0]!;
+      const plans = {
+        'heldBack (cursor at the end)': await explain(client, 'baton_held_back_newest', `'${end.x}', ${end.p}`),
+        'global scan (cursor at the end)': await explain(client, 'baton_scan_all', `'${end.x}', ${end.p}, 500, '{plans%}'`),
+        'stream scan (cursor at the end, 2 pending)': await explain(client, 'baton_scan_committed', `'${end.x}', ${end.p}, 500, '{plans%}', '{1,2}'`),
+        'global scan (from the start)': await explain(client, 'baton_scan_all', `'0', 0, 500, '{plans%}'`),
+        'stream scan (from the start)': await explain(client, 'baton_scan_committed', `'0', 0, 500, '{plans%}', '{}'`),
+      };
+      for (const [what, plan] of Object.entries(plans)) {
+        console.log(`[follow plans, ${ROWS.toLocaleString('en')} rows] ${what}: ${/Execution Time: (.*)/.exec(plan)?.[1]}`);
+        expect(plan, `${what}:\n${plan}`).not.toMatch(/Seq Scan on baton_events/);
+        expect(plan, `${what}:\n${plan}`).toMatch(/Index (Only )?Scan (Backward )?using baton_events_commit_order/);
+      }
+    } finally {
+      client.release();
+    }
+  });
+});
