@@ -60,7 +60,7 @@ export async function startTarget(deps: TargetDeps, scheduleId: string, spec: Sc
       return r.created;
     }
     const actions = [...new Set(t.definition.steps.map((s) => s.action))];
-    const r = await submitWorkflow({ store: deps.store, runtime: deps.executions, actions: { names: () => actions, get: () => undefined } }, t.definition, { id: tick.target.id });
+    const r = await submitWorkflow({ store: deps.store, runtime: deps.executions, actions: { names: () => actions, get: () => undefined } }, t.definition, { id: tick.target.id, ...(spec.namespace !== undefined && { namespace: spec.namespace }) });
     return r.created;
   } catch (err) {
     // Started earlier from the spec as it was then (the schedule was updated since).
