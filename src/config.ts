@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
+import { parseNamespaceLimits } from './executor/namespace-limits.ts';
 import { byteSize, count, duration, flag, hostAllowList, onOff, port, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
@@ -58,6 +59,8 @@ export interface Config {
   readonly dbSchema: string | undefined;
   /** BATON_API_NAMESPACE_TOKENS: tokens scoped to namespaces (src/api/namespace-tokens.ts). Secret: never log it. */
   readonly apiNamespaceTokens: string | undefined;
+  /** BATON_NAMESPACE_CONCURRENCY: executions of a namespace that may hold a slot at once (the executor enforces it). */
+  readonly namespaceConcurrency: Readonly<Record<string, number>>;
 }
 
 export interface ApiLimits {
@@ -189,6 +192,19 @@ const EnvSchema = z.object({
   // enough that the LISTEN/NOTIFY channels it suffixes stay within 63 characters.
   BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit').optional()),
   BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
+  BATON_NAMESPACE_CONCURRENCY: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .optional()
+      .transform((v, ctx) => {
+        if (v === undefined) return {};
+        const r = parseNamespaceLimits(v);
+        if (r.ok) return r.limits;
+        ctx.addIssue({ code: 'custom', message: r.problem });
+        return z.NEVER;
+      }),
+  ),
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
   BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
@@ -269,6 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
     namespace: e.BATON_NAMESPACE,
     dbSchema: e.BATON_DB_SCHEMA,
+    namespaceConcurrency: Object.freeze(e.BATON_NAMESPACE_CONCURRENCY),
     timeouts: Object.freeze({
       scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,
       startToCloseMs: e.BATON_START_TO_CLOSE_TIMEOUT,

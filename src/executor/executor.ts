@@ -22,6 +22,7 @@ import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { createExecutorMetrics } from './executor-metrics.ts';
 import { createMonitor } from './monitor/index.ts';
+import { namespaceRoom } from './namespace-limits.ts';
 import { plan, type Placement } from './placement.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
@@ -74,6 +75,8 @@ export interface ExecutorOptions {
   parallelism?: number;
   retryBackoff?: RetryBackoffDefaults;
   clock?: () => number;
+  /** BATON_NAMESPACE_CONCURRENCY: at most this many executions of a namespace hold a slot at once. */
+  namespaceConcurrency?: Readonly<Record<string, number>>;
 }
 
 export interface Executor {
@@ -199,7 +202,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     const workers = (await directory.list())
       .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs))
       .map((w) => ({ ...w, namespaces: view.workerNamespaces(w.workerId) }));
-    const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
+    const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket), namespaceRoom: (ns) => namespaceRoom(o.namespaceConcurrency, ns, view.heldInNamespace(ns)) });
     const messages = await handOff(placements);
     if (messages.length === 0) return;
     // Only after the handoffs are stored (state before queue). The next pass need not wait for

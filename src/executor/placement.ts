@@ -9,7 +9,8 @@
 //     action is chosen; one that let an earlier attempt expire unstarted only when no other
 //     live worker offers the action;
 //   - an action no fit worker has room for is skipped whole, without visiting its executions;
-//   - an execution goes only to a worker serving its namespace (serves(), below).
+//   - an execution goes only to a worker serving its namespace (serves(), below), and only while
+//     its namespace is under its concurrency limit (namespaceRoom).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
@@ -38,6 +39,8 @@ export interface PlanInput {
   loadOf(workerId: string): number;
   /** Slots the bucket has free now; Infinity when its action has no limit. */
   freeSlots(action: string, bucket: string): number;
+  /** Executions of the namespace that may still start now (BATON_NAMESPACE_CONCURRENCY); absent: no namespace limits. */
+  namespaceRoom?(namespace: string): number;
 }
 
 interface Cursor {
@@ -76,9 +79,18 @@ export function plan(input: PlanInput): Placement[] {
     if (left > 0 && hasRoom(action)) takeNext({ bucket, action, left });
   }
 
+  // A namespace at its limit holds back only its own executions, like a full bucket.
+  const namespaceLeft = new Map<string, number>();
+  const roomIn = (namespace: string) => {
+    let n = namespaceLeft.get(namespace);
+    if (n === undefined) namespaceLeft.set(namespace, (n = input.namespaceRoom ? input.namespaceRoom(namespace) : Infinity));
+    return n;
+  };
+
   const placed: Placement[] = [];
   for (let c = cursors.pop(); c; c = cursors.pop()) {
-    const worker = chooseWorker(c.head.w, offering.get(c.action) ?? [], room);
+    const namespace = c.head.w.namespace ?? DEFAULT_NAMESPACE;
+    const worker = roomIn(namespace) > 0 ? chooseWorker(c.head.w, offering.get(c.action) ?? [], room) : undefined;
     if (!worker) {
       // No room for this one (its workers are full, or only ones it must avoid have room); the
       // next of its bucket may still fit elsewhere.
@@ -86,6 +98,7 @@ export function plan(input: PlanInput): Placement[] {
       continue;
     }
     placed.push({ execution: c.head.w, workerId: worker.workerId });
+    namespaceLeft.set(namespace, roomIn(namespace) - 1);
     room.set(worker.workerId, room.get(worker.workerId)! - 1);
     if (c.left - 1 > 0 && hasRoom(c.action)) takeNext({ bucket: c.bucket, action: c.action, left: c.left - 1 });
   }

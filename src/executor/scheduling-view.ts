@@ -27,6 +27,8 @@ export type ExecutionChange = Change<ExecutionSnapshot, ExecutionEvent>;
 
 interface Entry {
   action: string;
+  /** Its namespace (the slots held per namespace count it). */
+  namespace: string;
   priority: number;
   /** Order of arrival, kept across retries: a retried execution keeps its place in line. */
   seq: number;
@@ -107,6 +109,7 @@ export class SchedulingView {
     const known = this.#advertised.knows(c.action);
     const e: Entry = {
       action: c.action,
+      namespace: c.namespace,
       priority: c.priority ?? 0,
       seq: this.#seq++,
       bucket: slotBucket(c.action, known ? concurrencyKeyOf(this.#advertised.policyOf(c.action)?.concurrency?.key, c.input) : null),
@@ -240,6 +243,11 @@ export class SchedulingView {
   }
 
   /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
+  /** Slots held by the namespace's executions (scheduled, handed off or running), for its concurrency limit. */
+  heldInNamespace(namespace: string): number {
+    return this.#slots.heldInNamespace(namespace);
+  }
+
   freeSlots(action: string, bucket: string): number {
     const limit = this.concurrencyLimitOf(action);
     return limit === undefined ? Infinity : Math.max(0, limit - this.#slots.heldIn(bucket));

@@ -25,17 +25,31 @@ function waiting(queue: WaitingQueue, o: Partial<WaitingExecution> & { id?: stri
 
 const worker = (workerId: string, actions: string[], capacity = 10): PlacementWorker => ({ workerId, actions, capacity });
 
-function place(queue: WaitingQueue, workers: PlacementWorker[], o: { now?: number; load?: Record<string, number>; limits?: Record<string, number> } = {}) {
+function place(queue: WaitingQueue, workers: PlacementWorker[], o: { now?: number; load?: Record<string, number>; limits?: Record<string, number>; namespaceRoom?: Record<string, number> } = {}) {
   return plan({
     now: o.now ?? 0,
     queue,
     workers,
     loadOf: (id) => o.load?.[id] ?? 0,
     freeSlots: (_action, bucket) => o.limits?.[bucket] ?? Infinity,
+    ...(o.namespaceRoom && { namespaceRoom: (ns: string) => o.namespaceRoom![ns] ?? Infinity }),
   }).map((p) => [p.execution.executionId, p.workerId]);
 }
 
 describe('plan', () => {
+  it('starts no more of a namespace than its room, across actions; a full namespace holds back only its own', () => {
+    const q = new WaitingQueue();
+    const a1 = waiting(q, { namespace: 'team-a', action: 'a.x' });
+    const b1 = waiting(q, { namespace: 'team-b', action: 'a.x' });
+    const a2 = waiting(q, { namespace: 'team-a', action: 'b.y' });
+    const a3 = waiting(q, { namespace: 'team-a', action: 'a.x' });
+    const d1 = waiting(q, { action: 'b.y' });
+    const w = worker('w', ['a.x', 'b.y']);
+    expect(place(q, [w], { namespaceRoom: { 'team-a': 2 } }).map(([id]) => id)).toEqual([a1, b1, a2, d1]);
+    expect(place(q, [w], { namespaceRoom: { 'team-a': 0, default: 0 } }).map(([id]) => id)).toEqual([b1]);
+    expect(place(q, [w]).map(([id]) => id)).toEqual([a1, b1, a2, a3, d1]);
+  });
+
   it('hands an execution only to a worker serving its namespace; a worker naming none serves all', () => {
     const q = new WaitingQueue();
     const a = waiting(q, { namespace: 'team-a' });
