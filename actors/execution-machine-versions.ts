@@ -9,6 +9,11 @@ import type { AnyStateMachine } from 'xstate';
 import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionContext } from './execution.machine.ts';
 import type { ExecutionEvent } from '../schemas/events.ts';
 
+/** Version 4 is version 5 without tags added while running: nobody could write ExecutionTagged. */
+function mayAppendV4(context: ExecutionContext, event: ExecutionEvent): boolean {
+  return event.type !== 'ExecutionTagged' && mayAppend(context, event);
+}
+
 /**
  * Version 3 is version 4 without recorded attempt limits and restart reclaims: nobody could write
  * SchedulingStarted.maxAttempts or OwnershipReclaimed {reason: worker-restarted}, and every
@@ -18,7 +23,7 @@ import type { ExecutionEvent } from '../schemas/events.ts';
 function mayAppendV3(context: ExecutionContext, event: ExecutionEvent): boolean {
   if (event.type === 'SchedulingStarted' && event.data.maxAttempts !== undefined) return false;
   if (event.type === 'OwnershipReclaimed' && event.data.reason === 'worker-restarted') return false;
-  return mayAppend(context, event);
+  return mayAppendV4(context, event);
 }
 
 /**
@@ -46,6 +51,9 @@ const executionMachineV1 = executionMachine.provide({
 const executionMachineV2 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV2(context, event) },
 });
+const executionMachineV4 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV4(context, event) },
+});
 const executionMachineV3 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV3(context, event) },
 });
@@ -54,6 +62,7 @@ export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = ne
   ['1', executionMachineV1],
   ['2', executionMachineV2],
   ['3', executionMachineV3],
+  ['4', executionMachineV4],
   [MACHINE_VERSION, executionMachine],
 ]);
 

@@ -6,6 +6,7 @@ import { and, assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
 import { acceptedEventTypes, foldWith } from './fold.ts';
 import { stepperOf } from './stepper.ts';
 import { namespaceOr } from '../src/input/namespace.ts';
+import { TAG_LIMITS } from '../src/input/tags.ts';
 import {
   WorkerRef,
   type ErrorInfo,
@@ -15,11 +16,12 @@ import {
 } from '../schemas/events.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '4';
+export const MACHINE_VERSION = '5';
 // 2: the executor may time out a run whose recorded start-to-close deadline passed.
 // 3: ExecutionCancelRequested: a cancel reaches a worker-held execution without moving the baton.
 // 4: SchedulingStarted records the attempt limit (the action's, capped by the submission's own);
 //    OwnershipReclaimed may say worker-restarted.
+// 5: tags: ExecutionRequested may carry them, and the running action adds more with ExecutionTagged.
 
 export const EXECUTOR = 'executor' as const;
 export type Owner = typeof EXECUTOR | `worker:${string}`;
@@ -51,6 +53,8 @@ export interface ExecutionContext {
   workflowId?: string;
   /** Where it lives: the request's, or `default` when it recorded none (recorded before namespaces). */
   namespace: string;
+  /** The submitter's tags merged with those the running action added (ExecutionTagged); absent when none. */
+  tags?: Record<string, string>;
   result: Json | undefined;
   /** The last error an attempt reported. */
   error: ErrorInfo | undefined;
@@ -157,6 +161,10 @@ function dataProblem(context: ExecutionContext, event: ExecutionEvent): string |
       }
       return null;
     }
+    case 'ExecutionTagged': {
+      const merged = Object.keys({ ...context.tags, ...event.data.tags }).length;
+      return merged <= TAG_LIMITS.maxTags ? null : `ExecutionTagged would give the execution ${merged} tags; at most ${TAG_LIMITS.maxTags}`;
+    }
     case 'ExecutionStarted':
       return event.data.attempt === context.attempt
         ? null
@@ -227,6 +235,7 @@ function contextFromRequest(event: RequestedEvent): ExecutionContext {
     ...(data.parentId !== undefined && { parentId: data.parentId }),
     ...(data.workflowId !== undefined && { workflowId: data.workflowId }),
     namespace: namespaceOr(data.namespace),
+    ...(data.tags !== undefined && Object.keys(data.tags).length > 0 && { tags: { ...data.tags } }),
     result: undefined,
     error: undefined,
     retryPending: false,
@@ -286,6 +295,10 @@ export const executionMachine = setup({
     progress: assign(({ event }) => {
       assertEvent(event, 'ExecutionProgressed');
       return { lastProgressAt: event.metadata.occurredAt, lastProgress: event.data.details };
+    }),
+    tag: assign(({ context, event }) => {
+      assertEvent(event, 'ExecutionTagged');
+      return { tags: { ...context.tags, ...event.data.tags } };
     }),
     giveBack: assign(({ context }) => backToExecutor(context)),
     failForRetry: assign(({ context, event }) => {
@@ -354,6 +367,7 @@ export const executionMachine = setup({
     Running: {
       on: {
         ExecutionProgressed: { guard: 'mayAppend', actions: ['touch', 'progress'] },
+        ExecutionTagged: { guard: and(['mayAppend', 'fits']), actions: ['touch', 'tag'] },
         ExecutionCompleted: { guard: 'mayAppend', target: 'Completed', actions: ['touch', 'complete'] },
         ExecutionFailed: [
           { guard: and(['mayAppend', 'willRetry']), target: 'Requested', actions: ['touch', 'failForRetry'] },
@@ -458,6 +472,18 @@ function classifyRefusal(
     rejection: 'InvalidTransition',
     reason: dataProblem(context, event) ?? stateProblem(status, event) ?? `${event.type} is not allowed in state ${status}`,
   };
+}
+
+/**
+ * A snapshot as JSON for the snapshot store (xstate's persisted form). Restored with
+ * restoreExecution only by the machine version that wrote it (the store keeps the version).
+ */
+export function persistExecution(snapshot: ExecutionSnapshot): unknown {
+  return step.persist(snapshot);
+}
+
+export function restoreExecution(persisted: unknown): ExecutionSnapshot {
+  return step.restore(persisted);
 }
 
 /** Folds a stored history (see foldWith); it must start with ExecutionRequested. */

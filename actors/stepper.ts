@@ -14,6 +14,10 @@ export interface Stepper<M extends AnyStateMachine> {
   initial(input: InputFrom<M>): SnapshotFrom<M>;
   /** The snapshot after `event`; `snapshot` itself when no transition takes it (ask `snapshot.can(event)` first). */
   next(snapshot: SnapshotFrom<M>, event: EventFromLogic<M>): SnapshotFrom<M>;
+  /** The snapshot as plain JSON (xstate's persisted form), for a snapshot store. */
+  persist(snapshot: SnapshotFrom<M>): unknown;
+  /** A snapshot back from `persist`'s JSON, through the machine's own restoreSnapshot. */
+  restore(persisted: unknown): SnapshotFrom<M>;
 }
 
 /**
@@ -36,5 +40,7 @@ export function stepperOf<M extends AnyStateMachine>(machine: M, sampleInput: In
   return {
     initial: (input) => machine.getInitialSnapshot(scope, input) as SnapshotFrom<M>,
     next: (snapshot, event) => machine.transition(snapshot, event, scope) as SnapshotFrom<M>,
+    persist: (snapshot) => machine.getPersistedSnapshot(snapshot),
+    restore: (persisted) => machine.restoreSnapshot(persisted as Parameters<M['restoreSnapshot']>[0], scope) as SnapshotFrom<M>,
   };
 }

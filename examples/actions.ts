@@ -13,6 +13,8 @@ export const actions = [
       ctx.log.info({ customerId: input.customerId }, 'charging');
       ctx.heartbeat({ step: 'calling the processor' }); // recorded as ExecutionProgressed
       if (input.customerId === 'declined') throw new ActionError('card declined', { type: 'CardDeclined', retryable: false });
+      // Recorded as ExecutionTagged: `baton list --tag charge=ch-…` finds this execution.
+      await ctx.tag({ charge: `ch-${input.customerId}-${input.cents}` });
       return { chargedCents: input.cents };
     },
   }),

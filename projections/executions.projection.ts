@@ -19,7 +19,7 @@ const sampleExecution: Record<keyof ExecutionRow, true> = {
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
   lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
   runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
-  refusedEvents: true, namespace: true,
+  refusedEvents: true, tags: true, namespace: true,
 };
 export const EXECUTION_COLUMNS = Object.keys(sampleExecution).map(snakeCase);
 const STATS_COLUMNS = Object.keys(emptyActionStats('x')).map(snakeCase);
@@ -38,8 +38,9 @@ export const executionsProjection: Projection = {
   // 2: stall_timeout_ms, and the index of running executions by last progress.
   // 3: cancel_requested (ExecutionCancelRequested, machine version 3).
   // 4: submitted_max_attempts (machine version 4: the limit a submission named; max_attempts follows the action's).
-  // 5 (namespaces): namespace, and its index for listing one namespace.
-  version: 5,
+  // 5: tags (machine version 5), with a GIN index for filtering by them.
+  // 6 (namespaces): namespace, and its index for listing one namespace.
+  version: 6,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

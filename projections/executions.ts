@@ -54,6 +54,8 @@ export interface ExecutionRow {
   abandonReason: string | null;
   refusedEvents: number;
   namespace: string;
+  /** {} when none. */
+  tags: Record<string, string>;
 }
 
 const canonicalTime = (t: string): string => new Date(t).toISOString();
@@ -103,6 +105,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     abandonReason: c.abandonReason ?? null,
     refusedEvents,
     namespace: c.namespace,
+    tags: c.tags ?? {},
   };
 }
 
@@ -140,6 +143,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     ...optional('timedOutLimit', row.timedOutLimit as ExecutionContext['timedOutLimit'] | null),
     ...optional('abandonReason', row.abandonReason),
     namespace: row.namespace,
+    ...optional('tags', Object.keys(row.tags ?? {}).length > 0 ? row.tags : null),
   };
   return executionMachine.resolveState({ value: row.status as never, context });
 }

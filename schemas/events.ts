@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { INT32 } from '../src/input/rules.ts';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
 import { NAMESPACE_MAX_LENGTH, NAMESPACE_PATTERN, NAMESPACE_RULE } from '../src/input/namespace.ts';
+import { tagsProblems } from '../src/input/tags.ts';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
 export const ExecutorRef = z.literal('executor');
@@ -62,6 +63,11 @@ export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
 /** A namespace's name (src/input/namespace.ts has the rule). */
 export const Namespace = z.string().min(1).max(NAMESPACE_MAX_LENGTH).regex(NAMESPACE_PATTERN, NAMESPACE_RULE);
+/** String key-values to find an execution by (src/input/tags.ts has the rules: key shape, lengths, at most 32). */
+export const Tags = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
+  for (const p of tagsProblems(tags)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
+});
+export type Tags = z.infer<typeof Tags>;
 
 const Attempt = z.number().int().positive();
 const MaxAttempts = z.number().int().min(1).max(1000);
@@ -87,6 +93,8 @@ export const ExecutionRequested = event(
     workflowId: text().min(1).optional(),
     /** The namespace it lives in. Absent (recorded before namespaces): `default`. */
     namespace: Namespace.optional(),
+    /** Tags the submitter attached (machine version 5; absent when none). */
+    tags: Tags.optional(),
   }),
   ExecutorRef,
 );
@@ -128,6 +136,17 @@ export const ExecutionProgressed = event(
   'ExecutionProgressed',
   z.object({ details: jsonValue().optional() }),
   WorkerRef,
+);
+/**
+ * The running action added tags (machine version 5): merged into the execution's tags, a key
+ * already there takes the new value. Not progress: it does not reset the stall clock.
+ */
+export const ExecutionTagged = event(
+  'ExecutionTagged',
+  z.object({
+    tags: Tags.refine((tags) => Object.keys(tags).length > 0, 'must hold at least one tag'),
+  }),
+  ActorRef,
 );
 export const ExecutionCompleted = event('ExecutionCompleted', z.object({ result: jsonValue() }), WorkerRef);
 export const ExecutionFailed = event(
@@ -196,6 +215,7 @@ export const ExecutionEvent = z.discriminatedUnion('type', [
   ExecutionHandedOff,
   ExecutionStarted,
   ExecutionProgressed,
+  ExecutionTagged,
   ExecutionCompleted,
   ExecutionFailed,
   ExecutionCancelled,

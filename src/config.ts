@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
+import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
 import { unknownNameMessage } from './input/nearest.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
 import { parseNamespaceLimits } from './executor/namespace-limits.ts';
@@ -61,6 +62,17 @@ export interface Config {
   readonly apiNamespaceTokens: string | undefined;
   /** BATON_NAMESPACE_CONCURRENCY: executions of a namespace that may hold a slot at once (the executor enforces it). */
   readonly namespaceConcurrency: Readonly<Record<string, number>>;
+  /** BATON_RETENTION (off by default): the executor archives and removes finished work older than this (src/retention/). */
+  readonly retention: RetentionConfig | undefined;
+}
+
+export interface RetentionConfig {
+  /** BATON_RETENTION: `90d` (the suggested value), `12h`, … */
+  readonly olderThanMs: number;
+  /** BATON_RETENTION_ARCHIVE: where archive files go; default <BATON_DATA_DIR>/archive. */
+  readonly archiveDir: string;
+  /** BATON_RETENTION_INTERVAL: how often the executor runs it; default 1h. */
+  readonly intervalMs: number;
 }
 
 export interface ApiLimits {
@@ -80,6 +92,10 @@ export interface ApiLimits {
   readonly requestTimeoutMs: number;
   /** BATON_API_KEEP_ALIVE_TIMEOUT: an idle kept-alive connection is closed after this long. */
   readonly keepAliveTimeoutMs: number;
+  /** BATON_API_MAX_BODY_BYTES: a larger request body is refused (413). */
+  readonly maxBodyBytes: number;
+  /** BATON_API_MAX_SUBMIT_BATCH: submissions one submitExecutions call may carry. */
+  readonly maxSubmitBatch: number;
 }
 
 export interface TimeoutConfig {
@@ -132,7 +148,11 @@ export function dbWaitFor(config: Pick<Config, 'dbWaitMs'>, who: 'host' | 'cli')
 
 // Sizes: 16 KiB keeps a page of 100 executions with every JSON field far below the response
 // budget (100 × 4 fields × 16 KiB = 6.4 MiB < 8 MiB); 8 MiB is ~50 MiB of heap while it is built.
-// Timeouts: headers and bodies are at most 64 KiB, which any client sends in well under 10 s.
+// Bodies: 1 MiB carries a submitExecutions batch of 1,000 with inputs of ~1 KB each (a
+// submitExecution alone rarely needs more than a few KiB); yoga refuses larger ones from the
+// Content-Length before reading them. Batches: 1,000 submissions are one appendMany, one
+// transaction of ~1,000 rows, which commits in tens of milliseconds on the 2-core dev machine.
+// Timeouts: headers and bodies of 1 MiB arrive from any client in well under 10 s.
 export const DEFAULT_API_LIMITS: ApiLimits = Object.freeze({
   maxValueBytes: 16 * 1024,
   maxResponseBytes: 8 * 1024 * 1024,
@@ -142,6 +162,8 @@ export const DEFAULT_API_LIMITS: ApiLimits = Object.freeze({
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 5_000,
+  maxBodyBytes: 1024 * 1024,
+  maxSubmitBatch: 1_000,
 });
 
 export const DEFAULT_DATA_DIR = './.baton';
@@ -182,6 +204,8 @@ const EnvSchema = z.object({
   BATON_API_HEADERS_TIMEOUT: duration(DEFAULT_API_LIMITS.headersTimeoutMs),
   BATON_API_REQUEST_TIMEOUT: duration(DEFAULT_API_LIMITS.requestTimeoutMs),
   BATON_API_KEEP_ALIVE_TIMEOUT: duration(DEFAULT_API_LIMITS.keepAliveTimeoutMs),
+  BATON_API_MAX_BODY_BYTES: byteSize(DEFAULT_API_LIMITS.maxBodyBytes, 1024, 256 * 1024 ** 2),
+  BATON_API_MAX_SUBMIT_BATCH: count(DEFAULT_API_LIMITS.maxSubmitBatch, 'number of submissions', 100_000),
   BATON_API_INTROSPECTION: onOff,
   BATON_HTTP_ALLOW: hostAllowList,
   BATON_NAMESPACE: z.preprocess(
@@ -212,6 +236,23 @@ const EnvSchema = z.object({
   BATON_SHUTDOWN_TIMEOUT: duration(DEFAULT_TIMEOUTS.shutdownTimeoutMs),
   BATON_MAX_ATTEMPTS: count(DEFAULT_TIMEOUTS.maxAttempts, 'number of attempts'),
   BATON_NO_WORKER_TIMEOUT: duration(DEFAULT_TIMEOUTS.noWorkerTimeoutMs),
+  BATON_RETENTION: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .transform((v, ctx) => {
+        if (v.trim() === 'off') return undefined;
+        const ms = parseAge(v);
+        if (ms === undefined) {
+          ctx.addIssue({ code: 'custom', message: `Invalid age: expected off or an age such as ${SUGGESTED_RETENTION} (the suggested value), 12h or 30m (at least 1s, at most 100 years)` });
+          return z.NEVER;
+        }
+        return ms;
+      })
+      .optional(),
+  ),
+  BATON_RETENTION_ARCHIVE: z.preprocess(unsetIfEmpty, z.string().optional()),
+  BATON_RETENTION_INTERVAL: duration(3_600_000),
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -286,6 +327,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     namespace: e.BATON_NAMESPACE,
     dbSchema: e.BATON_DB_SCHEMA,
     namespaceConcurrency: Object.freeze(e.BATON_NAMESPACE_CONCURRENCY),
+    retention:
+      e.BATON_RETENTION === undefined
+        ? undefined
+        : Object.freeze({
+            olderThanMs: e.BATON_RETENTION,
+            archiveDir: path.resolve(cwd, e.BATON_RETENTION_ARCHIVE ?? path.join(e.BATON_DATA_DIR, 'archive')),
+            intervalMs: e.BATON_RETENTION_INTERVAL,
+          }),
     timeouts: Object.freeze({
       scheduleToStartMs: e.BATON_SCHEDULE_TO_START_TIMEOUT,
       startToCloseMs: e.BATON_START_TO_CLOSE_TIMEOUT,
@@ -325,6 +374,8 @@ function apiLimitsOf(e: z.infer<typeof EnvSchema>): ApiLimits {
     headersTimeoutMs: e.BATON_API_HEADERS_TIMEOUT,
     requestTimeoutMs: e.BATON_API_REQUEST_TIMEOUT,
     keepAliveTimeoutMs: e.BATON_API_KEEP_ALIVE_TIMEOUT,
+    maxBodyBytes: e.BATON_API_MAX_BODY_BYTES,
+    maxSubmitBatch: e.BATON_API_MAX_SUBMIT_BATCH,
   });
 }
 

@@ -58,6 +58,13 @@ export interface ActionContext {
   signal: AbortSignal;
   /** "Still alive" (and optional progress details): keeps the heartbeat timeout from firing. */
   heartbeat(details?: unknown): void;
+  /**
+   * Add tags to the execution (`{ invoice: 'inv-7' }`), recorded as ExecutionTagged, so it can be
+   * found by them (`baton list --tag invoice=inv-7`); a key it already has takes the new value.
+   * Bad tags (src/input/tags.ts rules; more than 32 in all) throw at once, naming the tag. The
+   * promise resolves once recorded (await it to be sure; not awaiting is fine).
+   */
+  tag(tags: Record<string, string>): Promise<void>;
   /** Already bound to the execution (executionId, attempt). */
   log: Logger;
 }

@@ -30,6 +30,8 @@ export interface ApiContext {
   updates: ExecutionUpdates;
   /** For the dead letters; absent when the server was started without one. */
   transport: WorkTransport | undefined;
+  /** Submissions one submitExecutions call may carry (BATON_API_MAX_SUBMIT_BATCH). */
+  maxSubmitBatch: number;
   /** A worker without a heartbeat for this long is not alive (the executor's staleness limit). */
   staleAfterMs: number;
   log: Logger;

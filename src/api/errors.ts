@@ -15,6 +15,7 @@ import {
   RejectedCommandError,
 } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
+import { ArchivedError } from '../retention/archived-history.ts';
 import { WorkflowIdConflictError } from '../workflow/service.ts';
 
 export type ApiErrorCode =
@@ -30,7 +31,9 @@ export type ApiErrorCode =
   | 'RESPONSE_TOO_LARGE'
   /** A per-client or server-wide cap (subscriptions) is reached: try again once one is free. */
   | 'LIMIT_EXCEEDED'
-  | 'SERVICE_UNAVAILABLE';
+  | 'SERVICE_UNAVAILABLE'
+  /** Retention archived it: no longer in the store; extensions say when and where (src/retention/). */
+  | 'ARCHIVED';
 
 const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {
   UNAUTHENTICATED: 401,
@@ -85,6 +88,10 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 
 /** Baton's typed error → code and client-safe message; undefined for errors that must be masked. */
 export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
+  if (err instanceof ArchivedError) {
+    const a = err.archived;
+    return { code: 'ARCHIVED', message: err.message, extra: { kind: err.kind, id: err.id, archivedAt: a.archivedAt.toISOString(), lastEventAt: a.lastEventAt.toISOString(), events: a.events, archive: a.archive } };
+  }
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
   if (err instanceof InvalidInputError) {
     const problems = err.problems.map(({ path, message }) => ({ path, message }));

@@ -11,7 +11,7 @@ import type { ApiContext } from './context.ts';
 import { badInput } from './errors.ts';
 import { jsonSize } from './json-size.ts';
 import { formatBytes, jsonField } from './response-budget.ts';
-import { readExecutionHistory } from '../replay/execution-history.ts';
+import { readStoredOrArchivedHistory } from '../retention/archived-history.ts';
 
 /** Events one request may fold in all (~4 µs each): a 100,000-event stream is ~0.4 s of CPU. */
 export const FOLDED_EVENTS_PER_REQUEST = 100_000;
@@ -35,7 +35,7 @@ export function timelineOf(ctx: ApiContext, executionId: string): Promise<Timeli
     let previous: Promise<unknown> = Promise.resolve();
     const fold = async (id: string) => {
       if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold(foldedBytes);
-      const events = await readExecutionHistory(ctx.runtime.store, id);
+      const { events } = await readStoredOrArchivedHistory(ctx.runtime.store, ctx.pool, id); // an archived one from its file
       eventsLeft -= events.length;
       for (const e of events) bytesLeft -= jsonSize(e.data, bytesLeft + 1);
       if (eventsLeft < 0 || bytesLeft < 0) throw tooMuchToFold(foldedBytes);

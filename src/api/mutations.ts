@@ -2,11 +2,12 @@
 // is checked by the one submission check every front door uses, so a bad one never becomes history.
 import { statusOf } from '../../actors/execution.machine.ts';
 import { cancelExecution as cancel } from '../runtime/cancel.ts';
-import { submitExecution as submit } from '../runtime/submission.ts';
+import { IdempotencyKeyConflictError } from '../errors.ts';
+import { apiItemNames, submitExecution as submit, submitExecutions as submitMany, type Submission } from '../runtime/submission.ts';
 import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
-import { ApiError, knownFor } from './errors.ts';
+import { ApiError, badInput, knownFor } from './errors.ts';
 import { inScope } from './namespace-tokens.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { NotFoundError } from '../errors.ts';
@@ -20,28 +21,58 @@ export interface SubmitArgs {
   idempotencyKey?: string | null;
   maxAttempts?: number | null;
   priority?: number | null;
+  tags?: unknown;
   namespace?: string | null;
+}
+
+/** GraphQL's nulls as absent fields: the submission check takes only what was given. */
+const asSubmission = (a: SubmitArgs): Submission => ({
+  action: a.action,
+  input: a.input ?? null,
+  ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
+  ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
+  ...(a.priority != null && { priority: a.priority }),
+  ...(a.tags != null && { tags: a.tags as Record<string, string> }),
+  ...(a.namespace != null && { namespace: a.namespace }),
+});
+
+/** A token limited to namespaces may submit only into them (`argument` names where the namespace was given). */
+function checkNamespaceScope(ctx: ApiContext, namespace: string | null | undefined, argument: string): void {
+  const ns = namespace ?? DEFAULT_NAMESPACE;
+  if (!inScope(ctx.namespaces, ns)) throw new ApiError('FORBIDDEN', `${argument}: this token may only submit to ${ctx.namespaces!.join(', ')}, not "${ns}"`, argument);
 }
 
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
-  const namespace = a.namespace ?? DEFAULT_NAMESPACE;
-  if (!inScope(ctx.namespaces, namespace)) throw new ApiError('FORBIDDEN', `namespace: this token may only submit to ${ctx.namespaces!.join(', ')}, not "${namespace}"`, 'namespace');
-  const r = await knownFor(ctx.role, () =>
-    // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
-    withTraceParent(ctx.trace, () =>
-      submit(ctx, {
-        action: a.action,
-        input: a.input ?? null,
-        ...(a.idempotencyKey != null && { idempotencyKey: a.idempotencyKey }),
-        ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
-        ...(a.priority != null && { priority: a.priority }),
-        ...(a.namespace != null && { namespace: a.namespace }),
-      }),
-    ),
-  );
+  checkNamespaceScope(ctx, a.namespace, 'namespace');
+  // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
+  const r = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submit(ctx, asSubmission(a))));
   ctx.log.info({ executionId: r.executionId, action: a.action, created: r.created }, 'execution submitted');
   return { executionId: r.executionId, created: r.created, status: statusOf(r.snapshot) };
+}
+
+const INPUTS_NAMES = apiItemNames('inputs');
+
+/**
+ * Many submissions, one appendMany: all checked first (any problem refuses the call, naming
+ * `inputs.<i>.<field>`), then each with its own result. Bounded by BATON_API_MAX_SUBMIT_BATCH.
+ */
+async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: ApiContext) {
+  if (a.inputs.length > ctx.maxSubmitBatch) {
+    throw badInput('inputs', `at most ${ctx.maxSubmitBatch} submissions in one call (BATON_API_MAX_SUBMIT_BATCH); got ${a.inputs.length}: split them into several calls`);
+  }
+  a.inputs.forEach((input, i) => checkNamespaceScope(ctx, input.namespace, `inputs.${i}.namespace`));
+  const outcomes = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES)));
+  const results = outcomes.map((o, index) => {
+    if (o.ok) return { index, executionId: o.result.executionId, created: o.result.created, status: statusOf(o.result.snapshot), error: null };
+    // Only a key's conflict is an item's own outcome; anything else failed the whole append.
+    if (!(o.error instanceof IdempotencyKeyConflictError)) throw o.error;
+    return { index, executionId: o.error.executionId, created: false, status: null, error: { code: 'IDEMPOTENCY_CONFLICT', message: o.error.message } };
+  });
+  const created = results.filter((r) => r.created).length;
+  const refused = results.filter((r) => r.error !== null).length;
+  ctx.log.info({ inputs: a.inputs.length, created, refused }, 'executions submitted');
+  return { results, created, existing: results.length - created - refused, refused };
 }
 
 /**
@@ -62,4 +93,4 @@ async function cancelExecution(_: unknown, a: { id: string; reason?: string | nu
   return { executionId: id, status: r.status, outcome: r.outcome.toUpperCase().replace('-', '_'), message: r.message };
 }
 
-export const mutationResolvers = { submitExecution, cancelExecution };
+export const mutationResolvers = { submitExecution, submitExecutions, cancelExecution };

@@ -91,6 +91,8 @@ export interface ExecutionFilter {
   namespace?: string | null;
   /** Only these namespaces (a namespace-scoped token's): not a GraphQL argument, the server sets it. */
   inNamespaces?: readonly string[] | null;
+  /** Every one of these tags (already checked): `tags @> filter`, served by the executions_tags index. */
+  tags?: Record<string, string> | null;
 }
 
 export interface ExecutionPage {
@@ -109,6 +111,7 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'workflowId', sql: (n) => `workflow_id = $${n}` },
   { key: 'namespace', sql: (n) => `namespace = $${n}` },
   { key: 'inNamespaces', sql: (n) => `namespace = ANY($${n}::text[])` },
+  { key: 'tags', sql: (n) => `tags @> $${n}::jsonb` },
 ];
 
 /**
@@ -122,7 +125,7 @@ export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter
   for (const f of FILTERS) {
     const value = o.filter[f.key];
     if (value === undefined || value === null) continue;
-    values.push(value);
+    values.push(f.key === 'tags' ? JSON.stringify(value) : value);
     where.push(f.sql(values.length));
   }
   if (o.after) {

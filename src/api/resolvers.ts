@@ -10,7 +10,11 @@ import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
 import { ApiError } from './errors.ts';
 import { inScope } from './namespace-tokens.ts';
+import { under } from '../input/errors.ts';
+import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
+import { archivedExecution } from './archived.ts';
+import type { ArchivedStream } from '../retention/store-side.ts';
 import { workflowResolvers } from './workflows.ts';
 import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
@@ -59,6 +63,14 @@ function visible<R extends { namespace: string }>(row: R | null | undefined, ctx
   return row && inScope(ctx.namespaces, row.namespace) ? row : null;
 }
 
+/** filter.tags: checked by the tag rules, each problem named (`filter.tags.customer: …`). */
+function tagsFilter(tags: unknown): Record<string, string> | undefined {
+  if (tags == null) return undefined;
+  const problems = under('filter.tags', tagsProblems(tags));
+  if (problems.length > 0) throw new ApiError('BAD_USER_INPUT', problems.map((p) => `${p.path}: ${p.message}`).join('; '), 'filter.tags', { problems });
+  return tags as Record<string, string>;
+}
+
 // Names and worker ids are bounded by the event schemas; longer values can match nothing.
 const filterText = (value: string | null | undefined, name: string) => (value == null ? value : textArg(value, name, 500));
 
@@ -69,13 +81,23 @@ export const resolvers = {
 
   Query: {
     // Another namespace's execution is, to a token limited to namespaces, no execution at all.
-    execution: async (_: unknown, a: { id: string }, ctx: ApiContext) => visible(await ctx.loaders.execution.load(uuidArg(a.id, 'id')), ctx),
+    async execution(_: unknown, a: { id: string }, ctx: ApiContext) {
+      const id = uuidArg(a.id, 'id');
+      return visible((await ctx.loaders.execution.load(id)) ?? (await archivedExecution(ctx, id)), ctx);
+    },
 
     async executions(_: unknown, a: { filter?: ExecutionFilter | null; first: number; after?: string | null }, ctx: ApiContext) {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
       const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
       const f = a.filter ?? {};
-      const filter = { ...f, action: filterText(f.action, 'filter.action'), workerId: filterText(f.workerId, 'filter.workerId'), workflowId: filterText(f.workflowId, 'filter.workflowId'), inNamespaces: ctx.namespaces ?? null };
+      const filter = {
+        ...f,
+        action: filterText(f.action, 'filter.action'),
+        workerId: filterText(f.workerId, 'filter.workerId'),
+        workflowId: filterText(f.workflowId, 'filter.workflowId'),
+        tags: tagsFilter(f.tags),
+        inNamespaces: ctx.namespaces ?? null,
+      };
       const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }), valueCap: ctx.budget.limits.maxValueBytes });
       const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
@@ -102,6 +124,7 @@ export const resolvers = {
 
   Execution: {
     id: (row: ExecutionRow) => row.executionId,
+    archived: (row: ExecutionRow & { archived?: ArchivedStream }) => row.archived ?? null,
     input: executionJson('input', 'input'),
     result: executionJson('result', 'result'),
     error: executionJson('error', 'error'),

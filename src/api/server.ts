@@ -35,8 +35,6 @@ import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
 import { readExecutionHistory } from '../replay/execution-history.ts';
 import { requestTraceFields } from '../observability/tracing.ts';
 
-/** GraphQL requests are small; 64 KiB leaves room for a generous submitExecution input. */
-export const DEFAULT_BODY_LIMIT_BYTES = 64 * 1024;
 export const GRAPHQL_PATH = '/graphql';
 /** What a client must send on requests a browser could make without a CORS preflight. */
 export const CSRF_HEADER = 'x-graphql-yoga-csrf';
@@ -94,7 +92,7 @@ export interface ApiServerOptions {
   namespaceTokens?: string;
   /** Workers silent longer than this are reported not alive; default 30 s (3 × 10 s heartbeats). */
   staleAfterMs?: number;
-  /** Default 64 KiB; larger bodies get 413. */
+  /** Larger bodies get 413; default limits.maxBodyBytes (BATON_API_MAX_BODY_BYTES, 1 MiB). */
   bodyLimitBytes?: number;
   /** The event store, for workflows (folded from their streams); without it they answer NOT_CONFIGURED. Not closed by close(). */
   store?: EventStore;
@@ -141,7 +139,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     graphqlEndpoint: GRAPHQL_PATH,
     landingPage: false,
     cors: false, // same-origin only: GraphiQL is served from here; other origins get no CORS grant
-    maxRequestBodySize: o.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    maxRequestBodySize: o.bodyLimitBytes ?? limits.maxBodyBytes,
     maskedErrors: { maskError: maskApiError },
     logging: yogaLogger(log),
     graphiql: introspection && { title: 'Baton', subscriptionsProtocol: 'SSE', defaultQuery: GRAPHIQL_EXAMPLE },
@@ -168,6 +166,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       updates,
       transport: o.transport,
       staleAfterMs: o.staleAfterMs ?? staleAfterMs(),
+      maxSubmitBatch: limits.maxSubmitBatch,
       log,
       trace: requestTraceFields(request.headers),
     }),

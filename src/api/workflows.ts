@@ -8,6 +8,9 @@ import { NotFoundError } from '../errors.ts';
 import { WorkflowId } from '../../schemas/workflow.ts';
 import { InvalidWorkflowError, cancelWorkflow as cancel, describeWorkflow, submitWorkflow as submit, type WorkflowStepView } from '../workflow/service.ts';
 import { loadWorkflow } from '../workflow/workflow-stream.ts';
+import { workflowStreamId } from '../../schemas/workflow-events.ts';
+import { ArchivedError } from '../retention/archived-history.ts';
+import { archivedStream } from '../retention/store-side.ts';
 import { textArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput } from './errors.ts';
@@ -32,8 +35,11 @@ export async function workflow(_: unknown, a: { id: string }, ctx: ApiContext) {
   try {
     return describeWorkflow(await loadWorkflow(storeOf(ctx), id));
   } catch (err) {
-    if (err instanceof NotFoundError) return null;
-    throw err;
+    if (!(err instanceof NotFoundError)) throw err;
+    // Archived by retention with its steps: say so, rather than "no such workflow".
+    const archived = await archivedStream(ctx.pool, workflowStreamId(id));
+    if (archived) throw new ArchivedError('workflow', id, archived);
+    return null;
   }
 }
 

@@ -26,6 +26,8 @@ export interface AppendPhaseResult {
 
 export interface RehydrateResult {
   events: number;
+  /** `whole stream`, or `from a snapshot` (the stored snapshot 999 events behind the end: the most a load folds between two). */
+  from: string;
   runs: number;
   ms: { p50: number; p95: number };
 }
@@ -121,24 +123,48 @@ function executionHistory(count: number): NewEvent[] {
   return [...head, ...progress];
 }
 
-async function rehydratePhase(store: PostgresEventStore, count: number, runs: number): Promise<RehydrateResult> {
-  const id = randomUUID();
-  const history = executionHistory(count);
-  let expected: bigint | 'no_stream' = 'no_stream';
+async function appendHistory(store: PostgresEventStore, id: string, history: NewEvent[], expected: bigint | 'no_stream'): Promise<bigint | 'no_stream'> {
   for (let i = 0; i < history.length; i += 1000) {
     expected = (await store.append(executionStreamId(id), history.slice(i, i + 1000), { expectedRevision: expected })).nextExpectedRevision;
   }
-  const runtime = createExecutionRuntime(store);
-  await runtime.load(id); // warm up: prepared statements, JIT
+  return expected;
+}
+
+async function timeLoads(load: () => Promise<{ revision: bigint }>, count: number, runs: number): Promise<{ p50: number; p95: number }> {
+  await load(); // warm up: prepared statements, JIT
   const times: number[] = [];
   for (let r = 0; r < runs; r++) {
     const t0 = performance.now();
-    const loaded = await runtime.load(id);
+    const loaded = await load();
     times.push(performance.now() - t0);
     if (loaded.revision !== BigInt(count - 1)) throw new Error(`rehydrated ${loaded.revision + 1n} events, expected ${count}`);
   }
   times.sort((a, b) => a - b);
-  return { events: count, runs, ms: { p50: round(percentile(times, 0.5)), p95: round(percentile(times, 0.95)) } };
+  return { p50: round(percentile(times, 0.5)), p95: round(percentile(times, 0.95)) };
+}
+
+/**
+ * A `count`-event execution loaded for a decision: folded from its whole stream, then (streams
+ * of 2,000 events or more) from a stored snapshot 999 events behind its end, the most a load
+ * folds between two snapshots (src/runtime/stream-snapshots.ts).
+ */
+async function rehydratePhase(store: PostgresEventStore, count: number, runs: number): Promise<RehydrateResult[]> {
+  const id = randomUUID();
+  const history = executionHistory(count);
+  const head = count >= 2_000 ? count - 999 : count;
+  const expected = await appendHistory(store, id, history.slice(0, head), 'no_stream');
+  const runtime = createExecutionRuntime(store);
+  if (head === count) return [{ events: count, from: 'whole stream', runs, ms: await timeLoads(() => runtime.load(id, { whole: true }), count, runs) }];
+  await runtime.load(id, { whole: true }); // folds `head` events: writes a snapshot at its end, in the background
+  for (let i = 0; i < 500 && (await store.snapshots!.read(executionStreamId(id)))?.revision !== BigInt(head - 1); i++) await new Promise((r) => setTimeout(r, 10));
+  await appendHistory(store, id, history.slice(head), expected);
+  // From the snapshot first: a whole load writes a snapshot at the end, which would leave nothing to fold.
+  const fromSnapshot = await timeLoads(() => runtime.load(id), count, runs * 10);
+  const whole = await timeLoads(() => runtime.load(id, { whole: true }), count, runs);
+  return [
+    { events: count, from: 'whole stream', runs, ms: whole },
+    { events: count, from: 'from a snapshot', runs: runs * 10, ms: fromSnapshot },
+  ];
 }
 
 export async function runEventStoreBench(
@@ -171,7 +197,7 @@ export async function runEventStoreBench(
       const small = await rehydratePhase(alone, 1_000, 30);
       o.progress(`[${total}/${total}] rehydrating a ${largeHistory.toLocaleString('en')}-event execution …`);
       const large = await rehydratePhase(alone, largeHistory, 3);
-      return { database: 'postgres (scratch database, dropped)', postgres: postgresVersion, seconds: o.seconds, appends, rehydrate: [small, large] };
+      return { database: 'postgres (scratch database, dropped)', postgres: postgresVersion, seconds: o.seconds, appends, rehydrate: [...small, ...large] };
     } finally {
       await grouped.close();
       await alone.close();
@@ -196,8 +222,8 @@ export function printEventStoreBench(r: EventStoreBenchResult): string {
     ),
     '',
     table(
-      ['REHYDRATE', 'RUNS', 'P50 MS', 'P95 MS'],
-      r.rehydrate.map((h) => [`${h.events.toLocaleString('en')} events`, String(h.runs), String(h.ms.p50), String(h.ms.p95)]),
+      ['REHYDRATE', 'FROM', 'RUNS', 'P50 MS', 'P95 MS'],
+      r.rehydrate.map((h) => [`${h.events.toLocaleString('en')} events`, h.from, String(h.runs), String(h.ms.p50), String(h.ms.p95)]),
     ),
   ].join('\n');
 }

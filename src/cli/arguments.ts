@@ -10,6 +10,7 @@ import { validate as isUuid } from 'uuid';
 import { workflowIdProblem } from '../../schemas/workflow-id.ts';
 import { InvalidInputError, under } from '../input/errors.ts';
 import { bigintTextProblem, dateTimeProblem, jsonProblems, textProblem, type Json } from '../input/rules.ts';
+import { parseTagText, TAG_LIMITS } from '../input/tags.ts';
 
 export const executionId = (value: string): string => {
   if (!isUuid(value)) throw new InvalidArgumentError(`execution id must be a uuid, got "${value}"`);
@@ -91,4 +92,18 @@ export const integerOption =
     const n = Number(text);
     if (!/^\s*-?\d+\s*$/.test(text) || !Number.isSafeInteger(n)) throw refuse(option, `must be a whole number, got "${text.slice(0, 40)}"`);
     return n;
+  };
+
+/**
+ * `--tag customer=c-42`, repeatable: the tags so far with this one added (a key given twice
+ * keeps the last). Checked by the tag rules (src/input/tags.ts) every door uses.
+ */
+export const tagOption =
+  (option: string) =>
+  (text: string, previous: Record<string, string> | undefined): Record<string, string> => {
+    const tag = parseTagText(text);
+    if ('problem' in tag) throw refuse(option, tag.problem);
+    const tags = { ...previous, [tag.key]: tag.value };
+    if (Object.keys(tags).length > TAG_LIMITS.maxTags) throw refuse(option, `at most ${TAG_LIMITS.maxTags} tags`);
+    return tags;
   };

@@ -12,6 +12,7 @@ import { startExecutor, type Executor } from '../executor/executor.ts';
 import { followActors } from '../runtime/follow-actors.ts';
 import { openEnvironment, type Environment } from './environment.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
+import { scheduleRetention, storedEventsGauge } from '../retention/schedule.ts';
 import { startScheduleHost } from '../schedule/schedule-host.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { createLogger } from '../log.ts';
@@ -154,6 +155,9 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     log: log.child({ component: 'workflows' }),
     registry: env.registry,
   });
+  // The gauge of stored events, and BATON_RETENTION's runs (src/retention/schedule.ts).
+  storedEventsGauge(env.db.pool, env.registry, env.storeKind === 'postgres');
+  const retention = env.config.retention && scheduleRetention({ pool: env.db.pool, store: env.store, config: env.config.retention, log: log.child({ component: 'retention' }), registry: env.registry });
   // Beside them the schedule host: every executor fires due ticks (they race safely, schedule-host.ts).
   const schedules = startScheduleHost({
     store: env.store,
@@ -165,6 +169,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     ...executor,
     ready: Promise.all([executor.ready, workflows.ready, schedules.ready]).then(() => undefined),
     async stop() {
+      await retention?.stop();
       await follower.stop();
       await schedules.stop();
       await workflows.stop();

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
-import { executionIdOrPointer, integerOption, jsonOption } from './arguments.ts';
+import { executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
 import { filterText, givenOption, intFrom, isoTime, namespaceName, namespaceNames, positiveInt } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
@@ -17,6 +17,7 @@ import { registerReplayCommands } from './replay-commands.ts';
 import { registerCancelCommand } from './cancel-command.ts';
 import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
+import { registerRetentionCommands } from './retention-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
@@ -41,18 +42,30 @@ const program = new Command('baton')
 
 program
   .command('submit')
-  .description('request an execution of an action (checked as the API checks it: a known action, input that fits its schema)')
-  .argument('<action>', 'action name, e.g. core.noop')
+  .description('request an execution of an action (checked as the API checks it: a known action, input that fits its schema), or many from an NDJSON file')
+  .argument('[action]', 'action name, e.g. core.noop (not with --file)')
   .option('--input <json>', 'action input as JSON (default: null)', jsonOption('--input'))
   .option('--actions <module>', 'a module exporting more actions, so theirs can be submitted (the built-ins are always known)')
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
   .option('--max-attempts <n>', 'attempts before the execution is abandoned (1 to 1000)', integerOption('--max-attempts'))
   .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
   .option('--namespace <name>', 'the namespace it lives in (default: $BATON_NAMESPACE, or default); created on first use', namespaceName)
+  .option('--tag <key=value>', 'a tag to find it by (`baton list --tag`), repeatable; with --file, added to every line', tagOption('--tag'))
+  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?}')
+  .addOption(new Option('--batch-size <n>', 'with --file: lines per batch (one transaction each), 1 to 1000').argParser(intFrom(1, 1_000)).default(500))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
   .option('--json', 'print JSON')
-  .action(async (action: string, o) => (await import('./run/submit.ts')).submitCommand(action, o));
+  .action(async (action: string | undefined, o, cmd: Command) => {
+    if (o.file === undefined) {
+      if (action === undefined) throw new BatonError('submit: give an action (`baton submit core.noop`) or --file <ndjson>');
+      return (await import('./run/submit.ts')).submitCommand(action, o);
+    }
+    const single = ['input', 'key', 'maxAttempts', 'priority', 'wait', 'timeout'].filter((k) => o[k] !== undefined);
+    if (action !== undefined) throw new BatonError(`submit: give an action or --file, not both (each line of the file names its action)`);
+    if (single.length > 0) throw new BatonError(`submit --file: ${single.map((k) => cmd.options.find((opt) => opt.attributeName() === k)!.long).join(', ')} belong${single.length === 1 ? 's' : ''} on each line of the file, not on the command line`);
+    return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json });
+  });
 
 program
   .command('status')
@@ -83,6 +96,7 @@ program
   .option('--since <time>', 'only executions requested at or after this ISO time', isoTime)
   .option('--until <time>', 'only executions requested before this ISO time', isoTime)
   .option('--namespace <name>', 'only executions of this namespace (default: every namespace)', namespaceName)
+  .option('--tag <key=value>', 'only executions with this tag (repeatable: every one)', tagOption('--tag'))
   .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
   .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
   .option('--json', 'print JSON: { executions, nextCursor }')
@@ -208,11 +222,27 @@ bench
   .action(async (o) => (await import('./run/bench.ts')).projectionBenchCommand(o));
 
 bench
+  .command('submit')
+  .description('submission speed: single submits with many in flight, and bulk submits (submitMany) in batches')
+  .addOption(new Option('--seconds <n>', 'duration of each phase').argParser(positiveInt).default(5))
+  .addOption(new Option('--in-flight <n>', 'single submits in flight at once').argParser(intFrom(1, 256)).default(32))
+  .addOption(new Option('--batch-size <n>', 'submissions per bulk call').argParser(intFrom(1, 10_000)).default(500))
+  .option('--json', 'print JSON')
+  .action(async (o) => (await import('./run/bench.ts')).submitBenchCommand(o));
+
+bench
   .command('replay')
   .description('how fast `baton replay --all` checks the store: replay every stream against the current and the recorded machines')
   .addOption(new Option('--executions <n>', 'execution histories (6 events each)').argParser(positiveInt).default(17_000))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).replayBenchCommand(o));
+
+bench
+  .command('retention')
+  .description('how fast `baton retention run` archives and removes finished executions (archive files in a temporary directory)')
+  .addOption(new Option('--executions <n>', 'finished execution histories (6 events each)').argParser(positiveInt).default(5_000))
+  .option('--json', 'print JSON')
+  .action(async (o) => (await import('./run/bench.ts')).retentionBenchCommand(o));
 
 registerVerifyCommand(program);
 registerDlqCommand(program);
@@ -220,6 +250,7 @@ registerReplayCommands(program);
 registerCancelCommand(program);
 registerWorkflowCommands(program);
 registerEventStoreCommands(program);
+registerRetentionCommands(program);
 registerScheduleCommands(program);
 
 try {

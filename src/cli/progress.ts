@@ -5,15 +5,20 @@ export interface Progress {
   finish(message: string): void;
 }
 
-export function progressLine(label: string, total?: number, stream: NodeJS.WriteStream = process.stderr): Progress {
+const BAR_CELLS = 24;
+
+export function progressLine(label: string, total?: number, stream: NodeJS.WriteStream = process.stderr, unit = 'events'): Progress {
   const started = performance.now();
   const tty = stream.isTTY === true;
   let lastDraw = 0;
   const render = (done: number) => {
     const seconds = (performance.now() - started) / 1000;
     const rate = seconds > 0 ? Math.round(done / seconds) : 0;
-    const share = total ? ` ${Math.min(100, Math.floor((done / total) * 100))}% (${done.toLocaleString('en')}/${total.toLocaleString('en')})` : ` ${done.toLocaleString('en')}`;
-    return `${label}:${share} events, ${rate.toLocaleString('en')}/s`;
+    const pct = total ? Math.min(100, Math.floor((done / total) * 100)) : 0;
+    // On a terminal, a bar too: 24 cells, each ~4%.
+    const bar = tty && total ? ` [${'█'.repeat(Math.floor(pct / (100 / BAR_CELLS))).padEnd(BAR_CELLS, '░')}]` : '';
+    const share = total ? `${bar} ${pct}% (${done.toLocaleString('en')}/${total.toLocaleString('en')})` : ` ${done.toLocaleString('en')}`;
+    return `${label}:${share} ${unit}, ${rate.toLocaleString('en')}/s`;
   };
   return {
     update(done) {

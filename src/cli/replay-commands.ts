@@ -25,8 +25,9 @@ const forkEvent = (value: string, previous: ForkEventInput[] = []): ForkEventInp
 export function registerReplayCommands(program: Command): void {
   program
     .command('inspect')
-    .description("time-travel: an execution's state at a revision or instant (default: now), with the event that led there and what could come next; or a what-if fork")
+    .description("time-travel: an execution's state at a revision or instant (default: now), with the event that led there and what could come next; or a what-if fork. An archived execution is read from its archive file")
     .argument('<id>', 'execution id', executionId)
+    .option('--file <history.json>', 'read the history from a file (`baton export`, or an archive file written by `baton retention run`) instead of the store')
     .option('--at <revision|time>', 'a revision (0, 1, …) or an ISO time: the state after the last event recorded by then', inspectPoint)
     .option('--fork-at <revision>', 'what-if: continue from this revision with the --event(s) instead, through the machine only (writes nothing)', revision)
     .option('--event <json>', 'with --fork-at: an event to try, e.g. \'{"type":"ExecutionFailed","data":{"error":{"message":"boom"},"retryable":false}}\' ("by" defaults to the owner); repeatable', forkEvent)

@@ -9,7 +9,7 @@ import { InvalidActionInputError, isActionDefinition, type AnyActionDefinition }
 import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
 import { openEnvironment, type Environment } from '../cli/environment.ts';
 import { loadConfig } from '../config.ts';
-import { NotFoundError } from '../errors.ts';
+import { BatonError, NotFoundError } from '../errors.ts';
 import { START } from '../eventstore/event-store.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import { createLogger } from '../log.ts';
@@ -89,6 +89,7 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
       ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
       ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
       ...(options.priority !== undefined && { priority: options.priority }),
+      ...(options.tags !== undefined && { tags: options.tags }),
     };
     return checkSubmission(registryFor(action), s, names);
   }
@@ -125,9 +126,16 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
           throw err;
         }
       });
-      const out: Submitted[] = [];
-      for (const request of requests) out.push(submitted(await runtime.submit(request)));
-      return out;
+      // One appendMany for all of them; a key that names an earlier, different submission is
+      // refused alone (the others are stored) and reported with its index.
+      const outcomes = await runtime.submitMany(requests);
+      const refused = outcomes.findIndex((o) => !o.ok);
+      if (refused >= 0) {
+        const err = (outcomes[refused] as { error: Error }).error;
+        if (err instanceof BatonError) err.message = `items[${refused}]: ${err.message}${outcomes.length > 1 ? ' (the other items were submitted)' : ''}`;
+        throw err;
+      }
+      return outcomes.map((o) => submitted((o as { ok: true; result: Parameters<typeof submitted>[0] }).result));
     },
     async cancel(id, reason) {
       const r = await cancelExecution(runtime, id, reason ?? 'cancelled through the client');

@@ -102,11 +102,12 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
       ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
       ...(options.priority !== undefined && { priority: options.priority }),
+      ...(options.tags !== undefined && { tags: options.tags }),
     };
   }
 
-  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int) {
-    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority) { executionId created status }
+  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $tags: JSON) {
+    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, tags: $tags) { executionId created status }
   }`;
 
   async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {

@@ -25,18 +25,15 @@ function checkId(id: unknown): string {
   return id.toLowerCase();
 }
 
-/** Unknown submit options are refused, not ignored; tags wait for a Baton that records them. */
+/** Unknown submit options are refused, not ignored. (Tags are checked where the submission is: src/input/tags.ts.) */
 function checkOptions(options: unknown, at: string): SubmitOptions {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidInputError([{ path: at, message: 'must be an object' }]);
   const problems = Object.keys(options)
     .filter((k) => !(OPTION_KEYS as readonly string[]).includes(k) && !(at.startsWith('items[') && (k === 'action' || k === 'input')))
     .map((k) => ({ path: `${at}.${k}`, message: `unknown option; known: ${OPTION_KEYS.join(', ')}` }));
-  const tags = (options as SubmitOptions).tags;
-  if (tags !== undefined && Object.keys(tags).length > 0) problems.push({ path: `${at}.tags`, message: 'this version of Baton does not record tags yet' });
   if (problems.length > 0) throw new InvalidInputError(problems);
-  const { tags: _tags, ...rest } = options as SubmitOptions;
-  return rest;
+  return options as SubmitOptions;
 }
 
 /**

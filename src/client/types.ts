@@ -78,9 +78,9 @@ export interface SubmitOptions {
   /** Attempts in total, 1 to 1000 (default: the action's retry.maxAttempts, else BATON_MAX_ATTEMPTS). */
   maxAttempts?: number;
   /**
-   * Your own string key-values to find executions by. Recorded only by a Baton whose
-   * submissions take tags; one that does not refuses them (InvalidInputError naming `tags`)
-   * rather than dropping them.
+   * Your own string key-values to find executions by (`baton list --tag k=v`, GraphQL
+   * `executions(filter: {tags})`): at most 32, keys of 1 to 64 letters, digits and `_ . : / -`,
+   * values of 1 to 256 characters; a bad one is InvalidInputError naming it.
    */
   tags?: Record<string, string>;
 }

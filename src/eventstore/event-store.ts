@@ -1,6 +1,7 @@
 // The EventStore port. Adapters: Postgres (default, ./postgres.ts); EventStoreDB/KurrentDB
 // (./eventstoredb.ts, when BATON_EVENTSTORE_URL is set).
 // Every adapter passes the one contract suite in test/contract/event-store.contract.ts.
+import type { SnapshotStore } from './snapshots.ts';
 
 /** An event as the caller hands it to append(). */
 export interface NewEvent {
@@ -132,5 +133,21 @@ export interface EventStore {
   settled?(o?: { timeoutMs?: number }): Promise<void>;
   /** Catch up from a position, then follow live appends until the signal aborts. */
   subscribe(options: SubscribeOptions): AsyncIterable<StoredEvent>;
+  /**
+   * Remove a whole stream (retention, after its history was archived), if it is at
+   * `expectedRevision` (WrongExpectedRevisionError otherwise, and nothing is removed); returns
+   * how many events were removed (0 for a stream that does not exist: a retry is harmless).
+   * Readers that checkpointed one of its events resume where they were. What the adapter
+   * reclaims, and whether the id can be used again, is said in its header.
+   */
+  deleteStream(streamId: string, options: { expectedRevision: bigint }): Promise<{ deleted: number }>;
+  /**
+   * True when a deleted stream's events still come in reads of all streams until the server
+   * reclaims them (EventStoreDB before a scavenge): a rebuild of the read model then leaves out
+   * the streams retention archived (src/readmodel/build.ts).
+   */
+  readonly deletedStreamsStayInReadAll?: boolean;
+  /** Where snapshots of long streams are kept (./snapshots.ts); absent when this store has none. */
+  readonly snapshots?: SnapshotStore;
   close(): Promise<void>;
 }

@@ -58,6 +58,7 @@ import {
 import type { Logger } from 'pino';
 import { BatonError, DuplicateEventIdError } from '../errors.ts';
 import { appendEach, validateAppend } from './append-validation.ts';
+import type { SnapshotStore } from './snapshots.ts';
 import type { AppendResult, EventStore, ExpectedRevision, NewEvent, ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import {
   appendIdOf,
@@ -89,6 +90,8 @@ export interface EventStoreDbEventStoreOptions {
   reconnect?: Backoff;
   /** readAll: $all events fetched per round trip while looking for wanted streams. */
   readAllPageSize?: number;
+  /** Where snapshots of long streams are kept: Baton's Postgres (src/eventstore/snapshots.ts), never EventStoreDB itself. */
+  snapshots?: SnapshotStore;
 }
 
 export interface EventStoreDbEventStore extends EventStore {
@@ -98,7 +101,8 @@ export interface EventStoreDbEventStore extends EventStore {
 /** How long a confirmed subscription must have lasted for its drop to restart the backoff. */
 const HEALTHY_AFTER_MS = 10_000;
 
-const isStreamNotFound = (err: unknown) => (err as { type?: unknown } | null)?.type === 'stream-not-found';
+/** No such stream, or one that was deleted (a tombstoned stream reads as "deleted"): either way, no events. */
+const isStreamNotFound = (err: unknown) => ['stream-not-found', 'stream-deleted'].includes((err as { type?: unknown } | null)?.type as string);
 
 
 /**
@@ -287,9 +291,27 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     }
   }
 
+  async function deleteStream(streamId: string, o: { expectedRevision: bigint }): Promise<{ deleted: number }> {
+    const current = await streamRevision(streamId);
+    if (current === 'no_stream') return { deleted: 0 };
+    if (current !== o.expectedRevision) throw toWrongExpectedRevision(streamId, o.expectedRevision, current);
+    try {
+      await client.tombstoneStream(streamId, { expectedRevision: o.expectedRevision });
+    } catch (err) {
+      if (isStreamNotFound(err)) return { deleted: 0 }; // deleted meanwhile (a retry)
+      if (isWrongExpectedVersion(err)) throw toWrongExpectedRevision(streamId, o.expectedRevision, err.actualVersion, err);
+      throw err;
+    }
+    // Revisions are never truncated here (Baton sets no $maxCount/$tb), so the count is revision + 1.
+    return { deleted: Number(current + 1n) };
+  }
+
   return {
     client,
     append,
+    deleteStream,
+    deletedStreamsStayInReadAll: true, // until a scavenge
+    ...(options.snapshots && { snapshots: options.snapshots }),
     // EventStoreDB has no transaction across streams: each request is atomic on its own stream.
     appendMany: (requests) => appendEach(append, requests),
     readStream,

@@ -75,9 +75,12 @@ const xidLess = (a: string, b: string) => BigInt(a) < BigInt(b);
 export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListening(): Promise<void> }, idlePollMs: number) {
   async function cursorAfter(position: bigint): Promise<Cursor> {
     if (position === 0n) return { xid: '0', position: 0n };
+    // An event retention removed keeps its place (baton_removed_positions, pg-delete-stream.ts):
+    // a reader that checkpointed it resumes exactly where it was.
     const r = await pool.query<{ transaction_id: string }>({
       name: 'baton_cursor_after',
-      text: 'SELECT transaction_id FROM baton_events WHERE global_position = $1',
+      text: `SELECT transaction_id FROM baton_events WHERE global_position = $1
+             UNION ALL SELECT transaction_id FROM baton_removed_positions WHERE global_position = $1 LIMIT 1`,
       values: [position.toString()],
     });
     if (r.rowCount === 0) throw new BatonError(`readAll: no event at global position ${position}; resume only from a position this store delivered`);

@@ -38,6 +38,8 @@ import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-fo
 import { validateAppend } from './append-validation.ts';
 import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
 import { appendManyPostgres, earlierAppend, readStoredIds } from './pg-append-many.ts';
+import { deleteStreamWithin } from './pg-delete-stream.ts';
+import { createPostgresSnapshotStore } from './snapshots.ts';
 
 export interface PostgresEventStoreOptions {
   log?: Logger;
@@ -58,6 +60,8 @@ export interface PostgresEventStore extends EventStore {
    * learnt of events some other way (a `stream` subscription, readStream) and then reads all.
    */
   settled(o?: { timeoutMs?: number }): Promise<void>;
+  /** deleteStream inside a transaction the caller controls (retention removes the read model's rows in the same one). Caller commits. */
+  deleteStreamWithin(client: pg.ClientBase, streamId: string, options: { expectedRevision: bigint }): Promise<{ deleted: number }>;
 }
 
 /**
@@ -224,6 +228,9 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }
     },
+    deleteStream: (streamId, o) => deleteStreamWithin(pool, streamId, o),
+    deleteStreamWithin,
+    snapshots: createPostgresSnapshotStore(pool, { events: true }),
     readStream,
     readAll: follow.readAll,
     subscribe: follow.subscribe,

@@ -157,6 +157,7 @@ export class SchedulingView {
         return;
       case 'ExecutionRequested':
       case 'ExecutionProgressed':
+      case 'ExecutionTagged':
       case 'ExecutionCompleted':
       case 'ExecutionCancelRequested':
       case 'ExecutionCancelled':

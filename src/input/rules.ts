@@ -34,6 +34,21 @@ export const MAX_TEXT_LENGTH = 10_000;
 export const EARLIEST_DATE_TIME = '0001-01-01T00:00:00.000Z';
 export const LATEST_DATE_TIME = '9999-12-31T23:59:59.999Z';
 
+/**
+ * Whether two JSON values are the same value: key order and prototypes aside (jsonb stores keys
+ * in its own order; GraphQL builds literal objects without a prototype, which
+ * util.isDeepStrictEqual counts as a difference). Recursive: for values within JSON_LIMITS' depth.
+ */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((v, i) => sameJson(v, (b as unknown[])[i]));
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
 /** Postgres's bigint: the largest cursor position or sequence number there can be. */
 export const MAX_BIGINT = 9_223_372_036_854_775_807n;
 

@@ -37,8 +37,15 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
   let position = o.from;
   let count = 0;
   let lastRecordedAt: Date | null = null;
-  const apply = (events: StoredEvent[]) =>
+  // EventStoreDB keeps a deleted stream's events in $all until a scavenge: leave out the streams
+  // retention archived (their rows left the live read model with them).
+  const archived = o.store.deletedStreamsStayInReadAll ? await archivedStreamIds(o.pool) : undefined;
+  const applyAll = (events: StoredEvent[]) =>
     o.client ? o.projection.apply(o.client, o.schema, events) : inTransaction(o.pool, (c) => o.projection.apply(c, o.schema, events));
+  const apply = async (events: StoredEvent[]) => {
+    const kept = archived ? events.filter((e) => !archived.has(e.streamId)) : events;
+    if (kept.length > 0) await applyAll(kept);
+  };
   if (o.until !== undefined && o.until === o.from) return { position, events: 0, lastRecordedAt };
   for await (const batch of readBatches(o.store, o.projection, o.from, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
     const stopAt = o.until === undefined ? -1 : batch.findIndex((e) => e.globalPosition === o.until);
@@ -55,4 +62,9 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
     throw new BatonError(`projection ${o.projection.name}: the store ended before position ${o.until}, where the live checkpoint is`);
   }
   return { position, events: count, lastRecordedAt };
+}
+
+async function archivedStreamIds(pool: pg.Pool): Promise<Set<string>> {
+  const r = await pool.query<{ stream_id: string }>('SELECT stream_id FROM baton_archived_streams');
+  return new Set(r.rows.map((row) => row.stream_id));
 }

@@ -56,6 +56,13 @@ export interface ActorKind<S extends AnyMachineSnapshot, E extends DomainEvent> 
   fold(id: string, events: readonly E[]): S;
   /** A snapshot nothing moves any more: the caches may let it go. */
   isFinal(snapshot: S): boolean;
+  /**
+   * The snapshot as JSON and back (the machine's persisted form), for kinds whose streams can
+   * grow long: a load then folds from the latest stored snapshot of `machineVersion` (see
+   * actor-runtime.ts). Kinds without them always fold their whole stream.
+   */
+  persist?(snapshot: S): unknown;
+  restore?(persisted: unknown): S;
   /** The longest stream worth folding; longer ones are refused (a bound on one read). */
   readonly maxEvents?: number;
 }

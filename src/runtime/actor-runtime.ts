@@ -11,6 +11,9 @@
 // executor's scheduling view, the workflow orchestrator) listens with `onChange`; its own
 // appends and its subscription reach it once each, never twice. Time comes from an injected
 // clock; the machine never reads one.
+//
+// Long streams: a kind that can persist its snapshots (execution-kind.ts) loads from the latest
+// stored snapshot and the events after it (stream-snapshots.ts); `whole` reads the whole stream.
 import { randomUUID } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
@@ -18,6 +21,7 @@ import type { AppendResult, EventStore, NewEvent, StoredEvent } from '../eventst
 import { stateName, type ActorKind, type Command, type DomainEvent } from './actor-kind.ts';
 import { dispatchMany, type DispatchOutcome, type DispatchRequest } from './dispatch-many.ts';
 import { SnapshotCache } from './snapshot-cache.ts';
+import { streamSnapshots } from './stream-snapshots.ts';
 
 export type { DispatchOutcome, DispatchRequest } from './dispatch-many.ts';
 
@@ -29,8 +33,10 @@ export interface Loaded<S> {
   snapshot: S;
   /** Revision of the stream's last event (the expected revision of the next append); undefined for a stream with none. */
   revision: bigint | undefined;
-  /** The stored events, when this load read the stream (never from the cache). */
+  /** The stored events, when this load read the stream (never from the cache): all of them, or from `from` on. */
   events?: StoredEvent[];
+  /** Set when the load started from a stored snapshot: `events` start at this revision, not at 0. */
+  from?: bigint;
 }
 
 export interface Dispatched<S> {
@@ -76,6 +82,8 @@ export interface ActorRuntimeOptions {
   maxConflictRetries?: number;
   /** The snapshot cache's bound (snapshot-cache.ts). */
   maxCached?: number;
+  /** Events between two stored snapshots of a long stream (stream-snapshots.ts). */
+  snapshotEvery?: number;
 }
 
 /** A stored event the machine refuses: the stream was written by other rules (or corrupted). Its cache entry is dropped. */
@@ -84,7 +92,7 @@ export class UnfoldableEventError extends BatonError {}
 export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEvent> {
   readonly kind: ActorKind<S, E>;
   /** The actor's current snapshot: folded from its stream, or from the cache where the process follows the store (and `fresh` is not set). NotFoundError when it has no events and no empty state. */
-  load(id: string, o?: { fresh?: boolean }): Promise<Loaded<S>>;
+  load(id: string, o?: { fresh?: boolean; whole?: boolean }): Promise<Loaded<S>>;
   /**
    * Decide `commands` in order and append them at once at the revision they were decided on (see
    * above). Commands that depend on the state are given as a function of the snapshot (undefined:
@@ -120,6 +128,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
   const cache = new SnapshotCache<S>((s) => kind.isFinal(s), options.maxCached);
   let followsStore = options.followsStore ?? false;
   const listeners = new Set<(change: Change<S, E>) => void>();
+  const snapshots = streamSnapshots(store, kind, options.snapshotEvery);
 
   /** Every listener hears every change, even when one before it throws (a bug there must not starve the others); the first error is rethrown. */
   function emit(change: Change<S, E>): void {
@@ -143,14 +152,23 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return events;
   }
 
-  async function loadFresh(id: string): Promise<Loaded<S>> {
-    const events = await readStream(id);
-    if (events.length === 0) {
-      const empty = kind.empty?.(id);
-      if (!empty) throw new NotFoundError(kind.name, id);
-      return { id, snapshot: empty, revision: undefined, events };
+  async function loadFresh(id: string, o: { whole?: boolean } = {}): Promise<Loaded<S>> {
+    const viaSnapshots = snapshots && !o.whole ? await snapshots.load(id) : undefined;
+    const fromSnapshot = viaSnapshots && 'from' in viaSnapshots ? viaSnapshots : undefined;
+    let events: StoredEvent[];
+    let snapshot: S;
+    if (fromSnapshot) {
+      ({ events, snapshot } = fromSnapshot);
+    } else {
+      events = viaSnapshots && 'whole' in viaSnapshots ? viaSnapshots.whole : await readStream(id);
+      if (events.length === 0) {
+        const empty = kind.empty?.(id);
+        if (!empty) throw new NotFoundError(kind.name, id);
+        return { id, snapshot: empty, revision: undefined, events };
+      }
+      snapshot = kind.fold(id, events.map((e) => kind.read(e)));
+      snapshots?.folded(id, events.length, events[events.length - 1]!.revision, events[events.length - 1]!.eventId, snapshot);
     }
-    const snapshot = kind.fold(id, events.map((e) => kind.read(e)));
     const revision = events[events.length - 1]!.revision;
     // Whatever this read shows that the cache had not seen is a change like any other: a listener
     // told only by observe would never hear of events a load took into the cache first.
@@ -167,7 +185,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
         events: news.map((e) => ({ event: kind.read(e), eventId: e.eventId, revision: e.revision, globalPosition: e.globalPosition, recordedAt: e.recordedAt })),
       });
     }
-    return { id, snapshot, revision, events };
+    return { id, snapshot, revision, events, ...(fromSnapshot && { from: fromSnapshot.from }) };
   }
 
   function fromCache(id: string): Loaded<S> | undefined {
@@ -175,8 +193,8 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return held && { id, snapshot: held.snapshot, revision: held.revision };
   }
 
-  async function load(id: string, o: { fresh?: boolean } = {}): Promise<Loaded<S>> {
-    return (followsStore && !o.fresh ? fromCache(id) : undefined) ?? loadFresh(id);
+  async function load(id: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<Loaded<S>> {
+    return (followsStore && !o.fresh && !o.whole ? fromCache(id) : undefined) ?? loadFresh(id, o);
   }
 
   const toNew = (event: E, eventId: string): NewEvent => ({ eventId, type: event.type, data: event.data, metadata: event.metadata });
@@ -207,16 +225,20 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     if (r.idempotentReplay) return { id, snapshot: d.snapshot, revision: r.nextExpectedRevision, appended: false };
     cache.put(id, d.snapshot, r.nextExpectedRevision);
     const first = r.nextExpectedRevision - BigInt(d.decided.length - 1);
+    snapshots?.moved(id, first - 1n, r.nextExpectedRevision, d.eventIds[d.eventIds.length - 1]!, d.snapshot);
     emit({ id, before, after: d.snapshot, source: 'own', events: d.decided.map((event, i) => ({ event, eventId: d.eventIds[i]!, revision: first + BigInt(i) })) });
     return { id, snapshot: d.snapshot, revision: r.nextExpectedRevision, appended: true };
   }
 
   async function dispatch(id: string, commands: Commands<S, E>, o: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } = {}): Promise<Dispatched<S>> {
     const fixed = typeof commands === 'function' ? undefined : prepare(id, commands);
+    // Set once a refusal was decided on a load from a snapshot: the events it stands for may be
+    // this very command, stored by an earlier try, so the next round reads the whole stream.
+    let whole = false;
     for (let attempt = 1; ; attempt++) {
       // A caller that just loaded (or just dispatched) may pass what it knows: if that is
       // stale, the append conflicts and the next round reads the store.
-      const loaded: Loaded<S> = attempt === 1 ? (o.known ? { id, ...o.known } : (fromCache(id) ?? (await loadFresh(id)))) : await loadFresh(id);
+      const loaded: Loaded<S> = attempt === 1 ? (o.known ? { id, ...o.known } : (fromCache(id) ?? (await loadFresh(id)))) : await loadFresh(id, { whole });
       let prepared = fixed;
       if (!prepared) {
         // Commands that depend on the state are made again from each attempt's snapshot.
@@ -241,7 +263,8 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
         // Decided on a remembered snapshot (the cache, or the caller's): the store may say
         // otherwise (it moved on, or these very events were stored by an earlier try), so a
         // refusal is confirmed against a fresh read before it is reported.
-        if (!loaded.events && attempt <= maxConflictRetries) {
+        if ((!loaded.events || loaded.from !== undefined) && attempt <= maxConflictRetries) {
+          if (loaded.from !== undefined) whole = true;
           cache.delete(id);
           continue;
         }
@@ -284,6 +307,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       throw new UnfoldableEventError(`${kind.name} ${id}: stored event ${stored.revision} (${stored.type}) does not fold: ${d.error.message}`, { cause: d.error });
     }
     cache.put(id, d.snapshot, stored.revision);
+    snapshots?.moved(id, stored.revision - 1n, stored.revision, stored.eventId, d.snapshot);
     const change: Change<S, E> = {
       id,
       before,

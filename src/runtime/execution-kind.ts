@@ -1,6 +1,6 @@
 // Executions as the actor runtime sees them: streams `execution-<id>`, the execution machine's
 // decisions, and its refusals as NotOwnerError / AlreadyFinalError / InvalidTransitionError.
-import { MACHINE_VERSION, decideExecution, foldExecution, isFinal, startExecution, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import { MACHINE_VERSION, decideExecution, foldExecution, isFinal, persistExecution, restoreExecution, startExecution, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { EXECUTION_STREAM_PREFIX, ExecutionEvent, executionIdOfStream, executionStreamId } from '../../schemas/events.ts';
 import { AlreadyFinalError, InvalidTransitionError, NotOwnerError, parseOrThrow } from '../errors.ts';
 import { asExecutionEvent } from '../replay/history.ts';
@@ -52,4 +52,8 @@ export const executionKind: ActorKind<ExecutionSnapshot, ExecutionEvent> = {
     }
   },
   isFinal,
+  // An execution's stream can be long (a run may report progress 100,000 times): loads fold
+  // from a snapshot (actor-runtime.ts).
+  persist: persistExecution,
+  restore: restoreExecution,
 };

@@ -4,7 +4,6 @@
 // execution, idempotently when it has a key. History and time-travel are replay's business
 // (src/replay/execution-history.ts), not the runtime's.
 import { randomUUID } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
 import { v5 as uuidv5 } from 'uuid';
 import { executionStreamId, type ActorRef, type ExecutionEvent, type ExecutionEventOf, type ExecutionEventType } from '../../schemas/events.ts';
 import { startExecution, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
@@ -13,7 +12,9 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type Command } from './actor-kind.ts';
 import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from './actor-runtime.ts';
 import { executionKind } from './execution-kind.ts';
-import { traceSubmit, type TraceFields } from '../observability/tracing.ts';
+import { mapLimit } from '../async/map-limit.ts';
+import { sameJson } from '../input/rules.ts';
+import { traceSubmit, traceSubmitMany, type TraceFields } from '../observability/tracing.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { createNamespaces } from './namespaces.ts';
 
@@ -42,6 +43,8 @@ export interface SubmitRequest {
   correlationId?: string;
   /** Where it lives (checked before: see namespaceProblem). Default `default`. */
   namespace?: string;
+  /** String key-values to find it by (src/input/tags.ts). */
+  tags?: Record<string, string>;
 }
 
 export interface LoadedExecution {
@@ -49,8 +52,10 @@ export interface LoadedExecution {
   snapshot: ExecutionSnapshot;
   /** Revision of the last event: the expected revision of the next append. */
   revision: bigint;
-  /** The stored events, when this load read the stream (not when the snapshot cache answered). */
+  /** The stored events, when this load read the stream (not when the snapshot cache answered); from a stored snapshot's revision on unless loaded `whole`. */
   events?: StoredEvent[];
+  /** Set when the load started from a stored snapshot: `events` start at this revision. */
+  from?: bigint;
 }
 
 export interface DispatchResult {
@@ -70,6 +75,15 @@ export interface SubmitResult {
 }
 
 
+/** What became of one request of a submitMany: submitted (or found by its key), or refused (an idempotency conflict, a store error). */
+export type SubmitOutcome = { ok: true; result: SubmitResult } | { ok: false; error: Error };
+
+/** The fields an idempotency key's second use must repeat exactly. */
+const KEYED_FIELDS = ['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId', 'tags'] as const;
+
+// Streams read at once when a batch's keys find earlier executions (a file submitted again).
+const EXISTING_READS_IN_FLIGHT = 16;
+
 export interface ExecutionRuntimeOptions {
   clock?: Clock;
   /** How often dispatch reloads and decides again after losing a revision race. */
@@ -78,6 +92,8 @@ export interface ExecutionRuntimeOptions {
   maxCached?: number;
   /** This process observes every execution event (the executor): loads answer from the cache (actor-runtime.ts). */
   followsStore?: boolean;
+  /** Events between two stored snapshots of a long execution (src/runtime/stream-snapshots.ts). */
+  snapshotEvery?: number;
   /** Attempts of a submission that does not say, unless its action sets its own (BATON_MAX_ATTEMPTS). Default 3. */
   defaultMaxAttempts?: number;
 }
@@ -92,13 +108,15 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     ...(options.maxConflictRetries !== undefined && { maxConflictRetries: options.maxConflictRetries }),
     ...(options.maxCached !== undefined && { maxCached: options.maxCached }),
     ...(options.followsStore !== undefined && { followsStore: options.followsStore }),
+    ...(options.snapshotEvery !== undefined && { snapshotEvery: options.snapshotEvery }),
   });
 
   const namespaces = createNamespaces(store, clock);
 
-  async function load(executionId: string, o: { fresh?: boolean } = {}): Promise<LoadedExecution> {
+  /** `whole`: read the whole stream, never from a stored snapshot (`events` then holds every event). */
+  async function load(executionId: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<LoadedExecution> {
     const loaded = await actors.load(executionId, o);
-    return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }) };
+    return { executionId, snapshot: loaded.snapshot, revision: loaded.revision!, ...(loaded.events && { events: loaded.events }), ...(loaded.from !== undefined && { from: loaded.from }) };
   }
 
   /**
@@ -117,30 +135,19 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return { executionId, snapshot: r.snapshot, revision: r.revision, appended: r.appended };
   }
 
-  /**
-   * Create an execution. With an idempotency key the execution id is derived from the key, so
-   * the event store's "stream must not exist" check makes a second submission find the first:
-   * the database enforces it, there is no read-then-write race. Traced as `baton.submit` when a
-   * tracer provider is registered (ExecutionRequested then records its trace context).
-   */
-  async function submit(request: SubmitRequest): Promise<SubmitResult> {
+  type RequestedData = ExecutionEventOf<'ExecutionRequested'>['data'];
+
+  /** The request as its ExecutionRequested (`trace` in its metadata), ready to append at 'no_stream'; ids derive from the key when there is one. */
+  function prepare(request: SubmitRequest, trace: TraceFields) {
     const key = request.idempotencyKey;
     const executionId = key !== undefined ? executionIdForKey(key, request.namespace) : randomUUID();
-    // `default` always exists; any other namespace is created on first use.
-    if (request.namespace !== undefined && request.namespace !== DEFAULT_NAMESPACE) await namespaces.ensure(request.namespace);
-    return traceSubmit(request, (trace) => append(request, executionId, trace));
-  }
-
-  /** The submission's ExecutionRequested appended (or found, with its key), `trace` in its metadata. */
-  async function append(request: SubmitRequest, executionId: string, trace: TraceFields): Promise<SubmitResult> {
-    const key = request.idempotencyKey;
     const requested = executionKind.make(
       {
         type: 'ExecutionRequested',
         by: 'executor',
         data: {
           action: request.action,
-          input: (request.input ?? null) as ExecutionEventOf<'ExecutionRequested'>['data']['input'],
+          input: (request.input ?? null) as RequestedData['input'],
           // A submission that names no limit records the default as such: the action's own limit replaces it.
           maxAttempts: request.maxAttempts ?? options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS,
           ...(request.maxAttempts === undefined && { maxAttemptsIsDefault: true as const }),
@@ -149,6 +156,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
           ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
           namespace: request.namespace ?? DEFAULT_NAMESPACE,
+          ...(request.tags !== undefined && Object.keys(request.tags).length > 0 ? { tags: request.tags } : {}),
         },
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),
         ...trace,
@@ -159,22 +167,101 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     const eventId = key === undefined ? randomUUID() : uuidv5(request.namespace === undefined || request.namespace === DEFAULT_NAMESPACE ? `requested:${key}` : `requested:${executionId}`, IDEMPOTENCY_NAMESPACE);
     const snapshot = startExecution(requested);
     const stored = { ...requested, metadata: { ...requested.metadata, stateAfter: stateName(snapshot) } };
-    try {
-      const r = await store.append(executionStreamId(executionId), [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }], { expectedRevision: 'no_stream' });
-      if (!r.idempotentReplay) return { executionId, created: true, snapshot, revision: 0n };
-    } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError) || key === undefined) throw err;
-    }
-    const existing = await load(executionId, { fresh: true });
-    const first = existing.events![0]!.data as ExecutionEventOf<'ExecutionRequested'>['data'];
-    const differs = (['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId'] as const).filter(
-      (f) => !isDeepStrictEqual(first[f], requested.data[f]),
-    );
-    if (differs.length > 0) throw new IdempotencyKeyConflictError(key!, executionId, `differs in ${differs.join(', ')}`);
-    return { executionId, created: false, snapshot: existing.snapshot, revision: existing.revision };
+    return { key, executionId, data: requested.data, snapshot, append: { streamId: executionStreamId(executionId), events: [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }], expectedRevision: 'no_stream' as const } };
+  }
+  type Prepared = ReturnType<typeof prepare>;
+
+  const differences = (a: RequestedData, b: RequestedData) => KEYED_FIELDS.filter((f) => !sameJson(a[f], b[f]));
+
+  /** The key found an earlier execution: it, if that was the same request, else IdempotencyKeyConflictError. */
+  async function existing(p: Prepared): Promise<SubmitResult> {
+    const found = await load(p.executionId, { fresh: true, whole: true });
+    const differs = differences(found.events![0]!.data as RequestedData, p.data);
+    if (differs.length > 0) throw new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')}`);
+    return { executionId: p.executionId, created: false, snapshot: found.snapshot, revision: found.revision };
   }
 
-  return { store, load, dispatch, submit, observe: actors.observe, onChange: actors.onChange, cached: actors.cached, followed: actors.followed, actors };
+  /**
+   * Create an execution. With an idempotency key the execution id is derived from the key, so
+   * the event store's "stream must not exist" check makes a second submission find the first:
+   * the database enforces it, there is no read-then-write race. Traced as `baton.submit` when a
+   * tracer provider is registered (ExecutionRequested then records its trace context).
+   */
+  async function submit(request: SubmitRequest): Promise<SubmitResult> {
+    await ensureNamespaces([request]);
+    return traceSubmit(request, (trace) => append(prepare(request, trace)));
+  }
+
+  /** `default` always exists; any other namespace is created on first use, before its first execution. */
+  async function ensureNamespaces(requests: readonly SubmitRequest[]): Promise<void> {
+    const named = new Set(requests.map((r) => r.namespace ?? DEFAULT_NAMESPACE));
+    named.delete(DEFAULT_NAMESPACE);
+    for (const ns of named) await namespaces.ensure(ns);
+  }
+
+  /** The submission's ExecutionRequested appended (or found, with its key). */
+  async function append(p: Prepared): Promise<SubmitResult> {
+    try {
+      const r = await store.append(p.append.streamId, p.append.events, { expectedRevision: 'no_stream' });
+      if (!r.idempotentReplay) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
+    } catch (err) {
+      if (!(err instanceof WrongExpectedRevisionError) || p.key === undefined) throw err;
+    }
+    return existing(p);
+  }
+
+  /**
+   * Create many executions with one appendMany (one transaction where the store has them), each
+   * with its own outcome in the requests' order. Idempotency keys hold inside the batch as across
+   * batches: a key's first request is appended, a repeat of it answers the first's execution
+   * (`created: false`), and a repeat with a different request is an IdempotencyKeyConflictError
+   * for that item alone. The requests are taken as checked (src/runtime/submission.ts checks
+   * people's); an event the catalog refuses throws before anything is written. Each request is
+   * traced as a `baton.submit` of its own, as submit traces one.
+   */
+  async function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
+    await ensureNamespaces(requests);
+    return traceSubmitMany(requests, (traces) => appendMany(requests.map((r, i) => prepare(r, traces[i]!))));
+  }
+
+  async function appendMany(prepared: readonly Prepared[]): Promise<SubmitOutcome[]> {
+    // Keyed by the execution id the key derives (a key is unique within its namespace).
+    const firstOfKey = new Map<string, number>();
+    const appended: number[] = [];
+    prepared.forEach((p, i) => {
+      if (p.key !== undefined && firstOfKey.has(p.executionId)) return;
+      if (p.key !== undefined) firstOfKey.set(p.executionId, i);
+      appended.push(i);
+    });
+    const results = appended.length === 0 ? [] : await store.appendMany(appended.map((i) => prepared[i]!.append));
+    const outcomes: SubmitOutcome[] = new Array(prepared.length);
+    const found: number[] = [];
+    results.forEach((r, j) => {
+      const i = appended[j]!;
+      const p = prepared[i]!;
+      if (r.ok && !r.result.idempotentReplay) outcomes[i] = { ok: true, result: { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n } };
+      else if (p.key !== undefined && (r.ok || r.error instanceof WrongExpectedRevisionError)) found.push(i);
+      else outcomes[i] = { ok: false, error: r.ok ? new Error('unreachable') : r.error };
+    });
+    await mapLimit(found, EXISTING_READS_IN_FLIGHT, async (i) => {
+      outcomes[i] = await existing(prepared[i]!).then(
+        (result): SubmitOutcome => ({ ok: true, result }),
+        (error: unknown): SubmitOutcome => ({ ok: false, error: error as Error }),
+      );
+    });
+    // Repeats of a key inside the batch: the first's execution, if they asked for the same.
+    prepared.forEach((p, i) => {
+      if (outcomes[i] !== undefined) return;
+      const first = firstOfKey.get(p.executionId)!;
+      const differs = differences(prepared[first]!.data, p.data);
+      const was = outcomes[first]!;
+      if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from the batch's item ${first}`) };
+      else outcomes[i] = was.ok ? { ok: true, result: { ...was.result, created: false } } : was;
+    });
+    return outcomes;
+  }
+
+  return { store, load, dispatch, submit, submitMany, observe: actors.observe, onChange: actors.onChange, cached: actors.cached, followed: actors.followed, actors };
 }
 
 export type ExecutionRuntime = ReturnType<typeof createExecutionRuntime>;

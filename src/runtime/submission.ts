@@ -8,11 +8,13 @@
 // same limits through the event catalog.
 import type { ActionRegistry } from '../actions/registry.ts';
 import { validateInput } from '../actions/registry.ts';
+import { InvalidActionInputError } from '../actions/action.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
 import { namespaceProblem } from '../input/namespace.ts';
-import { INT32, integerProblem, jsonProblems, printable, textProblem } from '../input/rules.ts';
-import type { ExecutionRuntime, SubmitRequest, SubmitResult } from './execution-runtime.ts';
+import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
+import { tagsProblems } from '../input/tags.ts';
+import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
 
 /** What a person asks for. */
 export interface Submission {
@@ -24,12 +26,18 @@ export interface Submission {
   priority?: number;
   /** Where it lives: `default` when left out (src/input/namespace.ts). */
   namespace?: string;
+  /** String key-values to find it by (src/input/tags.ts). */
+  tags?: Record<string, string>;
 }
 
 /** The names a front door gives each field, for its error messages. Default: the GraphQL argument names. */
 export type SubmissionNames = Record<Exclude<keyof Submission, 'namespace'>, string> & { namespace?: string };
 
-export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority' };
+export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', tags: 'tags' };
+
+/** The names of a batch's item `index`, under `argument`: `inputs.3.input.ms`. */
+export const apiItemNames = (argument: string) => (index: number): SubmissionNames =>
+  Object.fromEntries(Object.entries(API_NAMES).map(([k, v]) => [k, `${argument}.${index}.${v}`])) as SubmissionNames;
 
 /** Same limits as ExecutionRequested's fields (schemas/events.ts). */
 export const SUBMISSION_LIMITS = { actionLength: 200, idempotencyKeyLength: 500, maxAttempts: 1_000 } as const;
@@ -58,6 +66,7 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
   if (s.priority !== undefined) problem('priority', integerProblem(s.priority, INT32.min, INT32.max));
   const namespaceText = s.namespace === undefined ? undefined : namespaceProblem(s.namespace);
   if (namespaceText) problems.push({ path: names.namespace ?? 'namespace', message: namespaceText });
+  if (s.tags !== undefined) problems.push(...under(names.tags, tagsProblems(s.tags)));
   if (problems.length > 0) throw new InvalidInputError(problems);
 
   validateInput(action!, input); // InvalidActionInputError names each field: `input.ms: …`
@@ -68,7 +77,60 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
     ...(s.maxAttempts !== undefined && { maxAttempts: s.maxAttempts }),
     ...(s.priority !== undefined && { priority: s.priority }),
     ...(s.namespace !== undefined && { namespace: s.namespace }),
+    ...(s.tags !== undefined && Object.keys(s.tags).length > 0 && { tags: s.tags }),
   };
+}
+
+/** A batch's problems shown at most: a file with a systematic mistake would otherwise repeat it on every line. */
+const MAX_BATCH_PROBLEMS = 10;
+
+/**
+ * Every submission of a batch checked as checkSubmission checks one, each item's problems named
+ * by `namesOf(index)`; and an idempotency key used twice in the batch for different requests
+ * (which could only ever give one of them). Any problem refuses the whole batch: InvalidInputError
+ * with the first problems found, so nothing of a batch with a bad item is written.
+ */
+export function checkSubmissions(actions: Pick<ActionRegistry, 'get' | 'names'>, batch: readonly Submission[], namesOf: (index: number) => SubmissionNames): SubmitRequest[] {
+  const problems: InputProblem[] = [];
+  const checked: SubmitRequest[] = [];
+  const checkedOf = new Map<number, SubmitRequest>();
+  const firstOfKey = new Map<string, number>();
+  for (let i = 0; i < batch.length && problems.length < MAX_BATCH_PROBLEMS; i++) {
+    const names = namesOf(i);
+    let request: SubmitRequest;
+    try {
+      request = checkSubmission(actions, batch[i]!, names);
+    } catch (err) {
+      if (err instanceof InvalidInputError) problems.push(...err.problems);
+      else if (err instanceof InvalidActionInputError) problems.push(...err.issues.map((issue) => ({ path: issue.path.replace(/^input/, names.input), message: issue.message })));
+      else throw err;
+      continue;
+    }
+    checked.push(request);
+    checkedOf.set(i, request);
+    const key = request.idempotencyKey;
+    if (key === undefined) continue;
+    const first = firstOfKey.get(key);
+    if (first === undefined) firstOfKey.set(key, i);
+    else if (!sameJson({ ...checkedOf.get(first), idempotencyKey: key }, request)) {
+      problems.push({ path: names.idempotencyKey, message: `the same key as item ${first} of this batch with a different request (a key gives one execution)` });
+    }
+  }
+  if (problems.length > 0) throw new InvalidInputError(problems.slice(0, MAX_BATCH_PROBLEMS));
+  return checked;
+}
+
+/**
+ * Check a batch, then submit it with one appendMany (ExecutionRuntime.submitMany): nothing is
+ * written unless every item passed. Each item then has its own outcome: created, found by its
+ * key (`created: false`), or refused alone (its key names an earlier, different execution).
+ */
+export async function submitExecutions(
+  deps: { runtime: Pick<ExecutionRuntime, 'submitMany'>; actions: Pick<ActionRegistry, 'get' | 'names'> },
+  batch: readonly Submission[],
+  namesOf: (index: number) => SubmissionNames,
+): Promise<SubmitOutcome[]> {
+  return deps.runtime.submitMany(checkSubmissions(deps.actions, batch, namesOf));
 }
 
 /** Check, then submit: nothing is written unless every check passed. */

@@ -115,7 +115,8 @@ export function checkScheduleRequest(
 
   // --- target
   let target: ScheduleTarget | undefined = current?.target;
-  const submissionNames: SubmissionNames = { action: names.action, input: names.input, idempotencyKey: names.id, maxAttempts: names.maxAttempts, priority: names.priority };
+  // Schedules carry no tags of their own (yet): the name is only for the shape.
+  const submissionNames: SubmissionNames = { action: names.action, input: names.input, idempotencyKey: names.id, maxAttempts: names.maxAttempts, priority: names.priority, tags: 'tags' };
   if (r.action !== undefined && r.workflow !== undefined) problem('workflow', `give either ${names.action} or ${names.workflow}, not both`);
   else if (r.workflow !== undefined) {
     for (const f of ['input', 'maxAttempts', 'priority'] as const) if (r[f] !== undefined) problem(f, `applies to ${names.action} only (a workflow's steps carry their own)`);

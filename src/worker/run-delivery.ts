@@ -4,10 +4,11 @@
 // request ends it as Cancelled: before the start, instead of running; during the run, by
 // aborting the action's signal (see cancelHeldExecution for the handoffs no run holds yet).
 import { randomUUID } from 'node:crypto';
+import { TAG_LIMITS, tagsProblems } from '../input/tags.ts';
 import type { Logger } from 'pino';
 import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
-import { describeProblem, under } from '../input/errors.ts';
+import { describeProblem, refuseAny, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
@@ -228,6 +229,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
   armHeartbeat();
   let lastProgress = 0;
   let progressing: Promise<unknown> = Promise.resolve();
+  let tags: Record<string, string> = { ...ctx.tags };
   const progressEveryMs = deps.progressEveryMs ?? 1_000;
 
   let outcome:
@@ -257,6 +259,25 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
             else log.warn({ err }, 'could not record progress');
           }
         });
+      },
+      tag(added: Record<string, string>) {
+        // Checked here, so the action hears of a bad tag at once rather than the machine refusing it later.
+        refuseAny(under('tags', tagsProblems(added)));
+        const merged = { ...tags, ...added };
+        if (Object.keys(merged).length > TAG_LIMITS.maxTags) refuseAny([{ path: 'tags', message: `an execution has at most ${TAG_LIMITS.maxTags} tags (it would have ${Object.keys(merged).length})` }]);
+        tags = merged;
+        // History, in order with progress.
+        const recorded = progressing.then(async () => {
+          try {
+            const r = await runtime.dispatch(message.executionId, { type: 'ExecutionTagged', data: { tags: { ...added } }, by: me }, { known });
+            known = { snapshot: r.snapshot, revision: r.revision };
+          } catch (err) {
+            if (err instanceof RejectedCommandError) abort.abort(err);
+            else log.warn({ err }, 'could not record tags');
+          }
+        });
+        progressing = recorded;
+        return recorded;
       },
     });
     outcome = { type: 'ExecutionCompleted', data: { result: asJson(result, 'result') } };

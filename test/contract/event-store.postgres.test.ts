@@ -31,7 +31,7 @@ async function postgresHarness(): Promise<EventStoreHarness & { store: PostgresE
   };
 }
 
-eventStoreContract('postgres', postgresHarness, { openTransactions: true });
+eventStoreContract('postgres', postgresHarness, { openTransactions: true, snapshots: true });
 
 describe('postgres event store: per-stream order matches commit order', () => {
   it('retries an append whose transaction id is older than the stream’s last writer, so readAll keeps stream order', async () => {

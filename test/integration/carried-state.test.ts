@@ -32,6 +32,17 @@ function countingStore(store: EventStore) {
           return target.readStream(streamId, o);
         };
       }
+      // A load reads the stream through the snapshot store when it has one (one round trip for both).
+      if (prop === 'snapshots' && target.snapshots?.readWithEvents) {
+        const snapshots = target.snapshots;
+        return {
+          ...snapshots,
+          readWithEvents: (streamId: string, machineVersion: string) => {
+            if (streamId.startsWith('execution-')) reads.n++;
+            return snapshots.readWithEvents!(streamId, machineVersion);
+          },
+        };
+      }
       const v = Reflect.get(target, prop, receiver) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },

@@ -111,9 +111,9 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     const badOption = await client().submit(double, { n: 1 }, { idempotency: 'k' } as never).catch((e: unknown) => e);
     expect(badOption).toBeInstanceOf(InvalidInputError);
     expect((badOption as Error).message).toMatch(/^options\.idempotency: unknown option/);
-    const tags = await client().submit(double, { n: 1 }, { tags: { customer: 'c-42' } }).catch((e: unknown) => e);
-    expect(tags).toBeInstanceOf(InvalidInputError);
-    expect((tags as Error).message).toContain('options.tags: this version of Baton does not record tags yet');
+    const badTag = await client().submit(double, { n: 1 }, { tags: { 'a b': 'c-42' } }).catch((e: unknown) => e);
+    expect(badTag).toBeInstanceOf(InvalidInputError);
+    expect((badTag as Error).message).toMatch(/^tags\.a b: tag key "a b" may contain only/);
   });
 
   it('result rejects with ExecutionFailedError when the run fails for good', async () => {
@@ -142,6 +142,11 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     if (mode === 'database') await expect(client().updates(id)[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it('records tags, which the execution then has', async () => {
+    const { executionId } = await client().submit(double, { n: 3 }, { tags: { customer: 'c-42' } });
+    expect((await clients.database.history(executionId))[0]!.data).toMatchObject({ tags: { customer: 'c-42' } });
+  });
+
   it('submitMany submits in order; a bad item is named by its index', async () => {
     const many = await client().submitMany([
       { action: double, input: { n: 2 } },
@@ -163,6 +168,15 @@ it('over the database, submitMany stores nothing when an item is refused', async
   await expect(clients.database.submitMany([{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.sleep', input: { ms: -1 } }])).rejects.toThrow(/^items\[1\]: invalid input for action core\.sleep: input\.ms: Too small/);
   const again = await clients.database.submit('core.echo', 1, { idempotencyKey: key });
   expect(again.created).toBe(true);
+});
+
+it('over the database, submitMany stores them with one appendMany; a key naming a different earlier request is refused alone, naming its index', async () => {
+  const key = `many-${randomUUID()}`;
+  await clients.database.submit('core.echo', 1, { idempotencyKey: key });
+  const err = await clients.database.submitMany([{ action: 'core.noop', tags: { batch: key } }, { action: 'core.echo', input: 2, idempotencyKey: key }]).catch((e: unknown) => e);
+  expect((err as Error).message).toMatch(/^items\[1\]: idempotency key ".*" already used by execution .* \(differs in input\) \(the other items were submitted\)$/);
+  const same = await clients.database.submitMany([{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.noop' }]);
+  expect(same.map((s) => s.created)).toEqual([false, true]);
 });
 
 it('createClient refuses options it does not understand', async () => {

@@ -138,6 +138,30 @@ describe('baton list', () => {
   });
 });
 
+describe('tags', () => {
+  it('baton list --tag finds executions by every tag given; baton status --json shows them; a bad tag is refused naming --tag', async () => {
+    const a = (await runtime.submit({ action: 'core.noop', tags: { customer: 'c-42', region: 'eu' } })).executionId;
+    const b = (await runtime.submit({ action: 'core.noop', tags: { customer: 'c-42' } })).executionId;
+    await catchUpFully(db().pool, createPostgresEventStore(db().pool));
+    const ids = async (...args: string[]) => (await listJson(...args)).executions.map((e) => e.executionId).sort();
+    expect(await ids('--tag', 'customer=c-42')).toEqual([a, b].sort());
+    expect(await ids('--tag', 'customer=c-42', '--tag', 'region=eu')).toEqual([a]);
+    expect(await ids('--tag', 'customer=c-43')).toEqual([]);
+    const row = (await listJson('--tag', 'region=eu')).executions[0] as Listed & { tags: Record<string, string> };
+    expect(row.tags).toEqual({ customer: 'c-42', region: 'eu' });
+    const status = await baton('status', a, '--json');
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).tags).toEqual({ customer: 'c-42', region: 'eu' });
+    const text = await baton('status', a);
+    expect(text.stdout, text.stdout).toMatch(/^tags\s+customer=c-42 region=eu$/m);
+    for (const [tag, message] of [['region', /^baton: --tag: must be key=value/], ['a b=c', /^baton: --tag: tag key "a b" may contain only/], [`k=${'v'.repeat(257)}`, /^baton: --tag: a tag value must be at most 256 characters/]] as const) {
+      const r = await baton('list', '--tag', tag);
+      expect(r.code, tag).toBe(1);
+      expect(r.stderr.trimEnd(), tag).toMatch(message);
+    }
+  });
+});
+
 describe('baton status and events given a workflow id', () => {
   it('points to `baton workflow status` for a workflow whose id is a uuid, and for one whose id is not', async () => {
     const submitted = await baton('workflow', 'submit', 'examples/workflows/report.yaml', '--json');

@@ -78,6 +78,96 @@ describe('baton submit', { timeout: 120_000 }, () => {
   });
 });
 
+describe('baton submit --file', { timeout: 120_000 }, () => {
+  const withFile = async (lines: string[], fn: (file: string) => Promise<void>) => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-submit-'));
+    try {
+      const file = path.join(dir, 'jobs.ndjson');
+      await fs.writeFile(file, lines.join('\n'));
+      await fn(file);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  };
+  const store = () => createPostgresEventStore(db().pool);
+
+  it('submits one execution per line in batches, with a summary; --tag adds to every line; again, the keys find them', async () => {
+    const key = `file-${Date.now()}`;
+    const lines = [
+      JSON.stringify({ action: 'core.echo', input: { n: 1 }, idempotencyKey: `${key}-1`, tags: { customer: 'c-1' } }),
+      '',
+      JSON.stringify({ action: 'core.noop', priority: 5 }),
+      JSON.stringify({ action: 'core.echo', input: { n: 1 }, idempotencyKey: `${key}-1`, tags: { customer: 'c-1' } }),
+      JSON.stringify({ action: 'core.sleep', input: { ms: 1 }, maxAttempts: 2 }),
+      JSON.stringify({ action: 'core.noop', idempotencyKey: `${key}-5` }),
+    ];
+    await withFile(lines, async (file) => {
+      const before = await eventCount();
+      const r = await baton('submit', '--file', file, '--batch-size', '2', '--tag', 'source=file', '--json');
+      expect(r.code, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout);
+      expect(out).toMatchObject({ submitted: 5, created: 4, existing: 1, conflicts: [] });
+      expect(out.executions.map((e: any) => e.line)).toEqual([1, 3, 4, 5, 6]);
+      expect(out.executions[2]).toMatchObject({ executionId: out.executions[0].executionId, created: false });
+      expect(await eventCount()).toBe(before + 4);
+      const [first] = await store().readStream(executionStreamId(out.executions[0].executionId));
+      expect(first!.data).toMatchObject({ action: 'core.echo', input: { n: 1 }, tags: { customer: 'c-1', source: 'file' } });
+
+      const again = await baton('submit', '--file', file, '--tag', 'source=file');
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toMatch(/^submitted 5 lines in [\d.]+ s \([\d,]+\/s\): 2 created, 3 already submitted \(same idempotency key\), 0 refused\n$/);
+      expect(again.stderr).toMatch(/^submitting .*jobs\.ndjson: 5 lines in [\d.]+ s\n$/);
+      // Without the tag, the keyed lines ask for something else under their keys: each refused alone, the rest submitted.
+      const changed = await baton('submit', '--file', file);
+      expect(changed.code).toBe(1);
+      expect(changed.stdout).toMatch(/: 2 created, 0 already submitted \(same idempotency key\), 3 refused\n  line 1: idempotency key "file-\d+-1" already used by execution [0-9a-f-]{36} with a different request \(differs in tags\)\n  line 4: .*\n  line 6: .*\(differs in tags\)\n$/);
+    });
+  });
+
+  it('reads stdin with `-`', async () => {
+    const r = await runBaton(['submit', '--file', '-', '--json'], { databaseUrl: db().url, stdin: `${JSON.stringify({ action: 'core.noop' })}\n${JSON.stringify({ action: 'core.noop' })}\n` });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ submitted: 2, created: 2 });
+  });
+
+  it('refuses a bad line naming the line and the field; nothing of its batch is written, the batches before it are', async () => {
+    const ok = JSON.stringify({ action: 'core.noop' });
+    const cases: [string, RegExp][] = [
+      [JSON.stringify({ action: 'core.sleep', input: { ms: -5 } }), /^baton: line 4: input\.ms: .*; nothing from line 3 on was written; lines 1–2 were submitted \(2 executions\)$/],
+      [JSON.stringify({ action: 'core.noop', inptu: {} }), /^baton: line 4: inptu: unknown field; did you mean "input"\?; nothing from line 3 on was written/],
+      [JSON.stringify({ action: 'core.noop', tags: { 'a b': 'x' } }), /^baton: line 4: tags\.a b: tag key "a b" may contain only/],
+      [JSON.stringify({ action: 'core.noop', priority: 'high' }), /^baton: line 4: priority: must be from -2147483648 to 2147483647/],
+      [JSON.stringify({ input: {} }), /^baton: line 4: action: must be a string/],
+      ['{"action": "core.noop"', /^baton: line 4: not valid JSON/],
+      ['[1, 2]', /^baton: line 4: must be a JSON object/],
+      [JSON.stringify({ action: 'core.echo', input: { a: 'x\u0000' } }), /^baton: line 4: input\.a: must not contain a NUL/],
+    ];
+    for (const [bad, message] of cases) {
+      await withFile([ok, ok, ok, bad, ok], async (file) => {
+        const before = await eventCount();
+        const r = await baton('submit', '--file', file, '--batch-size', '2');
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stdout).toBe('');
+        expect(r.stderr.trimEnd().split('\n'), r.stderr).toHaveLength(1);
+        expect(r.stderr.trimEnd()).toMatch(message);
+        expect(await eventCount()).toBe(before + 2);
+      });
+    }
+  });
+
+  it('refuses --file with an action or with one-submission options, and an unknown file', async () => {
+    await withFile([JSON.stringify({ action: 'core.noop' })], async (file) => {
+      await expectAllRefused([
+        [['submit', 'core.noop', '--file', file], 'submit: give an action or --file, not both', /each line/],
+        [['submit', '--file', file, '--input', '{}', '--key', 'k'], 'submit --file: --input, --key belong on each line', /not on the command line$/],
+        [['submit', '--file', `${file}.missing`], '--file: ', /no such file$/],
+        [['submit', '--tag', 'nokey'], '--tag: must be key=value', /customer=c-42/],
+        [['submit'], 'submit: give an action', /--file/],
+      ]);
+    });
+  });
+});
+
 describe('the other commands’ options', { timeout: 120_000 }, () => {
   it('refuses absurd dates and positions past bigint, naming the option', async () => {
     await expectAllRefused([

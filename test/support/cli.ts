@@ -22,11 +22,14 @@ export interface CliResult {
  * `baton …` against `databaseUrl` (null: no database settings at all, as on a fresh machine);
  * `env` adds to or overrides the environment. Exit codes come back, they do not throw.
  */
-export async function runBaton(args: string[], o: { databaseUrl: string | null; env?: Record<string, string>; cwd?: string }): Promise<CliResult> {
+export async function runBaton(args: string[], o: { databaseUrl: string | null; env?: Record<string, string>; cwd?: string; stdin?: string }): Promise<CliResult> {
   const { BATON_DATABASE_URL: _url, ...rest } = process.env;
   const env = { ...rest, BATON_LOG_LEVEL: 'warn', ...(o.databaseUrl !== null && { BATON_DATABASE_URL: o.databaseUrl }), ...o.env };
   try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env, cwd: o.cwd ?? process.cwd(), timeout: 60_000 });
+    const running = run(process.execPath, [BIN, ...args], { env, cwd: o.cwd ?? process.cwd(), timeout: 60_000 });
+    // Without `stdin` the child's stdin is an open pipe nobody writes to, as before.
+    if (o.stdin !== undefined) running.child.stdin?.end(o.stdin);
+    const { stdout, stderr } = await running;
     return { code: 0, stdout, stderr: stderr.replace(SOURCE_NOTE, '') };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };

@@ -29,6 +29,7 @@ const commandError = (type: string, message: string, extra: Record<string, unkno
 export class FakeEventStoreDb {
   private log: Rec[] = [];
   private streams = new Map<string, Rec[]>();
+  private tombstoned = new Set<string>();
   private nextPosition = 1_000n;
   private subscriptions = new Set<PassThrough & { matches: (r: Rec) => boolean }>();
   appendCalls = 0;
@@ -64,6 +65,7 @@ export class FakeEventStoreDb {
   async appendToStream(streamId: string, input: EventData | EventData[], o: { expectedRevision?: bigint | 'no_stream' | 'any' | 'stream_exists' } = {}): Promise<AppendResult> {
     this.appendCalls++;
     await Promise.resolve();
+    if (this.tombstoned.has(streamId)) throw commandError('stream-deleted', `${streamId} is deleted`, { streamName: streamId });
     const events = (Array.isArray(input) ? input : [input]).map((e) => ({
       id: e.id,
       type: e.type,
@@ -99,7 +101,22 @@ export class FakeEventStoreDb {
     return { success: true, nextExpectedRevision: last.revision, position: { commit: last.position, prepare: last.position } };
   }
 
+  /** A hard delete: the stream reads as deleted and refuses appends; its events stay in $all (until a scavenge, which this model never runs). */
+  async tombstoneStream(streamId: string, o: { expectedRevision?: bigint | 'any' } = {}): Promise<{ position?: { commit: bigint; prepare: bigint } }> {
+    await Promise.resolve();
+    if (this.tombstoned.has(streamId)) throw commandError('stream-deleted', `${streamId} is deleted`, { streamName: streamId });
+    const stream = this.streams.get(streamId) ?? [];
+    const current = BigInt(stream.length) - 1n;
+    const expected = o.expectedRevision ?? 'any';
+    if (expected !== 'any' && expected !== current) {
+      throw commandError('wrong-expected-version', 'Wrong expected version', { streamName: streamId, expectedVersion: expected, actualVersion: current < 0n ? 'no_stream' : current });
+    }
+    this.tombstoned.add(streamId);
+    return {};
+  }
+
   readStream(streamId: string, o: { fromRevision?: bigint | 'start' | 'end'; maxCount?: number | bigint; direction?: 'forwards' | 'backwards' } = {}): Readable {
+    if (this.tombstoned.has(streamId)) return failing(commandError('stream-deleted', `${streamId} is deleted`, { streamName: streamId }));
     const stream = this.streams.get(streamId);
     if (!stream) return failing(commandError('stream-not-found', `${streamId} not found`, { streamName: streamId }));
     const max = Number(o.maxCount ?? Number.MAX_SAFE_INTEGER);

@@ -12,7 +12,9 @@ async function projectionsBehind(pool: pg.Pool): Promise<string[]> {
   const behind: string[] = [];
   for (const p of projections) {
     const r = await pool.query<{ behind: boolean }>(
+      // Events retention removed were applied too: they count (baton_archived_streams).
       `SELECT (SELECT count(*) FROM baton_events WHERE stream_id LIKE ANY ($2::text[]))
+              + (SELECT coalesce(sum(events), 0) FROM baton_archived_streams WHERE stream_id LIKE ANY ($2::text[]))
               > (SELECT events_applied FROM baton_projection_checkpoints WHERE projection = $1) AS behind`,
       [p.name, p.streamPrefixes.map((prefix) => `${prefix}%`)],
     );

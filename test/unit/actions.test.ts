@@ -55,6 +55,7 @@ function ctx(over: Partial<ActionContext> = {}): ActionContext {
     attempt: 1,
     signal: new AbortController().signal,
     heartbeat: () => undefined,
+    tag: async () => undefined,
     log: silentLogger(),
     ...over,
   };

@@ -28,6 +28,7 @@ describe('loadConfig', () => {
       namespace: 'default',
       dbSchema: undefined,
       namespaceConcurrency: {},
+      retention: undefined,
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();
@@ -64,6 +65,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ BATON_LOG_LEVEL: '' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('warn');
     expect(loadConfig({ BATON_LOG_LEVEL: 'info' }, '/srv', { logLevel: 'warn' }).logLevel).toBe('info');
     expect(loadConfig({}, '/srv').logLevel).toBe('info');
+  });
+
+  it('reads BATON_RETENTION: off by default and with `off`, an age otherwise; refuses anything else naming the variable', () => {
+    expect(loadConfig({ BATON_RETENTION: 'off' }, '/srv/app').retention).toBeUndefined();
+    expect(loadConfig({ BATON_RETENTION: '90d' }, '/srv/app').retention).toEqual({ olderThanMs: 90 * 86_400_000, archiveDir: '/srv/app/.baton/archive', intervalMs: 3_600_000 });
+    expect(loadConfig({ BATON_RETENTION: '12h', BATON_RETENTION_ARCHIVE: 'arch', BATON_RETENTION_INTERVAL: '5m' }, '/srv/app').retention).toEqual({ olderThanMs: 12 * 3_600_000, archiveDir: '/srv/app/arch', intervalMs: 300_000 });
+    for (const bad of ['90', '90 days', '0d', '-1d', '1000000000d', 'on']) {
+      expect(() => loadConfig({ BATON_RETENTION: bad }, '/srv/app'), bad).toThrow(/BATON_RETENTION: Invalid age: expected off or an age such as 90d/);
+    }
   });
 
   it('treats empty variables as unset', () => {
@@ -182,6 +192,8 @@ describe('loadConfig', () => {
       BATON_API_HEADERS_TIMEOUT: '5s',
       BATON_API_REQUEST_TIMEOUT: '1m',
       BATON_API_KEEP_ALIVE_TIMEOUT: '2s',
+      BATON_API_MAX_BODY_BYTES: '256KiB',
+      BATON_API_MAX_SUBMIT_BATCH: '200',
     }).apiLimits;
     expect(limits).toEqual({
       maxValueBytes: 4096,
@@ -192,7 +204,11 @@ describe('loadConfig', () => {
       headersTimeoutMs: 5_000,
       requestTimeoutMs: 60_000,
       keepAliveTimeoutMs: 2_000,
+      maxBodyBytes: 256 * 1024,
+      maxSubmitBatch: 200,
     });
+    expect(DEFAULT_API_LIMITS).toMatchObject({ maxBodyBytes: 1024 ** 2, maxSubmitBatch: 1_000 });
+    expect(() => loadConfig({ BATON_API_MAX_SUBMIT_BATCH: '0' })).toThrow(/BATON_API_MAX_SUBMIT_BATCH: Invalid number of submissions/);
     expect(parseByteSize('16384')).toBe(16384);
     expect(parseByteSize('1 GiB')).toBe(1024 ** 3);
     expect(parseByteSize('16KB')).toBeUndefined(); // binary units only: KiB, MiB, GiB

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { transition } from 'xstate';
-import type { ExecutionEvent } from '../../schemas/events.ts';
+import { ExecutionEvent } from '../../schemas/events.ts';
 import {
   MACHINE_VERSION,
   allowedEventTypes,
@@ -128,7 +128,7 @@ describe('start', () => {
   });
 
   it('exports the machine version appenders record', () => {
-    expect(MACHINE_VERSION).toBe('4');
+    expect(MACHINE_VERSION).toBe('5');
     expect([...finalStatuses].sort()).toEqual(['Abandoned', 'Cancelled', 'Completed', 'Failed', 'TimedOut']);
   });
 });
@@ -583,6 +583,7 @@ describe('allowedEventTypes', () => {
       running,
       [
         'ExecutionProgressed',
+        'ExecutionTagged',
         'ExecutionCompleted',
         'ExecutionFailed',
         'ExecutionCancelled',
@@ -594,6 +595,44 @@ describe('allowedEventTypes', () => {
     ],
   ])('%s', (_, history, expected) => {
     expect(allowedEventTypes(foldExecution(history())).sort()).toEqual([...expected].sort());
+  });
+});
+
+describe('tags (machine version 5)', () => {
+  it('ExecutionRequested carries the submitter’s tags into the context; none means no key', () => {
+    expect(startExecution(ev.requested({ tags: { customer: 'c-42' } })).context.tags).toEqual({ customer: 'c-42' });
+    expect('tags' in startExecution(ev.requested()).context).toBe(false);
+  });
+
+  it('the running owner adds tags: merged, a key already there takes the new value; not progress, the state stays', () => {
+    const before = foldExecution([ev.requested({ tags: { customer: 'c-1', team: 'x' } }), ...running().slice(1)]);
+    const s = accept(before, ev.tagged('a', { customer: 'c-42', region: 'eu' }));
+    expect(statusOf(s)).toBe('Running');
+    expect(s.context.tags).toEqual({ customer: 'c-42', team: 'x', region: 'eu' });
+    expect(s.context.lastProgressAt).toBe(before.context.lastProgressAt);
+    expect(s.context.owner).toBe('worker:a');
+  });
+
+  it('is refused from anyone but the owner, outside Running, and past the tag limit', () => {
+    const s = foldExecution(running());
+    expectRefused(s, ev.tagged('b'), 'NotOwner');
+    expectRefused(s, withBy(ev.tagged('a'), 'executor'), 'NotOwner');
+    expectRefused(foldExecution(scheduled()), ev.tagged('a'), 'InvalidTransition');
+    expectRefused(foldExecution(requested()), withBy(ev.tagged('a'), 'executor'), 'InvalidTransition');
+    const full = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${i}`, 'v']));
+    const atLimit = accept(s, ev.tagged('a', full));
+    expect(Object.keys(atLimit.context.tags!)).toHaveLength(32);
+    expect(accept(atLimit, ev.tagged('a', { k0: 'new' })).context.tags!.k0).toBe('new'); // replacing is not adding
+    expectRefused(atLimit, ev.tagged('a', { one: 'more' }), 'InvalidTransition', /33 tags; at most 32/);
+  });
+
+  it('the catalog refuses bad tags, naming the tag', () => {
+    const bad = (tags: unknown) => ExecutionEvent.safeParse({ ...ev.tagged('a'), data: { tags } });
+    expect(bad({}).success).toBe(false);
+    expect(bad({ 'a=b': 'x' }).error?.issues[0]?.message).toMatch(/may contain only letters, digits/);
+    expect(bad({ k: 'x\u0000' }).error?.issues[0]).toMatchObject({ path: ['data', 'tags', 'k'], message: expect.stringMatching(/NUL/) });
+    expect(bad({ k: 'v'.repeat(257) }).error?.issues[0]?.message).toMatch(/at most 256/);
+    expect(ExecutionEvent.safeParse({ ...ev.requested(), data: { ...ev.requested().data, tags: { ['k'.repeat(65)]: 'v' } } }).success).toBe(false);
   });
 });
 

@@ -20,6 +20,7 @@ import {
   jsonProblems,
   storableText,
   textProblem,
+  sameJson,
 } from '../../src/input/rules.ts';
 import { jsonValue, zodProblems } from '../../src/input/schemas.ts';
 import { checkSubmission } from '../../src/runtime/submission.ts';
@@ -102,6 +103,19 @@ describe('JSON', () => {
   });
 });
 
+describe('sameJson', () => {
+  it('compares values: key order and prototypes aside, types and lengths not', () => {
+    const bare = Object.assign(Object.create(null), { a: [1, { b: 'x' }] });
+    expect(sameJson(bare, { a: [1, { b: 'x' }] })).toBe(true);
+    expect(sameJson({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(true);
+    expect(sameJson({ a: 1 }, { a: '1' })).toBe(false);
+    expect(sameJson({ a: 1 }, { a: 1, b: undefined })).toBe(false);
+    expect(sameJson([1, 2], [2, 1])).toBe(false);
+    expect(sameJson([], {})).toBe(false);
+    expect(sameJson(null, {})).toBe(false);
+  });
+});
+
 describe('date-times and positions', () => {
   it('accepts years 0001 to 9999 in UTC, and refuses year 0 and what JavaScript writes with six digits', () => {
     expect(dateTimeProblem('2026-05-01T12:00:00+02:00')).toEqual({ iso: '2026-05-01T10:00:00.000Z' });
@@ -176,7 +190,7 @@ describe('what uses the rules', () => {
 
   it('the submission check finds every problem at once, naming each by the caller’s names', () => {
     const actions = createActionRegistry([...builtinActions]);
-    const names = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority' };
+    const names = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority', tags: '--tag' };
     try {
       checkSubmission(actions, { action: 'core.slep', input: { a: 'x\u0000' }, idempotencyKey: '', maxAttempts: 0, priority: 2 ** 31 }, names);
       throw new Error('accepted');

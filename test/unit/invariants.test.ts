@@ -51,6 +51,9 @@ class MemoryStore implements EventStore {
   subscribe(): AsyncIterable<StoredEvent> {
     throw new Error('not used by the checker');
   }
+  deleteStream(): Promise<{ deleted: number }> {
+    throw new Error('not used by the checker');
+  }
   async close(): Promise<void> {}
 }
 

@@ -18,6 +18,7 @@ const ctx = (): ActionContext => ({
   attempt: 1,
   signal: new AbortController().signal,
   heartbeat: () => undefined,
+  tag: async () => undefined,
   log: silentLogger(),
 });
 const rejection = (p: Promise<unknown>) => p.then(() => expect.fail('expected a rejection'), (e: unknown) => e);

@@ -115,6 +115,15 @@ describe('executions fold', () => {
     expect(foldExecutionRow(undefined, event!)).toMatchObject({ kind: 'refused', row: undefined });
   });
 
+  it('keeps the tags: the submitter’s merged with those added while running, {} when none, and resumes from them', () => {
+    const events = [ev.requested({ tags: { customer: 'c-1' } }), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.tagged('a', { invoice: 'inv-7', customer: 'c-2' })];
+    const row = foldExecutionStream(executionStream(events))!;
+    expect(row.tags).toEqual({ customer: 'c-2', invoice: 'inv-7' });
+    expect(snapshotFromRow(row).context.tags).toEqual(row.tags);
+    expect(foldExecutionStream(executionStream([ev.requested()]))!.tags).toEqual({});
+    expect('tags' in snapshotFromRow(foldExecutionStream(executionStream([ev.requested()]))!).context).toBe(false);
+  });
+
   it('ignores events of other streams', () => {
     const [event] = stored('worker-w1', [{ type: 'WorkerStarted', data: {}, metadata: { by: 'worker:w1', occurredAt: at(0) } }]);
     expect(foldExecutionRow(undefined, event!)).toEqual({ kind: 'skipped', row: undefined });

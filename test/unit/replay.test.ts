@@ -121,7 +121,7 @@ describe('machine versions', () => {
     let checked = 0;
     for (let i = 0; i < 300; i++) {
       const history = randomHistory(random, { recordStateAfter: true });
-      if (history.some((e) => e.type === 'ExecutionCancelRequested' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
+      if (history.some((e) => e.type === 'ExecutionCancelRequested' || e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
       const asV2 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '2' } }));
       expect(replayHistory(`h${i}`, asV2, RECORDED_MACHINES).verdict.divergences).toEqual([]);
       checked++;
@@ -142,9 +142,29 @@ describe('machine versions', () => {
     let checked = 0;
     for (let i = 0; i < 300; i++) {
       const history = randomHistory(random, { recordStateAfter: true });
-      if (history.some((e) => e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object))) continue; // not something v3 could write
+      if (history.some((e) => e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v3 could write
       const asV3 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '3' } }));
       expect(replayHistory(`h${i}`, asV3, RECORDED_MACHINES).verdict.divergences).toEqual([]);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(100);
+  });
+
+  it('keeps version 4 importable: it refuses the tags version 5 adds while running, and reads every v4 history as before', () => {
+    expect(executionMachineVersions.has('4')).toBe(true);
+    const tagged = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.tagged('a')], '4');
+    expect(replayHistory('x', tagged, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 4, reason: expect.stringMatching(/ExecutionTagged is refused in state Running/) });
+    const v5 = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.tagged('a'), ev.tagged('a', { region: 'eu' }), ev.completed('a')], '5');
+    expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    expect(timeline('x', v5).at(-1)!.context).toMatchObject({ tags: { customer: 'c-42', region: 'eu' } });
+    // A v4 history holding everything else v4 could write replays identically under v5.
+    const random = seededRandom(4);
+    let checked = 0;
+    for (let i = 0; i < 300; i++) {
+      const history = randomHistory(random, { recordStateAfter: true });
+      if (history.some((e) => e.type === 'ExecutionTagged')) continue; // not something v4 could write
+      const asV4 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '4' } }));
+      expect(replayHistory(`h${i}`, asV4, RECORDED_MACHINES).verdict.divergences).toEqual([]);
       checked++;
     }
     expect(checked).toBeGreaterThan(100);

@@ -18,7 +18,7 @@ const FINAL = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandone
 const ENDED_BADLY = new Set(['Failed', 'TimedOut', 'Abandoned']);
 const STEP_FIELDS = 'revision eventId type by recordedAt occurredAt data machineVersion stateBefore state owner attempt context changed';
 const TIMELINE = `query Timeline($id: ID!) {
-  execution(id: $id) { id revision status action requestedAt workflowId parentId workerId error history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
+  execution(id: $id) { id revision status action requestedAt workflowId parentId workerId error archived { archivedAt archive } history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
   executionMachine { version initial states { name final } transitions { from to event } }
 }`;
 const MORE_HISTORY = `query MoreHistory($id: ID!, $from: Int!) {
@@ -78,6 +78,7 @@ function Header({ execution }) {
       <p class="muted"><code data-testid="execution-id">${execution.id}</code> · requested ${new Date(execution.requestedAt).toLocaleString()}
         ${execution.workflowId && html` · workflow <${Link} to=${{ workflow: execution.workflowId }} data-testid="workflow-link">${execution.workflowId}</${Link}>`}
         ${execution.parentId && html` · parent <${Link} to=${{ execution: execution.parentId }} class="mono" data-testid="parent-link">${execution.parentId.slice(0, 8)}</${Link}>`}
+        ${execution.archived && html` · <span data-testid="archived" title=${execution.archived.archive}>archived ${new Date(execution.archived.archivedAt).toLocaleString()}</span>`}
       </p>
     </div>
     <div class="execution-status">

@@ -3,6 +3,8 @@ import { runEndToEndBench, printEndToEndBench } from '../../bench/end-to-end.ts'
 import { runEventStoreBench, printEventStoreBench } from '../../bench/eventstore.ts';
 import { runProjectionBench, printProjectionBench } from '../../bench/projections.ts';
 import { runReplayBench, printReplayBench } from '../../bench/replay.ts';
+import { runSubmitBench, printSubmitBench } from '../../bench/submit.ts';
+import { runRetentionBench, printRetentionBench } from '../../bench/retention.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
 
@@ -33,5 +35,19 @@ export async function replayBenchCommand(o: { executions: number; json?: boolean
   await withContext(async (ctx) => {
     const result = await runReplayBench(ctx, { ...o, progress });
     console.log(o.json ? toJson(result) : printReplayBench(result));
+  });
+}
+
+export async function submitBenchCommand(o: { seconds: number; inFlight: number; batchSize: number; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runSubmitBench(ctx, { ...o, progress });
+    console.log(o.json ? toJson(result) : printSubmitBench(result));
+  });
+}
+
+export async function retentionBenchCommand(o: { executions: number; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runRetentionBench(ctx, { ...o, progress });
+    console.log(o.json ? toJson(result) : printRetentionBench(result));
   });
 }

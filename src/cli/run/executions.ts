@@ -29,7 +29,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
     const c = snapshot.context;
     const waiting = await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts));
     if (o.json) {
-      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, context: c }));
+      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, tags: c.tags ?? {}, context: c }));
       return;
     }
     console.log(
@@ -49,6 +49,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['cancel requested', c.cancelRequested],
         ['result', c.result === undefined ? undefined : JSON.stringify(c.result)],
         ['error', c.error ? c.error.message : undefined],
+        ['tags', c.tags ? Object.entries(c.tags).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(' ') : undefined],
       ]),
     );
   });

@@ -11,7 +11,7 @@ import { loadReplayTarget } from '../../replay/replay-target.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { progressLine } from '../progress.ts';
-import { readExecutionHistory } from '../../replay/execution-history.ts';
+import { readStoredOrArchivedHistory } from '../../retention/archived-history.ts';
 
 const show = (v: unknown) => (v === undefined ? '' : JSON.stringify(v));
 
@@ -102,8 +102,8 @@ export async function replayCommand(id: string | undefined, o: ReplayOptions): P
     const doc = await readHistoryFile(o.file);
     return one(doc.executionId, doc.events);
   }
-  await withContext(async ({ runtime, store, pool }) => {
-    if (id !== undefined) return one(id, await readExecutionHistory(runtime.store, id));
+  await withContext(async ({ store, pool }) => {
+    if (id !== undefined) return one(id, (await readStoredOrArchivedHistory(store, pool, id)).events);
     const inFlightOnly = o.inFlight === true;
     const progress = progressLine(inFlightOnly ? 'checking in-flight executions' : 'replaying', await countEvents(pool, [EXECUTION_STREAM_PREFIX]));
     const summary = await replayStore({ store, target, since: o.since, inFlightOnly, onProgress: (n) => progress.update(n) });
@@ -115,6 +115,7 @@ export async function replayCommand(id: string | undefined, o: ReplayOptions): P
 }
 
 export interface InspectOptions {
+  file?: string;
   at?: InspectPoint;
   forkAt?: number;
   event?: ForkEventInput[];
@@ -125,7 +126,8 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
   if (o.event && o.forkAt === undefined) throw new BatonError('inspect: --event goes with --fork-at <revision>');
   if (o.forkAt !== undefined && !o.event) throw new BatonError('inspect: --fork-at needs at least one --event \'{"type":…,"data":…}\' to try');
   if (o.forkAt !== undefined && o.at) throw new BatonError('inspect: give --at or --fork-at, not both');
-  const steps = await withContext(async ({ runtime }) => timeline(id, await readExecutionHistory(runtime.store, id)));
+  // An archived execution is read from its archive file; --file reads any history with no database.
+  const steps = o.file !== undefined ? await fileTimeline(id, o.file) : await withContext(async ({ store, pool }) => timeline(id, (await readStoredOrArchivedHistory(store, pool, id)).events));
   if (o.forkAt !== undefined) {
     const fork = forkExecution(steps, o.forkAt, o.event!);
     if (o.json) console.log(toJson(fork));
@@ -140,8 +142,14 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
 }
 
 
+async function fileTimeline(id: string, file: string): Promise<TimelineStep[]> {
+  const doc = await readHistoryFile(file);
+  if (doc.executionId !== id) throw new BatonError(`inspect: ${file} holds execution ${doc.executionId}, not ${id}`);
+  return timeline(id, doc.events);
+}
+
 export async function exportCommand(id: string): Promise<void> {
-  await withContext(async ({ runtime }) => {
-    console.log(toJson(toHistoryDocument(id, await readExecutionHistory(runtime.store, id))));
+  await withContext(async ({ store, pool }) => {
+    console.log(toJson(toHistoryDocument(id, (await readStoredOrArchivedHistory(store, pool, id)).events)));
   });
 }

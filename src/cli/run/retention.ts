@@ -1,0 +1,40 @@
+// What `baton retention run` does (its options are defined in retention-command.ts).
+import path from 'node:path';
+import { formatAge, parseAge, SUGGESTED_RETENTION } from '../../retention/age.ts';
+import { runRetention } from '../../retention/retention.ts';
+import { withContext } from '../context.ts';
+import { toJson } from '../format.ts';
+import { progressLine } from '../progress.ts';
+
+export async function retentionRunCommand(o: { olderThan?: number; archive?: string; dryRun?: boolean; json?: boolean }): Promise<void> {
+  await withContext(async ({ pool, store, config, log }) => {
+    const olderThanMs = o.olderThan ?? config.retention?.olderThanMs ?? parseAge(SUGGESTED_RETENTION)!;
+    const archiveDir = path.resolve(o.archive ?? config.retention?.archiveDir ?? path.join(config.dataDir, 'archive'));
+    const label = `${o.dryRun ? 'retention (dry run)' : 'retention'}: finished more than ${formatAge(olderThanMs)} ago`;
+    // Made at the first report, which knows the total (the candidates the read model proposes).
+    let bar: ReturnType<typeof progressLine> | undefined;
+    const progress = () => (bar ??= progressLine(label, undefined, process.stderr, 'executions and workflows'));
+    const s = await runRetention({
+      pool,
+      store,
+      olderThanMs,
+      archiveDir,
+      dryRun: o.dryRun === true,
+      log,
+      onProgress: (done, total) => (bar ??= progressLine(label, total, process.stderr, 'executions and workflows')).update(done),
+    });
+    const verb = s.dryRun ? 'would archive' : 'archived';
+    progress().finish(`${verb} ${s.executions.toLocaleString('en')} executions (${s.workflows.toLocaleString('en')} workflows), ${s.events.toLocaleString('en')} events, in ${(s.ms / 1000).toFixed(1)} s`);
+    if (o.json) return console.log(toJson(s));
+    const lines = [
+      `${verb} ${s.executions.toLocaleString('en')} executions and ${s.workflows.toLocaleString('en')} workflows finished before ${s.cutoff} ` +
+        `(${s.events.toLocaleString('en')} events)${s.dryRun ? '' : ` to ${s.archiveDir}`}`,
+    ];
+    if (s.skipped.length > 0) {
+      lines.push(`skipped ${s.skipped.length}:`);
+      for (const k of s.skipped.slice(0, 20)) lines.push(`  ${k.id}: ${k.reason}`);
+      if (s.skipped.length > 20) lines.push(`  … and ${s.skipped.length - 20} more (--json lists them all)`);
+    }
+    console.log(lines.join('\n'));
+  });
+}

@@ -1,0 +1,205 @@
+// What `baton submit --file <ndjson>` does: one submission per line ({action, input?,
+// idempotencyKey?, maxAttempts?, priority?, tags?}; blank lines are skipped), read as a stream
+// (`-` is stdin), checked and submitted a batch at a time through the one batch check and one
+// appendMany (src/runtime/submission.ts). A batch with a bad line is refused whole, naming the
+// line and the field, and nothing of it is written; the batches before it stay submitted, and
+// the refusal says how far the file got, so it can be fixed and submitted again (keys make that
+// safe). A progress line on stderr, then a summary (or JSON) on stdout.
+import fs from 'node:fs';
+import readline from 'node:readline';
+import { statusOf } from '../../../actors/execution.machine.ts';
+import { createActionRegistry } from '../../actions/index.ts';
+import { loadConfig } from '../../config.ts';
+import { BatonError, IdempotencyKeyConflictError } from '../../errors.ts';
+import { InvalidInputError } from '../../input/errors.ts';
+import { unknownNameMessage } from '../../input/nearest.ts';
+import type { Submission, SubmissionNames } from '../../runtime/submission.ts';
+import { checkSubmissions } from '../../runtime/submission.ts';
+import { withContext } from '../context.ts';
+import { toJson } from '../format.ts';
+import { loadActions } from '../hosts.ts';
+import { progressLine } from '../progress.ts';
+
+/**
+ * Lines per batch, one appendMany each. Measured with `baton bench submit` (2-core machine under
+ * load, group-committed appendMany), submissions/s with 1 and 4 batches in flight: batches of
+ * 250: 4,000 and 11,400; 500: 3,500–5,600 and 9,700–11,900; 1,000: 3,600 and 7,900. 250 to 500
+ * is the plateau; 500 holds back fewer lines behind a refused one than 1,000 would, and is below
+ * the API's submitExecutions bound (1,000), so a batch that works here works there.
+ */
+export const DEFAULT_FILE_BATCH = 500;
+export const MAX_FILE_BATCH = 1_000;
+/**
+ * Batches appended at once while the next are read and checked. `baton bench submit`: 1 in flight
+ * ~3,500–5,600 submissions/s, 4 in flight ~9,700–11,900/s (batches of 500, group-committed
+ * appendMany, a loaded 2-core machine): most of a batch's time is the database's, so overlapping
+ * a few keeps it busy; more than 4 only queues at Postgres.
+ */
+const BATCHES_IN_FLIGHT = 4;
+
+const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags'] as const;
+// A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
+const MAX_LINE_CHARS = 5 * 1024 * 1024;
+
+export interface SubmitFileOptions {
+  actions?: string;
+  /** `--tag k=v` on the command line: added to every line (a line's own tag of that key wins). */
+  tags?: Record<string, string>;
+  batchSize?: number;
+  json?: boolean;
+}
+
+interface Line {
+  number: number;
+  submission: Submission;
+}
+
+/** A refusal naming the line, as the batch check names its fields (`line 7: input.ms: …`). */
+const lineProblem = (line: number, message: string) => new InvalidInputError([{ path: `line ${line}`, message }]);
+
+const namesOfLine = (line: number): SubmissionNames =>
+  Object.fromEntries(FIELDS.map((f) => [f, `line ${line}: ${f}`])) as SubmissionNames;
+
+function parseLine(text: string, number: number, tags: Record<string, string> | undefined): Submission {
+  if (text.length > MAX_LINE_CHARS) throw lineProblem(number, `longer than ${MAX_LINE_CHARS} characters`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw lineProblem(number, `not valid JSON (${(e as Error).message})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw lineProblem(number, 'must be a JSON object like {"action": "core.noop", "input": {}}');
+  const record = value as Record<string, unknown>;
+  const unknown = Object.keys(record).filter((k) => !(FIELDS as readonly string[]).includes(k));
+  if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `line ${number}: ${k}`, message: unknownNameMessage('field', k, FIELDS) })));
+  // The batch check says what is wrong with each value (a missing action, a string priority).
+  const own = record['tags'];
+  const merged = tags && (own === undefined || (typeof own === 'object' && own !== null && !Array.isArray(own))) ? { ...tags, ...(own as object | undefined) } : own;
+  return { ...(record as unknown as Submission), ...(merged !== undefined && { tags: merged as Record<string, string> }) };
+}
+
+/** Lines of `path` (`-`: stdin), numbered from 1, blank ones skipped. */
+async function* readLines(path: string, tags: Record<string, string> | undefined): AsyncGenerator<Line> {
+  const input = path === '-' ? process.stdin : fs.createReadStream(path, { encoding: 'utf8' });
+  const lines = readline.createInterface({ input, crlfDelay: Infinity });
+  let number = 0;
+  for await (const text of lines) {
+    number++;
+    if (text.trim() === '') continue;
+    yield { number, submission: parseLine(text, number, tags) };
+  }
+}
+
+/** How many lines a regular file has, for the progress bar (stdin and pipes: unknown). */
+async function countLines(path: string): Promise<number | undefined> {
+  if (path === '-' || !fs.statSync(path).isFile()) return undefined;
+  let n = 0;
+  let last = 10;
+  for await (const chunk of fs.createReadStream(path) as AsyncIterable<Buffer>) {
+    for (let i = chunk.indexOf(10); i >= 0; i = chunk.indexOf(10, i + 1)) n++;
+    last = chunk.at(-1) ?? last;
+  }
+  return last === 10 ? n : n + 1;
+}
+
+interface ItemResult {
+  line: number;
+  executionId: string;
+  created: boolean;
+  status?: string;
+  error?: string;
+}
+
+export async function submitFileCommand(path: string, o: SubmitFileOptions): Promise<void> {
+  if (path !== '-' && !fs.existsSync(path)) throw new BatonError(`--file: ${path}: no such file`);
+  const actions = createActionRegistry(await loadActions(o.actions, loadConfig()));
+  const batchSize = o.batchSize ?? DEFAULT_FILE_BATCH;
+  const total = await countLines(path);
+  await withContext(async ({ runtime }) => {
+    const progress = progressLine(`submitting ${path === '-' ? 'stdin' : path}`, total, process.stderr, 'lines');
+    const results: ItemResult[][] = [];
+    const started = performance.now();
+    let batch: Line[] = [];
+    let lastLine = 0;
+    let submittedLines = 0;
+    // Each batch being appended, with the idempotency keys it holds.
+    const inFlight = new Map<Promise<void>, Set<string>>();
+    let failure: unknown;
+
+    // Checked here, in file order, before anything of the batch is written; then submitted while
+    // the next batches are read and checked (at most BATCHES_IN_FLIGHT appends at once).
+    const flush = async () => {
+      if (batch.length === 0) return;
+      const lines = batch;
+      batch = [];
+      const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number));
+      // A key an earlier batch still appends: let it land first, so the earlier line is the one that created it.
+      const keys = new Set(checked.flatMap((r) => (r.idempotencyKey === undefined ? [] : [r.idempotencyKey])));
+      if ([...inFlight.values()].some((held) => [...keys].some((k) => held.has(k)))) await settle();
+      const slot = results.length;
+      results.push([]);
+      const appending = runtime.submitMany(checked).then((outcomes) => {
+        results[slot] = outcomes.map((outcome, i) => {
+          const line = lines[i]!.number;
+          if (outcome.ok) return { line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) };
+          if (outcome.error instanceof IdempotencyKeyConflictError) return { line, executionId: outcome.error.executionId, created: false, error: outcome.error.message };
+          throw outcome.error;
+        });
+        submittedLines += lines.length;
+        progress.update(submittedLines);
+      });
+      const tracked: Promise<void> = appending.catch((err: unknown) => void (failure ??= err)).finally(() => inFlight.delete(tracked));
+      inFlight.set(tracked, keys);
+      while (inFlight.size >= BATCHES_IN_FLIGHT) await Promise.race(inFlight.keys());
+      if (failure) throw failure;
+    };
+    const settle = async () => {
+      await Promise.all(inFlight.keys());
+      if (failure) throw failure;
+    };
+
+    try {
+      for await (const line of readLines(path, o.tags)) {
+        lastLine = line.number;
+        batch.push(line);
+        if (batch.length >= batchSize) await flush();
+      }
+      await flush();
+      await settle();
+    } catch (err) {
+      if (!(err instanceof InvalidInputError)) throw err;
+      await settle(); // the batches before the bad line are written (or fail) before it is reported
+      const written = results.flat();
+      const firstUnwritten = written.length > 0 ? written.at(-1)!.line + 1 : 1;
+      const done = written.length > 0 ? `; lines 1–${firstUnwritten - 1} were submitted (${written.length} executions)` : '';
+      if (process.stderr.isTTY) progress.finish(`stopped at line ${lastLine}`); // else the refusal stays one line
+      if (o.json) console.log(toJson({ ...summary(written, started), refused: { fromLine: firstUnwritten, message: err.message } }));
+      throw new BatonError(`${err.message}; nothing from line ${firstUnwritten} on was written${done}`);
+    }
+    const all = results.flat();
+    const s = summary(all, started);
+    progress.finish(`${s.submitted.toLocaleString('en')} lines in ${s.seconds} s`);
+    if (o.json) console.log(toJson({ ...s, executions: all }));
+    else {
+      console.log(
+        `submitted ${s.submitted.toLocaleString('en')} lines in ${s.seconds} s (${s.perSecond.toLocaleString('en')}/s): ${s.created.toLocaleString('en')} created, ${s.existing.toLocaleString('en')} already submitted (same idempotency key), ${s.conflicts.length} refused`,
+      );
+      for (const c of s.conflicts.slice(0, 10)) console.log(`  line ${c.line}: ${c.error}`);
+      if (s.conflicts.length > 10) console.log(`  … and ${s.conflicts.length - 10} more (--json lists them all)`);
+    }
+    if (s.conflicts.length > 0) process.exitCode = 1;
+  });
+}
+
+function summary(results: ItemResult[], started: number) {
+  const seconds = (performance.now() - started) / 1000;
+  const conflicts = results.filter((r) => r.error !== undefined).map((r) => ({ line: r.line, executionId: r.executionId, error: r.error! }));
+  return {
+    submitted: results.length,
+    created: results.filter((r) => r.created).length,
+    existing: results.filter((r) => !r.created && r.error === undefined).length,
+    conflicts,
+    seconds: Number(seconds.toFixed(2)),
+    perSecond: seconds > 0 ? Math.round(results.length / seconds) : 0,
+  };
+}

@@ -1,0 +1,51 @@
+// Archive files: one portable history per stream, in the format `baton export` writes and
+// `baton replay --file` / `baton inspect --file` read (src/replay/history.ts). Written to a
+// temporary file, fsynced, renamed into place and the directory fsynced, so that once this
+// returns the file survives a crash, and a crash before leaves no half-written file (the next
+// run writes it again: same name, same content).
+import { open, mkdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { StoredEvent } from '../eventstore/event-store.ts';
+import { fromStored, toHistoryDocument, type HistoryEvent } from '../replay/history.ts';
+
+export const WORKFLOW_HISTORY_FORMAT = 'baton.workflow-history';
+
+/** A workflow's own stream, in the same shape as an execution history (its steps are archived as execution histories of their own). */
+export function workflowHistoryDocument(workflowId: string, events: readonly StoredEvent[], executionIds: readonly string[], exportedAt = new Date()) {
+  return { format: WORKFLOW_HISTORY_FORMAT, formatVersion: 1, workflowId, exportedAt: exportedAt.toISOString(), executions: [...executionIds], events: events.map(fromStored) as HistoryEvent[] };
+}
+
+export const executionArchivePath = (dir: string, executionId: string) => path.join(dir, `execution-${executionId}.json`);
+export const workflowArchivePath = (dir: string, workflowId: string) => path.join(dir, `workflow-${workflowId}.json`);
+
+export function executionHistoryDocument(executionId: string, events: readonly StoredEvent[], exportedAt = new Date()) {
+  return toHistoryDocument(executionId, events.map(fromStored), exportedAt);
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Write `doc` as JSON to `file` durably (see above). */
+export async function writeDurably(file: string, doc: unknown): Promise<void> {
+  const dir = path.dirname(file);
+  await mkdir(dir, { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  const handle = await open(tmp, 'w');
+  try {
+    await handle.writeFile(`${JSON.stringify(doc, null, 1)}\n`);
+    await handle.sync();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await rm(tmp, { force: true });
+    throw err;
+  }
+  await handle.close();
+  await rename(tmp, file);
+  await fsyncDir(dir);
+}

@@ -1,0 +1,92 @@
+// What the executor host adds for retention: the gauge of events the store holds (always), and,
+// when BATON_RETENTION is set, a run of runRetention every BATON_RETENTION_INTERVAL. Several
+// executors may run: a session advisory lock lets one of them run it at a time (the others skip
+// that round), and a run is retry-safe anyway (retention.ts).
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { RetentionConfig } from '../config.ts';
+import type { EventStore } from '../eventstore/event-store.ts';
+import { formatAge } from './age.ts';
+import { runRetention } from './retention.ts';
+
+const LOCK = "hashtextextended('baton_retention', 0)";
+/** The gauge's count is refreshed at most this often: a scrape must not scan the store. */
+const COUNT_EVERY_MS = 60_000;
+/** The first run waits this long after start, so a restarting executor catches up first. */
+const FIRST_RUN_AFTER_MS = 60_000;
+
+/**
+ * `baton_eventstore_events`: events the store holds (Postgres: the sum of every stream's length,
+ * from baton_streams; left unset with EventStoreDB, which has no cheap count).
+ */
+export function storedEventsGauge(pool: pg.Pool, registry: Registry, postgresStore: boolean): void {
+  if (registry.getSingleMetric('baton_eventstore_events')) return; // a second executor host in this process
+  let counted: { at: number; value: number } | undefined;
+  new Gauge({
+    name: 'baton_eventstore_events',
+    help: 'Events the event store holds (counted at most once a minute; falls when retention removes some)',
+    registers: [registry],
+    async collect() {
+      if (!postgresStore) return;
+      if (!counted || Date.now() - counted.at > COUNT_EVERY_MS) {
+        const r = await pool.query<{ n: string | null }>('SELECT sum(revision + 1) AS n FROM baton_streams');
+        counted = { at: Date.now(), value: Number(r.rows[0]!.n ?? 0) };
+      }
+      this.set(counted.value);
+    },
+  });
+}
+
+export interface RetentionSchedule {
+  stop(): Promise<void>;
+}
+
+export function scheduleRetention(o: { pool: pg.Pool; store: EventStore; config: RetentionConfig; log: Logger; registry: Registry; firstRunAfterMs?: number }): RetentionSchedule {
+  const counter = (name: string, help: string) => (o.registry.getSingleMetric(name) as Counter | undefined) ?? new Counter({ name, help, registers: [o.registry] });
+  const archived = counter('baton_retention_archived_total', 'Executions archived and removed by retention (workflow steps included)');
+  const removed = counter('baton_retention_events_removed_total', 'Events removed from the store by retention');
+  const stopping = new AbortController();
+  let running: Promise<void> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  async function once(): Promise<void> {
+    const client = await o.pool.connect();
+    try {
+      const r = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(${LOCK}) AS locked`);
+      if (!r.rows[0]!.locked) return o.log.debug('retention: another executor is running it');
+      try {
+        const s = await runRetention({ pool: o.pool, store: o.store, olderThanMs: o.config.olderThanMs, archiveDir: o.config.archiveDir, log: o.log, signal: stopping.signal });
+        archived.inc(s.executions);
+        removed.inc(s.events);
+        o.log.info({ executions: s.executions, workflows: s.workflows, events: s.events, skipped: s.skipped.length, ms: s.ms, archive: s.archiveDir }, 'retention: run finished');
+      } finally {
+        await client.query(`SELECT pg_advisory_unlock(${LOCK})`);
+      }
+    } finally {
+      client.release();
+    }
+  }
+
+  function next(delayMs: number): void {
+    timer = setTimeout(() => {
+      running = once()
+        .catch((err: unknown) => o.log.error({ err }, 'retention: run failed; trying again next interval'))
+        .finally(() => {
+          running = undefined;
+          if (!stopping.signal.aborted) next(o.config.intervalMs);
+        });
+    }, delayMs);
+    timer.unref();
+  }
+
+  o.log.info({ olderThan: formatAge(o.config.olderThanMs), every: formatAge(o.config.intervalMs), archive: o.config.archiveDir }, 'retention scheduled (BATON_RETENTION)');
+  next(o.firstRunAfterMs ?? FIRST_RUN_AFTER_MS);
+  return {
+    async stop() {
+      stopping.abort();
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
