@@ -43,6 +43,7 @@ export const SCOPED_ROOT_FIELDS: ReadonlySet<string> = new Set([
   'events',
   'executionMachine',
   'submitExecution',
+  'submitExecutions',
   'cancelExecution',
   'executionUpdated',
   '__typename',

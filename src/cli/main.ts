@@ -51,7 +51,7 @@ program
   .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
   .option('--namespace <name>', 'the namespace it lives in (default: $BATON_NAMESPACE, or default); created on first use', namespaceName)
   .option('--tag <key=value>', 'a tag to find it by (`baton list --tag`), repeatable; with --file, added to every line', tagOption('--tag'))
-  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?}')
+  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?, "namespace"?}')
   .addOption(new Option('--batch-size <n>', 'with --file: lines per batch (one transaction each), 1 to 1000').argParser(intFrom(1, 1_000)).default(500))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
@@ -64,7 +64,7 @@ program
     const single = ['input', 'key', 'maxAttempts', 'priority', 'wait', 'timeout'].filter((k) => o[k] !== undefined);
     if (action !== undefined) throw new BatonError(`submit: give an action or --file, not both (each line of the file names its action)`);
     if (single.length > 0) throw new BatonError(`submit --file: ${single.map((k) => cmd.options.find((opt) => opt.attributeName() === k)!.long).join(', ')} belong${single.length === 1 ? 's' : ''} on each line of the file, not on the command line`);
-    return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json });
+    return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json, ...(o.namespace !== undefined && { namespace: o.namespace }) });
   });
 
 program

@@ -100,4 +100,23 @@ describe('namespaces', () => {
     expect((await gql(api().url, ONE, { id }, { token: TOKEN_BC })).data!.execution).toEqual({ id, namespace: 'team-c' });
     expect((await gql(api().url, ONE, { id }, { token: TOKEN_A })).data!.execution).toBeNull();
   });
+
+  it('submitExecutions: a namespace per input, keys per namespace, and a scoped token only into its own', async () => {
+    const MANY = `mutation($inputs: [SubmitExecutionInput!]!) { submitExecutions(inputs: $inputs) { created results { executionId created error { code } } } }`;
+    const inputs = [
+      { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-a' },
+      { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-b' },
+      { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-a' },
+    ];
+    const r = await gql(api().url, MANY, { inputs }, { token: ADMIN });
+    expect(r.errors).toBeUndefined();
+    const [a, b, again] = r.data!.submitExecutions.results as { executionId: string; created: boolean }[];
+    expect(r.data!.submitExecutions.created).toBe(2);
+    expect(b!.executionId).not.toBe(a!.executionId);
+    expect(again).toMatchObject({ executionId: a!.executionId, created: false });
+    expect((await api().runtime.load(b!.executionId)).snapshot.context.namespace).toBe('team-b');
+    const scoped = await gql(api().url, MANY, { inputs: [{ action: 'core.noop', namespace: 'team-a' }, { action: 'core.noop', namespace: 'team-b' }] }, { token: TOKEN_A });
+    expect(scoped.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    expect(scoped.errors![0]!.message).toMatch(/^inputs\.1\.namespace: /);
+  });
 });
