@@ -11,7 +11,7 @@ import { validateInput } from '../actions/registry.ts';
 import { InvalidActionInputError } from '../actions/action.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
-import { namespaceProblem } from '../input/namespace.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
 import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
 import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
@@ -110,8 +110,10 @@ export function checkSubmissions(actions: Pick<ActionRegistry, 'get' | 'names'>,
     checkedOf.set(i, request);
     const key = request.idempotencyKey;
     if (key === undefined) continue;
-    const first = firstOfKey.get(key);
-    if (first === undefined) firstOfKey.set(key, i);
+    // A key is unique within its namespace: the same key in two namespaces is two executions.
+    const scoped = JSON.stringify([request.namespace ?? DEFAULT_NAMESPACE, key]);
+    const first = firstOfKey.get(scoped);
+    if (first === undefined) firstOfKey.set(scoped, i);
     else if (!sameJson({ ...checkedOf.get(first), idempotencyKey: key }, request)) {
       problems.push({ path: names.idempotencyKey, message: `the same key as item ${first} of this batch with a different request (a key gives one execution)` });
     }

@@ -109,7 +109,7 @@ describe('namespaces', () => {
       { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-a' },
     ];
     const r = await gql(api().url, MANY, { inputs }, { token: ADMIN });
-    expect(r.errors).toBeUndefined();
+    expect(r.errors, JSON.stringify(r.errors)).toBeUndefined();
     const [a, b, again] = r.data!.submitExecutions.results as { executionId: string; created: boolean }[];
     expect(r.data!.submitExecutions.created).toBe(2);
     expect(b!.executionId).not.toBe(a!.executionId);
