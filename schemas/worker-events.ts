@@ -4,6 +4,7 @@
 // (src/liveness/ keeps them in a table).
 import { z } from 'zod';
 import { dateTime, text } from '../src/input/schemas.ts';
+import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
 import { EventMetadata, ExecutorRef, Namespace, WorkerRef } from './events.ts';
 
 const IsoTime = dateTime();
@@ -54,6 +55,8 @@ export type ConcurrencyPolicy = z.infer<typeof ConcurrencyPolicy>;
 export const ActionPolicy = z.object({
   /** The action's runtime tag: the work subject's `<runtime>` token (`node` when absent, as before workers said). */
   runtime: text().min(1).max(200).optional(),
+  /** The version of the action this worker runs (defineAction's `version`); absent: version 1. */
+  version: z.number().int().min(1).max(MAX_ACTION_VERSION).optional(),
   retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),

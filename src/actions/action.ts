@@ -8,6 +8,7 @@
 //     input: z.object({ url: z.url(), width: z.number().int().positive() }),
 //     timeoutMs: 60_000,
 //     concurrency: { limit: 4, key: 'tenantId' },   // at most 4 at once per tenant
+//     version: 2,                                   // deployed beside version 1 (README: Versioned actions)
 //     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
 //   });
 import type { Logger } from 'pino';
@@ -17,6 +18,7 @@ import { ConcurrencyPolicy, RetryBackoff } from '../../schemas/worker-events.ts'
 import { BatonError, InvalidEventError } from '../errors.ts';
 import { storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
+import { MAX_ACTION_VERSION } from '../input/action-versions.ts';
 
 /**
  * Dotted lowercase names: a namespace, then one or more `.part`s (`core.noop`,
@@ -73,6 +75,11 @@ export interface ActionContext {
 export interface ActionSpec<S extends z.ZodType, O> {
   /** Dotted lowercase name, unique among your actions: a namespace, then one or more `.part`s (`billing.charge`). */
   name: string;
+  /**
+   * A whole number from 1: workers advertise `name@version`, a submission may pin one, and an
+   * unpinned one runs on the newest version any live worker offers. Absent: version 1.
+   */
+  version?: number;
   /** Runtime tag the action needs (`node` unless said otherwise). */
   runtime?: string;
   /** The zod schema every input must fit; checked at submit (every door) and again before `run`. */
@@ -113,6 +120,8 @@ const BRAND = Symbol.for('baton.action-definition');
 export interface ActionDefinition<I = unknown, O = unknown, In = I> {
   /** Dotted lowercase name, e.g. `billing.charge`. */
   readonly name: string;
+  /** Present only when the definition declared one (absent means version 1). */
+  readonly version?: number;
   /** The runtime tag a worker must offer (`node` by default). */
   readonly runtime: string;
   /** The zod schema every input is checked against, before anything is stored. */
@@ -155,6 +164,12 @@ const SpecShape = z.strictObject({
       'must be lowercase dotted segments like "core.noop" or "http.request": ' +
         'a namespace, then one or more ".part"s, using a-z, 0-9, _ and -',
     ),
+  version: z
+    .number({ error: `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2` })
+    .int(`must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .min(1, `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .max(MAX_ACTION_VERSION, `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .optional(),
   runtime: z
     .string()
     .max(100)
@@ -187,6 +202,7 @@ const OPTION_ALIASES: Readonly<Record<string, string>> = {
   retries: 'retry',
   maxAttempts: 'retry',
   limit: 'concurrency',
+  actionVersion: 'version',
 };
 
 /**
@@ -199,10 +215,11 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodProblems(parsed.error, SpecShape, OPTION_ALIASES));
   }
-  const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
+  const { name, version, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
+    ...(version !== undefined && { version }),
     runtime,
     input: spec.input as z.ZodType<z.output<S>, z.input<S>>,
     // Only present keys, so a definition prints (and compares) without undefined noise.

@@ -21,6 +21,7 @@ export interface SubmitArgs {
   idempotencyKey?: string | null;
   maxAttempts?: number | null;
   priority?: number | null;
+  actionVersion?: number | null;
   tags?: unknown;
   namespace?: string | null;
 }
@@ -34,6 +35,7 @@ const asSubmission = (a: SubmitArgs): Submission => ({
   ...(a.priority != null && { priority: a.priority }),
   ...(a.tags != null && { tags: a.tags as Record<string, string> }),
   ...(a.namespace != null && { namespace: a.namespace }),
+  ...(a.actionVersion != null && { actionVersion: a.actionVersion }),
 });
 
 /** A token limited to namespaces may submit only into them (`argument` names where the namespace was given). */

@@ -2,7 +2,7 @@
 // (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
 import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
-import { waitingReason } from '../liveness/waiting-reason.ts';
+import { offerKey, waitingReason } from '../liveness/waiting-reason.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
@@ -132,7 +132,7 @@ export const resolvers = {
     stalled: (row: ExecutionRow) => isStalled(row, Date.now()),
     async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       if (row.status !== 'Requested') return null;
-      const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(row.action);
+      const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(offerKey(row));
       return waitingReason(row, offer ?? undefined, Date.now());
     },
     lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {

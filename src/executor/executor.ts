@@ -26,6 +26,7 @@ import { namespaceRoom } from './namespace-limits.ts';
 import { plan, type Placement } from './placement.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
+import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
@@ -228,7 +229,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function handOff(placements: Placement[]): Promise<WorkMessage[]> {
     const messages: WorkMessage[] = [];
     for (let from = 0; from < placements.length; from += HANDOFFS_PER_APPEND) {
-      const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId }) => {
+      const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId, actionVersion }) => {
         const handoffEventId = randomUUID();
         const policy = view.policyOf(execution.action);
         const made = { attempt: 0 };
@@ -239,7 +240,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
           const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
           return [
             { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...handoffVersion(execution.version, actionVersion) }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
           ];
         };
         return { execution, workerId, handoffEventId, made, trace, request: { id: execution.executionId, commands } };

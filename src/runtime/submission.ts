@@ -14,10 +14,12 @@ import { nearestName } from '../input/nearest.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
 import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
+import { actionVersionProblem, splitActionRef } from '../input/action-versions.ts';
 import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
 
 /** What a person asks for. */
 export interface Submission {
+  /** The action's name; `name@version` pins a version, like `actionVersion`. */
   action: string;
   /** Missing means JSON null. */
   input?: unknown;
@@ -26,6 +28,8 @@ export interface Submission {
   priority?: number;
   /** Where it lives: `default` when left out (src/input/namespace.ts). */
   namespace?: string;
+  /** Pin the action version every attempt runs on (README: Versioned actions); absent: the newest a live worker offers. */
+  actionVersion?: number;
   /** String key-values to find it by (src/input/tags.ts). */
   tags?: Record<string, string>;
 }
@@ -33,7 +37,7 @@ export interface Submission {
 /** The names a front door gives each field, for its error messages. Default: the GraphQL argument names. */
 export type SubmissionNames = Record<Exclude<keyof Submission, 'namespace'>, string> & { namespace?: string };
 
-export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', tags: 'tags' };
+export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', tags: 'tags', actionVersion: 'actionVersion' };
 
 /** The names of a batch's item `index`, under `argument`: `inputs.3.input.ms`. */
 export const apiItemNames = (argument: string) => (index: number): SubmissionNames =>
@@ -50,13 +54,23 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
   const problems: InputProblem[] = [];
   const problem = (field: Exclude<keyof Submission, 'namespace'>, message: string | undefined) => message && problems.push({ path: names[field], message });
 
-  const actionText = textProblem(s.action, { required: true, maxLength: SUBMISSION_LIMITS.actionLength });
+  let actionText = textProblem(s.action, { required: true, maxLength: SUBMISSION_LIMITS.actionLength });
+  // `name@version` is the same pin as actionVersion, in one word (`baton submit core.echo@2`).
+  const ref = actionText ? undefined : splitActionRef(s.action);
+  if (ref && 'problem' in ref) actionText = ref.problem;
   problem('action', actionText);
-  const action = actionText ? undefined : actions.get(s.action);
+  const name = ref && 'action' in ref ? ref.action : s.action;
+  let version = s.actionVersion;
+  if (version !== undefined) problem('actionVersion', actionVersionProblem(version));
+  if (ref && 'version' in ref && ref.version !== undefined) {
+    if (version !== undefined && version !== ref.version) problem('actionVersion', `${version} contradicts the version in ${names.action} "${printable(s.action, 100)}"`);
+    version = ref.version;
+  }
+  const action = actionText ? undefined : actions.get(name);
   if (!actionText && !action) {
     const known = actions.names();
-    const near = nearestName(s.action, known);
-    problems.push({ path: names.action, message: `unknown action "${printable(s.action, 100)}"${near ? `; did you mean "${near}"?` : ''}`, known: { what: 'actions', names: known } });
+    const near = nearestName(name, known);
+    problems.push({ path: names.action, message: `unknown action "${printable(name, 100)}"${near ? `; did you mean "${near}"?` : ''}`, known: { what: 'actions', names: known } });
   }
   const input = s.input === undefined ? null : s.input;
   const inputProblems = jsonProblems(input);
@@ -77,6 +91,7 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
     ...(s.maxAttempts !== undefined && { maxAttempts: s.maxAttempts }),
     ...(s.priority !== undefined && { priority: s.priority }),
     ...(s.namespace !== undefined && { namespace: s.namespace }),
+    ...(version !== undefined && { actionVersion: version }),
     ...(s.tags !== undefined && Object.keys(s.tags).length > 0 && { tags: s.tags }),
   };
 }

@@ -10,6 +10,7 @@ import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { executionTimeline } from '../../replay/execution-history.ts';
+import { versionShown } from '../../input/action-versions.ts';
 
 
 /**
@@ -27,9 +28,9 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
   await withContext(async ({ runtime, store, pool, config }) => {
     const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, err, id));
     const c = snapshot.context;
-    const waiting = await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts));
+    const waiting = await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts));
     if (o.json) {
-      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, tags: c.tags ?? {}, context: c }));
+      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, actionVersion: versionShown(c), waiting, tags: c.tags ?? {}, context: c }));
       return;
     }
     console.log(
@@ -38,6 +39,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['status', statusOf(snapshot)],
         ['waiting', waiting],
         ['action', c.action],
+        ['action version', versionShown(c)?.toString() ?? undefined],
         ['owner', c.owner],
         ['worker', c.workerId],
         ['attempt', `${c.attempt} of ${c.maxAttempts}`],
