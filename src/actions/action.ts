@@ -9,12 +9,13 @@
 //     timeoutMs: 60_000,
 //     concurrency: { limit: 4, key: 'tenantId' },   // at most 4 at once per tenant
 //     version: 2,                                   // deployed beside version 1 (README: Versioned actions)
+//     rateLimit: { perSecond: 10 },                  // at most 10 started per second, all executors together
 //     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
 //   });
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
-import { ConcurrencyPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
+import { ConcurrencyPolicy, RateLimitPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
 import { BatonError, InvalidEventError } from '../errors.ts';
 import { storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
@@ -103,6 +104,13 @@ export interface ActionSpec<S extends z.ZodType, O> {
    */
   concurrency?: { limit: number; key?: string };
   /**
+   * At most `perSecond` (or `perMinute`, 1 to 100,000) executions of this action are handed off
+   * per second (or minute), across every worker and executor; with `key`, a dotted path into the
+   * input, per distinct value there. The rest wait in Requested (waitingReason says so).
+   * Advertised by the worker; the executors decide it through a bucket stream (README: Rate limits).
+   */
+  rateLimit?: { perSecond?: number; perMinute?: number; key?: string };
+  /**
    * The work. Its return value (JSON) is the execution's result; a throw fails the attempt
    * (retried unless `ActionError({ retryable: false })` or `retry.nonRetryable` says otherwise).
    * Stop when `ctx.signal` aborts.
@@ -132,6 +140,7 @@ export interface ActionDefinition<I = unknown, O = unknown, In = I> {
   readonly scheduleToStartTimeoutMs?: number;
   readonly retry?: Readonly<RetryPolicy>;
   readonly concurrency?: Readonly<{ limit: number; key?: string }>;
+  readonly rateLimit?: Readonly<{ perSecond?: number; perMinute?: number; key?: string }>;
   /** Always async, whether the spec's run was or not. Call through `runAction`, which validates first. */
   run(input: I, ctx: ActionContext): Promise<O>;
   readonly [BRAND]: true;
@@ -190,6 +199,7 @@ const SpecShape = z.strictObject({
     })
     .optional(),
   concurrency: ConcurrencyPolicy.strict().optional(),
+  rateLimit: RateLimitPolicy.strict().optional(),
   run: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function (input, ctx) => result'),
 });
 
@@ -215,7 +225,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodProblems(parsed.error, SpecShape, OPTION_ALIASES));
   }
-  const { name, version, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
+  const { name, version, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency, rateLimit } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
@@ -229,6 +239,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     ...(scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs }),
     ...(retry !== undefined && { retry: Object.freeze({ ...retry }) }),
     ...(concurrency !== undefined && { concurrency: Object.freeze({ ...concurrency }) }),
+    ...(rateLimit !== undefined && { rateLimit: Object.freeze({ ...rateLimit }) }),
     // `async` so a run that throws synchronously still yields a rejected promise.
     run: async (input: z.output<S>, ctx: ActionContext): Promise<Awaited<O>> => await run(input, ctx),
     [BRAND]: true as const,

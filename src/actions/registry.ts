@@ -67,6 +67,7 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
           ...(a.scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs: a.scheduleToStartTimeoutMs }),
           ...(a.timeoutMs !== undefined && { timeoutMs: a.timeoutMs }),
           ...(a.concurrency && { concurrency: { ...a.concurrency } }),
+          ...(a.rateLimit && { rateLimit: { ...a.rateLimit } }),
         };
       }
       return out;

@@ -3,6 +3,8 @@
 import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
 import { offerKey, waitingReason } from '../liveness/waiting-reason.ts';
+import { rateLimitReason } from '../liveness/rate-limit-wait.ts';
+import { rateBucketsOf } from '../runtime/rate-buckets.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
@@ -20,6 +22,7 @@ import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
 import { whatIfResolvers } from './what-if.ts';
 import { scheduleResolvers } from './schedules.ts';
+import { rateLimitResolvers } from './rate-limits.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -120,6 +123,7 @@ export const resolvers = {
     ...workflowListResolvers.Query,
     ...actionTimelineResolvers.Query,
     ...scheduleResolvers.Query,
+    ...rateLimitResolvers.Query,
   },
 
   Execution: {
@@ -133,7 +137,10 @@ export const resolvers = {
     async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       if (row.status !== 'Requested') return null;
       const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(offerKey(row));
-      return waitingReason(row, offer ?? undefined, Date.now());
+      const reason = waitingReason(row, offer ?? undefined, Date.now());
+      if (reason !== null) return reason;
+      const policy = await ctx.loaders.rateLimit.load(row.action);
+      return policy && rateLimitReason(rateBucketsOf(ctx.runtime.store), { action: row.action, input: () => row.input }, policy, Date.now());
     },
     lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       const held = row.workerId !== null && (HELD_STATUSES as readonly string[]).includes(row.status);

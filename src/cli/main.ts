@@ -19,6 +19,7 @@ import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
 import { registerRetentionCommands } from './retention-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
+import { registerRateLimitCommands } from './ratelimit-command.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
 function packageVersion(): string {
@@ -253,6 +254,7 @@ registerWorkflowCommands(program);
 registerEventStoreCommands(program);
 registerRetentionCommands(program);
 registerScheduleCommands(program);
+registerRateLimitCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -14,7 +14,9 @@
 //     executions pinned to a version no fit worker offers are skipped whole, like an action's,
 //     while the bucket's free slots are shared by all its heaps;
 //   - an execution goes only to a worker serving its namespace (serves(), below), and only while
-//     its namespace is under its concurrency limit (namespaceRoom).
+//     its namespace is under its concurrency limit (namespaceRoom);
+//   - an execution `admits` refuses (no rate-limit token for it) is skipped, and its room goes to
+//     the next one (test/unit/placement-admits.test.ts).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
@@ -48,7 +50,16 @@ export interface PlanInput {
   freeSlots(action: string, bucket: string): number;
   /** Executions of the namespace that may still start now (BATON_NAMESPACE_CONCURRENCY); absent: no namespace limits. */
   namespaceRoom?(namespace: string): number;
+  /**
+   * Whether this execution may be placed in this pass (false: its rate-limit bucket has no token
+   * as far as the executor knows: rate-limits.ts). Asked in placement order, once per execution
+   * placed; a bucket's executions refused more than MAX_REFUSED times in a pass are left for the next.
+   */
+  admits?(execution: WaitingExecution): boolean;
 }
+
+/** Refusals by `admits` one bucket may take in a pass before the rest of it waits for the next (keeps a pass O(placed), not O(waiting)). */
+const MAX_REFUSED = 1_024;
 
 interface Cursor {
   /** The heap it takes from (WaitingQueue.dueBuckets). */
@@ -106,13 +117,26 @@ export function plan(input: PlanInput): Placement[] {
   };
 
   const placed: Placement[] = [];
+  const refused = new Map<string, number>();
   for (let c = cursors.pop(); c; c = cursors.pop()) {
     const { head, ...from } = c;
     // Another heap of its bucket (another pin) may have filled the bucket since this was taken.
     if (slotsLeft(c.action, c.bucket) <= 0) continue;
-    const choice = versionFor(c.action, c.version);
+    // Its namespace at its limit: not this one, but the next of its heap may be of another namespace.
     const namespace = head.w.namespace ?? DEFAULT_NAMESPACE;
-    const worker = choice && roomIn(namespace) > 0 ? chooseWorker(head.w, choice.workers, room) : undefined;
+    if (roomIn(namespace) <= 0) {
+      if (mayTake(from)) takeNext(from);
+      continue;
+    }
+    if (input.admits && !input.admits(head.w)) {
+      // Not this one (no token for it): the next of its heap may have one (another key).
+      const n = (refused.get(c.key) ?? 0) + 1;
+      refused.set(c.key, n);
+      if (n < MAX_REFUSED && mayTake(from)) takeNext(from);
+      continue;
+    }
+    const choice = versionFor(c.action, c.version);
+    const worker = choice && chooseWorker(head.w, choice.workers, room);
     if (!worker || !choice) {
       // No room for this one (its workers are full, or only ones it must avoid have room); the
       // next of its bucket may still fit elsewhere.
