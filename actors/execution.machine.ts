@@ -5,6 +5,7 @@
 import { and, assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
 import { acceptedEventTypes, foldWith } from './fold.ts';
 import { stepperOf } from './stepper.ts';
+import { namespaceOr } from '../src/input/namespace.ts';
 import { TAG_LIMITS } from '../src/input/tags.ts';
 import {
   WorkerRef,
@@ -52,6 +53,8 @@ export interface ExecutionContext {
   priority?: number;
   parentId?: string;
   workflowId?: string;
+  /** Where it lives: the request's, or `default` when it recorded none (recorded before namespaces). */
+  namespace: string;
   /** The action version the submission pinned: every handoff must name it. */
   pinnedVersion?: number;
   /** The version the current (or last) attempt was handed off to run, when the handoff named one other than 1 (absent: version 1). */
@@ -248,6 +251,7 @@ function contextFromRequest(event: RequestedEvent): ExecutionContext {
     ...(data.priority !== undefined && { priority: data.priority }),
     ...(data.parentId !== undefined && { parentId: data.parentId }),
     ...(data.workflowId !== undefined && { workflowId: data.workflowId }),
+    namespace: namespaceOr(data.namespace),
     ...(data.actionVersion !== undefined && { pinnedVersion: data.actionVersion }),
     ...(data.tags !== undefined && Object.keys(data.tags).length > 0 && { tags: { ...data.tags } }),
     result: undefined,

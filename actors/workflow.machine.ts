@@ -25,6 +25,8 @@ export interface WorkflowContext {
   cancelReason?: string;
   startedAt: string;
   finishedAt?: string;
+  /** Where it and its steps' executions live, when it was started in a namespace other than `default`. */
+  namespace?: string;
 }
 
 type StartedEvent = WorkflowEventOf<'WorkflowStarted'>;
@@ -98,6 +100,7 @@ export const workflowMachine = setup({
     definition: input.data.definition,
     steps: Object.fromEntries(input.data.definition.steps.map((s) => [s.id, { status: 'pending' as const }])),
     startedAt: input.metadata.occurredAt,
+    ...(input.data.namespace !== undefined && { namespace: input.data.namespace }),
   }),
   states: {
     Running: {

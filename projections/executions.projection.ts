@@ -20,7 +20,7 @@ const sampleExecution: Record<keyof ExecutionRow, true> = {
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
   lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
   runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
-  refusedEvents: true, tags: true,
+  refusedEvents: true, tags: true, namespace: true,
 };
 export const EXECUTION_COLUMNS = Object.keys(sampleExecution).map(snakeCase);
 const STATS_COLUMNS = Object.keys(emptyActionStats('x')).map(snakeCase);
@@ -41,7 +41,8 @@ export const executionsProjection: Projection = {
   // 4: submitted_max_attempts (machine version 4: the limit a submission named; max_attempts follows the action's).
   // 5: tags (machine version 5), with a GIN index for filtering by them.
   // 6: pinned_version, action_version (machine version 6: versioned actions).
-  version: 6,
+  // 7 (namespaces): namespace, and its index for listing one namespace.
+  version: 7,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

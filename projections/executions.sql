@@ -54,7 +54,9 @@ CREATE TABLE executions (
   -- Stored events the machine refused (corruption or an incompatible machine change); 0 normally.
   refused_events   int NOT NULL DEFAULT 0,
   -- The submitter's tags merged with those the running action added ({} when none).
-  tags             jsonb NOT NULL DEFAULT '{}'
+  tags             jsonb NOT NULL DEFAULT '{}',
+  -- Where it lives ('default' for executions recorded before namespaces).
+  namespace        text NOT NULL DEFAULT 'default'
 );
 -- The API lists newest first with keyset pagination on (requested_at, execution_id).
 CREATE INDEX executions_requested ON executions (requested_at DESC, execution_id DESC);
@@ -63,6 +65,7 @@ CREATE INDEX executions_action ON executions (action, requested_at DESC, executi
 CREATE INDEX executions_worker ON executions (worker_id, requested_at DESC, execution_id DESC) WHERE worker_id IS NOT NULL;
 CREATE INDEX executions_workflow ON executions (workflow_id) WHERE workflow_id IS NOT NULL;
 CREATE INDEX executions_updated ON executions (updated_at DESC);
+CREATE INDEX executions_namespace ON executions (namespace, requested_at DESC, execution_id DESC);
 -- `tags @> '{"customer": "c-42"}'`: jsonb_path_ops indexes each key-value pair as one hash,
 -- smaller and faster for containment than the default jsonb_ops (which also serves `?` key tests).
 CREATE INDEX executions_tags ON executions USING gin (tags jsonb_path_ops);

@@ -58,6 +58,7 @@ export interface ExecutionRow {
   timedOutLimit: string | null;
   abandonReason: string | null;
   refusedEvents: number;
+  namespace: string;
   /** {} when none. */
   tags: Record<string, string>;
 }
@@ -110,6 +111,7 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     timedOutLimit: c.timedOutLimit ?? null,
     abandonReason: c.abandonReason ?? null,
     refusedEvents,
+    namespace: c.namespace,
     tags: c.tags ?? {},
   };
 }
@@ -150,6 +152,7 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     ...optional('cancelRequested', row.cancelRequested),
     ...optional('timedOutLimit', row.timedOutLimit as ExecutionContext['timedOutLimit'] | null),
     ...optional('abandonReason', row.abandonReason),
+    namespace: row.namespace,
     ...optional('tags', Object.keys(row.tags ?? {}).length > 0 ? row.tags : null),
   };
   return executionMachine.resolveState({ value: row.status as never, context });

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { INT32 } from '../src/input/rules.ts';
 import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
+import { NAMESPACE_MAX_LENGTH, NAMESPACE_PATTERN, NAMESPACE_RULE } from '../src/input/namespace.ts';
 import { tagsProblems } from '../src/input/tags.ts';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
@@ -61,6 +62,8 @@ export const ErrorInfo = z.object({
 });
 export type ErrorInfo = z.infer<typeof ErrorInfo>;
 
+/** A namespace's name (src/input/namespace.ts has the rule). */
+export const Namespace = z.string().min(1).max(NAMESPACE_MAX_LENGTH).regex(NAMESPACE_PATTERN, NAMESPACE_RULE);
 /** String key-values to find an execution by (src/input/tags.ts has the rules: key shape, lengths, at most 32). */
 export const Tags = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
   for (const p of tagsProblems(tags)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
@@ -91,6 +94,8 @@ export const ExecutionRequested = event(
     priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
     parentId: text().min(1).optional(),
     workflowId: text().min(1).optional(),
+    /** The namespace it lives in. Absent (recorded before namespaces): `default`. */
+    namespace: Namespace.optional(),
     /** Tags the submitter attached (machine version 5; absent when none). */
     tags: Tags.optional(),
     /**

@@ -4,7 +4,7 @@
 // the revision it was decided on, so a tick is recorded once however many executors race.
 import { z } from 'zod';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
-import { EventMetadata, ExecutorRef } from './events.ts';
+import { EventMetadata, ExecutorRef, Namespace } from './events.ts';
 import { WorkflowDefinition } from './workflow.ts';
 import { WORKFLOW_ID_MAX_LENGTH, WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE } from './workflow-id.ts';
 
@@ -57,6 +57,8 @@ export const ScheduleSpec = z.strictObject({
   startAt: dateTime().optional(),
   /** No tick at or after this time. */
   endAt: dateTime().optional(),
+  /** The namespace its ticks' executions live in; absent: `default`. */
+  namespace: Namespace.optional(),
 });
 export type ScheduleSpec = z.infer<typeof ScheduleSpec>;
 

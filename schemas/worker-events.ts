@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { dateTime, text } from '../src/input/schemas.ts';
 import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
-import { EventMetadata, ExecutorRef, WorkerRef } from './events.ts';
+import { EventMetadata, ExecutorRef, Namespace, WorkerRef } from './events.ts';
 
 const IsoTime = dateTime();
 
@@ -103,6 +103,8 @@ export const WorkerStarted = event(
     pid: z.number().int().positive().optional(),
     /** Per action: its runtime, and the retry policy, timeouts and concurrency limit it sets. */
     policies: z.record(text(), ActionPolicy).optional(),
+    /** The namespaces whose executions it runs (`baton worker --namespaces`); absent: every namespace. */
+    namespaces: z.array(Namespace).min(1).max(1_000).optional(),
   }),
   WorkerRef,
 );

@@ -3,7 +3,7 @@
 // these events record the orchestration decisions, so another executor can continue from them.
 import { z } from 'zod';
 import { jsonValue, text } from '../src/input/schemas.ts';
-import { ErrorInfo, EventMetadata, ExecutorRef } from './events.ts';
+import { ErrorInfo, EventMetadata, ExecutorRef, Namespace } from './events.ts';
 import { StepId, WorkflowDefinition } from './workflow.ts';
 
 const event = <T extends string, D extends z.ZodType>(type: T, data: D) =>
@@ -13,7 +13,8 @@ const event = <T extends string, D extends z.ZodType>(type: T, data: D) =>
 export const StepOutcome = z.enum(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
 export type StepOutcome = z.infer<typeof StepOutcome>;
 
-export const WorkflowStarted = event('WorkflowStarted', z.object({ definition: WorkflowDefinition }));
+/** `namespace`: where the workflow and its steps' executions live; absent (and before namespaces): `default`. */
+export const WorkflowStarted = event('WorkflowStarted', z.object({ definition: WorkflowDefinition, namespace: Namespace.optional() }));
 export const WorkflowStepScheduled = event('WorkflowStepScheduled', z.object({ stepId: StepId, executionId: text().min(1) }));
 export const WorkflowStepFinished = event(
   'WorkflowStepFinished',

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
 import { unknownNameMessage } from './input/nearest.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
+import { parseNamespaceLimits } from './executor/namespace-limits.ts';
 import { byteSize, count, duration, flag, hostAllowList, onOff, port, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
@@ -52,6 +54,14 @@ export interface Config {
   readonly apiIntrospection: boolean;
   /** BATON_HTTP_ALLOW: hosts, addresses and CIDR ranges http.request may reach although they are not public. */
   readonly httpAllow: readonly string[];
+  /** BATON_NAMESPACE: the namespace CLI commands use when they are given no --namespace. Default `default`. */
+  readonly namespace: string;
+  /** BATON_DB_SCHEMA: the Postgres schema Baton's tables live in (its read model in `<schema>_read`); unset: public and baton_read. */
+  readonly dbSchema: string | undefined;
+  /** BATON_API_NAMESPACE_TOKENS: tokens scoped to namespaces (src/api/namespace-tokens.ts). Secret: never log it. */
+  readonly apiNamespaceTokens: string | undefined;
+  /** BATON_NAMESPACE_CONCURRENCY: executions of a namespace that may hold a slot at once (the executor enforces it). */
+  readonly namespaceConcurrency: Readonly<Record<string, number>>;
   /** BATON_RETENTION (off by default): the executor archives and removes finished work older than this (src/retention/). */
   readonly retention: RetentionConfig | undefined;
   /** BATON_PARTITIONS (default 16): how many partitions the executors split the work into; fixed by the installation's first executor (src/executor/partitions/). */
@@ -200,6 +210,27 @@ const EnvSchema = z.object({
   BATON_API_MAX_SUBMIT_BATCH: count(DEFAULT_API_LIMITS.maxSubmitBatch, 'number of submissions', 100_000),
   BATON_API_INTROSPECTION: onOff,
   BATON_HTTP_ALLOW: hostAllowList,
+  BATON_NAMESPACE: z.preprocess(
+    unsetIfEmpty,
+    z.string().superRefine((v, ctx) => { const p = namespaceProblem(v); if (p) ctx.addIssue({ code: 'custom', message: p }); }).default(DEFAULT_NAMESPACE),
+  ),
+  // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`; short
+  // enough that the LISTEN/NOTIFY channels it suffixes stay within 63 characters.
+  BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit').optional()),
+  BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
+  BATON_NAMESPACE_CONCURRENCY: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .optional()
+      .transform((v, ctx) => {
+        if (v === undefined) return {};
+        const r = parseNamespaceLimits(v);
+        if (r.ok) return r.limits;
+        ctx.addIssue({ code: 'custom', message: r.problem });
+        return z.NEVER;
+      }),
+  ),
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
   BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
@@ -297,6 +328,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiIntrospection: e.BATON_API_INTROSPECTION,
     partitions: e.BATON_PARTITIONS,
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
+    namespace: e.BATON_NAMESPACE,
+    dbSchema: e.BATON_DB_SCHEMA,
+    namespaceConcurrency: Object.freeze(e.BATON_NAMESPACE_CONCURRENCY),
     retention:
       e.BATON_RETENTION === undefined
         ? undefined
@@ -320,6 +354,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
   Object.defineProperties(config, {
     apiToken: { value: e.BATON_API_TOKEN, enumerable: false },
     apiReadToken: { value: e.BATON_API_READ_TOKEN, enumerable: false },
+    apiNamespaceTokens: { value: e.BATON_API_NAMESPACE_TOKENS, enumerable: false },
   });
   return Object.freeze(config);
 }

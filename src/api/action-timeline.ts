@@ -2,13 +2,13 @@
 // percentiles of each slice, for the console's small charts. Computed by Postgres from the read
 // model's executions of that action (its index), so nothing but the slices leaves the database.
 import type pg from 'pg';
-import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { qualified } from '../../projections/rows.ts';
 import { intInRange, textArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { badInput } from './errors.ts';
 
-const EXECUTIONS = qualified(READ_MODEL_SCHEMA, 'executions');
+const EXECUTIONS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'executions');
 export const MAX_TIMELINE_BUCKETS = 200;
 export const MAX_TIMELINE_WINDOW_MS = 31 * 24 * 3_600_000;
 
@@ -31,7 +31,7 @@ export async function readActionTimeline(pool: pg.Pool, action: string, since: D
             count(*) FILTER (WHERE status IN ('Failed', 'TimedOut', 'Abandoned'))::int AS failed,
             percentile_cont(0.5) WITHIN GROUP (ORDER BY run_ms) FILTER (WHERE status = 'Completed' AND run_ms IS NOT NULL) AS p50,
             percentile_cont(0.95) WITHIN GROUP (ORDER BY run_ms) FILTER (WHERE status = 'Completed' AND run_ms IS NOT NULL) AS p95
-       FROM ${EXECUTIONS}
+       FROM ${EXECUTIONS(pool)}
       WHERE action = $1 AND finished_at >= $2::timestamptz AND finished_at < $3::timestamptz
       GROUP BY 1`,
     [action, since.toISOString(), until.toISOString(), buckets],

@@ -3,7 +3,8 @@
 // (no NUL, no lone surrogate, at most MAX_TEXT_LENGTH characters), JSON is storable JSON (depth,
 // size, text rules for every string and key; checked without recursion), DateTime is within
 // years 0001 to 9999. Inside input objects and lists too: the error names the place,
-// `filter.since: …`, `input.a.b: …`. Resolvers then apply each argument's own limits.
+// `filter.since: …`, `input.a.b: …`. Any argument or field named `namespace` is a namespace
+// name (src/input/namespace.ts). Resolvers then apply each argument's own limits.
 import {
   defaultFieldResolver,
   type GraphQLArgument,
@@ -16,6 +17,7 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import { under } from '../input/errors.ts';
+import { namespaceProblem } from '../input/namespace.ts';
 import { dateTimeRangeProblem, jsonProblems, textProblem } from '../input/rules.ts';
 import { ApiError, badInput } from './errors.ts';
 
@@ -42,7 +44,8 @@ function checkValue(type: GraphQLInputType, value: unknown, path: string): void 
   switch (type.name) {
     case 'String':
     case 'ID': {
-      const problem = textProblem(value);
+      // An argument or input field called `namespace`, wherever it is, is a namespace name.
+      const problem = textProblem(value) ?? (path === 'namespace' || path.endsWith('.namespace') ? namespaceProblem(value) : undefined);
       if (problem) throw badInput(path, problem);
       return;
     }

@@ -13,6 +13,8 @@ import type { ResponseBudget } from './response-budget.ts';
 
 export interface ApiContext {
   role: Role;
+  /** The namespaces the token is limited to (BATON_API_NAMESPACE_TOKENS); undefined: every namespace. */
+  namespaces: readonly string[] | undefined;
   /** Who is asking, for per-client caps: the peer's address. */
   client: string;
   loaders: Loaders;

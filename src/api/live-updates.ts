@@ -15,6 +15,7 @@ import { Repeater, SlidingBuffer } from 'graphql-yoga';
 import { finalStatuses } from '../../actors/execution.machine.ts';
 import type { ExecutionRow } from '../../projections/executions.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../readmodel/notifications.ts';
+import { channelOf } from '../db/db-schema.ts';
 import { ApiError } from './errors.ts';
 import type { SubscriptionSlots } from './subscription-slots.ts';
 
@@ -67,10 +68,13 @@ export function createExecutionUpdates(o: {
   const pending = new Set<string>();
   let reading: Promise<void> | undefined;
 
+  // This installation's channel (BATON_DB_SCHEMA: channels are per database, src/db/db-schema.ts).
+  const channel = channelOf(o.pool, EXECUTIONS_CHANGED_CHANNEL);
+
   async function listen(): Promise<void> {
     const client = await o.pool.connect();
     client.on('notification', (msg) => {
-      if (msg.channel === EXECUTIONS_CHANGED_CHANNEL) refresh((msg.payload ?? '').split(','));
+      if (msg.channel === channel) refresh((msg.payload ?? '').split(','));
     });
     client.on('error', (err) => {
       o.log.warn({ err }, 'LISTEN connection lost; reconnecting');
@@ -78,7 +82,7 @@ export function createExecutionUpdates(o: {
       scheduleReconnect();
     });
     try {
-      await client.query(`LISTEN ${EXECUTIONS_CHANGED_CHANNEL}`);
+      await client.query(`LISTEN ${channel}`);
     } catch (err) {
       drop(client, err as Error);
       throw err;
@@ -195,7 +199,7 @@ export function createExecutionUpdates(o: {
       await reading;
       const client = listener;
       if (client) {
-        await client.query(`UNLISTEN ${EXECUTIONS_CHANGED_CHANNEL}`).catch(() => undefined);
+        await client.query(`UNLISTEN ${channel}`).catch(() => undefined);
         drop(client);
       }
     },

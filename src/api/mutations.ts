@@ -8,6 +8,9 @@ import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput, knownFor } from './errors.ts';
+import { inScope } from './namespace-tokens.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
+import { NotFoundError } from '../errors.ts';
 
 const MAX_REASON_LENGTH = 1_000;
 const DEFAULT_CANCEL_REASON = 'cancelled through the API';
@@ -20,6 +23,7 @@ export interface SubmitArgs {
   priority?: number | null;
   actionVersion?: number | null;
   tags?: unknown;
+  namespace?: string | null;
 }
 
 /** GraphQL's nulls as absent fields: the submission check takes only what was given. */
@@ -30,11 +34,19 @@ const asSubmission = (a: SubmitArgs): Submission => ({
   ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
   ...(a.priority != null && { priority: a.priority }),
   ...(a.tags != null && { tags: a.tags as Record<string, string> }),
+  ...(a.namespace != null && { namespace: a.namespace }),
   ...(a.actionVersion != null && { actionVersion: a.actionVersion }),
 });
 
+/** A token limited to namespaces may submit only into them (`argument` names where the namespace was given). */
+function checkNamespaceScope(ctx: ApiContext, namespace: string | null | undefined, argument: string): void {
+  const ns = namespace ?? DEFAULT_NAMESPACE;
+  if (!inScope(ctx.namespaces, ns)) throw new ApiError('FORBIDDEN', `${argument}: this token may only submit to ${ctx.namespaces!.join(', ')}, not "${ns}"`, argument);
+}
+
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
+  checkNamespaceScope(ctx, a.namespace, 'namespace');
   // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
   const r = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submit(ctx, asSubmission(a))));
   ctx.log.info({ executionId: r.executionId, action: a.action, created: r.created }, 'execution submitted');
@@ -51,6 +63,7 @@ async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: Ap
   if (a.inputs.length > ctx.maxSubmitBatch) {
     throw badInput('inputs', `at most ${ctx.maxSubmitBatch} submissions in one call (BATON_API_MAX_SUBMIT_BATCH); got ${a.inputs.length}: split them into several calls`);
   }
+  a.inputs.forEach((input, i) => checkNamespaceScope(ctx, input.namespace, `inputs.${i}.namespace`));
   const outcomes = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES)));
   const results = outcomes.map((o, index) => {
     if (o.ok) return { index, executionId: o.result.executionId, created: o.result.created, status: statusOf(o.result.snapshot), error: null };
@@ -71,6 +84,11 @@ async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: Ap
 async function cancelExecution(_: unknown, a: { id: string; reason?: string | null }, ctx: ApiContext) {
   const id = uuidArg(a.id, 'id');
   const reason = a.reason == null ? DEFAULT_CANCEL_REASON : textArg(a.reason, 'reason', MAX_REASON_LENGTH);
+  if (ctx.namespaces !== undefined) {
+    // Another namespace's execution is not found, exactly as a missing one is.
+    const loaded = await ctx.runtime.load(id); // NotFoundError → NOT_FOUND
+    if (!inScope(ctx.namespaces, loaded.snapshot.context.namespace)) throw new NotFoundError('execution', id);
+  }
   const r = await cancel(ctx.runtime, id, reason); // NotFoundError → NOT_FOUND
   if (r.outcome === 'too-late') throw new ApiError('CONFLICT', r.message);
   ctx.log.info({ executionId: id, outcome: r.outcome }, r.message);

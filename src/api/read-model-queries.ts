@@ -2,7 +2,7 @@
 // bound parameter; the only SQL assembled at run time is a choice among fixed fragments.
 // Batch readers take many ids at once: the per-request DataLoaders (loaders.ts) call them.
 import pg from 'pg';
-import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { EXECUTION_EVENT_COLUMNS } from '../../projections/execution-events.ts';
 import { EXECUTION_COLUMNS, actionStatsFromDb, executionRowFromDb } from '../../projections/executions.projection.ts';
 import { STALLED_SQL, type ExecutionRow } from '../../projections/executions.ts';
@@ -11,10 +11,10 @@ import { qualified, fromColumns } from '../../projections/rows.ts';
 import { workerRowFromDb, type WorkerRow } from '../../projections/workers.ts';
 import type { ExecutionCursor } from './cursor.ts';
 
-const EXECUTIONS = qualified(READ_MODEL_SCHEMA, 'executions');
-const EXECUTION_EVENTS = qualified(READ_MODEL_SCHEMA, 'execution_events');
-const WORKERS = qualified(READ_MODEL_SCHEMA, 'workers');
-const ACTION_STATS = qualified(READ_MODEL_SCHEMA, 'action_stats');
+const EXECUTIONS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'executions');
+const EXECUTION_EVENTS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'execution_events');
+const WORKERS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'workers');
+const ACTION_STATS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'action_stats');
 // Unqualified like the liveness store's own queries: it lives wherever the migrations put it.
 const LIVENESS = 'baton_worker_liveness';
 
@@ -53,7 +53,7 @@ const EXECUTION_SELECT = (cap: string) => cappedColumns(EXECUTION_COLUMNS, EXECU
 
 export async function findExecutions(pool: pg.Pool, ids: readonly string[], valueCap: number): Promise<CappedExecutionRow[]> {
   if (ids.length === 0) return [];
-  const r = await pool.query(`SELECT ${EXECUTION_SELECT('$2')} FROM ${EXECUTIONS} WHERE execution_id = ANY($1::uuid[])`, [ids, valueCap]);
+  const r = await pool.query(`SELECT ${EXECUTION_SELECT('$2')} FROM ${EXECUTIONS(pool)} WHERE execution_id = ANY($1::uuid[])`, [ids, valueCap]);
   return r.rows.map((row) => executionRowFromDb(row) as CappedExecutionRow);
 }
 
@@ -66,14 +66,14 @@ export async function findWholeValues(
   if (keys.length === 0) return new Map();
   const column = pg.escapeIdentifier(of.column);
   if (of.table === 'executions') {
-    const r = await pool.query(`SELECT execution_id::text AS key, ${column} AS value FROM ${EXECUTIONS} WHERE execution_id = ANY($1::uuid[])`, [keys]);
+    const r = await pool.query(`SELECT execution_id::text AS key, ${column} AS value FROM ${EXECUTIONS(pool)} WHERE execution_id = ANY($1::uuid[])`, [keys]);
     return new Map(r.rows.map((row) => [row.key as string, row.value]));
   }
   const pairs = keys.map((k) => k.split(':'));
   const r = await pool.query(
     `SELECT e.execution_id::text || ':' || e.revision AS key, e.${column} AS value
        FROM unnest($1::uuid[], $2::bigint[]) AS x(id, revision)
-       JOIN ${EXECUTION_EVENTS} e ON e.execution_id = x.id AND e.revision = x.revision`,
+       JOIN ${EXECUTION_EVENTS(pool)} e ON e.execution_id = x.id AND e.revision = x.revision`,
     [pairs.map((p) => p[0]), pairs.map((p) => p[1])],
   );
   return new Map(r.rows.map((row) => [row.key as string, row.value]));
@@ -88,6 +88,9 @@ export interface ExecutionFilter {
   until?: string | null;
   stalled?: boolean | null;
   workflowId?: string | null;
+  namespace?: string | null;
+  /** Only these namespaces (a namespace-scoped token's): not a GraphQL argument, the server sets it. */
+  inNamespaces?: readonly string[] | null;
   /** Every one of these tags (already checked): `tags @> filter`, served by the executions_tags index. */
   tags?: Record<string, string> | null;
 }
@@ -106,6 +109,8 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'until', sql: (n) => `requested_at < $${n}::timestamptz` },
   { key: 'stalled', sql: (n) => `coalesce(${STALLED_SQL}, false) = $${n}::boolean` },
   { key: 'workflowId', sql: (n) => `workflow_id = $${n}` },
+  { key: 'namespace', sql: (n) => `namespace = $${n}` },
+  { key: 'inNamespaces', sql: (n) => `namespace = ANY($${n}::text[])` },
   { key: 'tags', sql: (n) => `tags @> $${n}::jsonb` },
 ];
 
@@ -130,7 +135,7 @@ export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter
   values.push(o.first + 1, o.valueCap);
   const r = await pool.query(
     `SELECT ${EXECUTION_SELECT(`$${values.length}`)}, to_char(requested_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_requested_at
-       FROM ${EXECUTIONS}
+       FROM ${EXECUTIONS(pool)}
       ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
       ORDER BY requested_at DESC, execution_id DESC
       LIMIT $${values.length - 1}`,
@@ -174,7 +179,7 @@ export async function listEvents(
   const r = await pool.query(
     `SELECT ${cappedColumns(EXECUTION_EVENT_COLUMNS, EVENT_LARGE_COLUMNS, '$5')} FROM unnest($1::uuid[]) AS x(id)
        CROSS JOIN LATERAL (
-         SELECT * FROM ${EXECUTION_EVENTS}
+         SELECT * FROM ${EXECUTION_EVENTS(pool)}
           WHERE execution_id = x.id AND revision >= $2
           ORDER BY revision LIMIT $3
        ) e
@@ -217,9 +222,9 @@ export async function listWorkers(pool: pg.Pool, staleAfterMs: number): Promise<
             floor(extract(epoch FROM now() - l.heartbeat_at) * 1000)::float8 AS live_heartbeat_age_ms,
             COALESCE(l.heartbeat_at > now() - $1::float8 * interval '1 millisecond', false) AS live_alive,
             COALESCE(f.in_flight, 0)::int AS live_in_flight
-       FROM ${WORKERS} w
+       FROM ${WORKERS(pool)} w
        LEFT JOIN ${LIVENESS} l ON l.worker_id = w.worker_id
-       LEFT JOIN (SELECT worker_id, count(*) AS in_flight FROM ${EXECUTIONS}
+       LEFT JOIN (SELECT worker_id, count(*) AS in_flight FROM ${EXECUTIONS(pool)}
                    WHERE status = ANY($2::text[]) AND worker_id IS NOT NULL GROUP BY worker_id) f
               ON f.worker_id = w.worker_id
       ORDER BY w.worker_id COLLATE "C"`,
@@ -251,11 +256,11 @@ export async function listActionStats(pool: pg.Pool, action?: string | null): Pr
   // the latest one offering the action is one short scan of a table with a row per worker.
   const r = await pool.query(
     `SELECT s.*, p.concurrency AS policy_concurrency, coalesce(h.held, 0)::float8 AS slots_held
-       FROM ${ACTION_STATS} s
-       LEFT JOIN (SELECT action, count(*) AS held FROM ${EXECUTIONS} WHERE status = ANY($${action ? 2 : 1}::text[]) GROUP BY action) h
+       FROM ${ACTION_STATS(pool)} s
+       LEFT JOIN (SELECT action, count(*) AS held FROM ${EXECUTIONS(pool)} WHERE status = ANY($${action ? 2 : 1}::text[]) GROUP BY action) h
               ON h.action = s.action
        LEFT JOIN LATERAL (
-         SELECT w.policies -> s.action -> 'concurrency' AS concurrency FROM ${WORKERS} w
+         SELECT w.policies -> s.action -> 'concurrency' AS concurrency FROM ${WORKERS(pool)} w
           WHERE s.action = ANY(w.actions) AND w.started_position IS NOT NULL
           ORDER BY w.started_position DESC LIMIT 1
        ) p ON true

@@ -11,6 +11,7 @@ import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
 import { ApiError } from './errors.ts';
+import { inScope } from './namespace-tokens.ts';
 import { under } from '../input/errors.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
@@ -60,6 +61,11 @@ const eventJson =
   (row: EventRow, args: WholeArgs, ctx: ApiContext, info: GraphQLResolveInfo) =>
     boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.eventValue(field).load(`${row.executionId}:${row.revision}`) }, args, ctx, info);
 
+/** The row, unless the caller's token is limited to namespaces and this is none of them. */
+function visible<R extends { namespace: string }>(row: R | null | undefined, ctx: ApiContext): R | null {
+  return row && inScope(ctx.namespaces, row.namespace) ? row : null;
+}
+
 /** filter.tags: checked by the tag rules, each problem named (`filter.tags.customer: …`). */
 function tagsFilter(tags: unknown): Record<string, string> | undefined {
   if (tags == null) return undefined;
@@ -77,9 +83,10 @@ export const resolvers = {
   Long: LongScalar,
 
   Query: {
+    // Another namespace's execution is, to a token limited to namespaces, no execution at all.
     async execution(_: unknown, a: { id: string }, ctx: ApiContext) {
       const id = uuidArg(a.id, 'id');
-      return (await ctx.loaders.execution.load(id)) ?? archivedExecution(ctx, id);
+      return visible((await ctx.loaders.execution.load(id)) ?? (await archivedExecution(ctx, id)), ctx);
     },
 
     async executions(_: unknown, a: { filter?: ExecutionFilter | null; first: number; after?: string | null }, ctx: ApiContext) {
@@ -92,15 +99,18 @@ export const resolvers = {
         workerId: filterText(f.workerId, 'filter.workerId'),
         workflowId: filterText(f.workflowId, 'filter.workflowId'),
         tags: tagsFilter(f.tags),
+        inNamespaces: ctx.namespaces ?? null,
       };
       const page = await listExecutions(ctx.pool, { filter, first, ...(after && { after }), valueCap: ctx.budget.limits.maxValueBytes });
       const edges = page.rows.map(({ row, cursor }) => ({ cursor: encodeCursor(cursor), node: row }));
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
     },
 
-    events(_: unknown, a: { executionId: string } & EventWindow, ctx: ApiContext) {
+    async events(_: unknown, a: { executionId: string } & EventWindow, ctx: ApiContext) {
       const w = eventWindow(a);
-      return ctx.loaders.events(w.fromRevision, w.limit).load(uuidArg(a.executionId, 'executionId'));
+      const id = uuidArg(a.executionId, 'executionId');
+      if (ctx.namespaces !== undefined && !visible(await ctx.loaders.execution.load(id), ctx)) return [];
+      return ctx.loaders.events(w.fromRevision, w.limit).load(id);
     },
 
     workers: (_: unknown, _a: unknown, ctx: ApiContext) => listWorkers(ctx.pool, ctx.staleAfterMs),
@@ -177,6 +187,7 @@ export const resolvers = {
       // Each event is its own response: a fresh budget and loaders (a cached row is stale by now).
       resolve(row: ExecutionRow | ApiError, _a: unknown, ctx: ApiContext) {
         if (row instanceof ApiError) throw row; // NOT_FOUND: the subscription ends with it
+        if (!visible(row, ctx)) throw new ApiError('NOT_FOUND', `no execution ${row.executionId}`);
         ctx.renew();
         return row;
       },

@@ -2,6 +2,7 @@
 // pages through the read model (projections/schedules.ts); the mutations go through the same
 // service and the same checks as `baton schedule` (src/schedule/), so every refusal names the
 // argument at fault (`timezone: unknown time zone …`) and nothing is stored.
+import { namespaceOr } from '../input/namespace.ts';
 import { ScheduleId } from '../../schemas/schedule-events.ts';
 import { NotFoundError } from '../errors.ts';
 import { createScheduleRuntime } from '../runtime/schedule-kind.ts';
@@ -109,6 +110,7 @@ export const scheduleResolvers = {
   Schedule: {
     id: (v: ScheduleView) => v.scheduleId,
     triggerKind: (v: ScheduleView) => v.spec.trigger.kind,
+    namespace: (v: ScheduleView) => namespaceOr(v.spec.namespace),
     cron: (v: ScheduleView) => (v.spec.trigger.kind === 'cron' ? v.spec.trigger.cron : null),
     timezone: (v: ScheduleView) => (v.spec.trigger.kind === 'cron' ? v.spec.trigger.timezone : null),
     everyMs: (v: ScheduleView) => (v.spec.trigger.kind === 'every' ? v.spec.trigger.everyMs : null),

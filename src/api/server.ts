@@ -88,6 +88,8 @@ export interface ApiServerOptions {
   adminToken?: string;
   /** BATON_API_READ_TOKEN: queries and subscriptions only. */
   readToken?: string;
+  /** BATON_API_NAMESPACE_TOKENS: tokens limited to namespaces (namespace-tokens.ts). */
+  namespaceTokens?: string;
   /** Workers silent longer than this are reported not alive; default 30 s (3 × 10 s heartbeats). */
   staleAfterMs?: number;
   /** Larger bodies get 413; default limits.maxBodyBytes (BATON_API_MAX_BODY_BYTES, 1 MiB). */
@@ -115,7 +117,7 @@ export interface ApiServer {
 
 export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   const host = o.host ?? DEFAULT_API_HOST;
-  checkExposure({ host, adminToken: o.adminToken, readToken: o.readToken });
+  checkExposure({ host, adminToken: o.adminToken, readToken: o.readToken, namespaceTokens: o.namespaceTokens });
   const log = o.log.child({ component: 'api' });
   const auth = createApiAuth(o);
   const limits: ApiLimits = { ...DEFAULT_API_LIMITS, ...o.limits };
@@ -151,6 +153,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     ],
     context: ({ request, req }) => ({
       role: auth.roleOf(request) ?? 'read',
+      namespaces: auth.namespacesOf(request),
       client: req?.socket.remoteAddress ?? 'unknown',
       ...perResponse(),
       renew(this: ApiContext) {

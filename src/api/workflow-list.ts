@@ -3,7 +3,7 @@
 // own stream is folded only for the `workflow` field each summary carries).
 import pg from 'pg';
 import { z } from 'zod';
-import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { qualified } from '../../projections/rows.ts';
 import { dateTimeRangeProblem } from '../input/rules.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
@@ -11,7 +11,7 @@ import type { ApiContext } from './context.ts';
 import { badInput } from './errors.ts';
 import { workflow } from './workflows.ts';
 
-const EXECUTIONS = qualified(READ_MODEL_SCHEMA, 'executions');
+const EXECUTIONS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'executions');
 
 export interface WorkflowCursor {
   /** The first step's requested_at with the database's microseconds. */
@@ -66,7 +66,7 @@ export async function listWorkflowSummaries(pool: pg.Pool, first: number, after?
             count(*) FILTER (WHERE status = 'Completed')::int AS completed,
             count(*) FILTER (WHERE status IN ('Failed', 'TimedOut', 'Abandoned'))::int AS failed,
             count(*) FILTER (WHERE status = 'Cancelled')::int AS cancelled
-       FROM ${EXECUTIONS}
+       FROM ${EXECUTIONS(pool)}
       WHERE workflow_id IS NOT NULL
       GROUP BY workflow_id
       ${after ? 'HAVING (min(requested_at), workflow_id) < ($2::timestamptz, $3::text)' : ''}

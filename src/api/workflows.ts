@@ -43,10 +43,10 @@ export async function workflow(_: unknown, a: { id: string }, ctx: ApiContext) {
   }
 }
 
-async function submitWorkflow(_: unknown, a: { definition: unknown; id?: string | null }, ctx: ApiContext) {
+async function submitWorkflow(_: unknown, a: { definition: unknown; id?: string | null; namespace?: string | null }, ctx: ApiContext) {
   const deps = { store: storeOf(ctx), runtime: ctx.runtime, actions: ctx.actions };
   try {
-    const r = await submit(deps, a.definition, { ...(a.id != null && { id: a.id }) });
+    const r = await submit(deps, a.definition, { ...(a.id != null && { id: a.id }), ...(a.namespace != null && { namespace: a.namespace }) });
     ctx.log.info({ workflowId: r.workflowId, steps: r.steps, created: r.created }, 'workflow submitted');
     return r;
   } catch (err) {

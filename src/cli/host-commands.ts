@@ -109,11 +109,11 @@ export function runExecutor(o: MetricsOptions & { transport?: TransportKind }): 
 }
 
 export function runWorker(
-  o: MetricsOptions & { id?: string; actions?: string; capacity: number; transport?: TransportKind; shutdownTimeout?: number },
+  o: MetricsOptions & { id?: string; actions?: string; capacity: number; transport?: TransportKind; shutdownTimeout?: number; namespaces?: string[] },
 ): Promise<void> {
   return runHost(hostBase('worker'), 'worker', { ...o, shutdownTimeoutMs: o.shutdownTimeout }, async (env, hosts) => {
     const actions = createActionRegistry(await loadActions(o.actions, env.config));
-    const worker = await startWorker(env, { workerId: o.id ?? defaultWorkerId(), actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeout });
+    const worker = await startWorker(env, { workerId: o.id ?? defaultWorkerId(), actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeout, ...(o.namespaces && { namespaces: o.namespaces }) });
     hosts.workers.push(worker);
     return { announce: () => env.log.info({ metrics: `${hosts.health.url}/metrics`, transport: env.transportKind }, 'worker running') };
   });

@@ -159,6 +159,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     noWorkerTimeoutMs: t.noWorkerTimeoutMs,
     // A worker times its own runs out; the executor steps in a few heartbeats later, when it is gone.
     timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
+    namespaceConcurrency: env.config.namespaceConcurrency,
   });
   const workflows = startOrchestrator({
     store: env.store,
@@ -193,7 +194,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
 /** A worker host with the configured heartbeat, start-to-close and shutdown timeouts. */
 export function startWorker(
   env: HostEnvironment,
-  o: { workerId: string; actions: ActionRegistry; capacity: number; shutdownTimeoutMs?: number },
+  o: { workerId: string; actions: ActionRegistry; capacity: number; shutdownTimeoutMs?: number; namespaces?: readonly string[] },
 ): Promise<WorkerHost> {
   const t = env.config.timeouts;
   return startWorkerHost({
@@ -211,6 +212,7 @@ export function startWorker(
     staleAfterMs: workerStaleAfterMs(t),
     startToCloseMs: t.startToCloseMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs ?? t.shutdownTimeoutMs,
+    ...(o.namespaces !== undefined && { namespaces: o.namespaces }),
   });
 }
 
@@ -236,6 +238,7 @@ export async function startApi(env: HostEnvironment, actions: ActionRegistry, po
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
+    ...(env.config.apiNamespaceTokens !== undefined && { namespaceTokens: env.config.apiNamespaceTokens }),
     limits: env.config.apiLimits,
     introspection: env.config.apiIntrospection,
   });

@@ -10,7 +10,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
-import { filterText, givenOption, intFrom, isoTime, positiveInt } from './options.ts';
+import { filterText, givenOption, intFrom, isoTime, namespaceName, namespaceNames, positiveInt } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
@@ -50,9 +50,10 @@ program
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
   .option('--max-attempts <n>', 'attempts before the execution is abandoned (1 to 1000)', integerOption('--max-attempts'))
   .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
+  .option('--namespace <name>', 'the namespace it lives in (default: $BATON_NAMESPACE, or default); created on first use', namespaceName)
   .option('--action-version <n>', 'run every attempt on this version of the action (a whole number from 1; default: the newest a live worker offers)', integerOption('--action-version'))
   .option('--tag <key=value>', 'a tag to find it by (`baton list --tag`), repeatable; with --file, added to every line', tagOption('--tag'))
-  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?, "actionVersion"?}')
+  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?, "actionVersion"?, "namespace"?}')
   .addOption(new Option('--batch-size <n>', 'with --file: lines per batch (one transaction each), 1 to 1000').argParser(intFrom(1, 1_000)).default(500))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
@@ -65,7 +66,7 @@ program
     const single = ['input', 'key', 'maxAttempts', 'priority', 'actionVersion', 'wait', 'timeout'].filter((k) => o[k] !== undefined);
     if (action !== undefined) throw new BatonError(`submit: give an action or --file, not both (each line of the file names its action)`);
     if (single.length > 0) throw new BatonError(`submit --file: ${single.map((k) => cmd.options.find((opt) => opt.attributeName() === k)!.long).join(', ')} belong${single.length === 1 ? 's' : ''} on each line of the file, not on the command line`);
-    return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json });
+    return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json, ...(o.namespace !== undefined && { namespace: o.namespace }) });
   });
 
 program
@@ -96,6 +97,7 @@ program
   .option('--worker <id>', 'only executions held (now or last) by this worker', filterText(500))
   .option('--since <time>', 'only executions requested at or after this ISO time', isoTime)
   .option('--until <time>', 'only executions requested before this ISO time', isoTime)
+  .option('--namespace <name>', 'only executions of this namespace (default: every namespace)', namespaceName)
   .option('--tag <key=value>', 'only executions with this tag (repeatable: every one)', tagOption('--tag'))
   .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
   .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
@@ -145,11 +147,12 @@ program
   .option('--id <id>', 'worker id (default: <hostname>-<pid>)')
   .option('--actions <module>', 'a module exporting actions (besides the built-ins)')
   .addOption(new Option('--capacity <n>', 'concurrent runs').argParser(positiveInt).default(10))
+  .option('--namespaces <a,b>', 'run only executions of these namespaces (default: every namespace)', namespaceNames)
   .addOption(transportOption())
   .addOption(portOption(9465))
   .addOption(hostOption())
   .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
-  .action(async (o: { id?: string; actions?: string; capacity: number; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }, cmd: Command) =>
+  .action(async (o: { id?: string; actions?: string; capacity: number; namespaces?: string[]; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }, cmd: Command) =>
     (await import('./host-commands.ts')).runWorker({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
   );
 

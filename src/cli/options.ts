@@ -3,6 +3,7 @@
 // invalid. must be an ISO time …`). Plain checks with no dependencies but commander, so the
 // command definitions that use them stay cheap to load.
 import { InvalidArgumentError, type Command } from 'commander';
+import { namespaceProblem, parseNamespaceList } from '../input/namespace.ts';
 
 /** An integer from `min` to `max`. */
 export const intFrom = (min: number, max: number) => (value: string): number => {
@@ -39,3 +40,17 @@ export const positiveInt = (value: string): number => {
 export function givenOption(cmd: Command, key: string, flag: string): string | undefined {
   return cmd.getOptionValueSource(key) === 'cli' ? flag : undefined;
 }
+
+/** A namespace name (src/input/namespace.ts): refused at once, naming the option. */
+export const namespaceName = (value: string): string => {
+  const problem = namespaceProblem(value);
+  if (problem) throw new InvalidArgumentError(problem);
+  return value;
+};
+
+/** A comma-separated list of namespace names (`a,b`). */
+export const namespaceNames = (value: string): string[] => {
+  const r = parseNamespaceList(value);
+  if (!r.ok) throw new InvalidArgumentError(r.problem);
+  return r.names;
+};

@@ -6,7 +6,7 @@ import { Option, type Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { workflowIdProblem } from '../../schemas/workflow-id.ts';
 import { integerOption, jsonOption, textOption } from './arguments.ts';
-import { intFrom } from './options.ts';
+import { intFrom, namespaceName } from './options.ts';
 
 /** A schedule id: the workflow id rule (letters, digits, . _ : -). */
 export const scheduleId = (value: string): string => {
@@ -32,6 +32,7 @@ function definitionOptions(cmd: Command): Command {
     .option('--catch-up <n>', 'after downtime, run the newest n missed ticks (0, the default, skips them all)', integerOption('--catch-up'))
     .option('--start <time>', 'no tick before this ISO time')
     .option('--end <time>', 'no tick at or after this ISO time')
+    .option('--namespace <name>', "the namespace its ticks' executions live in (default: default)", namespaceName)
     .option('--actions <module>', 'a module exporting more actions, so a schedule may run theirs (the built-ins are always known)')
     .option('--json', 'print JSON');
 }

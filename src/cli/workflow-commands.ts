@@ -3,7 +3,7 @@
 // path; the executors' orchestrators run the rest (src/workflow/orchestrator.ts).
 import type { Command } from 'commander';
 import { textOption, workflowId } from './arguments.ts';
-import { positiveInt } from './options.ts';
+import { namespaceName, positiveInt } from './options.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
 /** ExecutionCancelRequested's limit (schemas/events.ts), as the API's cancel takes it. */
@@ -18,6 +18,7 @@ export function registerWorkflowCommands(program: Command): void {
     .argument('<file>', 'the definition: .json, or YAML (.yaml, .yml)')
     .option('--id <id>', 'the workflow id (default: a new UUID); submitting the same definition under the same id again returns the first workflow', workflowId)
     .option('--actions <module>', 'a module exporting more actions, so steps may use them (the built-ins are always known)')
+    .option('--namespace <name>', "where the workflow and its steps' executions live (default: $BATON_NAMESPACE, or default)", namespaceName)
     .option('--wait', 'wait until the workflow ends and print its steps (exit 1 unless Completed)')
     .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
     .option('--json', 'print JSON')

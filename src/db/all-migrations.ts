@@ -4,6 +4,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { ensureReadModel, readModelReady } from '../readmodel/tables.ts';
 import { applyMigrations, migrationsApplied, type MigrationSet } from './migrate.ts';
+import { ensureDbSchema } from './db-schema.ts';
 
 export const migrationSets: readonly MigrationSet[] = [
   { name: 'eventstore', dir: new URL('../eventstore/migrations/', import.meta.url) },
@@ -18,6 +19,7 @@ export async function migrateAll(pool: pg.Pool, options: { log?: Logger } = {}):
   // takes ~12 round trips (lock, a read per set, the read model's transaction), which every CLI
   // command paid on every call.
   if ((await migrationsApplied(pool, [...migrationSets])) && (await readModelReady(pool))) return [];
+  await ensureDbSchema(pool); // BATON_DB_SCHEMA: the tables below are created in it
   const applied = await applyMigrations(pool, [...migrationSets], options);
   // The read model's live tables: created from each projection's DDL, not from migration
   // files, because a changed projection is rebuilt rather than altered (src/readmodel/).

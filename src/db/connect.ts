@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { dbWaitFor, type Config } from '../config.ts';
 import { BatonError } from '../errors.ts';
 import { migrateAll } from './all-migrations.ts';
+import { createSchemaPool } from './db-schema.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { transientReason, waitForDatabase } from './wait.ts';
 
@@ -50,12 +51,16 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     source = `the embedded Postgres in ${embedded.clusterDir} (BATON_DATA_DIR, BATON_EMBEDDED_PG_PORT)`;
   }
 
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: options.max ?? 10,
-    application_name: options.applicationName ?? 'baton',
-    connectionTimeoutMillis: 10_000,
-  });
+  // BATON_DB_SCHEMA: this installation's tables in their own schema (db-schema.ts).
+  const pool = createSchemaPool(
+    {
+      connectionString: url,
+      max: options.max ?? 10,
+      application_name: options.applicationName ?? 'baton',
+      connectionTimeoutMillis: 10_000,
+    },
+    config.dbSchema,
+  );
   // An idle client whose server went away emits 'error' on the pool; unhandled, that would
   // crash the process. The next query fails and reports it instead.
   // Once close() began, such errors are expected: pool.end() resolves before its connections'

@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
+import { channelOf } from '../db/db-schema.ts';
 
 /** The event store's channel (the default). */
 export const NOTIFY_CHANNEL = 'baton_events';
@@ -45,13 +46,17 @@ export class PgWakeups implements Waiter {
   #closed = false;
   #reconnectTimer: NodeJS.Timeout | undefined;
 
+  /** The channel LISTENed and NOTIFYed: `channel`, suffixed with the pool's BATON_DB_SCHEMA if it has one (src/db/db-schema.ts). */
+  readonly channel: string;
+
   constructor(
     private readonly pool: pg.Pool,
     private readonly log?: Logger,
     /** The LISTEN/NOTIFY channel: a lower-case identifier. Default: the event store's. */
-    readonly channel: string = NOTIFY_CHANNEL,
+    channel: string = NOTIFY_CHANNEL,
   ) {
     if (!CHANNEL_NAME.test(channel)) throw new BatonError(`PgWakeups: channel must match ${CHANNEL_NAME} (got ${JSON.stringify(channel)})`);
+    this.channel = channelOf(pool, channel);
   }
 
   get seq(): number {

@@ -33,6 +33,8 @@ export class AdvertisedWorkers {
   readonly #policies = new Map<string, ActionPolicy>();
   /** Actions some worker has advertised (with or without a policy). */
   readonly #known = new Set<string>();
+  /** Per worker: the namespaces its latest WorkerStarted said it serves (none recorded: every namespace). */
+  readonly #namespaces = new Map<string, readonly string[]>();
 
   /**
    * One change of worker `change.id`'s stream: the actions a WorkerStarted advertised, and
@@ -46,6 +48,8 @@ export class AdvertisedWorkers {
     let restarted = false;
     for (const { event } of change.events) {
       if (event.type !== 'WorkerStarted') continue;
+      if (event.data.namespaces) this.#namespaces.set(change.id, event.data.namespaces);
+      else this.#namespaces.delete(change.id);
       // The first incarnation is 1: a later one is a new process under a known id.
       if (change.source !== 'loaded' && change.after.context.incarnation > 1) restarted = true;
       // The latest worker to start offering an action says its policy, or that it has none.
@@ -64,6 +68,11 @@ export class AdvertisedWorkers {
   /** The worker's lifecycle status from its stream; undefined before its first event. */
   status(workerId: string): WorkerStatus | undefined {
     return this.#workers.get(workerId);
+  }
+
+  /** The namespaces the worker serves; undefined: every namespace. */
+  namespacesOf(workerId: string): readonly string[] | undefined {
+    return this.#namespaces.get(workerId);
   }
 
   /** The latest policy a worker advertised for the action, if any. */

@@ -31,12 +31,15 @@ export interface SlotHolder {
   action: string;
   bucket: string;
   holdsSlot: boolean;
+  /** Its namespace, counted for BATON_NAMESPACE_CONCURRENCY (absent: not counted). */
+  namespace?: string;
 }
 
 /** Slots held per bucket, and per action (the sum over its buckets). */
 export class SlotCounts {
   readonly #held = new Map<string, number>();
   readonly #heldByAction = new Map<string, number>();
+  readonly #heldByNamespace = new Map<string, number>();
 
   /** Idempotent: a holder holds at most one slot. */
   take(t: SlotHolder): void {
@@ -44,17 +47,24 @@ export class SlotCounts {
     t.holdsSlot = true;
     this.#held.set(t.bucket, (this.#held.get(t.bucket) ?? 0) + 1);
     this.#heldByAction.set(t.action, (this.#heldByAction.get(t.action) ?? 0) + 1);
+    if (t.namespace !== undefined) this.#heldByNamespace.set(t.namespace, (this.#heldByNamespace.get(t.namespace) ?? 0) + 1);
   }
 
   /** Idempotent: gives the slot back only if it is held, so a second release frees nothing. */
   free(t: SlotHolder): void {
     if (!t.holdsSlot) return;
     t.holdsSlot = false;
-    for (const [map, k] of [[this.#held, t.bucket], [this.#heldByAction, t.action]] as const) {
+    const counted = t.namespace === undefined ? [] : ([[this.#heldByNamespace, t.namespace]] as const);
+    for (const [map, k] of [[this.#held, t.bucket], [this.#heldByAction, t.action], ...counted] as const) {
       const n = (map.get(k) ?? 1) - 1;
       if (n > 0) map.set(k, n);
       else map.delete(k);
     }
+  }
+
+  /** Slots held by executions of the namespace, over every action. */
+  heldInNamespace(namespace: string): number {
+    return this.#heldByNamespace.get(namespace) ?? 0;
   }
 
   heldIn(bucket: string): number {

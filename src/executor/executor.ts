@@ -23,6 +23,7 @@ import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts'
 import { createExecutorMetrics } from './executor-metrics.ts';
 import type { PartitionLeases } from './partitions/leases.ts';
 import { createMonitor } from './monitor/index.ts';
+import { namespaceRoom } from './namespace-limits.ts';
 import { plan } from './placement.ts';
 import { createRateLimits, type Admitted } from './rate-limits.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
@@ -79,6 +80,8 @@ export interface ExecutorOptions {
   clock?: () => number;
   /** With several executors: decide only the concurrency buckets of the partitions this one leases (src/executor/partitions/). */
   partitions?: PartitionLeases;
+  /** BATON_NAMESPACE_CONCURRENCY: at most this many executions of a namespace hold a slot at once. */
+  namespaceConcurrency?: Readonly<Record<string, number>>;
 }
 
 export interface Executor {
@@ -203,10 +206,20 @@ export function startExecutor(o: ExecutorOptions): Executor {
 
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
-    const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
+    const workers = (await directory.list())
+      .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs))
+      .map((w) => ({ ...w, namespaces: view.workerNamespaces(w.workerId) }));
     // A bucket of a partition another executor leases has no slots here: its owner decides it.
     const freeSlots = (action: string, bucket: string) => (o.partitions && !o.partitions.owns(bucket) ? 0 : view.freeSlots(action, bucket));
-    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots, admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf) });
+    const planned = plan({
+      now: now(),
+      queue: view.queue,
+      workers,
+      loadOf: (id) => view.loadOf(id),
+      freeSlots,
+      admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf),
+      namespaceRoom: (ns) => namespaceRoom(o.namespaceConcurrency, ns, view.heldInNamespace(ns)),
+    });
     const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, inputOf);
     const messages = await handOff(placements);
     if (messages.length === 0) return;

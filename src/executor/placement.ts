@@ -13,12 +13,15 @@
 //     a fit worker offers (version-choice.ts); the queue keeps each pin in a heap of its own, so
 //     executions pinned to a version no fit worker offers are skipped whole, like an action's,
 //     while the bucket's free slots are shared by all its heaps;
+//   - an execution goes only to a worker serving its namespace (serves(), below), and only while
+//     its namespace is under its concurrency limit (namespaceRoom);
 //   - an execution `admits` refuses (no rate-limit token for it) is skipped, and its room goes to
 //     the next one (test/unit/placement-admits.test.ts).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
 import { versionChooser } from './version-choice.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { ahead, type Waiting, type WaitingExecution, type WaitingQueue } from './waiting-queue.ts';
 
 /** A worker that may take work now: not draining, heartbeating, announced (src/executor/worker-directory.ts). */
@@ -26,6 +29,8 @@ export interface PlacementWorker {
   workerId: string;
   actions: readonly string[];
   capacity: number;
+  /** The namespaces whose executions it runs (its WorkerStarted); undefined: every namespace. */
+  namespaces?: readonly string[];
 }
 
 export interface Placement {
@@ -43,6 +48,8 @@ export interface PlanInput {
   loadOf(workerId: string): number;
   /** Slots the bucket has free now; Infinity when its action has no limit. */
   freeSlots(action: string, bucket: string): number;
+  /** Executions of the namespace that may still start now (BATON_NAMESPACE_CONCURRENCY); absent: no namespace limits. */
+  namespaceRoom?(namespace: string): number;
   /**
    * Whether this execution may be placed in this pass (false: its rate-limit bucket has no token
    * as far as the executor knows: rate-limits.ts). Asked in placement order, once per execution
@@ -101,12 +108,26 @@ export function plan(input: PlanInput): Placement[] {
     if (mayTake(c)) takeNext(c);
   }
 
+  // A namespace at its limit holds back only its own executions, like a full bucket.
+  const namespaceLeft = new Map<string, number>();
+  const roomIn = (namespace: string) => {
+    let n = namespaceLeft.get(namespace);
+    if (n === undefined) namespaceLeft.set(namespace, (n = input.namespaceRoom ? input.namespaceRoom(namespace) : Infinity));
+    return n;
+  };
+
   const placed: Placement[] = [];
   const refused = new Map<string, number>();
   for (let c = cursors.pop(); c; c = cursors.pop()) {
     const { head, ...from } = c;
     // Another heap of its bucket (another pin) may have filled the bucket since this was taken.
     if (slotsLeft(c.action, c.bucket) <= 0) continue;
+    // Its namespace at its limit: not this one, but the next of its heap may be of another namespace.
+    const namespace = head.w.namespace ?? DEFAULT_NAMESPACE;
+    if (roomIn(namespace) <= 0) {
+      if (mayTake(from)) takeNext(from);
+      continue;
+    }
     if (input.admits && !input.admits(head.w)) {
       // Not this one (no token for it): the next of its heap may have one (another key).
       const n = (refused.get(c.key) ?? 0) + 1;
@@ -116,13 +137,14 @@ export function plan(input: PlanInput): Placement[] {
     }
     const choice = versionFor(c.action, c.version);
     const worker = choice && chooseWorker(head.w, choice.workers, room);
-    if (!worker) {
+    if (!worker || !choice) {
       // No room for this one (its workers are full, or only ones it must avoid have room); the
       // next of its bucket may still fit elsewhere.
       if (mayTake(from)) takeNext(from);
       continue;
     }
     placed.push({ execution: head.w, workerId: worker.workerId, actionVersion: choice.version });
+    namespaceLeft.set(namespace, roomIn(namespace) - 1);
     room.set(worker.workerId, room.get(worker.workerId)! - 1);
     left.set(c.bucket, slotsLeft(c.action, c.bucket) - 1);
     if (mayTake(from)) takeNext(from);
@@ -138,10 +160,12 @@ export function plan(input: PlanInput): Placement[] {
  * offers the action at all (README: retried on a different worker).
  */
 function chooseWorker(execution: WaitingExecution, offering: readonly PlacementWorker[], room: ReadonlyMap<string, number>): PlacementWorker | undefined {
-  const others = execution.avoid.length === 0 ? offering : offering.filter((w) => !execution.avoid.includes(w.workerId));
+  const namespace = execution.namespace ?? DEFAULT_NAMESPACE;
+  const serving = offering.every((w) => w.namespaces === undefined) ? offering : offering.filter((w) => serves(w, namespace));
+  const others = execution.avoid.length === 0 ? serving : serving.filter((w) => !execution.avoid.includes(w.workerId));
   let best: PlacementWorker | undefined;
   let bestLoad = Infinity;
-  for (const w of others.length > 0 ? others : offering) {
+  for (const w of others.length > 0 ? others : serving) {
     const free = room.get(w.workerId)!;
     if (free <= 0) continue;
     const load = (w.capacity - free) / w.capacity;
@@ -149,3 +173,7 @@ function chooseWorker(execution: WaitingExecution, offering: readonly PlacementW
   }
   return best;
 }
+
+/** Whether `worker` runs executions of `namespace`: a worker that names none runs every namespace's. */
+export const serves = (worker: Pick<PlacementWorker, 'namespaces'>, namespace: string): boolean =>
+  worker.namespaces === undefined || worker.namespaces.includes(namespace);

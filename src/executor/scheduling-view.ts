@@ -27,6 +27,8 @@ export type ExecutionChange = Change<ExecutionSnapshot, ExecutionEvent>;
 
 interface Entry {
   action: string;
+  /** Its namespace (the slots held per namespace count it). */
+  namespace: string;
   priority: number;
   /** Order of arrival, kept across retries: a retried execution keeps its place in line. */
   seq: number;
@@ -107,6 +109,7 @@ export class SchedulingView {
     const known = this.#advertised.knows(c.action);
     const e: Entry = {
       action: c.action,
+      namespace: c.namespace,
       priority: c.priority ?? 0,
       seq: this.#seq++,
       bucket: slotBucket(c.action, known ? concurrencyKeyOf(this.#advertised.policyOf(c.action)?.concurrency?.key, c.input) : null),
@@ -179,7 +182,7 @@ export class SchedulingView {
     }
     if (phase === 'waiting') {
       const notBefore = c.retryAt ? Date.parse(c.retryAt) : 0;
-      this.#waiting.add({ executionId: id, action: e.action, priority: e.priority, seq: e.seq, notBefore, since: Math.max(e.since, notBefore), avoid: [...e.avoid], bucket: e.bucket, ...(c.pinnedVersion !== undefined && { version: c.pinnedVersion }) });
+      this.#waiting.add({ executionId: id, action: e.action, priority: e.priority, seq: e.seq, notBefore, since: Math.max(e.since, notBefore), avoid: [...e.avoid], bucket: e.bucket, namespace: c.namespace, ...(c.pinnedVersion !== undefined && { version: c.pinnedVersion }) });
     }
     if (phase === 'handed-off' && !e.handoff) throw new Error(`execution ${id} is Scheduled but no ExecutionHandedOff was seen (${change.source})`);
   }
@@ -241,6 +244,11 @@ export class SchedulingView {
   }
 
   /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
+  /** Slots held by the namespace's executions (scheduled, handed off or running), for its concurrency limit. */
+  heldInNamespace(namespace: string): number {
+    return this.#slots.heldInNamespace(namespace);
+  }
+
   freeSlots(action: string, bucket: string): number {
     const limit = this.concurrencyLimitOf(action);
     return limit === undefined ? Infinity : Math.max(0, limit - this.#slots.heldIn(bucket));
@@ -390,5 +398,10 @@ export class SchedulingView {
   /** The latest policy a worker advertised for the action, if any. */
   policyOf(action: string): ActionPolicy | undefined {
     return this.#advertised.policyOf(action);
+  }
+
+  /** The namespaces the worker serves (its WorkerStarted); undefined: every namespace. */
+  workerNamespaces(workerId: string): readonly string[] | undefined {
+    return this.#advertised.namespacesOf(workerId);
   }
 }

@@ -19,6 +19,8 @@ export interface WaitingExecution {
   avoid: readonly string[];
   /** The concurrency bucket (action and key) whose slot scheduling it takes. */
   bucket: string;
+  /** Its namespace: only a worker serving it may take it (absent: `default`). */
+  namespace?: string;
   /** The action version the submission pinned; absent: the newest a live worker offers. */
   version?: number;
 }

@@ -3,7 +3,7 @@
 // bug in a fold, a hand edit), counted on /metrics and logged with the execution id.
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
-import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { executionRowFromDb } from '../../projections/executions.projection.ts';
 import { foldExecutionStream } from '../../projections/executions.ts';
 import { executionStreamId } from '../../schemas/events.ts';
@@ -16,7 +16,7 @@ export interface DriftSample {
 
 export async function sampleExecutionDrift(o: { pool: pg.Pool; store: EventStore; sampleSize: number }): Promise<DriftSample> {
   const r = await o.pool.query(
-    `SELECT * FROM ${pg.escapeIdentifier(READ_MODEL_SCHEMA)}.executions ORDER BY updated_at DESC LIMIT $1`,
+    `SELECT * FROM ${pg.escapeIdentifier(readModelSchemaOf(o.pool))}.executions ORDER BY updated_at DESC LIMIT $1`,
     [o.sampleSize],
   );
   const drifted: DriftSample['drifted'] = [];

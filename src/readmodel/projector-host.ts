@@ -3,10 +3,11 @@
 // aside first; every minute a sample of executions is re-folded to catch drift. Errors (the
 // database going away) are logged and retried with backoff; nothing is skipped meanwhile,
 // because the checkpoint only moves with the rows.
-import type pg from 'pg';
+import pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { projections as allProjections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import { projections as allProjections, type Projection } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { readCheckpoint } from './checkpoints.ts';
@@ -49,7 +50,7 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
       registers,
       async collect() {
         try {
-          const r = await o.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${READ_MODEL_SCHEMA}.executions WHERE ${STALLED_SQL}`);
+          const r = await o.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(readModelSchemaOf(o.pool))}.executions WHERE ${STALLED_SQL}`);
           this.set(Number(r.rows[0]!.n));
         } catch {
           // The database is away: keep the last value.

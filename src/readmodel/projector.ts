@@ -4,7 +4,8 @@
 // checkpoint makes this one start over from the stored position instead of applying twice.
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { projections as allProjections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import { projections as allProjections, type Projection } from '../../projections/index.ts';
+import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { BatchResult } from '../../projections/projection.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
@@ -37,9 +38,9 @@ export async function* readBatches(store: EventStore, p: Projection, after: bigi
   }
 }
 
-async function notifyChanged(client: pg.ClientBase, ids: readonly string[]): Promise<void> {
+async function notifyChanged(client: pg.ClientBase, channel: string, ids: readonly string[]): Promise<void> {
   for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION) {
-    await client.query('SELECT pg_notify($1, $2)', [EXECUTIONS_CHANGED_CHANNEL, ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')]);
+    await client.query('SELECT pg_notify($1, $2)', [channel, ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')]);
   }
 }
 
@@ -53,9 +54,9 @@ export async function applyLiveBatch(pool: pg.Pool, p: Projection, expected: big
     // The checkpoint first: its row lock orders us against any other mover before we write rows.
     const moved = await advanceCheckpoint(client, p.name, expected, { position: last.globalPosition, events: events.length, lastRecordedAt: last.recordedAt });
     if (!moved) return null;
-    const result = await p.apply(client, READ_MODEL_SCHEMA, events);
+    const result = await p.apply(client, readModelSchemaOf(pool), events);
     // NOTIFY is transactional: listeners hear of the change only once the rows are committed.
-    await notifyChanged(client, result.changedExecutions);
+    await notifyChanged(client, channelOf(pool, EXECUTIONS_CHANGED_CHANNEL), result.changedExecutions);
     return result;
   });
 }

@@ -3,7 +3,8 @@
 // serving, then swap them in and move the checkpoint in one short transaction.
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import type { Projection } from '../../projections/index.ts';
+import { dbSchemaOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { START } from '../eventstore/event-store.ts';
 import { buildInto, type BuildProgress } from './build.ts';
@@ -38,7 +39,10 @@ export async function rebuildProjection(o: {
   onProgress?(p: BuildProgress): void;
 }): Promise<RebuildResult> {
   const p = o.projection;
-  const aside = `baton_rebuild_${p.name}`;
+  // Per installation (BATON_DB_SCHEMA): two of them may rebuild at once in one database.
+  const schemaOfPool = dbSchemaOf(o.pool);
+  const aside = schemaOfPool === undefined ? `baton_rebuild_${p.name}` : `${schemaOfPool}_rebuild_${p.name}`;
+  const live = readModelSchemaOf(o.pool);
   const started = performance.now();
   return withNamedLock(o.pool, aside, async () => {
     // A rebuild that died half-way left its aside schema: start it afresh.
@@ -54,8 +58,8 @@ export async function rebuildProjection(o: {
       await readCheckpoint(client, p.name, { lock: true });
       const tail = await buildInto({ ...o, schema: aside, from: built.position, client });
       for (const t of p.tables) {
-        await client.query(`DROP TABLE IF EXISTS ${pg.escapeIdentifier(READ_MODEL_SCHEMA)}.${pg.escapeIdentifier(t.name)}`);
-        await client.query(`ALTER TABLE ${pg.escapeIdentifier(aside)}.${pg.escapeIdentifier(t.name)} SET SCHEMA ${pg.escapeIdentifier(READ_MODEL_SCHEMA)}`);
+        await client.query(`DROP TABLE IF EXISTS ${pg.escapeIdentifier(live)}.${pg.escapeIdentifier(t.name)}`);
+        await client.query(`ALTER TABLE ${pg.escapeIdentifier(aside)}.${pg.escapeIdentifier(t.name)} SET SCHEMA ${pg.escapeIdentifier(live)}`);
       }
       const events = built.events + tail.events;
       const position = tail.events > 0 ? tail.position : built.position;

@@ -3,7 +3,8 @@
 // scratch schema and compares. The same DDL creates them anywhere (search_path decides).
 import fs from 'node:fs/promises';
 import pg from 'pg';
-import { projections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import { projections, type Projection } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { BatonError } from '../errors.ts';
 
 const ddlCache = new Map<string, string>();
@@ -65,13 +66,14 @@ const LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('baton_read_model', 
 export async function ensureReadModel(pool: pg.Pool): Promise<string[]> {
   return inTransaction(pool, async (client) => {
     await client.query(LOCK);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${READ_MODEL_SCHEMA}`);
+    const schema = readModelSchemaOf(pool);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${pg.escapeIdentifier(schema)}`);
     const r = await client.query<{ projection: string }>('SELECT projection FROM baton_projection_checkpoints');
     const known = new Set(r.rows.map((row) => row.projection));
     const created: string[] = [];
     for (const p of projections) {
       if (known.has(p.name)) continue;
-      await createProjectionTables(client, READ_MODEL_SCHEMA, p);
+      await createProjectionTables(client, schema, p);
       await client.query('INSERT INTO baton_projection_checkpoints (projection, version) VALUES ($1, $2)', [p.name, p.version]);
       created.push(p.name);
     }

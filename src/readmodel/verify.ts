@@ -3,7 +3,8 @@
 // a fresh replay of the events gives.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { projections as allProjections, READ_MODEL_SCHEMA, type Projection } from '../../projections/index.ts';
+import { projections as allProjections, type Projection } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
 import { buildInto, type BuildProgress } from './build.ts';
 import { readCheckpoint } from './checkpoints.ts';
@@ -28,8 +29,8 @@ export interface VerifyReport {
 
 const MAX_KEYS_REPORTED = 50;
 
-async function compareTable(client: pg.ClientBase, p: Projection, table: Projection['tables'][number], scratch: string): Promise<{ diff: TableDifference; rows: number }> {
-  const live = `${pg.escapeIdentifier(READ_MODEL_SCHEMA)}.${pg.escapeIdentifier(table.name)}`;
+async function compareTable(client: pg.ClientBase, p: Projection, table: Projection['tables'][number], scratch: string, liveSchema: string): Promise<{ diff: TableDifference; rows: number }> {
+  const live = `${pg.escapeIdentifier(liveSchema)}.${pg.escapeIdentifier(table.name)}`;
   const rebuilt = `${pg.escapeIdentifier(scratch)}.${pg.escapeIdentifier(table.name)}`;
   const key = table.key.map((k) => pg.escapeIdentifier(k)).join(` || '/' || `);
   const keysOf = async (a: string, b: string) =>
@@ -77,7 +78,7 @@ export async function verifyReadModel(o: {
         const tail = await buildInto({ ...o, projection: p, schema: scratch, from: built.position, until: now.position, client });
         const rows: Record<string, number> = {};
         for (const table of p.tables) {
-          const { diff, rows: n } = await compareTable(client, p, table, scratch);
+          const { diff, rows: n } = await compareTable(client, p, table, scratch, readModelSchemaOf(o.pool));
           rows[table.name] = n;
           if (diff.extra.length + diff.missing.length + diff.differing.length > 0) {
             report.ok = false;

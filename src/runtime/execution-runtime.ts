@@ -15,6 +15,8 @@ import { executionKind } from './execution-kind.ts';
 import { mapLimit } from '../async/map-limit.ts';
 import { sameJson } from '../input/rules.ts';
 import { traceSubmit, traceSubmitMany, type TraceFields } from '../observability/tracing.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
+import { createNamespaces } from './namespaces.ts';
 
 export { systemClock, type Clock } from './actor-runtime.ts';
 
@@ -22,7 +24,10 @@ export { systemClock, type Clock } from './actor-runtime.ts';
 const IDEMPOTENCY_NAMESPACE = '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31';
 
 /** The execution id a submission with idempotency key `key` gets (what `submit` derives). */
-export const executionIdForKey = (key: string): string => uuidv5(`key:${key}`, IDEMPOTENCY_NAMESPACE);
+export const executionIdForKey = (key: string, namespace: string = DEFAULT_NAMESPACE): string =>
+  // The default namespace keeps the ids keys had before namespaces; another namespace's keys are
+  // its own (a name holds no ':', so the two forms never meet).
+  uuidv5(namespace === DEFAULT_NAMESPACE ? `key:${key}` : `ns-key:${namespace}:${key}`, IDEMPOTENCY_NAMESPACE);
 
 /** A command: a domain event without the metadata the runtime fills in. */
 export type ExecutionCommand = Command<ExecutionEvent> & { by: ActorRef };
@@ -38,6 +43,8 @@ export interface SubmitRequest {
   parentId?: string;
   workflowId?: string;
   correlationId?: string;
+  /** Where it lives (checked before: see namespaceProblem). Default `default`. */
+  namespace?: string;
   /** String key-values to find it by (src/input/tags.ts). */
   tags?: Record<string, string>;
 }
@@ -106,6 +113,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     ...(options.snapshotEvery !== undefined && { snapshotEvery: options.snapshotEvery }),
   });
 
+  const namespaces = createNamespaces(store, clock);
+
   /** `whole`: read the whole stream, never from a stored snapshot (`events` then holds every event). */
   async function load(executionId: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<LoadedExecution> {
     const loaded = await actors.load(executionId, o);
@@ -133,7 +142,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   /** The request as its ExecutionRequested (`trace` in its metadata), ready to append at 'no_stream'; ids derive from the key when there is one. */
   function prepare(request: SubmitRequest, trace: TraceFields) {
     const key = request.idempotencyKey;
-    const executionId = key !== undefined ? executionIdForKey(key) : randomUUID();
+    const executionId = key !== undefined ? executionIdForKey(key, request.namespace) : randomUUID();
     const requested = executionKind.make(
       {
         type: 'ExecutionRequested',
@@ -148,6 +157,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.priority !== undefined ? { priority: request.priority } : {}),
           ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
           ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
+          namespace: request.namespace ?? DEFAULT_NAMESPACE,
           ...(request.actionVersion !== undefined ? { actionVersion: request.actionVersion } : {}),
           ...(request.tags !== undefined && Object.keys(request.tags).length > 0 ? { tags: request.tags } : {}),
         },
@@ -156,7 +166,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       },
       clock().toISOString(),
     ) as ExecutionEventOf<'ExecutionRequested'>;
-    const eventId = key !== undefined ? uuidv5(`requested:${key}`, IDEMPOTENCY_NAMESPACE) : randomUUID();
+    // Event ids are unique store-wide: another namespace's key derives its own (from its execution id).
+    const eventId = key === undefined ? randomUUID() : uuidv5(request.namespace === undefined || request.namespace === DEFAULT_NAMESPACE ? `requested:${key}` : `requested:${executionId}`, IDEMPOTENCY_NAMESPACE);
     const snapshot = startExecution(requested);
     const stored = { ...requested, metadata: { ...requested.metadata, stateAfter: stateName(snapshot) } };
     return { key, executionId, data: requested.data, snapshot, append: { streamId: executionStreamId(executionId), events: [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }], expectedRevision: 'no_stream' as const } };
@@ -180,7 +191,15 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * tracer provider is registered (ExecutionRequested then records its trace context).
    */
   async function submit(request: SubmitRequest): Promise<SubmitResult> {
+    await ensureNamespaces([request]);
     return traceSubmit(request, (trace) => append(prepare(request, trace)));
+  }
+
+  /** `default` always exists; any other namespace is created on first use, before its first execution. */
+  async function ensureNamespaces(requests: readonly SubmitRequest[]): Promise<void> {
+    const named = new Set(requests.map((r) => r.namespace ?? DEFAULT_NAMESPACE));
+    named.delete(DEFAULT_NAMESPACE);
+    for (const ns of named) await namespaces.ensure(ns);
   }
 
   /** The submission's ExecutionRequested appended (or found, with its key). */
@@ -204,15 +223,17 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * traced as a `baton.submit` of its own, as submit traces one.
    */
   async function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
+    await ensureNamespaces(requests);
     return traceSubmitMany(requests, (traces) => appendMany(requests.map((r, i) => prepare(r, traces[i]!))));
   }
 
   async function appendMany(prepared: readonly Prepared[]): Promise<SubmitOutcome[]> {
+    // Keyed by the execution id the key derives (a key is unique within its namespace).
     const firstOfKey = new Map<string, number>();
     const appended: number[] = [];
     prepared.forEach((p, i) => {
-      if (p.key !== undefined && firstOfKey.has(p.key)) return;
-      if (p.key !== undefined) firstOfKey.set(p.key, i);
+      if (p.key !== undefined && firstOfKey.has(p.executionId)) return;
+      if (p.key !== undefined) firstOfKey.set(p.executionId, i);
       appended.push(i);
     });
     const results = appended.length === 0 ? [] : await store.appendMany(appended.map((i) => prepared[i]!.append));
@@ -234,7 +255,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     // Repeats of a key inside the batch: the first's execution, if they asked for the same.
     prepared.forEach((p, i) => {
       if (outcomes[i] !== undefined) return;
-      const first = firstOfKey.get(p.key!)!;
+      const first = firstOfKey.get(p.executionId)!;
       const differs = differences(prepared[first]!.data, p.data);
       const was = outcomes[first]!;
       if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from the batch's item ${first}`) };

@@ -11,6 +11,7 @@ import { validateInput } from '../actions/registry.ts';
 import { InvalidActionInputError } from '../actions/action.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
 import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { actionVersionProblem, splitActionRef } from '../input/action-versions.ts';
@@ -25,6 +26,8 @@ export interface Submission {
   idempotencyKey?: string;
   maxAttempts?: number;
   priority?: number;
+  /** Where it lives: `default` when left out (src/input/namespace.ts). */
+  namespace?: string;
   /** Pin the action version every attempt runs on (README: Versioned actions); absent: the newest a live worker offers. */
   actionVersion?: number;
   /** String key-values to find it by (src/input/tags.ts). */
@@ -32,7 +35,7 @@ export interface Submission {
 }
 
 /** The names a front door gives each field, for its error messages. Default: the GraphQL argument names. */
-export type SubmissionNames = Record<keyof Submission, string>;
+export type SubmissionNames = Record<Exclude<keyof Submission, 'namespace'>, string> & { namespace?: string };
 
 export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', tags: 'tags', actionVersion: 'actionVersion' };
 
@@ -49,7 +52,7 @@ export const SUBMISSION_LIMITS = { actionLength: 200, idempotencyKeyLength: 500,
  */
 export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, s: Submission, names: SubmissionNames = API_NAMES): SubmitRequest {
   const problems: InputProblem[] = [];
-  const problem = (field: keyof Submission, message: string | undefined) => message && problems.push({ path: names[field], message });
+  const problem = (field: Exclude<keyof Submission, 'namespace'>, message: string | undefined) => message && problems.push({ path: names[field], message });
 
   let actionText = textProblem(s.action, { required: true, maxLength: SUBMISSION_LIMITS.actionLength });
   // `name@version` is the same pin as actionVersion, in one word (`baton submit core.echo@2`).
@@ -75,6 +78,8 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
   if (s.idempotencyKey !== undefined) problem('idempotencyKey', textProblem(s.idempotencyKey, { required: true, maxLength: SUBMISSION_LIMITS.idempotencyKeyLength }));
   if (s.maxAttempts !== undefined) problem('maxAttempts', integerProblem(s.maxAttempts, 1, SUBMISSION_LIMITS.maxAttempts));
   if (s.priority !== undefined) problem('priority', integerProblem(s.priority, INT32.min, INT32.max));
+  const namespaceText = s.namespace === undefined ? undefined : namespaceProblem(s.namespace);
+  if (namespaceText) problems.push({ path: names.namespace ?? 'namespace', message: namespaceText });
   if (s.tags !== undefined) problems.push(...under(names.tags, tagsProblems(s.tags)));
   if (problems.length > 0) throw new InvalidInputError(problems);
 
@@ -85,6 +90,7 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
     ...(s.idempotencyKey !== undefined && { idempotencyKey: s.idempotencyKey }),
     ...(s.maxAttempts !== undefined && { maxAttempts: s.maxAttempts }),
     ...(s.priority !== undefined && { priority: s.priority }),
+    ...(s.namespace !== undefined && { namespace: s.namespace }),
     ...(version !== undefined && { actionVersion: version }),
     ...(s.tags !== undefined && Object.keys(s.tags).length > 0 && { tags: s.tags }),
   };
@@ -119,8 +125,10 @@ export function checkSubmissions(actions: Pick<ActionRegistry, 'get' | 'names'>,
     checkedOf.set(i, request);
     const key = request.idempotencyKey;
     if (key === undefined) continue;
-    const first = firstOfKey.get(key);
-    if (first === undefined) firstOfKey.set(key, i);
+    // A key is unique within its namespace: the same key in two namespaces is two executions.
+    const scoped = JSON.stringify([request.namespace ?? DEFAULT_NAMESPACE, key]);
+    const first = firstOfKey.get(scoped);
+    if (first === undefined) firstOfKey.set(scoped, i);
     else if (!sameJson({ ...checkedOf.get(first), idempotencyKey: key }, request)) {
       problems.push({ path: names.idempotencyKey, message: `the same key as item ${first} of this batch with a different request (a key gives one execution)` });
     }

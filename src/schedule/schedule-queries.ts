@@ -2,12 +2,12 @@
 // for `baton schedule list` and the GraphQL `schedules` query. Each row resumes the schedule
 // machine (its status and context), so the views are the machine's, next fire times included.
 import type pg from 'pg';
-import { READ_MODEL_SCHEMA } from '../../projections/index.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
 import { qualified } from '../../projections/rows.ts';
 import { scheduleRowFromDb, snapshotFromScheduleRow } from '../../projections/schedules.ts';
 import { describeSchedule, type ScheduleView } from './service.ts';
 
-const SCHEDULES = qualified(READ_MODEL_SCHEMA, 'schedules');
+const SCHEDULES = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'schedules');
 
 export interface ScheduleListOptions {
   status?: 'Active' | 'Paused' | 'Deleted';
@@ -23,9 +23,9 @@ export async function listSchedules(pool: pg.Pool, o: ScheduleListOptions, now: 
   const params: unknown[] = [o.first + 1];
   if (o.status) where.push(`status = $${params.push(o.status)}`);
   else if (!o.includeDeleted) where.push(`status <> 'Deleted'`);
-  if (o.after !== undefined) where.push(`(created_at, schedule_id) < (SELECT created_at, schedule_id FROM ${SCHEDULES} WHERE schedule_id = $${params.push(o.after)})`);
+  if (o.after !== undefined) where.push(`(created_at, schedule_id) < (SELECT created_at, schedule_id FROM ${SCHEDULES(pool)} WHERE schedule_id = $${params.push(o.after)})`);
   const r = await pool.query(
-    `SELECT * FROM ${SCHEDULES} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, schedule_id DESC LIMIT $1`,
+    `SELECT * FROM ${SCHEDULES(pool)} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, schedule_id DESC LIMIT $1`,
     params,
   );
   const rows = r.rows.map((row) => scheduleRowFromDb(row));
@@ -37,7 +37,7 @@ export async function listSchedules(pool: pg.Pool, o: ScheduleListOptions, now: 
 
 /** One schedule from the read model, or undefined when it has none (yet). */
 export async function findSchedule(pool: pg.Pool, scheduleId: string, now: Date): Promise<ScheduleView | undefined> {
-  const r = await pool.query(`SELECT * FROM ${SCHEDULES} WHERE schedule_id = $1`, [scheduleId]);
+  const r = await pool.query(`SELECT * FROM ${SCHEDULES(pool)} WHERE schedule_id = $1`, [scheduleId]);
   if (r.rows.length === 0) return undefined;
   const row = scheduleRowFromDb(r.rows[0]);
   return describeSchedule(row.scheduleId, snapshotFromScheduleRow(row), BigInt(row.revision), now);

@@ -11,6 +11,7 @@ import { InvalidActionInputError } from '../actions/action.ts';
 import { InvalidInputError, pathIn, type InputProblem } from '../input/errors.ts';
 import { dateTimeProblem, integerProblem, printable, textProblem } from '../input/rules.ts';
 import { checkSubmission, type SubmissionNames } from '../runtime/submission.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
 import { workflowProblems } from '../workflow/service.ts';
 
 /** What a person asks for. On update, a missing field keeps the schedule's current value. */
@@ -33,18 +34,20 @@ export interface ScheduleRequest {
   catchUp?: number;
   startAt?: string;
   endAt?: string;
+  /** Where its ticks' executions live (src/input/namespace.ts); default `default`. */
+  namespace?: string;
 }
 
 export type ScheduleFieldNames = Record<keyof ScheduleRequest, string>;
 
 export const API_SCHEDULE_NAMES: ScheduleFieldNames = {
   id: 'id', cron: 'cron', timezone: 'timezone', every: 'every', action: 'action', input: 'input', maxAttempts: 'maxAttempts', priority: 'priority',
-  workflow: 'workflow', jitter: 'jitter', overlap: 'overlap', catchUp: 'catchUp', startAt: 'startAt', endAt: 'endAt',
+  workflow: 'workflow', jitter: 'jitter', overlap: 'overlap', catchUp: 'catchUp', startAt: 'startAt', endAt: 'endAt', namespace: 'namespace',
 };
 
 export const CLI_SCHEDULE_NAMES: ScheduleFieldNames = {
   id: '--id', cron: '--cron', timezone: '--tz', every: '--every', action: '--action', input: '--input', maxAttempts: '--max-attempts', priority: '--priority',
-  workflow: '--workflow', jitter: '--jitter', overlap: '--overlap', catchUp: '--catch-up', startAt: '--start', endAt: '--end',
+  workflow: '--workflow', jitter: '--jitter', overlap: '--overlap', catchUp: '--catch-up', startAt: '--start', endAt: '--end', namespace: '--namespace',
 };
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -177,8 +180,16 @@ export function checkScheduleRequest(
   if (endAt !== undefined && startAt !== undefined && Date.parse(endAt) <= Date.parse(startAt)) problem('endAt', `must be after ${names.startAt} (${startAt})`);
   else if (endAt !== undefined && r.endAt !== undefined && Date.parse(endAt) <= now.getTime()) problem('endAt', `is in the past (${endAt}): the schedule would never fire`);
 
+  // `default` is recorded as no namespace, so a schedule made before namespaces compares equal.
+  let namespace = current?.namespace;
+  if (r.namespace !== undefined) {
+    const p = namespaceProblem(r.namespace);
+    if (p) problem('namespace', p);
+    else namespace = r.namespace === DEFAULT_NAMESPACE ? undefined : r.namespace;
+  }
+
   if (problems.length === 0 && trigger && target) {
-    const spec: ScheduleSpec = { trigger, target, jitterMs, overlap, catchUp, ...(startAt !== undefined && { startAt }), ...(endAt !== undefined && { endAt }) };
+    const spec: ScheduleSpec = { trigger, target, jitterMs, overlap, catchUp, ...(startAt !== undefined && { startAt }), ...(endAt !== undefined && { endAt }), ...(namespace !== undefined && { namespace }) };
     // A trigger that never fires from now on (`0 0 30 2 *`, or no tick before the end date).
     const anchor = spec.startAt !== undefined && trigger.kind === 'every' ? spec.startAt : now.toISOString();
     if (nextTickAfter(spec, anchor, now.getTime()) === undefined) {

@@ -29,7 +29,7 @@ export const tickKey = (scheduleId: string, tick: TickRef) => `schedule:${schedu
 /** The target a tick of `spec` starts, by id. */
 export function targetOf(scheduleId: string, spec: ScheduleSpec, tick: TickRef): FiredTarget {
   return spec.target.kind === 'action'
-    ? { kind: 'action', id: executionIdForKey(tickKey(scheduleId, tick)) }
+    ? { kind: 'action', id: executionIdForKey(tickKey(scheduleId, tick), spec.namespace) }
     : { kind: 'workflow', id: uuidv5(tickKey(scheduleId, tick), SCHEDULED_WORKFLOW_NAMESPACE) };
 }
 
@@ -55,11 +55,12 @@ export async function startTarget(deps: TargetDeps, scheduleId: string, spec: Sc
         correlationId: scheduleId,
         ...(t.maxAttempts !== undefined && { maxAttempts: t.maxAttempts }),
         ...(t.priority !== undefined && { priority: t.priority }),
+        ...(spec.namespace !== undefined && { namespace: spec.namespace }),
       });
       return r.created;
     }
     const actions = [...new Set(t.definition.steps.map((s) => s.action))];
-    const r = await submitWorkflow({ store: deps.store, runtime: deps.executions, actions: { names: () => actions, get: () => undefined } }, t.definition, { id: tick.target.id });
+    const r = await submitWorkflow({ store: deps.store, runtime: deps.executions, actions: { names: () => actions, get: () => undefined } }, t.definition, { id: tick.target.id, ...(spec.namespace !== undefined && { namespace: spec.namespace }) });
     return r.created;
   } catch (err) {
     // Started earlier from the spec as it was then (the schedule was updated since).

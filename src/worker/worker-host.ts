@@ -41,6 +41,8 @@ export interface WorkerHostOptions {
   startToCloseMs?: number;
   /** How long a drain waits for runs to finish before aborting them. */
   shutdownTimeoutMs?: number;
+  /** The namespaces whose executions it runs (announced in WorkerStarted); undefined: every namespace. */
+  namespaces?: readonly string[];
 }
 
 /** A live process already runs a worker with this id; nothing was announced. */
@@ -129,6 +131,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     host: os.hostname(),
     pid: process.pid,
     ...(Object.keys(policies).length > 0 && { policies }),
+    ...(o.namespaces !== undefined && { namespaces: [...o.namespaces] }),
   };
   const workers = o.workerStreams ?? createWorkerRuntime(o.store);
   await recordWorkerEvent(workers, workerId, 'WorkerStarted', announcement).catch(async (err: unknown) => {

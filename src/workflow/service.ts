@@ -8,6 +8,7 @@
 // `baton workflow submit --actions`, `baton dev --actions`), exactly as the API's
 // submitExecution checks its action. An action only some worker offers through a module the
 // caller did not load is refused: load the same module.
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isDeepStrictEqual } from 'node:util';
@@ -49,6 +50,8 @@ export interface WorkflowServiceDeps {
 export interface SubmitWorkflowOptions {
   /** A caller-chosen id: submitting the same definition again under it returns the first workflow. */
   id?: string;
+  /** Where it and its steps' executions live (checked before: see namespaceProblem); default `default`. */
+  namespace?: string;
 }
 
 export interface SubmitWorkflowResult {
@@ -116,7 +119,9 @@ export async function submitWorkflow(
   if (problems.length > 0 || !checked.ok) throw new InvalidWorkflowError(problems);
   const definition = checked.definition;
   const workflowId = options.id ?? randomUUID();
-  const started = workflowKind.make({ type: 'WorkflowStarted', data: { definition }, by: 'executor', correlationId: workflowId }, (deps.clock ?? (() => new Date()))().toISOString());
+  // `default` is recorded as no namespace, so a workflow submitted again compares as before namespaces.
+  const namespace = options.namespace === undefined || options.namespace === DEFAULT_NAMESPACE ? undefined : options.namespace;
+  const started = workflowKind.make({ type: 'WorkflowStarted', data: { definition, ...(namespace !== undefined && { namespace }) }, by: 'executor', correlationId: workflowId }, (deps.clock ?? (() => new Date()))().toISOString());
   const snapshot = startWorkflow(started);
   const eventId = workflowEventId(workflowId, 'started');
   try {
@@ -128,7 +133,7 @@ export async function submitWorkflow(
   // The id is taken: the same workflow submitted again, or another one.
   const existing = await loadWorkflow(deps.store, workflowId);
   const first = asWorkflowEvent(existing.events[0]!);
-  if (first.type !== 'WorkflowStarted' || !isDeepStrictEqual(first.data.definition, definition)) throw new WorkflowIdConflictError(workflowId);
+  if (first.type !== 'WorkflowStarted' || !isDeepStrictEqual(first.data.definition, definition) || first.data.namespace !== namespace) throw new WorkflowIdConflictError(workflowId);
   return { workflowId, created: false, status: existing.snapshot.value, steps: definition.steps.length };
 }
 

@@ -156,6 +156,7 @@ async function submitStep(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowS
     ...(step.maxAttempts !== undefined && { maxAttempts: step.maxAttempts }),
     ...(step.priority !== undefined && { priority: step.priority }),
     ...(parentId !== undefined && { parentId }),
+    ...(c.namespace !== undefined && { namespace: c.namespace }),
   };
   let executionId: string;
   try {

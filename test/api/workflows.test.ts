@@ -45,6 +45,20 @@ describe('workflow and cancelWorkflow', () => {
     await orchestrator?.stop();
   });
 
+  it('runs a workflow\'s steps in its namespace', async () => {
+    const definition = { steps: [{ id: 'a', action: 'core.noop' }] };
+    const r = await gql(api().url, `mutation($d: JSON!) { submitWorkflow(definition: $d, id: "ns-wf", namespace: "team-w") { created } }`, { d: definition });
+    expect(r.data!.submitWorkflow.created).toBe(true);
+    const again = await gql(api().url, `mutation($d: JSON!) { submitWorkflow(definition: $d, id: "ns-wf") { created } }`, { d: definition });
+    expect(again.errors![0]!.extensions).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT' }); // another namespace is another workflow
+    const step = await eventually('step a to be scheduled', async () => {
+      await api().catchUp();
+      return (await gql(api().url, WORKFLOW, { id: 'ns-wf' })).data!.workflow.steps[0].executionId as string | null ?? undefined;
+    });
+    expect((await api().runtime.load(step)).snapshot.context.namespace).toBe('team-w');
+    await gql(api().url, CANCEL, { id: 'ns-wf', reason: 'done' });
+  });
+
   it('shows a submitted workflow and its steps with their executions; cancelling ends it, and then is too late', async () => {
     const definition = { name: 'nightly', steps: [{ id: 'a', action: 'core.noop' }, { id: 'b', action: 'core.echo', dependsOn: ['a'] }] };
     const submitted = await gql(api().url, SUBMIT, { definition, id: 'nightly-1' });

@@ -25,6 +25,9 @@ describe('loadConfig', () => {
       apiLimits: DEFAULT_API_LIMITS,
       apiIntrospection: true,
       httpAllow: [],
+      namespace: 'default',
+      dbSchema: undefined,
+      namespaceConcurrency: {},
       retention: undefined,
       partitions: 16,
     });
@@ -262,5 +265,14 @@ describe('createLogger', () => {
     const log = createLogger({ logLevel: 'warn', nodeEnv: 'test' }, { destination: 'stderr' });
     expect(log.level).toBe('warn');
     expect(createLogger({ level: 'debug' }).isLevelEnabled('debug')).toBe(true);
+  });
+
+  it('reads the namespace settings, naming a bad one', () => {
+    const c = loadConfig({ BATON_NAMESPACE: 'team-a', BATON_DB_SCHEMA: 'tenant1', BATON_NAMESPACE_CONCURRENCY: 'team-a=5, team-b=20' }, '/srv/app');
+    expect([c.namespace, c.dbSchema, c.namespaceConcurrency]).toEqual(['team-a', 'tenant1', { 'team-a': 5, 'team-b': 20 }]);
+    expect(() => loadConfig({ BATON_NAMESPACE: 'Team A' })).toThrow(/BATON_NAMESPACE: must be 1 to 63 lower-case/);
+    expect(() => loadConfig({ BATON_DB_SCHEMA: 'Tenant-1' })).toThrow(/BATON_DB_SCHEMA: must be 1 to 30/);
+    expect(() => loadConfig({ BATON_NAMESPACE_CONCURRENCY: 'team-a=0' })).toThrow(/BATON_NAMESPACE_CONCURRENCY: team-a: the limit must be from 1/);
+    expect(() => loadConfig({ BATON_NAMESPACE_CONCURRENCY: 'team-a' })).toThrow(/BATON_NAMESPACE_CONCURRENCY: "team-a" must be <namespace>=<limit>/);
   });
 });

@@ -87,6 +87,7 @@ describe('start', () => {
       priority: 5,
       parentId: 'p',
       workflowId: 'w',
+      namespace: 'default',
       result: undefined,
       error: undefined,
       retryPending: false,
@@ -95,6 +96,11 @@ describe('start', () => {
       updatedAt: at(0),
       owners: ['executor'],
     });
+  });
+
+  it('keeps the namespace the request recorded; one recorded before namespaces is `default`', () => {
+    expect(startExecution(ev.requested({ maxAttempts: 3, namespace: 'team-a' })).context.namespace).toBe('team-a');
+    expect(startExecution(ev.requested({ maxAttempts: 3 })).context.namespace).toBe('default');
   });
 
   it('leaves absent optional request fields out of the context', () => {

@@ -17,6 +17,7 @@ function waiting(queue: WaitingQueue, o: Partial<WaitingExecution> & { id?: stri
     since: 0,
     avoid: o.avoid ?? [],
     bucket: o.bucket ?? slotBucket(action, null),
+    ...(o.namespace !== undefined && { namespace: o.namespace }),
   };
   queue.add(w);
   return w.executionId;
@@ -24,17 +25,48 @@ function waiting(queue: WaitingQueue, o: Partial<WaitingExecution> & { id?: stri
 
 const worker = (workerId: string, actions: string[], capacity = 10): PlacementWorker => ({ workerId, actions, capacity });
 
-function place(queue: WaitingQueue, workers: PlacementWorker[], o: { now?: number; load?: Record<string, number>; limits?: Record<string, number> } = {}) {
+function place(queue: WaitingQueue, workers: PlacementWorker[], o: { now?: number; load?: Record<string, number>; limits?: Record<string, number>; namespaceRoom?: Record<string, number> } = {}) {
   return plan({
     now: o.now ?? 0,
     queue,
     workers,
     loadOf: (id) => o.load?.[id] ?? 0,
     freeSlots: (_action, bucket) => o.limits?.[bucket] ?? Infinity,
+    ...(o.namespaceRoom && { namespaceRoom: (ns: string) => o.namespaceRoom![ns] ?? Infinity }),
   }).map((p) => [p.execution.executionId, p.workerId]);
 }
 
 describe('plan', () => {
+  it('starts no more of a namespace than its room, across actions; a full namespace holds back only its own', () => {
+    const q = new WaitingQueue();
+    const a1 = waiting(q, { namespace: 'team-a', action: 'a.x' });
+    const b1 = waiting(q, { namespace: 'team-b', action: 'a.x' });
+    const a2 = waiting(q, { namespace: 'team-a', action: 'b.y' });
+    const a3 = waiting(q, { namespace: 'team-a', action: 'a.x' });
+    const d1 = waiting(q, { action: 'b.y' });
+    const w = worker('w', ['a.x', 'b.y']);
+    expect(place(q, [w], { namespaceRoom: { 'team-a': 2 } }).map(([id]) => id)).toEqual([a1, b1, a2, d1]);
+    expect(place(q, [w], { namespaceRoom: { 'team-a': 0, default: 0 } }).map(([id]) => id)).toEqual([b1]);
+    expect(place(q, [w]).map(([id]) => id)).toEqual([a1, b1, a2, a3, d1]);
+  });
+
+  it('hands an execution only to a worker serving its namespace; a worker naming none serves all', () => {
+    const q = new WaitingQueue();
+    const a = waiting(q, { namespace: 'team-a' });
+    const b = waiting(q, { namespace: 'team-b' });
+    const d = waiting(q, {}); // recorded before namespaces: default
+    const onlyA = { ...worker('wa', ['a.x']), namespaces: ['team-a'] };
+    const onlyB = { ...worker('wb', ['a.x']), namespaces: ['team-b'] };
+    expect(place(q, [onlyA, onlyB])).toEqual([[a, 'wa'], [b, 'wb']]);
+    expect(place(q, [onlyA])).toEqual([[a, 'wa']]);
+    expect(place(q, [onlyA, worker('any', ['a.x'], 1)]).sort()).toEqual([[a, 'wa'], [b, 'any']].sort());
+    expect(place(q, [{ ...worker('wd', ['a.x']), namespaces: ['default'] }])).toEqual([[d, 'wd']]);
+    // A worker the execution should avoid is still never one of another namespace.
+    const q2 = new WaitingQueue();
+    const c = waiting(q2, { namespace: 'team-b', avoid: ['wb'] });
+    expect(place(q2, [onlyA, onlyB])).toEqual([[c, 'wb']]);
+  });
+
   it('places by priority, then arrival, across actions and buckets', () => {
     const q = new WaitingQueue();
     const low = waiting(q, { action: 'a.x', priority: 0 });

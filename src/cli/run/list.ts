@@ -12,6 +12,7 @@ export interface ListOptions {
   worker?: string;
   since?: Date;
   until?: Date;
+  namespace?: string;
   limit: number;
   after?: string;
   /** `--tag k=v`, repeatable: every one must match. */
@@ -35,6 +36,7 @@ function nextPageCommand(o: ListOptions, cursor: string): string {
     ['--worker', o.worker],
     ['--since', o.since?.toISOString()],
     ['--until', o.until?.toISOString()],
+    ['--namespace', o.namespace],
     ...Object.entries(o.tag ?? {}).map(([k, v]): [string, string] => ['--tag', `${k}=${v}`]),
     ['--limit', String(o.limit)],
     ['--after', cursor],
@@ -47,7 +49,7 @@ export async function listCommand(o: ListOptions): Promise<void> {
   if (o.since && o.until && o.since >= o.until) throw new BatonError('--since must be before --until');
   const after = o.after === undefined ? undefined : afterCursor(o.after);
   await withContext(async ({ pool, config }) => {
-    const filter = { status: o.status, action: o.action, workerId: o.worker, since: o.since?.toISOString(), until: o.until?.toISOString(), tags: o.tag };
+    const filter = { status: o.status, action: o.action, workerId: o.worker, since: o.since?.toISOString(), until: o.until?.toISOString(), tags: o.tag, namespace: o.namespace };
     // Values over the API's per-value limit come as its truncation marker, as they would from `executions`.
     const page = await listExecutions(pool, { filter, first: o.limit, valueCap: config.apiLimits.maxValueBytes, ...(after && { after }) });
     const next = page.hasNextPage ? encodeCursor(page.rows.at(-1)!.cursor) : null;

@@ -29,6 +29,7 @@ export interface DefinitionOptions {
   catchUp?: number;
   start?: string;
   end?: string;
+  namespace?: string;
   actions?: string;
   json?: boolean;
 }
@@ -49,6 +50,7 @@ async function requestOf(o: DefinitionOptions): Promise<ScheduleRequest> {
     ...(o.catchUp !== undefined && { catchUp: o.catchUp }),
     ...(o.start !== undefined && { startAt: o.start }),
     ...(o.end !== undefined && { endAt: o.end }),
+    ...(o.namespace !== undefined && { namespace: o.namespace }),
   };
 }
 

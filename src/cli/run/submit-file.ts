@@ -1,5 +1,5 @@
 // What `baton submit --file <ndjson>` does: one submission per line ({action, input?,
-// idempotencyKey?, maxAttempts?, priority?, tags?}; blank lines are skipped), read as a stream
+// idempotencyKey?, maxAttempts?, priority?, tags?, namespace?}; blank lines are skipped), read as a stream
 // (`-` is stdin), checked and submitted a batch at a time through the one batch check and one
 // appendMany (src/runtime/submission.ts). A batch with a bad line is refused whole, naming the
 // line and the field, and nothing of it is written; the batches before it stay submitted, and
@@ -37,7 +37,7 @@ export const MAX_FILE_BATCH = 1_000;
  */
 const BATCHES_IN_FLIGHT = 4;
 
-const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags', 'actionVersion'] as const;
+const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags', 'actionVersion', 'namespace'] as const;
 // A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
 const MAX_LINE_CHARS = 5 * 1024 * 1024;
 
@@ -45,6 +45,8 @@ export interface SubmitFileOptions {
   actions?: string;
   /** `--tag k=v` on the command line: added to every line (a line's own tag of that key wins). */
   tags?: Record<string, string>;
+  /** `--namespace` (or BATON_NAMESPACE): the namespace of every line that names none. */
+  namespace?: string;
   batchSize?: number;
   json?: boolean;
 }
@@ -60,7 +62,7 @@ const lineProblem = (line: number, message: string) => new InvalidInputError([{ 
 const namesOfLine = (line: number): SubmissionNames =>
   Object.fromEntries(FIELDS.map((f) => [f, `line ${line}: ${f}`])) as SubmissionNames;
 
-function parseLine(text: string, number: number, tags: Record<string, string> | undefined): Submission {
+function parseLine(text: string, number: number, tags: Record<string, string> | undefined, namespace?: string): Submission {
   if (text.length > MAX_LINE_CHARS) throw lineProblem(number, `longer than ${MAX_LINE_CHARS} characters`);
   let value: unknown;
   try {
@@ -75,18 +77,18 @@ function parseLine(text: string, number: number, tags: Record<string, string> | 
   // The batch check says what is wrong with each value (a missing action, a string priority).
   const own = record['tags'];
   const merged = tags && (own === undefined || (typeof own === 'object' && own !== null && !Array.isArray(own))) ? { ...tags, ...(own as object | undefined) } : own;
-  return { ...(record as unknown as Submission), ...(merged !== undefined && { tags: merged as Record<string, string> }) };
+  return { ...(record as unknown as Submission), ...(merged !== undefined && { tags: merged as Record<string, string> }), ...(record['namespace'] === undefined && namespace !== undefined && { namespace }) };
 }
 
 /** Lines of `path` (`-`: stdin), numbered from 1, blank ones skipped. */
-async function* readLines(path: string, tags: Record<string, string> | undefined): AsyncGenerator<Line> {
+async function* readLines(path: string, tags: Record<string, string> | undefined, namespace?: string): AsyncGenerator<Line> {
   const input = path === '-' ? process.stdin : fs.createReadStream(path, { encoding: 'utf8' });
   const lines = readline.createInterface({ input, crlfDelay: Infinity });
   let number = 0;
   for await (const text of lines) {
     number++;
     if (text.trim() === '') continue;
-    yield { number, submission: parseLine(text, number, tags) };
+    yield { number, submission: parseLine(text, number, tags, namespace) };
   }
 }
 
@@ -112,7 +114,9 @@ interface ItemResult {
 
 export async function submitFileCommand(path: string, o: SubmitFileOptions): Promise<void> {
   if (path !== '-' && !fs.existsSync(path)) throw new BatonError(`--file: ${path}: no such file`);
-  const actions = createActionRegistry(await loadActions(o.actions, loadConfig()));
+  const config = loadConfig();
+  const actions = createActionRegistry(await loadActions(o.actions, config));
+  const namespace = o.namespace ?? config.namespace;
   const batchSize = o.batchSize ?? DEFAULT_FILE_BATCH;
   const total = await countLines(path);
   await withContext(async ({ runtime }) => {
@@ -159,7 +163,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     };
 
     try {
-      for await (const line of readLines(path, o.tags)) {
+      for await (const line of readLines(path, o.tags, namespace)) {
         lastLine = line.number;
         batch.push(line);
         if (batch.length >= batchSize) await flush();

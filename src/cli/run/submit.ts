@@ -17,13 +17,14 @@ const SUBMIT_NAMES: SubmissionNames = { action: 'action', input: '--input', idem
 
 export async function submitCommand(
   action: string,
-  o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; tag?: Record<string, string>; actionVersion?: number; wait?: boolean; timeout?: number; json?: boolean },
+  o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; tag?: Record<string, string>; actionVersion?: number; namespace?: string; wait?: boolean; timeout?: number; json?: boolean },
 ): Promise<void> {
+  const config = loadConfig();
   // Checked before the database is opened: a bad submission writes nothing and needs nothing.
   const request = checkSubmission(
-    createActionRegistry(await loadActions(o.actions, loadConfig())),
-    { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }), ...(o.tag !== undefined && { tags: o.tag }), ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }) },
-    SUBMIT_NAMES,
+    createActionRegistry(await loadActions(o.actions, config)),
+    { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }), ...(o.tag !== undefined && { tags: o.tag }), ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }), namespace: o.namespace ?? config.namespace },
+    { ...SUBMIT_NAMES, namespace: o.namespace !== undefined ? '--namespace' : 'BATON_NAMESPACE' },
   );
   await withContext(async ({ runtime, store }) => {
     const r = await runtime.submit(request);

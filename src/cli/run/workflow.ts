@@ -43,6 +43,7 @@ const viewJson = (w: WorkflowStatusView) => toJson({ ...w, definition: undefined
 export interface SubmitOptions {
   id?: string;
   actions?: string;
+  namespace?: string;
   wait?: boolean;
   timeout?: number;
   json?: boolean;
@@ -54,7 +55,7 @@ export async function workflowSubmitCommand(file: string, o: SubmitOptions): Pro
     const actions = createActionRegistry(await loadActions(o.actions, ctx.config));
     let r;
     try {
-      r = await submitWorkflow({ ...ctx, actions }, definition, { ...(o.id !== undefined && { id: o.id }) });
+      r = await submitWorkflow({ ...ctx, actions }, definition, { ...(o.id !== undefined && { id: o.id }), namespace: o.namespace ?? ctx.config.namespace });
     } catch (err) {
       if (!(err instanceof InvalidWorkflowError)) throw err;
       if (o.json) console.log(toJson({ file, problems: err.problems }));

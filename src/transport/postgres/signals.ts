@@ -37,7 +37,7 @@ export class PgSignals {
   async send(workerId: string, signal: WorkerSignal): Promise<void> {
     const payload = encodeSignal(workerId, signal);
     try {
-      await this.pool.query({ name: 'baton_signal_send', text: `SELECT pg_notify('${SIGNAL_NOTIFY_CHANNEL}', $1)`, values: [payload] });
+      await this.pool.query({ name: 'baton_signal_send', text: `SELECT pg_notify('${this.#listener.channel}', $1)`, values: [payload] });
     } catch (err) {
       throw new BatonError(`sendSignal to worker ${workerId} failed: ${(err as Error).message}`, { cause: err });
     }

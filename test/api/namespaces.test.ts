@@ -1,0 +1,122 @@
+// Namespaces through GraphQL: submitted into one, listed by one, and tokens scoped to namespaces
+// that never see or touch another's executions (queries filtered, by-id lookups not found,
+// mutations refused).
+import { describe, expect, it } from 'vitest';
+import { namespaceStreamId } from '../../schemas/namespace-events.ts';
+import { gql, useApi, type GqlResponse } from './api-harness.ts';
+
+const ADMIN = 'admin-token-0123456789';
+const TOKEN_A = 'team-a-token-0123456789';
+const TOKEN_BC = 'team-bc-token-0123456789';
+
+const SUBMIT = `mutation($ns: String, $key: String) { submitExecution(action: "core.noop", namespace: $ns, idempotencyKey: $key) { executionId created } }`;
+const LIST = `query($ns: String) { executions(first: 100, filter: { namespace: $ns }) { edges { node { id namespace } } } }`;
+const ONE = `query($id: ID!) { execution(id: $id) { id namespace } }`;
+const EVENTS = `query($id: ID!) { events(executionId: $id) { type } }`;
+const CANCEL = `mutation($id: ID!) { cancelExecution(id: $id) { outcome } }`;
+
+describe('namespaces', () => {
+  const api = useApi({ adminToken: ADMIN, namespaceTokens: `team-a=${TOKEN_A}; team-b,team-c=${TOKEN_BC}` });
+  const submit = async (ns: string | undefined, token: string, key?: string) => gql(api().url, SUBMIT, { ns, key }, { token });
+  const ids = (r: GqlResponse) => (r.data!.executions.edges as { node: { id: string; namespace: string } }[]).map((e) => e.node);
+
+  it('records the namespace, creates it once, lists by it; no namespace means default', async () => {
+    const a1 = await submit('team-a', ADMIN);
+    const a2 = await submit('team-a', ADMIN);
+    const d = await submit(undefined, ADMIN);
+    expect(a1.errors).toBeUndefined();
+    await api().catchUp();
+    const stream = await api().store.readStream(namespaceStreamId('team-a'));
+    expect(stream.map((e) => e.type)).toEqual(['NamespaceCreated']);
+    const inA = ids(await gql(api().url, LIST, { ns: 'team-a' }, { token: ADMIN }));
+    expect(inA.map((n) => n.id).sort()).toEqual([a1.data!.submitExecution.executionId, a2.data!.submitExecution.executionId].sort());
+    const inDefault = ids(await gql(api().url, LIST, { ns: 'default' }, { token: ADMIN }));
+    expect(inDefault).toEqual([{ id: d.data!.submitExecution.executionId, namespace: 'default' }]);
+  });
+
+  it('keeps idempotency keys apart per namespace', async () => {
+    const a = await submit('team-a', ADMIN, 'order-1');
+    const b = await submit('team-b', ADMIN, 'order-1');
+    const again = await submit('team-a', ADMIN, 'order-1');
+    expect(a.data!.submitExecution.created).toBe(true);
+    expect(b.data!.submitExecution.created).toBe(true);
+    expect(b.data!.submitExecution.executionId).not.toBe(a.data!.submitExecution.executionId);
+    expect(again.data!.submitExecution).toEqual({ executionId: a.data!.submitExecution.executionId, created: false });
+  });
+
+  it('refuses a bad namespace name, naming the argument, and stores nothing', async () => {
+    for (const bad of ['Team-A', '-a', 'a_b', 'x'.repeat(64), '']) {
+      const r = await submit(bad, ADMIN);
+      expect(r.errors![0]!.extensions!.code, bad).toBe('BAD_USER_INPUT');
+      expect(r.errors![0]!.message, bad).toMatch(/^namespace: /);
+    }
+    const f = await gql(api().url, LIST, { ns: 'NOPE' }, { token: ADMIN });
+    expect(f.errors![0]!.message).toMatch(/^filter\.namespace: /);
+  });
+
+  it('a token for team-a never sees or touches team-b', async () => {
+    const a = (await submit('team-a', TOKEN_A)).data!.submitExecution.executionId as string;
+    const b = (await submit('team-b', TOKEN_BC)).data!.submitExecution.executionId as string;
+    await api().catchUp();
+
+    // Queries: filtered to its namespaces, whatever the filter asks for.
+    const listed = ids(await gql(api().url, LIST, {}, { token: TOKEN_A }));
+    expect(listed.length).toBeGreaterThan(0);
+    expect(new Set(listed.map((n) => n.namespace))).toEqual(new Set(['team-a']));
+    expect(ids(await gql(api().url, LIST, { ns: 'team-b' }, { token: TOKEN_A }))).toEqual([]);
+    // By id: another namespace's execution is not there.
+    expect((await gql(api().url, ONE, { id: b }, { token: TOKEN_A })).data!.execution).toBeNull();
+    expect((await gql(api().url, ONE, { id: a }, { token: TOKEN_A })).data!.execution).toEqual({ id: a, namespace: 'team-a' });
+    expect((await gql(api().url, EVENTS, { id: b }, { token: TOKEN_A })).data!.events).toEqual([]);
+    // Mutations: submitting elsewhere is refused, cancelling another's execution is not found.
+    const elsewhere = await submit('team-b', TOKEN_A);
+    expect(elsewhere.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    expect(elsewhere.errors![0]!.message).toMatch(/^namespace: /);
+    const noDefault = await submit(undefined, TOKEN_A);
+    expect(noDefault.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    const cancel = await gql(api().url, CANCEL, { id: b }, { token: TOKEN_A });
+    expect(cancel.errors![0]!.extensions!.code).toBe('NOT_FOUND');
+    const bHistory = await api().store.readStream(`execution-${b}`);
+    expect(bHistory.map((e) => e.type)).toEqual(['ExecutionRequested']);
+    // What the API cannot yet tell apart by namespace is refused as a whole.
+    const workers = await gql(api().url, `{ workers { id } }`, {}, { token: TOKEN_A });
+    expect(workers.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    // The two-namespace token sees both of its own, and the admin token everything.
+    const bc = ids(await gql(api().url, LIST, {}, { token: TOKEN_BC }));
+    expect(new Set(bc.map((n) => n.namespace))).toEqual(new Set(['team-b']));
+    expect((await gql(api().url, CANCEL, { id: a }, { token: TOKEN_A })).data!.cancelExecution.outcome).toBe('CANCELLED');
+  });
+
+  it('runs a schedule\'s ticks in its namespace', async () => {
+    const created = await gql(api().url, `mutation { createSchedule(id: "ns-tick", every: "1h", action: "core.noop", namespace: "team-c") { schedule { id namespace } } }`, {}, { token: ADMIN });
+    expect(created.data!.createSchedule.schedule).toEqual({ id: 'ns-tick', namespace: 'team-c' });
+    const bad = await gql(api().url, `mutation { createSchedule(id: "ns-bad", every: "1h", action: "core.noop", namespace: "C") { schedule { id } } }`, {}, { token: ADMIN });
+    expect(bad.errors![0]!.message).toMatch(/^namespace: /);
+    const fired = await gql(api().url, `mutation { triggerSchedule(id: "ns-tick") { targetId started } }`, {}, { token: ADMIN });
+    expect(fired.data!.triggerSchedule.started).toBe(true);
+    const id = fired.data!.triggerSchedule.targetId as string;
+    expect((await api().runtime.load(id)).snapshot.context.namespace).toBe('team-c');
+    await api().catchUp();
+    expect((await gql(api().url, ONE, { id }, { token: TOKEN_BC })).data!.execution).toEqual({ id, namespace: 'team-c' });
+    expect((await gql(api().url, ONE, { id }, { token: TOKEN_A })).data!.execution).toBeNull();
+  });
+
+  it('submitExecutions: a namespace per input, keys per namespace, and a scoped token only into its own', async () => {
+    const MANY = `mutation($inputs: [SubmitExecutionInput!]!) { submitExecutions(inputs: $inputs) { created results { executionId created error { code } } } }`;
+    const inputs = [
+      { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-a' },
+      { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-b' },
+      { action: 'core.noop', idempotencyKey: 'batch-1', namespace: 'team-a' },
+    ];
+    const r = await gql(api().url, MANY, { inputs }, { token: ADMIN });
+    expect(r.errors, JSON.stringify(r.errors)).toBeUndefined();
+    const [a, b, again] = r.data!.submitExecutions.results as { executionId: string; created: boolean }[];
+    expect(r.data!.submitExecutions.created).toBe(2);
+    expect(b!.executionId).not.toBe(a!.executionId);
+    expect(again).toMatchObject({ executionId: a!.executionId, created: false });
+    expect((await api().runtime.load(b!.executionId)).snapshot.context.namespace).toBe('team-b');
+    const scoped = await gql(api().url, MANY, { inputs: [{ action: 'core.noop', namespace: 'team-a' }, { action: 'core.noop', namespace: 'team-b' }] }, { token: TOKEN_A });
+    expect(scoped.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    expect(scoped.errors![0]!.message).toMatch(/^inputs\.1\.namespace: /);
+  });
+});
