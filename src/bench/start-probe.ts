@@ -1,8 +1,9 @@
 // The child process of `baton bench start` (start.ts): starts an executor host's follower, its
 // executor and its workflow orchestrator over a seeded database, as startExecutorHost composes
 // them, and prints how long until ready and the process's memory then. A process of its own, so
-// the memory is the host's alone. argv: <database url> <checkpoint|zero>.
+// the memory is the host's alone. argv: <database url> <checkpoint|zero> [verbose].
 import pg from 'pg';
+import pino from 'pino';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { startExecutor } from '../executor/executor.ts';
 import { createLivenessStore } from '../liveness/liveness-store.ts';
@@ -29,11 +30,12 @@ export interface StartProbeResult {
 const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
 
 async function main(): Promise<void> {
-  const [url, mode] = process.argv.slice(2);
+  const [url, mode, verbose] = process.argv.slice(2);
   const began = performance.now();
   const pool = new pg.Pool({ connectionString: url, max: 8 });
   const store = createPostgresEventStore(pool);
-  const log = silentLogger();
+  // `verbose`: the host's own log lines (where its start spends its time) on stderr.
+  const log = verbose === 'verbose' ? pino({ level: 'info' }, pino.destination(2)) : silentLogger();
   const executions = createExecutionRuntime(store);
   const workerStreams = createWorkerRuntime(store);
   const workflows = createWorkflowRuntime(store);

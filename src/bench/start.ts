@@ -53,13 +53,14 @@ async function seed(store: PostgresEventStore, finished: number, live: number, p
   });
 }
 
-async function probe(url: string, mode: 'checkpoint' | 'zero'): Promise<StartProbeResult> {
+async function probe(url: string, mode: 'checkpoint' | 'zero', verbose: boolean): Promise<StartProbeResult> {
   const script = fileURLToPath(new URL(`./start-probe${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
-  const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', script, url, mode], { maxBuffer: 1 << 20, timeout: 30 * 60_000 });
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--expose-gc', script, url, mode, ...(verbose ? ['verbose'] : [])], { maxBuffer: 64 << 20, timeout: 30 * 60_000 });
+  if (stderr.trim()) process.stderr.write(stderr);
   return JSON.parse(stdout.trim().split('\n').pop()!) as StartProbeResult;
 }
 
-export async function runStartBench(admin: { pool: pg.Pool; databaseUrl: string }, o: { finished: number; live: number; progress: (line: string) => void }): Promise<StartBenchResult> {
+export async function runStartBench(admin: { pool: pg.Pool; databaseUrl: string }, o: { finished: number; live: number; verbose?: boolean; progress: (line: string) => void }): Promise<StartBenchResult> {
   return withScratchDatabase(admin, 8, async ({ pool, url, postgresVersion }) => {
     const store = createPostgresEventStore(pool);
     try {
@@ -69,9 +70,9 @@ export async function runStartBench(admin: { pool: pg.Pool; databaseUrl: string 
       await catchUpReadModel({ pool, store });
       const events = Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
       o.progress('[3/4] an executor host following from position 0 …');
-      const fromZero = await probe(url, 'zero');
+      const fromZero = await probe(url, 'zero', o.verbose ?? false);
       o.progress('[4/4] an executor host starting from the checkpoint …');
-      const fromCheckpoint = await probe(url, 'checkpoint');
+      const fromCheckpoint = await probe(url, 'checkpoint', o.verbose ?? false);
       return { postgres: postgresVersion, finished: o.finished, live: o.live, events, fromZero, fromCheckpoint };
     } finally {
       await store.close();

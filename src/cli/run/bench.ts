@@ -53,7 +53,7 @@ export async function retentionBenchCommand(o: { executions: number; json?: bool
   });
 }
 
-export async function startBenchCommand(o: { finished: number; live: number; json?: boolean }): Promise<void> {
+export async function startBenchCommand(o: { finished: number; live: number; verbose?: boolean; json?: boolean }): Promise<void> {
   await withContext(async (ctx) => {
     const result = await runStartBench(ctx, { ...o, progress });
     console.log(o.json ? toJson(result) : printStartBench(result));
