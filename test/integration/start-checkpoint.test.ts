@@ -12,6 +12,9 @@ import { followActors } from '../../src/runtime/follow-actors.ts';
 import { readStartPoint } from '../../src/runtime/start-point.ts';
 import { createWorkerRuntime } from '../../src/runtime/worker-kind.ts';
 import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
+import { startExecutor } from '../../src/executor/executor.ts';
+import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -37,14 +40,23 @@ describe('starting from a checkpoint', () => {
   /** A host's follower as `startExecutorHost` makes it, and every execution change it hears. */
   async function startHost(o: { checkpoint: boolean }) {
     const executions = createExecutionRuntime(store, { followsStore: true });
-    const runtimes = [executions.actors, createWorkerRuntime(store), createWorkflowRuntime(store)];
+    const workerStreams = createWorkerRuntime(store);
+    const runtimes = [executions.actors, workerStreams, createWorkflowRuntime(store)];
     const heard: Change<unknown, unknown>[] = [];
     executions.onChange((c) => heard.push(c as Change<unknown, unknown>));
     const startFrom = o.checkpoint ? () => readStartPoint(db.pool, runtimes.map((r) => r.kind.streamPrefix)) : undefined;
     const follower = followActors({ store, runtimes, log: silentLogger(), who: 'test executor', ...(startFrom && { startFrom }) });
-    await follower.ready;
+    // The executor's scheduling view is built from the same changes (no worker: nothing is placed).
+    const executor = startExecutor({ store, actors: { executions, workerStreams, follower }, transport: createPostgresWorkTransport(db.pool), workers: createLivenessStore(db.pool), log: silentLogger(), handleDeadLetters: false });
+    await executor.ready;
     const touched = new Set(heard.map((c) => c.id));
-    return { executions, follower, heard, touched };
+    return {
+      executions,
+      executor,
+      heard,
+      touched,
+      follower: { stop: async () => (await follower.stop(), await executor.stop()) },
+    };
   }
 
   it('follows from 0 while the projector has not run', { timeout: 30_000 }, async () => {
@@ -69,6 +81,7 @@ describe('starting from a checkpoint', () => {
       // Loaded once each (snapshot + tail), told to the listeners as a load; no finished one read.
       expect([...host.touched].sort()).toEqual([...live].sort());
       expect(host.heard.every((c) => c.source === 'loaded')).toBe(true);
+      expect(host.executor.waiting()).toBe(live.length); // the executor's view holds each, waiting
       for (const id of live) expect(host.executions.cached(id)).toBeDefined();
       // The restarted host acts on them: a change after the checkpoint reaches it in order.
       await finish([live[0]!]);
@@ -105,6 +118,8 @@ describe('starting from a checkpoint', () => {
         expect(held!.snapshot.value).toBe('Requested');
       }
       for (const id of [...liveBefore.slice(0, 2), ...endedAfter]) expect(host.executions.cached(id)).toBeUndefined();
+      // Earlier tests' live ones are still waiting too (one of them was cancelled): 4 + 2 + 3.
+      expect(host.executor.waiting()).toBe(4 + 2 + 3);
       // The ones that ended after the checkpoint were heard ending (the view forgets them).
       for (const id of endedAfter) expect(host.heard.some((c) => c.id === id && c.after && (c.after as { status: string }).status === 'done')).toBe(true);
     } finally {
