@@ -9,9 +9,19 @@ import type { AnyStateMachine } from 'xstate';
 import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionContext } from './execution.machine.ts';
 import type { ExecutionEvent } from '../schemas/events.ts';
 
+/**
+ * Version 5 is version 6 without action versions: no handoff or start named one (and no request
+ * pinned one), so every attempt ran version 1 and the version rules never fire. Every other rule
+ * is the same.
+ */
+function mayAppendV5(context: ExecutionContext, event: ExecutionEvent): boolean {
+  if ((event.type === 'ExecutionHandedOff' || event.type === 'ExecutionStarted') && event.data.actionVersion !== undefined) return false;
+  return mayAppend(context, event);
+}
+
 /** Version 4 is version 5 without tags added while running: nobody could write ExecutionTagged. */
 function mayAppendV4(context: ExecutionContext, event: ExecutionEvent): boolean {
-  return event.type !== 'ExecutionTagged' && mayAppend(context, event);
+  return event.type !== 'ExecutionTagged' && mayAppendV5(context, event);
 }
 
 /**
@@ -51,11 +61,14 @@ const executionMachineV1 = executionMachine.provide({
 const executionMachineV2 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV2(context, event) },
 });
+const executionMachineV3 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV3(context, event) },
+});
 const executionMachineV4 = executionMachine.provide({
   guards: { mayAppend: ({ context, event }) => mayAppendV4(context, event) },
 });
-const executionMachineV3 = executionMachine.provide({
-  guards: { mayAppend: ({ context, event }) => mayAppendV3(context, event) },
+const executionMachineV5 = executionMachine.provide({
+  guards: { mayAppend: ({ context, event }) => mayAppendV5(context, event) },
 });
 
 export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
@@ -63,6 +76,7 @@ export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = ne
   ['2', executionMachineV2],
   ['3', executionMachineV3],
   ['4', executionMachineV4],
+  ['5', executionMachineV5],
   [MACHINE_VERSION, executionMachine],
 ]);
 

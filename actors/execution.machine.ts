@@ -15,12 +15,14 @@ import {
 } from '../schemas/events.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '5';
+export const MACHINE_VERSION = '6';
 // 2: the executor may time out a run whose recorded start-to-close deadline passed.
 // 3: ExecutionCancelRequested: a cancel reaches a worker-held execution without moving the baton.
 // 4: SchedulingStarted records the attempt limit (the action's, capped by the submission's own);
 //    OwnershipReclaimed may say worker-restarted.
 // 5: tags: ExecutionRequested may carry them, and the running action adds more with ExecutionTagged.
+// 6: action versions: a request may pin one, a handoff names the version the attempt runs and
+//    must be the pin, and the start must name the handoff's version (absent everywhere: version 1).
 
 export const EXECUTOR = 'executor' as const;
 export type Owner = typeof EXECUTOR | `worker:${string}`;
@@ -50,6 +52,10 @@ export interface ExecutionContext {
   priority?: number;
   parentId?: string;
   workflowId?: string;
+  /** The action version the submission pinned: every handoff must name it. */
+  pinnedVersion?: number;
+  /** The version the current (or last) attempt was handed off to run, when the handoff named one other than 1 (absent: version 1). */
+  actionVersion?: number;
   /** The submitter's tags merged with those the running action added (ExecutionTagged); absent when none. */
   tags?: Record<string, string>;
   result: Json | undefined;
@@ -152,6 +158,10 @@ function dataProblem(context: ExecutionContext, event: ExecutionEvent): string |
       if (attempt !== context.attempt) {
         return `ExecutionHandedOff attempt ${attempt} does not match current attempt ${context.attempt}`;
       }
+      const version = versionOf(event.data.actionVersion);
+      if (context.pinnedVersion !== undefined && version !== context.pinnedVersion) {
+        return `ExecutionHandedOff names action version ${version} but the execution is pinned to version ${context.pinnedVersion}`;
+      }
       // A worker whose ref no event could carry could never move the execution on.
       if (!WorkerRef.safeParse(`worker:${workerId}`).success) {
         return `ExecutionHandedOff workerId "${workerId}" does not make a valid worker ref`;
@@ -162,10 +172,14 @@ function dataProblem(context: ExecutionContext, event: ExecutionEvent): string |
       const merged = Object.keys({ ...context.tags, ...event.data.tags }).length;
       return merged <= TAG_LIMITS.maxTags ? null : `ExecutionTagged would give the execution ${merged} tags; at most ${TAG_LIMITS.maxTags}`;
     }
-    case 'ExecutionStarted':
-      return event.data.attempt === context.attempt
-        ? null
-        : `ExecutionStarted attempt ${event.data.attempt} does not match current attempt ${context.attempt}`;
+    case 'ExecutionStarted': {
+      if (event.data.attempt !== context.attempt) {
+        return `ExecutionStarted attempt ${event.data.attempt} does not match current attempt ${context.attempt}`;
+      }
+      const runs = versionOf(event.data.actionVersion);
+      const handed = versionOf(context.actionVersion);
+      return runs === handed ? null : `ExecutionStarted runs action version ${runs} but attempt ${context.attempt} was handed off for version ${handed}`;
+    }
     case 'OwnershipReclaimed': {
       const { workerId, attempt } = event.data;
       if (workerId !== context.workerId) {
@@ -206,6 +220,9 @@ function stateProblem(status: string, event: ExecutionEvent): string | null {
   return null;
 }
 
+/** An event's or the context's action version: absent means 1, the version of an action that declares none. */
+const versionOf = (v: number | undefined): number => v ?? 1;
+
 /** The baton goes back to the executor, which must now retry or abandon. */
 const backToExecutor = (context: ExecutionContext) => ({
   owner: EXECUTOR,
@@ -231,6 +248,7 @@ function contextFromRequest(event: RequestedEvent): ExecutionContext {
     ...(data.priority !== undefined && { priority: data.priority }),
     ...(data.parentId !== undefined && { parentId: data.parentId }),
     ...(data.workflowId !== undefined && { workflowId: data.workflowId }),
+    ...(data.actionVersion !== undefined && { pinnedVersion: data.actionVersion }),
     ...(data.tags !== undefined && Object.keys(data.tags).length > 0 && { tags: { ...data.tags } }),
     result: undefined,
     error: undefined,
@@ -272,6 +290,8 @@ export const executionMachine = setup({
       return {
         owner,
         workerId: event.data.workerId,
+        // Kept only when not 1 (what absent means), so a context has one form per version.
+        actionVersion: event.data.actionVersion === 1 ? undefined : event.data.actionVersion,
         deadline: event.data.deadline,
         scheduledAt: event.metadata.occurredAt,
         owners: [...context.owners, owner],

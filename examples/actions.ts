@@ -18,4 +18,12 @@ export const actions = [
       return { chargedCents: input.cents };
     },
   }),
+  defineAction({
+    name: 'mail.send',
+    input: z.object({ tenant: z.string().min(1), to: z.string().min(1) }),
+    rateLimit: { perMinute: 3, key: 'tenant' }, // at most 3 mails a minute per tenant, across every executor
+    async run(input) {
+      return { sent: input.to };
+    },
+  }),
 ];

@@ -16,6 +16,7 @@ const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 
 const sampleExecution: Record<keyof ExecutionRow, true> = {
   executionId: true, revision: true, status: true, action: true, input: true, owner: true, workerId: true,
   attempt: true, maxAttempts: true, submittedMaxAttempts: true, priority: true, idempotencyKey: true, parentId: true, workflowId: true,
+  pinnedVersion: true, actionVersion: true,
   result: true, error: true, retryPending: true, retryAt: true, leaseDeadline: true, lastProgressAt: true,
   lastProgress: true, stallTimeoutMs: true, requestedAt: true, scheduledAt: true, startedAt: true, finishedAt: true, updatedAt: true,
   runMs: true, totalMs: true, owners: true, cancelReason: true, cancelRequested: true, timedOutLimit: true, abandonReason: true,
@@ -39,7 +40,8 @@ export const executionsProjection: Projection = {
   // 3: cancel_requested (ExecutionCancelRequested, machine version 3).
   // 4: submitted_max_attempts (machine version 4: the limit a submission named; max_attempts follows the action's).
   // 5: tags (machine version 5), with a GIN index for filtering by them.
-  version: 5,
+  // 6: pinned_version, action_version (machine version 6: versioned actions).
+  version: 6,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

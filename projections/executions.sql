@@ -22,6 +22,10 @@ CREATE TABLE executions (
   idempotency_key  text,
   parent_id        text,
   workflow_id      text,
+  -- The action version the submission pinned (null: the newest a live worker offers), and the
+  -- version the latest attempt was handed off to run (the pin before any handoff).
+  pinned_version   int,
+  action_version   int,
   result           jsonb,
   error            jsonb,
   retry_pending    boolean NOT NULL,

@@ -13,6 +13,7 @@ import {
 import type { ErrorInfo, ExecutionEvent, ExecutionEventOf } from '../schemas/events.ts';
 import { executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
+import { versionShown } from '../src/input/action-versions.ts';
 
 type Json = ExecutionContext['input'];
 
@@ -32,6 +33,10 @@ export interface ExecutionRow {
   idempotencyKey: string | null;
   parentId: string | null;
   workflowId: string | null;
+  /** The version the submission pinned; null when it took the newest. */
+  pinnedVersion: number | null;
+  /** The version the latest attempt was handed off to run (1 when the handoff named none); the pin before any handoff; null otherwise. */
+  actionVersion: number | null;
   result: Json | null;
   error: ErrorInfo | null;
   retryPending: boolean;
@@ -82,6 +87,8 @@ function rowFromSnapshot(executionId: string, revision: number, snapshot: Execut
     idempotencyKey: c.idempotencyKey ?? null,
     parentId: c.parentId ?? null,
     workflowId: c.workflowId ?? null,
+    pinnedVersion: c.pinnedVersion ?? null,
+    actionVersion: versionShown(c),
     result: c.result ?? null,
     error: c.error ?? null,
     retryPending: c.retryPending,
@@ -122,6 +129,9 @@ export function snapshotFromRow(row: ExecutionRow): ExecutionSnapshot {
     ...optional('priority', row.priority),
     ...optional('parentId', row.parentId),
     ...optional('workflowId', row.workflowId),
+    ...optional('pinnedVersion', row.pinnedVersion),
+    // The context keeps a handoff's version only when the handoff named one; 1 is what naming none means.
+    ...optional('actionVersion', row.scheduledAt !== null && row.actionVersion !== 1 ? row.actionVersion : null),
     result: row.result ?? undefined,
     error: row.error ?? undefined,
     retryPending: row.retryPending,

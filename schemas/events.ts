@@ -3,6 +3,7 @@
 // inferred from them, never written twice.
 import { z } from 'zod';
 import { INT32 } from '../src/input/rules.ts';
+import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
 import { tagsProblems } from '../src/input/tags.ts';
 
@@ -67,6 +68,8 @@ export const Tags = z.record(z.string(), z.string()).superRefine((tags, ctx) => 
 export type Tags = z.infer<typeof Tags>;
 
 const Attempt = z.number().int().positive();
+/** An action version (src/input/action-versions.ts): absent in an event means version 1, the version of an action that declares none. */
+const ActionVersion = z.number().int().min(1).max(MAX_ACTION_VERSION);
 const MaxAttempts = z.number().int().min(1).max(1000);
 
 export const ExecutionRequested = event(
@@ -90,6 +93,11 @@ export const ExecutionRequested = event(
     workflowId: text().min(1).optional(),
     /** Tags the submitter attached (machine version 5; absent when none). */
     tags: Tags.optional(),
+    /**
+     * The action version the submission pinned (machine version 6): every attempt runs on it.
+     * Absent: each attempt runs on the newest version a live worker offers when it is handed off.
+     */
+    actionVersion: ActionVersion.optional(),
   }),
   ExecutorRef,
 );
@@ -113,6 +121,8 @@ export const ExecutionHandedOff = event(
     attempt: Attempt,
     /** schedule-to-start deadline: the worker must start before this. */
     deadline: IsoTime,
+    /** The action version this attempt is handed off to run (machine version 6); absent: version 1. A pinned execution's is its pin. */
+    actionVersion: ActionVersion.optional(),
   }),
   ExecutorRef,
 );
@@ -124,6 +134,8 @@ export const ExecutionStarted = event(
     deadline: IsoTime.optional(),
     /** The run counts as stalled when it goes this long without progress (heartbeats are not progress). */
     stallTimeoutMs: z.number().int().positive().optional(),
+    /** The action version the worker runs (machine version 6); absent: version 1. Must be the handoff's. */
+    actionVersion: ActionVersion.optional(),
   }),
   WorkerRef,
 );

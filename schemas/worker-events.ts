@@ -4,6 +4,7 @@
 // (src/liveness/ keeps them in a table).
 import { z } from 'zod';
 import { dateTime, text } from '../src/input/schemas.ts';
+import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
 import { EventMetadata, ExecutorRef, WorkerRef } from './events.ts';
 
 const IsoTime = dateTime();
@@ -51,13 +52,42 @@ export const ConcurrencyPolicy = z.object({
 });
 export type ConcurrencyPolicy = z.infer<typeof ConcurrencyPolicy>;
 
+/** The most executions one bucket may start per period. */
+export const MAX_RATE = 100_000;
+const rate = z
+  .number({ error: `must be an integer from 1 to ${MAX_RATE}` })
+  .int(`must be an integer from 1 to ${MAX_RATE}`)
+  .min(1, `must be an integer from 1 to ${MAX_RATE}`)
+  .max(MAX_RATE, `must be an integer from 1 to ${MAX_RATE}`);
+
+/**
+ * At most `perSecond` (or `perMinute`) executions of the action are handed off per second (or
+ * minute), across every executor; with `key`, a dotted path into the input, per distinct value
+ * there (inputs without it share one bucket). The rest wait in Requested.
+ */
+export const RateLimitPolicy = z
+  .object({
+    perSecond: rate.optional(),
+    perMinute: rate.optional(),
+    key: z
+      .string({ error: 'must be a dotted path into the input, like "tenantId" or "customer.id"' })
+      .max(200)
+      .regex(CONCURRENCY_KEY_PATH, 'must be a dotted path into the input, like "tenantId" or "customer.id"')
+      .optional(),
+  })
+  .refine((p) => (p.perSecond === undefined) !== (p.perMinute === undefined), { message: 'give exactly one of perSecond and perMinute' });
+export type RateLimitPolicy = z.infer<typeof RateLimitPolicy>;
+
 export const ActionPolicy = z.object({
   /** The action's runtime tag: the work subject's `<runtime>` token (`node` when absent, as before workers said). */
   runtime: text().min(1).max(200).optional(),
+  /** The version of the action this worker runs (defineAction's `version`); absent: version 1. */
+  version: z.number().int().min(1).max(MAX_ACTION_VERSION).optional(),
   retry: RetryBackoff.optional(),
   scheduleToStartTimeoutMs: z.number().int().positive().optional(),
   timeoutMs: z.number().int().positive().optional(),
   concurrency: ConcurrencyPolicy.optional(),
+  rateLimit: RateLimitPolicy.optional(),
 });
 export type ActionPolicy = z.infer<typeof ActionPolicy>;
 

@@ -8,15 +8,18 @@
 //     input: z.object({ url: z.url(), width: z.number().int().positive() }),
 //     timeoutMs: 60_000,
 //     concurrency: { limit: 4, key: 'tenantId' },   // at most 4 at once per tenant
+//     version: 2,                                   // deployed beside version 1 (README: Versioned actions)
+//     rateLimit: { perSecond: 10 },                  // at most 10 started per second, all executors together
 //     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
 //   });
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
-import { ConcurrencyPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
+import { ConcurrencyPolicy, RateLimitPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
 import { BatonError, InvalidEventError } from '../errors.ts';
 import { storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
+import { MAX_ACTION_VERSION } from '../input/action-versions.ts';
 
 /**
  * Dotted lowercase names: a namespace, then one or more `.part`s (`core.noop`,
@@ -73,6 +76,11 @@ export interface ActionContext {
 export interface ActionSpec<S extends z.ZodType, O> {
   /** Dotted lowercase name, unique among your actions: a namespace, then one or more `.part`s (`billing.charge`). */
   name: string;
+  /**
+   * A whole number from 1: workers advertise `name@version`, a submission may pin one, and an
+   * unpinned one runs on the newest version any live worker offers. Absent: version 1.
+   */
+  version?: number;
   /** Runtime tag the action needs (`node` unless said otherwise). */
   runtime?: string;
   /** The zod schema every input must fit; checked at submit (every door) and again before `run`. */
@@ -96,6 +104,13 @@ export interface ActionSpec<S extends z.ZodType, O> {
    */
   concurrency?: { limit: number; key?: string };
   /**
+   * At most `perSecond` (or `perMinute`, 1 to 100,000) executions of this action are handed off
+   * per second (or minute), across every worker and executor; with `key`, a dotted path into the
+   * input, per distinct value there. The rest wait in Requested (waitingReason says so).
+   * Advertised by the worker; the executors decide it through a bucket stream (README: Rate limits).
+   */
+  rateLimit?: { perSecond?: number; perMinute?: number; key?: string };
+  /**
    * The work. Its return value (JSON) is the execution's result; a throw fails the attempt
    * (retried unless `ActionError({ retryable: false })` or `retry.nonRetryable` says otherwise).
    * Stop when `ctx.signal` aborts.
@@ -113,6 +128,8 @@ const BRAND = Symbol.for('baton.action-definition');
 export interface ActionDefinition<I = unknown, O = unknown, In = I> {
   /** Dotted lowercase name, e.g. `billing.charge`. */
   readonly name: string;
+  /** Present only when the definition declared one (absent means version 1). */
+  readonly version?: number;
   /** The runtime tag a worker must offer (`node` by default). */
   readonly runtime: string;
   /** The zod schema every input is checked against, before anything is stored. */
@@ -123,6 +140,7 @@ export interface ActionDefinition<I = unknown, O = unknown, In = I> {
   readonly scheduleToStartTimeoutMs?: number;
   readonly retry?: Readonly<RetryPolicy>;
   readonly concurrency?: Readonly<{ limit: number; key?: string }>;
+  readonly rateLimit?: Readonly<{ perSecond?: number; perMinute?: number; key?: string }>;
   /** Always async, whether the spec's run was or not. Call through `runAction`, which validates first. */
   run(input: I, ctx: ActionContext): Promise<O>;
   readonly [BRAND]: true;
@@ -155,6 +173,12 @@ const SpecShape = z.strictObject({
       'must be lowercase dotted segments like "core.noop" or "http.request": ' +
         'a namespace, then one or more ".part"s, using a-z, 0-9, _ and -',
     ),
+  version: z
+    .number({ error: `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2` })
+    .int(`must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .min(1, `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .max(MAX_ACTION_VERSION, `must be a whole number from 1 to ${MAX_ACTION_VERSION}, like 2`)
+    .optional(),
   runtime: z
     .string()
     .max(100)
@@ -175,6 +199,7 @@ const SpecShape = z.strictObject({
     })
     .optional(),
   concurrency: ConcurrencyPolicy.strict().optional(),
+  rateLimit: RateLimitPolicy.strict().optional(),
   run: z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function (input, ctx) => result'),
 });
 
@@ -187,6 +212,7 @@ const OPTION_ALIASES: Readonly<Record<string, string>> = {
   retries: 'retry',
   maxAttempts: 'retry',
   limit: 'concurrency',
+  actionVersion: 'version',
 };
 
 /**
@@ -199,10 +225,11 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     const name = typeof spec?.name === 'string' ? spec.name : '';
     throw new InvalidActionDefinitionError(name, zodProblems(parsed.error, SpecShape, OPTION_ALIASES));
   }
-  const { name, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency } = parsed.data;
+  const { name, version, runtime, timeoutMs, heartbeatTimeoutMs, stallTimeoutMs, scheduleToStartTimeoutMs, retry, concurrency, rateLimit } = parsed.data;
   const run = spec.run;
   return Object.freeze({
     name,
+    ...(version !== undefined && { version }),
     runtime,
     input: spec.input as z.ZodType<z.output<S>, z.input<S>>,
     // Only present keys, so a definition prints (and compares) without undefined noise.
@@ -212,6 +239,7 @@ export function defineAction<S extends z.ZodType, O>(spec: ActionSpec<S, O>): Ac
     ...(scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs }),
     ...(retry !== undefined && { retry: Object.freeze({ ...retry }) }),
     ...(concurrency !== undefined && { concurrency: Object.freeze({ ...concurrency }) }),
+    ...(rateLimit !== undefined && { rateLimit: Object.freeze({ ...rateLimit }) }),
     // `async` so a run that throws synchronously still yields a rejected promise.
     run: async (input: z.output<S>, ctx: ActionContext): Promise<Awaited<O>> => await run(input, ctx),
     [BRAND]: true as const,

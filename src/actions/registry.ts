@@ -11,6 +11,7 @@ import {
 } from './action.ts';
 import { runSignal } from './abort.ts';
 import { RetryBackoff, type ActionPolicy } from '../../schemas/worker-events.ts';
+import { offeredNames } from '../input/action-versions.ts';
 
 export interface ActionRegistry {
   /** The action called `name`, or undefined when this registry does not offer it. */
@@ -18,6 +19,8 @@ export interface ActionRegistry {
   has(name: string): boolean;
   /** Every action name, sorted: what WorkerStarted.actions and the liveness row advertise. */
   names(): string[];
+  /** What the liveness row lists: every name, and `name@version` for each action that declares a version. */
+  offers(): string[];
   /** Every runtime tag the actions need, sorted and unique. */
   runtimes(): string[];
   /** Each action's runtime, retry policy, timeouts and concurrency limit: what WorkerStarted advertises. */
@@ -49,6 +52,7 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
     get: (name) => byName.get(name),
     has: (name) => byName.has(name),
     names: () => [...names],
+    offers: () => names.flatMap((n) => offeredNames(n, byName.get(n)!.version)),
     runtimes: () => [...runtimes],
     policies: () => {
       const out: Record<string, ActionPolicy> = {};
@@ -56,11 +60,14 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
         out[a.name] = {
           // The executor labels the action's work messages with it.
           runtime: a.runtime,
+          // The version it runs, when it declares one (README: Versioned actions).
+          ...(a.version !== undefined && { version: a.version }),
           // The backoff only: nonRetryable is the worker's own business (it decides retryable).
           ...(a.retry && { retry: RetryBackoff.parse(a.retry) }),
           ...(a.scheduleToStartTimeoutMs !== undefined && { scheduleToStartTimeoutMs: a.scheduleToStartTimeoutMs }),
           ...(a.timeoutMs !== undefined && { timeoutMs: a.timeoutMs }),
           ...(a.concurrency && { concurrency: { ...a.concurrency } }),
+          ...(a.rateLimit && { rateLimit: { ...a.rateLimit } }),
         };
       }
       return out;

@@ -1,6 +1,8 @@
 // Per-request DataLoaders: every nested field of one kind that a query asks for (each
 // execution's events, each holder's heartbeat, each large value asked for whole) is read in one
 // query, not one per parent. Per request so nothing is cached between requests.
+import type { RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
+import { advertisedRateLimits } from '../liveness/rate-limit-wait.ts';
 import DataLoader from 'dataloader';
 import type pg from 'pg';
 import { DEFAULT_API_LIMITS } from '../config.ts';
@@ -37,6 +39,8 @@ export interface Loaders {
   eventValue(column: EventValueColumn): DataLoader<string, unknown>;
   /** action → the live workers offering it now (null: none), by a heartbeat within `staleAfterMs`. */
   offering(staleAfterMs: number): DataLoader<string, ActionOffer | null>;
+  /** action → the rate limit its workers advertise (null: none). */
+  rateLimit: DataLoader<string, RateLimitPolicy | null>;
 }
 
 export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST, valueCap = DEFAULT_API_LIMITS.maxValueBytes): Loaders {
@@ -85,6 +89,10 @@ export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST, v
     },
     executionValue: (column) => wholeValues({ table: 'executions', column }),
     eventValue: (column) => wholeValues({ table: 'events', column }),
+    rateLimit: new DataLoader(async (actions) => {
+      const limits = await advertisedRateLimits(pool, actions);
+      return actions.map((a) => limits.get(a) ?? null);
+    }),
     offering(staleAfterMs) {
       offeringLoader ??= new DataLoader(async (actions) => {
         const offers = await createLivenessStore(pool).offering(actions, staleAfterMs);

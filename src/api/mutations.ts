@@ -18,6 +18,7 @@ export interface SubmitArgs {
   idempotencyKey?: string | null;
   maxAttempts?: number | null;
   priority?: number | null;
+  actionVersion?: number | null;
   tags?: unknown;
 }
 
@@ -29,6 +30,7 @@ const asSubmission = (a: SubmitArgs): Submission => ({
   ...(a.maxAttempts != null && { maxAttempts: a.maxAttempts }),
   ...(a.priority != null && { priority: a.priority }),
   ...(a.tags != null && { tags: a.tags as Record<string, string> }),
+  ...(a.actionVersion != null && { actionVersion: a.actionVersion }),
 });
 
 /** Checked (src/runtime/submission.ts) before anything is appended: the same checks as `baton submit`. */

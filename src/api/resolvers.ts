@@ -2,7 +2,9 @@
 // (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
 import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
-import { waitingReason } from '../liveness/waiting-reason.ts';
+import { offerKey, waitingReason } from '../liveness/waiting-reason.ts';
+import { rateLimitReason } from '../liveness/rate-limit-wait.ts';
+import { rateBucketsOf } from '../runtime/rate-buckets.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
@@ -19,6 +21,7 @@ import { workflowListResolvers } from './workflow-list.ts';
 import { actionTimelineResolvers } from './action-timeline.ts';
 import { whatIfResolvers } from './what-if.ts';
 import { scheduleResolvers } from './schedules.ts';
+import { rateLimitResolvers } from './rate-limits.ts';
 import { mutationResolvers } from './mutations.ts';
 import {
   HELD_STATUSES,
@@ -110,6 +113,7 @@ export const resolvers = {
     ...workflowListResolvers.Query,
     ...actionTimelineResolvers.Query,
     ...scheduleResolvers.Query,
+    ...rateLimitResolvers.Query,
   },
 
   Execution: {
@@ -122,8 +126,11 @@ export const resolvers = {
     stalled: (row: ExecutionRow) => isStalled(row, Date.now()),
     async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       if (row.status !== 'Requested') return null;
-      const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(row.action);
-      return waitingReason(row, offer ?? undefined, Date.now());
+      const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(offerKey(row));
+      const reason = waitingReason(row, offer ?? undefined, Date.now());
+      if (reason !== null) return reason;
+      const policy = await ctx.loaders.rateLimit.load(row.action);
+      return policy && rateLimitReason(rateBucketsOf(ctx.runtime.store), { action: row.action, input: () => row.input }, policy, Date.now());
     },
     lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       const held = row.workerId !== null && (HELD_STATUSES as readonly string[]).includes(row.status);

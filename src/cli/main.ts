@@ -19,6 +19,7 @@ import { registerWorkflowCommands } from './workflow-commands.ts';
 import { registerEventStoreCommands } from './eventstore-command.ts';
 import { registerRetentionCommands } from './retention-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
+import { registerRateLimitCommands } from './ratelimit-command.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
 function packageVersion(): string {
@@ -43,14 +44,15 @@ const program = new Command('baton')
 program
   .command('submit')
   .description('request an execution of an action (checked as the API checks it: a known action, input that fits its schema), or many from an NDJSON file')
-  .argument('[action]', 'action name, e.g. core.noop (not with --file)')
+  .argument('[action]', 'action name, e.g. core.noop; name@version (core.echo@2) pins a version (not with --file)')
   .option('--input <json>', 'action input as JSON (default: null)', jsonOption('--input'))
   .option('--actions <module>', 'a module exporting more actions, so theirs can be submitted (the built-ins are always known)')
   .option('--key <key>', 'idempotency key: the same key and request return the first execution')
   .option('--max-attempts <n>', 'attempts before the execution is abandoned (1 to 1000)', integerOption('--max-attempts'))
   .option('--priority <n>', 'higher is scheduled first, first come first served within a priority (an integer from -2147483648 to 2147483647, default 0)', integerOption('--priority'))
+  .option('--action-version <n>', 'run every attempt on this version of the action (a whole number from 1; default: the newest a live worker offers)', integerOption('--action-version'))
   .option('--tag <key=value>', 'a tag to find it by (`baton list --tag`), repeatable; with --file, added to every line', tagOption('--tag'))
-  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?}')
+  .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?, "actionVersion"?}')
   .addOption(new Option('--batch-size <n>', 'with --file: lines per batch (one transaction each), 1 to 1000').argParser(intFrom(1, 1_000)).default(500))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
   .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
@@ -60,7 +62,7 @@ program
       if (action === undefined) throw new BatonError('submit: give an action (`baton submit core.noop`) or --file <ndjson>');
       return (await import('./run/submit.ts')).submitCommand(action, o);
     }
-    const single = ['input', 'key', 'maxAttempts', 'priority', 'wait', 'timeout'].filter((k) => o[k] !== undefined);
+    const single = ['input', 'key', 'maxAttempts', 'priority', 'actionVersion', 'wait', 'timeout'].filter((k) => o[k] !== undefined);
     if (action !== undefined) throw new BatonError(`submit: give an action or --file, not both (each line of the file names its action)`);
     if (single.length > 0) throw new BatonError(`submit --file: ${single.map((k) => cmd.options.find((opt) => opt.attributeName() === k)!.long).join(', ')} belong${single.length === 1 ? 's' : ''} on each line of the file, not on the command line`);
     return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json });
@@ -258,6 +260,7 @@ registerWorkflowCommands(program);
 registerEventStoreCommands(program);
 registerRetentionCommands(program);
 registerScheduleCommands(program);
+registerRateLimitCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -12,6 +12,7 @@ import { loadConfig } from '../config.ts';
 import { BatonError, NotFoundError } from '../errors.ts';
 import { START } from '../eventstore/event-store.ts';
 import { InvalidInputError } from '../input/errors.ts';
+import { versionShown } from '../input/action-versions.ts';
 import { createLogger } from '../log.ts';
 import { executionTimeline } from '../replay/execution-history.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
@@ -50,6 +51,7 @@ export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot,
     owner: c.owner,
     workerId: c.workerId ?? undefined,
     priority: c.priority,
+    actionVersion: versionShown(c) ?? undefined,
     idempotencyKey: c.idempotencyKey,
     requestedAt: c.requestedAt,
     finishedAt: c.finishedAt,
@@ -89,6 +91,7 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
       ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
       ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
       ...(options.priority !== undefined && { priority: options.priority }),
+      ...(options.actionVersion !== undefined && { actionVersion: options.actionVersion }),
       ...(options.tags !== undefined && { tags: options.tags }),
     };
     return checkSubmission(registryFor(action), s, names);

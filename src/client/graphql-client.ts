@@ -10,7 +10,7 @@ import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
 import { FINAL_STATUSES, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitOptions } from './types.ts';
 
-const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority idempotencyKey requestedAt finishedAt`;
+const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey requestedAt finishedAt`;
 
 interface ExecutionRowJson {
   id: string;
@@ -25,6 +25,7 @@ interface ExecutionRowJson {
   owner: string;
   workerId: string | null;
   priority: number | null;
+  actionVersion: number | null;
   idempotencyKey: string | null;
   requestedAt: string;
   finishedAt: string | null;
@@ -44,6 +45,7 @@ function viewOfRow(r: ExecutionRowJson): ExecutionView {
     owner: r.owner,
     workerId: r.workerId ?? undefined,
     priority: r.priority ?? undefined,
+    actionVersion: r.actionVersion ?? undefined,
     idempotencyKey: r.idempotencyKey ?? undefined,
     requestedAt: r.requestedAt,
     finishedAt: r.finishedAt ?? undefined,
@@ -103,11 +105,12 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
       ...(options.priority !== undefined && { priority: options.priority }),
       ...(options.tags !== undefined && { tags: options.tags }),
+      ...(options.actionVersion !== undefined && { actionVersion: options.actionVersion }),
     };
   }
 
-  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $tags: JSON) {
-    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, tags: $tags) { executionId created status }
+  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $tags: JSON, $actionVersion: Int) {
+    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, tags: $tags, actionVersion: $actionVersion) { executionId created status }
   }`;
 
   async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {

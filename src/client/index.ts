@@ -15,7 +15,7 @@ import type { BatonClient, ClientOptions, ExecutionStatus, SubmitItem, SubmitOpt
 export * from './types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 
-const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'tags'] as const;
+const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion', 'tags'] as const;
 // Execution ids are UUIDs (random, or derived from an idempotency key), as the API's uuidArg requires.
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -45,6 +45,8 @@ export interface ExecutionView<O = unknown> {
   /** The worker holding (or that last held) it. */
   workerId: string | undefined;
   priority: number | undefined;
+  /** The action version its latest attempt was handed off to run; before any handoff, its pin; undefined when neither. */
+  actionVersion: number | undefined;
   idempotencyKey: string | undefined;
   /** ISO 8601. */
   requestedAt: string;
@@ -77,6 +79,8 @@ export interface SubmitOptions {
   priority?: number;
   /** Attempts in total, 1 to 1000 (default: the action's retry.maxAttempts, else BATON_MAX_ATTEMPTS). */
   maxAttempts?: number;
+  /** Run every attempt on this version of the action (a whole number from 1); default: the newest a live worker offers at each handoff. */
+  actionVersion?: number;
   /**
    * Your own string key-values to find executions by (`baton list --tag k=v`, GraphQL
    * `executions(filter: {tags})`): at most 32, keys of 1 to 64 letters, digits and `_ . : / -`,

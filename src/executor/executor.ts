@@ -22,9 +22,11 @@ import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.
 import type { WorkMessage, WorkTransport } from '../transport/work-transport.ts';
 import { createExecutorMetrics } from './executor-metrics.ts';
 import { createMonitor } from './monitor/index.ts';
-import { plan, type Placement } from './placement.ts';
+import { plan } from './placement.ts';
+import { createRateLimits, type Admitted } from './rate-limits.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
+import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
@@ -108,6 +110,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const directory = cachedDirectory(o.workers, 250, now);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
+  const inputOf = (executionId: string): unknown => runtime.cached(executionId)?.snapshot.context.input;
+  const rateLimits = createRateLimits({ store: o.store, log, now, wake: () => kick(), ...(o.registry && { registry: o.registry }) });
   const metrics = o.registry && createExecutorMetrics(o.registry, view, transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
   const runtimeOf = (action: string): string => view.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;
@@ -197,7 +201,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list()).filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs));
-    const placements = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket) });
+    const planned = plan({ now: now(), queue: view.queue, workers, loadOf: (id) => view.loadOf(id), freeSlots: (action, bucket) => view.freeSlots(action, bucket), admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf) });
+    const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, inputOf);
     const messages = await handOff(placements);
     if (messages.length === 0) return;
     // Only after the handoffs are stored (state before queue). The next pass need not wait for
@@ -220,21 +225,23 @@ export function startExecutor(o: ExecutorOptions): Executor {
    * Append the placements' handoffs, HANDOFFS_PER_APPEND to one appendMany, each decided on the
    * cached snapshot (no load), and say what to publish: the handoffs that were stored.
    */
-  async function handOff(placements: Placement[]): Promise<WorkMessage[]> {
+  async function handOff(placements: Admitted[]): Promise<WorkMessage[]> {
     const messages: WorkMessage[] = [];
     for (let from = 0; from < placements.length; from += HANDOFFS_PER_APPEND) {
-      const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId }) => {
+      const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId, actionVersion, notAfter }) => {
         const handoffEventId = randomUUID();
         const policy = view.policyOf(execution.action);
         const made = { attempt: 0 };
         const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
-        const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] => {
+        const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] | undefined => {
+          // Too long after its rate-limit grant: the token lapses (rate-limits.ts); a later pass grants another.
+          if (notAfter !== undefined && now() >= notAfter) return undefined;
           const c = s!.context;
           made.attempt = c.attempt;
           const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
           return [
             { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...handoffVersion(execution.version, actionVersion) }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
           ];
         };
         return { execution, workerId, handoffEventId, made, trace, request: { id: execution.executionId, commands } };
@@ -307,6 +314,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       clearInterval(monitorTimer);
       clearTimeout(retryTimer);
       clearTimeout(safetyTimer);
+      rateLimits.stop();
       if (owned) await follower.stop();
       for (const off of unsubscribe) off();
       await deadLetters?.stop();

@@ -8,10 +8,17 @@
 //   - a worker gets no more than its free capacity; the least loaded worker that offers the
 //     action is chosen; one that let an earlier attempt expire unstarted only when no other
 //     live worker offers the action;
-//   - an action no fit worker has room for is skipped whole, without visiting its executions.
+//   - an action no fit worker has room for is skipped whole, without visiting its executions;
+//   - an execution goes only to a worker offering the version it runs: its pin, else the newest
+//     a fit worker offers (version-choice.ts); the queue keeps each pin in a heap of its own, so
+//     executions pinned to a version no fit worker offers are skipped whole, like an action's,
+//     while the bucket's free slots are shared by all its heaps;
+//   - an execution `admits` refuses (no rate-limit token for it) is skipped, and its room goes to
+//     the next one (test/unit/placement-admits.test.ts).
 // Cost: O(buckets with due work + placed × log), not O(waiting): the queue's heaps hand out
 // executions in order, and a pass stops taking from a bucket or an action as soon as it is full.
 import { Heap } from './heap.ts';
+import { versionChooser } from './version-choice.ts';
 import { ahead, type Waiting, type WaitingExecution, type WaitingQueue } from './waiting-queue.ts';
 
 /** A worker that may take work now: not draining, heartbeating, announced (src/executor/worker-directory.ts). */
@@ -24,6 +31,8 @@ export interface PlacementWorker {
 export interface Placement {
   execution: WaitingExecution;
   workerId: string;
+  /** The action version it runs there (version-choice.ts). */
+  actionVersion: number;
 }
 
 export interface PlanInput {
@@ -34,14 +43,24 @@ export interface PlanInput {
   loadOf(workerId: string): number;
   /** Slots the bucket has free now; Infinity when its action has no limit. */
   freeSlots(action: string, bucket: string): number;
+  /**
+   * Whether this execution may be placed in this pass (false: its rate-limit bucket has no token
+   * as far as the executor knows: rate-limits.ts). Asked in placement order, once per execution
+   * placed; a bucket's executions refused more than MAX_REFUSED times in a pass are left for the next.
+   */
+  admits?(execution: WaitingExecution): boolean;
 }
 
+/** Refusals by `admits` one bucket may take in a pass before the rest of it waits for the next (keeps a pass O(placed), not O(waiting)). */
+const MAX_REFUSED = 1_024;
+
 interface Cursor {
+  /** The heap it takes from (WaitingQueue.dueBuckets). */
+  key: string;
   bucket: string;
   action: string;
+  version: number | undefined;
   head: Waiting;
-  /** Slots of the bucket this pass may still fill. */
-  left: number;
 }
 
 export function plan(input: PlanInput): Placement[] {
@@ -57,33 +76,56 @@ export function plan(input: PlanInput): Placement[] {
       list.push(w);
     }
   }
-  const hasRoom = (action: string) => offering.get(action)?.some((w) => room.get(w.workerId)! > 0) ?? false;
+  const versionFor = versionChooser((action) => offering.get(action) ?? []);
+  // A bucket's heaps (one per pinned version) share its free slots within the pass.
+  const left = new Map<string, number>();
+  const slotsLeft = (action: string, bucket: string): number => {
+    let n = left.get(bucket);
+    if (n === undefined) left.set(bucket, (n = input.freeSlots(action, bucket)));
+    return n;
+  };
+  /** Some worker offering the version such an execution runs on has room (none for a pin nobody offers). */
+  const hasRoom = (action: string, version: number | undefined) => versionFor(action, version)?.workers.some((w) => room.get(w.workerId)! > 0) ?? false;
+  const mayTake = (c: Omit<Cursor, 'head'>) => slotsLeft(c.action, c.bucket) > 0 && hasRoom(c.action, c.version);
 
   const cursors = new Heap<Cursor>((a, b) => ahead(a.head.w, b.head.w));
   const taken: Waiting[] = [];
   const takeNext = (c: Omit<Cursor, 'head'>) => {
-    const head = queue.take(c.bucket);
+    const head = queue.take(c.key);
     if (!head) return;
     taken.push(head);
     cursors.push({ ...c, head });
   };
-  for (const [bucket, action] of queue.dueBuckets()) {
-    const left = input.freeSlots(action, bucket);
-    if (left > 0 && hasRoom(action)) takeNext({ bucket, action, left });
+  for (const [key, action, bucket, version] of queue.dueBuckets()) {
+    const c = { key, action, bucket, version };
+    if (mayTake(c)) takeNext(c);
   }
 
   const placed: Placement[] = [];
+  const refused = new Map<string, number>();
   for (let c = cursors.pop(); c; c = cursors.pop()) {
-    const worker = chooseWorker(c.head.w, offering.get(c.action) ?? [], room);
+    const { head, ...from } = c;
+    // Another heap of its bucket (another pin) may have filled the bucket since this was taken.
+    if (slotsLeft(c.action, c.bucket) <= 0) continue;
+    if (input.admits && !input.admits(head.w)) {
+      // Not this one (no token for it): the next of its heap may have one (another key).
+      const n = (refused.get(c.key) ?? 0) + 1;
+      refused.set(c.key, n);
+      if (n < MAX_REFUSED && mayTake(from)) takeNext(from);
+      continue;
+    }
+    const choice = versionFor(c.action, c.version);
+    const worker = choice && chooseWorker(head.w, choice.workers, room);
     if (!worker) {
       // No room for this one (its workers are full, or only ones it must avoid have room); the
       // next of its bucket may still fit elsewhere.
-      if (c.left > 0 && hasRoom(c.action)) takeNext({ bucket: c.bucket, action: c.action, left: c.left });
+      if (mayTake(from)) takeNext(from);
       continue;
     }
-    placed.push({ execution: c.head.w, workerId: worker.workerId });
+    placed.push({ execution: head.w, workerId: worker.workerId, actionVersion: choice.version });
     room.set(worker.workerId, room.get(worker.workerId)! - 1);
-    if (c.left - 1 > 0 && hasRoom(c.action)) takeNext({ bucket: c.bucket, action: c.action, left: c.left - 1 });
+    left.set(c.bucket, slotsLeft(c.action, c.bucket) - 1);
+    if (mayTake(from)) takeNext(from);
   }
   // Nothing leaves the queue here: a placed execution leaves when its SchedulingStarted is applied.
   for (const w of taken) queue.putBack(w);

@@ -179,7 +179,7 @@ export class SchedulingView {
     }
     if (phase === 'waiting') {
       const notBefore = c.retryAt ? Date.parse(c.retryAt) : 0;
-      this.#waiting.add({ executionId: id, action: e.action, priority: e.priority, seq: e.seq, notBefore, since: Math.max(e.since, notBefore), avoid: [...e.avoid], bucket: e.bucket });
+      this.#waiting.add({ executionId: id, action: e.action, priority: e.priority, seq: e.seq, notBefore, since: Math.max(e.since, notBefore), avoid: [...e.avoid], bucket: e.bucket, ...(c.pinnedVersion !== undefined && { version: c.pinnedVersion }) });
     }
     if (phase === 'handed-off' && !e.handoff) throw new Error(`execution ${id} is Scheduled but no ExecutionHandedOff was seen (${change.source})`);
   }

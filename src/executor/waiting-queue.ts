@@ -19,6 +19,8 @@ export interface WaitingExecution {
   avoid: readonly string[];
   /** The concurrency bucket (action and key) whose slot scheduling it takes. */
   bucket: string;
+  /** The action version the submission pinned; absent: the newest a live worker offers. */
+  version?: number;
 }
 
 /** One waiting execution as the heaps hold it; `live` is false once it left the queue. */
@@ -29,11 +31,21 @@ export interface Waiting {
   due: boolean;
 }
 
+/**
+ * The heap an execution waits in: its concurrency bucket, split by pinned version, so a pass
+ * skips executions pinned to a version no worker offers without visiting them one by one.
+ */
+const queueKey = (w: WaitingExecution): string => (w.version === undefined ? w.bucket : `${w.bucket}\u0000@${w.version}`);
+
 /** Higher priority first, then the earlier arrival. */
 export const ahead = (a: WaitingExecution, b: WaitingExecution): boolean => a.priority > b.priority || (a.priority === b.priority && a.seq < b.seq);
 
 interface Bucket {
   action: string;
+  /** The concurrency bucket whose slots its executions take. */
+  bucket: string;
+  /** The version its executions are pinned to; undefined: unpinned. */
+  version: number | undefined;
   heap: Heap<Waiting>;
   /** Live entries in the heap. */
   due: number;
@@ -65,9 +77,10 @@ export class WaitingQueue {
     if (!entry) return;
     entry.live = false;
     if (entry.due) {
-      const b = this.#buckets.get(entry.w.bucket)!;
+      const key = queueKey(entry.w);
+      const b = this.#buckets.get(key)!;
       // An emptied bucket goes, with whatever dead entries its heap still held (a key per tenant adds up).
-      if (--b.due === 0) this.#buckets.delete(entry.w.bucket);
+      if (--b.due === 0) this.#buckets.delete(key);
     }
     this.#entries.delete(executionId);
     const ids = this.#byAction.get(entry.w.action);
@@ -98,21 +111,21 @@ export class WaitingQueue {
     return undefined;
   }
 
-  /** Buckets with due executions, and their action. */
-  *dueBuckets(): Iterable<[bucket: string, action: string]> {
-    for (const [bucket, b] of this.#buckets) if (b.due > 0) yield [bucket, b.action];
+  /** Heaps with due executions: the key `take` takes from, their action, concurrency bucket and pinned version. */
+  *dueBuckets(): Iterable<[key: string, action: string, bucket: string, version: number | undefined]> {
+    for (const [key, b] of this.#buckets) if (b.due > 0) yield [key, b.action, b.bucket, b.version];
   }
 
-  /** Take the bucket's first due execution out of its heap (the planner puts back what it took). */
-  take(bucket: string): Waiting | undefined {
-    const b = this.#buckets.get(bucket);
+  /** Take the first due execution of a heap (a key from dueBuckets) out of it (the planner puts back what it took). */
+  take(key: string): Waiting | undefined {
+    const b = this.#buckets.get(key);
     for (let top = b?.heap.pop(); top; top = b!.heap.pop()) if (top.live) return top;
     return undefined;
   }
 
   /** Return what `take` took: it waits on, in its place, unless it left the queue meanwhile. */
   putBack(entry: Waiting): void {
-    if (entry.live && entry.due) this.#buckets.get(entry.w.bucket)?.heap.push(entry);
+    if (entry.live && entry.due) this.#buckets.get(queueKey(entry.w))?.heap.push(entry);
   }
 
   values(): IterableIterator<Waiting> {
@@ -130,8 +143,9 @@ export class WaitingQueue {
   }
 
   #makeDue(entry: Waiting): void {
-    let b = this.#buckets.get(entry.w.bucket);
-    if (!b) this.#buckets.set(entry.w.bucket, (b = { action: entry.w.action, heap: new Heap((x, y) => ahead(x.w, y.w)), due: 0 }));
+    const key = queueKey(entry.w);
+    let b = this.#buckets.get(key);
+    if (!b) this.#buckets.set(key, (b = { action: entry.w.action, bucket: entry.w.bucket, version: entry.w.version, heap: new Heap((x, y) => ahead(x.w, y.w)), due: 0 }));
     entry.due = true;
     b.due++;
     b.heap.push(entry);

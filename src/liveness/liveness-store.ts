@@ -90,7 +90,11 @@ export interface LivenessStore {
    * then in_flight, then worker id).
    */
   candidates(action: string, staleAfterMs: number): Promise<WorkerLiveness[]>;
-  /** Per action asked for, the live workers that offer it (an action nobody offers is absent). */
+  /**
+   * Per action asked for, the live workers that offer it (an action nobody offers is absent).
+   * `name@N` asks for the workers offering version N: for N = 1 that includes those listing the
+   * bare name and no version (src/input/action-versions.ts).
+   */
   offering(actions: readonly string[], staleAfterMs: number): Promise<Map<string, ActionOffer>>;
 }
 
@@ -192,9 +196,15 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
     async offering(actions, staleAfterMs) {
       checkStaleAfter('offering', staleAfterMs);
       if (actions.length === 0) return new Map();
+      // A worker listing a bare name and no `name@…` offers version 1 of it: asked only when a version is.
+      const names = actions.some((a) => a.includes('@'))
+        ? `(SELECT x FROM unnest(l.actions) x
+             UNION SELECT x || '@1' FROM unnest(l.actions) x
+              WHERE strpos(x, '@') = 0 AND NOT EXISTS (SELECT 1 FROM unnest(l.actions) y WHERE starts_with(y, x || '@')))`
+        : 'unnest(l.actions)';
       const { rows } = await pool.query<{ action: string; ready: number; draining: number }>(
         `SELECT a.action, count(*) FILTER (WHERE NOT l.draining)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining
-           FROM baton_worker_liveness l CROSS JOIN LATERAL unnest(l.actions) AS a(action)
+           FROM baton_worker_liveness l CROSS JOIN LATERAL ${names} AS a(action)
           WHERE a.action = ANY($1::text[]) AND l.heartbeat_at > now() - $2::float8 * interval '1 millisecond'
           GROUP BY a.action`,
         [actions, staleAfterMs],

@@ -6,6 +6,8 @@ import type { ActionOffer, LivenessStore } from './liveness-store.ts';
 export interface ExecutionWaitState {
   status: string;
   action: string;
+  /** The action version the submission pinned: only workers offering it count. */
+  pinnedVersion?: number | null;
   /** ISO: a retry may not be scheduled before it. */
   retryAt: string | null | undefined;
 }
@@ -20,12 +22,17 @@ export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefi
   if (e.retryAt && Date.parse(e.retryAt) > now) return `retry backoff until ${new Date(e.retryAt).toISOString()}`;
   if ((offer?.ready ?? 0) > 0) return null;
   const draining = offer?.draining ?? 0;
-  return `no live worker offers action "${e.action}"${draining > 0 ? ` (${draining} draining)` : ''}`;
+  const version = e.pinnedVersion != null ? ` at version ${e.pinnedVersion} (pinned)` : '';
+  return `no live worker offers action "${e.action}"${version}${draining > 0 ? ` (${draining} draining)` : ''}`;
 }
+
+/** What to ask the liveness table for: the action, or `name@version` for a pinned execution. */
+export const offerKey = (e: Pick<ExecutionWaitState, 'action' | 'pinnedVersion'>): string => (e.pinnedVersion != null ? `${e.action}@${e.pinnedVersion}` : e.action);
 
 /** The reason for one execution now, asking the liveness table only when it waits in Requested. */
 export async function waitingReasonNow(liveness: Pick<LivenessStore, 'offering'>, e: ExecutionWaitState, staleAfterMs: number): Promise<string | null> {
   if (e.status !== 'Requested') return null;
-  const offer = (await liveness.offering([e.action], staleAfterMs)).get(e.action);
+  const key = offerKey(e);
+  const offer = (await liveness.offering([key], staleAfterMs)).get(key);
   return waitingReason(e, offer, Date.now());
 }

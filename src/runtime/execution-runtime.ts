@@ -33,6 +33,8 @@ export interface SubmitRequest {
   maxAttempts?: number;
   idempotencyKey?: string;
   priority?: number;
+  /** Pin the action version every attempt runs on; absent: the newest a live worker offers at each handoff. */
+  actionVersion?: number;
   parentId?: string;
   workflowId?: string;
   correlationId?: string;
@@ -72,7 +74,7 @@ export interface SubmitResult {
 export type SubmitOutcome = { ok: true; result: SubmitResult } | { ok: false; error: Error };
 
 /** The fields an idempotency key's second use must repeat exactly. */
-const KEYED_FIELDS = ['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId', 'tags'] as const;
+const KEYED_FIELDS = ['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId', 'tags', 'actionVersion'] as const;
 
 // Streams read at once when a batch's keys find earlier executions (a file submitted again).
 const EXISTING_READS_IN_FLIGHT = 16;
@@ -146,6 +148,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
           ...(request.priority !== undefined ? { priority: request.priority } : {}),
           ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
           ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
+          ...(request.actionVersion !== undefined ? { actionVersion: request.actionVersion } : {}),
           ...(request.tags !== undefined && Object.keys(request.tags).length > 0 ? { tags: request.tags } : {}),
         },
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),

@@ -13,16 +13,20 @@ import { InvalidInputError, under, type InputProblem } from '../input/errors.ts'
 import { nearestName } from '../input/nearest.ts';
 import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
+import { actionVersionProblem, splitActionRef } from '../input/action-versions.ts';
 import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
 
 /** What a person asks for. */
 export interface Submission {
+  /** The action's name; `name@version` pins a version, like `actionVersion`. */
   action: string;
   /** Missing means JSON null. */
   input?: unknown;
   idempotencyKey?: string;
   maxAttempts?: number;
   priority?: number;
+  /** Pin the action version every attempt runs on (README: Versioned actions); absent: the newest a live worker offers. */
+  actionVersion?: number;
   /** String key-values to find it by (src/input/tags.ts). */
   tags?: Record<string, string>;
 }
@@ -30,7 +34,7 @@ export interface Submission {
 /** The names a front door gives each field, for its error messages. Default: the GraphQL argument names. */
 export type SubmissionNames = Record<keyof Submission, string>;
 
-export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', tags: 'tags' };
+export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', idempotencyKey: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', tags: 'tags', actionVersion: 'actionVersion' };
 
 /** The names of a batch's item `index`, under `argument`: `inputs.3.input.ms`. */
 export const apiItemNames = (argument: string) => (index: number): SubmissionNames =>
@@ -47,13 +51,23 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
   const problems: InputProblem[] = [];
   const problem = (field: keyof Submission, message: string | undefined) => message && problems.push({ path: names[field], message });
 
-  const actionText = textProblem(s.action, { required: true, maxLength: SUBMISSION_LIMITS.actionLength });
+  let actionText = textProblem(s.action, { required: true, maxLength: SUBMISSION_LIMITS.actionLength });
+  // `name@version` is the same pin as actionVersion, in one word (`baton submit core.echo@2`).
+  const ref = actionText ? undefined : splitActionRef(s.action);
+  if (ref && 'problem' in ref) actionText = ref.problem;
   problem('action', actionText);
-  const action = actionText ? undefined : actions.get(s.action);
+  const name = ref && 'action' in ref ? ref.action : s.action;
+  let version = s.actionVersion;
+  if (version !== undefined) problem('actionVersion', actionVersionProblem(version));
+  if (ref && 'version' in ref && ref.version !== undefined) {
+    if (version !== undefined && version !== ref.version) problem('actionVersion', `${version} contradicts the version in ${names.action} "${printable(s.action, 100)}"`);
+    version = ref.version;
+  }
+  const action = actionText ? undefined : actions.get(name);
   if (!actionText && !action) {
     const known = actions.names();
-    const near = nearestName(s.action, known);
-    problems.push({ path: names.action, message: `unknown action "${printable(s.action, 100)}"${near ? `; did you mean "${near}"?` : ''}`, known: { what: 'actions', names: known } });
+    const near = nearestName(name, known);
+    problems.push({ path: names.action, message: `unknown action "${printable(name, 100)}"${near ? `; did you mean "${near}"?` : ''}`, known: { what: 'actions', names: known } });
   }
   const input = s.input === undefined ? null : s.input;
   const inputProblems = jsonProblems(input);
@@ -71,6 +85,7 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
     ...(s.idempotencyKey !== undefined && { idempotencyKey: s.idempotencyKey }),
     ...(s.maxAttempts !== undefined && { maxAttempts: s.maxAttempts }),
     ...(s.priority !== undefined && { priority: s.priority }),
+    ...(version !== undefined && { actionVersion: version }),
     ...(s.tags !== undefined && Object.keys(s.tags).length > 0 && { tags: s.tags }),
   };
 }

@@ -113,7 +113,7 @@ export function checkScheduleRequest(
   // --- target
   let target: ScheduleTarget | undefined = current?.target;
   // Schedules carry no tags of their own (yet): the name is only for the shape.
-  const submissionNames: SubmissionNames = { action: names.action, input: names.input, idempotencyKey: names.id, maxAttempts: names.maxAttempts, priority: names.priority, tags: 'tags' };
+  const submissionNames: SubmissionNames = { action: names.action, input: names.input, idempotencyKey: names.id, maxAttempts: names.maxAttempts, priority: names.priority, tags: 'tags', actionVersion: names.action };
   if (r.action !== undefined && r.workflow !== undefined) problem('workflow', `give either ${names.action} or ${names.workflow}, not both`);
   else if (r.workflow !== undefined) {
     for (const f of ['input', 'maxAttempts', 'priority'] as const) if (r[f] !== undefined) problem(f, `applies to ${names.action} only (a workflow's steps carry their own)`);
@@ -133,6 +133,8 @@ export function checkScheduleRequest(
         },
         submissionNames,
       );
+      // A schedule's target does not carry a version pin yet: refused rather than dropped.
+      if (s.actionVersion !== undefined) problem('action', 'a schedule cannot pin an action version (name@version) yet; its ticks run on the newest a live worker offers');
       target = { kind: 'action', action: s.action, input: (s.input ?? null) as never, ...(s.maxAttempts !== undefined && { maxAttempts: s.maxAttempts }), ...(s.priority !== undefined && { priority: s.priority }) };
     } catch (err) {
       if (err instanceof InvalidInputError) problems.push(...err.problems);

@@ -8,6 +8,7 @@ import { TAG_LIMITS, tagsProblems } from '../input/tags.ts';
 import type { Logger } from 'pino';
 import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
+import { DEFAULT_ACTION_VERSION } from '../input/action-versions.ts';
 import { describeProblem, refuseAny, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionTimeoutError } from '../actions/registry.ts';
@@ -184,6 +185,20 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
   }
 
   const action = deps.actions.get(ctx.action);
+  const handed = ctx.actionVersion ?? DEFAULT_ACTION_VERSION;
+  if (action && (action.version ?? DEFAULT_ACTION_VERSION) !== handed) {
+    // Handed off for another version than this process runs (the id restarted with new code in
+    // between): the machine would refuse our start, so hand the baton back for the right fleet.
+    try {
+      const reason = `worker ${workerId} runs ${ctx.action}@${action.version ?? DEFAULT_ACTION_VERSION}, not version ${handed}`;
+      await runtime.dispatch(message.executionId, { type: 'OwnershipReleased', data: { reason }, by: me }, { known: loaded });
+      deps.onFinished?.('released');
+    } catch (err) {
+      if (!(err instanceof RejectedCommandError)) throw err;
+    }
+    await delivery.term();
+    return;
+  }
   // The start-to-close deadline travels in ExecutionStarted: the history says which limit applies.
   const startToCloseMs = action?.timeoutMs ?? deps.startToCloseMs ?? 10 * 60_000;
   const deadline = new Date(Date.now() + startToCloseMs).toISOString();
@@ -192,7 +207,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
     const stall = action?.stallTimeoutMs;
     started = await append(
       message.executionId,
-      { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline, ...(stall !== undefined && { stallTimeoutMs: stall }) }, by: me },
+      { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline, ...(stall !== undefined && { stallTimeoutMs: stall }), ...(action?.version !== undefined && { actionVersion: action.version }) }, by: me },
       { known: loaded },
     );
   } catch (err) {

@@ -109,13 +109,16 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const metrics = o.registry ? workerMetrics(o.registry) : undefined;
   metrics?.running.set(workerId, running);
   const actions = o.actions.names();
+  // The liveness row also lists `name@version` for versioned actions: the executor's directory
+  // reads each live worker's version from it (src/executor/version-choice.ts).
+  const offers = o.actions.offers();
   const runtimes = o.actions.runtimes();
 
   const policies = o.actions.policies();
   // Take the id before announcing it: two live processes under one id would share a stream,
   // a liveness row and a queue, and each would take the other's work for its own.
   const claim = await o.liveness.claim(
-    { workerId, actions, runtimes, capacity, inFlight: 0, draining: true, pid: process.pid, host: os.hostname() },
+    { workerId, actions: offers, runtimes, capacity, inFlight: 0, draining: true, pid: process.pid, host: os.hostname() },
     { staleAfterMs: o.staleAfterMs ?? staleAfterMs(o.heartbeatIntervalMs), holderIsGone },
   );
   if (!claim.claimed) throw new WorkerIdInUseError(workerId, claim.holder);
@@ -136,7 +139,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const lifecycle = workerLifecycle({ workers, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
-    state: () => ({ workerId, actions, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),
+    state: () => ({ workerId, actions: offers, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),
     intervalMs: heartbeatIntervalMs,
     log,
     afterBeat: lifecycle.afterBeat,

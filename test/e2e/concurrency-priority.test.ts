@@ -87,6 +87,7 @@ describe(`concurrency limits and priorities (${natsUrl ? 'nats' : 'postgres'} tr
   /** Every execution event so far, in the store's commit order. */
   async function allEvents(): Promise<StoredEvent[]> {
     const out: StoredEvent[] = [];
+    await store.settled?.(); // what another test file's open transaction holds back in readAll's order
     let after = START;
     for (;;) {
       const batch = await store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX] });

@@ -203,4 +203,20 @@ describe('the other commands’ options', { timeout: 120_000 }, () => {
       await fs.rm(dir, { recursive: true, force: true });
     }
   });
+  it('pins an action version with name@version or --action-version, shows it in status --json, and refuses a bad one naming the option', async () => {
+    const pinned = await baton('submit', 'core.echo@2', '--json');
+    expect(pinned.code, pinned.stderr).toBe(0);
+    const { executionId, actionVersion } = JSON.parse(pinned.stdout) as { executionId: string; actionVersion: number };
+    expect(actionVersion).toBe(2);
+    const byOption = JSON.parse((await baton('submit', 'core.echo', '--action-version', '3', '--json')).stdout) as { executionId: string };
+    const store = createPostgresEventStore(db().pool);
+    expect((await store.readStream(executionStreamId(byOption.executionId)))[0]!.data).toMatchObject({ action: 'core.echo', actionVersion: 3 });
+    const status = await baton('status', executionId, '--json');
+    expect(JSON.parse(status.stdout)).toMatchObject({ status: 'Requested', actionVersion: 2, waiting: 'no live worker offers action "core.echo" at version 2 (pinned)' });
+    await expectAllRefused([
+      [['submit', 'core.echo', '--action-version', '0'], '--action-version: ', /whole number from 1 to 1000000/],
+      [['submit', 'core.echo@x'], 'action: ', /the version after "@" must be a whole number/],
+      [['submit', 'core.echo@2', '--action-version', '3'], '--action-version: ', /contradicts the version in action "core\.echo@2"/],
+    ]);
+  });
 });

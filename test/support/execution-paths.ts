@@ -48,13 +48,23 @@ export const ev = {
   /** With `maxAttempts`, the attempt limit the executor records for this attempt. */
   schedulingStarted: (o: At & { maxAttempts?: number } = {}) =>
     build('SchedulingStarted', o.maxAttempts === undefined ? {} : { maxAttempts: o.maxAttempts }, 'executor', o.at ?? at(1)),
-  handedOff: (workerId: string, attempt: number, o: At & { deadline?: string } = {}) =>
-    build('ExecutionHandedOff', { workerId, attempt, deadline: o.deadline ?? at(32) }, 'executor', o.at ?? at(2)),
-  /** `deadline: null` leaves the start-to-close deadline out. */
-  started: (workerId: string, attempt: number, o: At & { deadline?: string | null } = {}) =>
+  /** With `actionVersion`, the action version the attempt is handed off to run. */
+  handedOff: (workerId: string, attempt: number, o: At & { deadline?: string; actionVersion?: number } = {}) =>
+    build(
+      'ExecutionHandedOff',
+      { workerId, attempt, deadline: o.deadline ?? at(32), ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }) },
+      'executor',
+      o.at ?? at(2),
+    ),
+  /** `deadline: null` leaves the start-to-close deadline out; `actionVersion`, the version the worker runs. */
+  started: (workerId: string, attempt: number, o: At & { deadline?: string | null; actionVersion?: number } = {}) =>
     build(
       'ExecutionStarted',
-      o.deadline === null ? { attempt } : { attempt, deadline: o.deadline ?? at(303) },
+      {
+        attempt,
+        ...(o.deadline !== null && { deadline: o.deadline ?? at(303) }),
+        ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }),
+      },
       worker(workerId),
       o.at ?? at(3),
     ),

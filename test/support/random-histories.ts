@@ -32,15 +32,21 @@ export interface RandomHistoryOptions {
   /** Record metadata.stateAfter as the runtime does (else replay derives it from the version). */
   recordStateAfter: boolean;
   maxLength?: number;
+  /** Action versions too (machine version 5): half the requests pin version 2, and handoffs and starts name versions 1 to 3. */
+  versions?: boolean;
 }
+
+/** Handoffs and starts naming an action version, for walks with `versions`. */
+const versioned = (): ExecutionEvent[] =>
+  (['a', 'b'] as const).flatMap((w) => [1, 2].flatMap((n) => [1, 2, 3].flatMap((actionVersion) => [ev.handedOff(w, n, { actionVersion }), ev.started(w, n, { actionVersion })])));
 
 const ENDING = new Set<string>(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCancelled', 'ExecutionTimedOut', 'ExecutionAbandoned']);
 
 /** One random valid history as a stored stream would hold it (the current machine version). */
 export function randomHistory(random: () => number, o: RandomHistoryOptions): HistoryEvent[] {
   const byType = new Map<string, ExecutionEvent[]>();
-  for (const e of alphabet()) byType.set(e.type, [...(byType.get(e.type) ?? []), e]);
-  const first = ev.requested({ maxAttempts: PATH_MAX_ATTEMPTS });
+  for (const e of [...alphabet(), ...(o.versions ? versioned() : [])]) byType.set(e.type, [...(byType.get(e.type) ?? []), e]);
+  const first = ev.requested({ maxAttempts: PATH_MAX_ATTEMPTS, ...(o.versions && random() < 0.5 && { actionVersion: 2 }) });
   let snapshot = startExecution(first);
   const picked: { event: ExecutionEvent; state: string }[] = [{ event: first, state: statusOf(snapshot) }];
   const length = 1 + Math.floor(random() * (o.maxLength ?? 30));

@@ -3,7 +3,8 @@
 // projector catching up every 200 ms; and headless Debian Chromium (never a downloaded one),
 // each page watched for page errors, console errors (a CSP violation is one) and failed requests.
 // Worker "w-dead" is a liveness row and a consumer that refuses every delivery: what the
-// executor hands it becomes a real dead letter (max-deliver 1).
+// executor hands it becomes a real dead letter (max-deliver 1). With `schedules`, a schedule
+// host fires schedules' ticks as every executor process runs one.
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -16,10 +17,14 @@ import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { silentLogger } from '../../src/log.ts';
 import { catchUpReadModel } from '../../src/readmodel/projector.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { followActors } from '../../src/runtime/follow-actors.ts';
+import { createScheduleRuntime } from '../../src/runtime/schedule-kind.ts';
+import { startScheduleHost } from '../../src/schedule/schedule-host.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { Consumer, WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { startOrchestrator, type Orchestrator } from '../../src/workflow/orchestrator.ts';
+import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
 import { startWorker } from '../api/api-harness.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
@@ -50,7 +55,7 @@ export interface ConsoleFixture {
 const log = silentLogger();
 
 /** The cluster, API and browser for one test file, torn down after it. */
-export function useConsole(o: { tokens?: boolean } = {}): () => ConsoleFixture {
+export function useConsole(o: { tokens?: boolean; schedules?: boolean } = {}): () => ConsoleFixture {
   let fixture: ConsoleFixture | undefined;
   const stops: (() => Promise<unknown>)[] = [];
   beforeAll(async () => {
@@ -82,6 +87,14 @@ export function useConsole(o: { tokens?: boolean } = {}): () => ConsoleFixture {
     const orchestrator: Orchestrator = startOrchestrator({ store, log, sweepEveryMs: 0 });
     stops.push(() => orchestrator.stop());
     await Promise.all([executor.ready, orchestrator.ready]);
+    if (o.schedules) {
+      const actors = { schedules: createScheduleRuntime(store), executions: createExecutionRuntime(store), workflows: createWorkflowRuntime(store) };
+      const follower = followActors({ store, runtimes: [actors.schedules, actors.executions.actors, actors.workflows], log, who: 'console-test' });
+      const host = startScheduleHost({ store, actors: { ...actors, follower }, log, sweepEveryMs: 1_000 });
+      stops.push(() => host.stop());
+      stops.push(() => follower.stop());
+      await host.ready;
+    }
 
     // w-dead: announced, alive by its heartbeats, offering DEAD_ACTION, refusing every delivery.
     await startWorker(store, DEAD_WORKER, { actions: [DEAD_ACTION], capacity: 4 });

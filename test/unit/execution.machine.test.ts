@@ -122,7 +122,7 @@ describe('start', () => {
   });
 
   it('exports the machine version appenders record', () => {
-    expect(MACHINE_VERSION).toBe('5');
+    expect(MACHINE_VERSION).toBe('6');
     expect([...finalStatuses].sort()).toEqual(['Abandoned', 'Cancelled', 'Completed', 'Failed', 'TimedOut']);
   });
 });

@@ -190,7 +190,7 @@ describe('what uses the rules', () => {
 
   it('the submission check finds every problem at once, naming each by the caller’s names', () => {
     const actions = createActionRegistry([...builtinActions]);
-    const names = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority', tags: '--tag' };
+    const names = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority', tags: '--tag', actionVersion: '--action-version' };
     try {
       checkSubmission(actions, { action: 'core.slep', input: { a: 'x\u0000' }, idempotencyKey: '', maxAttempts: 0, priority: 2 ** 31 }, names);
       throw new Error('accepted');

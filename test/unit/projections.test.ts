@@ -2,14 +2,15 @@
 // duplicates and replays. The executions fold must agree with the machine on every path.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { isFinal, statusOf } from '../../actors/execution.machine.ts';
+import { foldExecution, isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { applyRowChange, bucketValue, durationBucket, emptyActionStats, percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
 import { executionEventRow } from '../../projections/execution-events.ts';
 import { foldExecutionRow, foldExecutionStream, isStalled, snapshotFromRow, type ExecutionRow } from '../../projections/executions.ts';
 import { foldWorkerRow, type WorkerRow } from '../../projections/workers.ts';
-import type { ExecutionEvent } from '../../schemas/events.ts';
+import type { ExecutionEvent, ExecutionEventOf } from '../../schemas/events.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { at, ev, generateExecutionPaths } from '../support/execution-paths.ts';
+import { randomHistory, seededRandom } from '../support/random-histories.ts';
 
 let position = 0n;
 /** Stored events of one stream, as the store would return them. */
@@ -52,6 +53,21 @@ describe('executions fold', () => {
       expect(statusOf(snapshot)).toBe(path.finalStatus);
       expect(isFinal(snapshot)).toBe(isFinal(path.finalSnapshot));
       expect(JSON.parse(JSON.stringify(snapshot.context))).toEqual(JSON.parse(JSON.stringify(path.finalContext)));
+    }
+  });
+
+  it('agrees with the machine on random histories with action versions, pinned and not, and shows the version', () => {
+    const random = seededRandom(5);
+    for (let i = 0; i < 500; i++) {
+      const events = randomHistory(random, { recordStateAfter: false, versions: true }).map((e) => ({ type: e.type, data: e.data, metadata: e.metadata }) as ExecutionEvent);
+      const folded = foldExecution(events);
+      const row = foldExecutionStream(executionStream(events))!;
+      expect(row.refusedEvents).toBe(0);
+      expect(row.pinnedVersion).toBe(folded.context.pinnedVersion ?? null);
+      const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff');
+      const last = handoffs.at(-1) as ExecutionEventOf<'ExecutionHandedOff'> | undefined;
+      expect(row.actionVersion).toBe(last ? (last.data.actionVersion ?? 1) : (folded.context.pinnedVersion ?? null));
+      expect(JSON.parse(JSON.stringify(snapshotFromRow(row).context))).toEqual(JSON.parse(JSON.stringify(folded.context)));
     }
   });
 

@@ -34,6 +34,20 @@ describe('replay of generated histories', () => {
     expect(events).toBeGreaterThan(50_000); // the walks are long enough to mean something
   }, 60_000); // ~7 s on an idle 2-core machine; more while other test files share it
 
+  it('replays 2,000 random histories with action versions (pinned and not) with no divergence', () => {
+    const random = seededRandom(20261124);
+    let versioned = 0;
+    for (let i = 0; i < 2_000; i++) {
+      const history = randomHistory(random, { recordStateAfter: i % 2 === 0, versions: true });
+      if (history.some((e) => (e.data as { actionVersion?: number }).actionVersion !== undefined)) versioned++;
+      for (const target of [CURRENT_MACHINE, RECORDED_MACHINES]) {
+        const { verdict } = replayHistory(`h${i}`, history, target);
+        if (verdict.divergences.length > 0) throw new Error(`history ${i} diverges: ${JSON.stringify(verdict.divergences)}\n${JSON.stringify(history)}`);
+      }
+    }
+    expect(versioned).toBeGreaterThan(1_000);
+  }, 60_000);
+
   it('a changed machine makes some of the same histories diverge (the check can fail)', () => {
     const random = seededRandom(7);
     const diverging = Array.from({ length: 1_000 }, (_, i) => replayHistory(`h${i}`, randomHistory(random, { recordStateAfter: true }), candidate(withoutCompletion))).filter((r) => r.verdict.divergences.length > 0);
@@ -168,6 +182,20 @@ describe('machine versions', () => {
       checked++;
     }
     expect(checked).toBeGreaterThan(100);
+  });
+
+  it('keeps version 5 importable: it refuses a handoff or start naming an action version, and every v5 history replays with no divergence under v5 and v6', () => {
+    expect(executionMachineVersions.has('5')).toBe(true);
+    const versioned = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 })], '5');
+    expect(replayHistory('x', versioned, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 2, reason: expect.stringMatching(/ExecutionHandedOff is refused in state Scheduling/) });
+    const v5 = asHistory([ev.requested({ actionVersion: 2 }), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 }), ev.started('a', 1, { actionVersion: 2 }), ev.completed('a')], '6');
+    expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    // No v5 history names a version (none could), so the version rules never fire on one.
+    const random = seededRandom(5);
+    for (let i = 0; i < 300; i++) {
+      const asV5 = randomHistory(random, { recordStateAfter: true }).map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '5' } }));
+      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV5, target).verdict.divergences).toEqual([]);
+    }
   });
 
   it('names an unknown version', () => {

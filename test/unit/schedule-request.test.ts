@@ -37,6 +37,11 @@ describe('schedule requests', () => {
     expect(cli.map((p) => p.slice(p.indexOf(':')))).toEqual(api.map((p) => p.slice(p.indexOf(':'))));
   });
 
+  it('refuses a pinned action version (name@version) rather than dropping the pin', () => {
+    expect(problems({ every: '1m', action: 'core.echo@2' })).toEqual(['action: a schedule cannot pin an action version (name@version) yet; its ticks run on the newest a live worker offers']);
+    expect(problems({ every: '1m', action: 'core.echo@2' }, CLI_SCHEDULE_NAMES)).toEqual(['--action: a schedule cannot pin an action version (name@version) yet; its ticks run on the newest a live worker offers']);
+  });
+
   it('refuses a start after the end, an interval with a time zone, and both kinds of target', () => {
     expect(problems({ every: '1m', action: 'core.noop', startAt: '2027-01-02T00:00:00Z', endAt: '2027-01-01T00:00:00Z' })).toEqual(['endAt: must be after startAt (2027-01-02T00:00:00.000Z)']);
     expect(problems({ every: '1m', timezone: 'UTC', action: 'core.noop' })).toEqual(['timezone: applies to cron only; an interval has no time zone']);

@@ -1,7 +1,7 @@
-// Baton's operator console at /ui: executions, workflows, workers, actions and dead letters,
-// each on the GraphQL API, and one execution's timeline. The address is the page's state
-// (?view=…, ?execution=<id>&revision=<n>, ?workflow=<id>), so any view can be linked to; the
-// views live one per module.
+// Baton's operator console at /ui: executions, workflows, schedules, workers, actions and dead
+// letters, each on the GraphQL API, and one execution's timeline. The address is the page's
+// state (?view=…, ?execution=<id>&revision=<n>, ?workflow=<id>, ?schedule=<id>), so any view
+// can be linked to; the views live one per module.
 import { render } from './vendor/preact.mjs';
 import { useEffect, useState } from './vendor/hooks.mjs';
 import { saveToken } from './graphql.js';
@@ -9,6 +9,8 @@ import { ActionsView } from './actions.js';
 import { DeadLettersView } from './dead-letters.js';
 import { TimelinePage } from './execution-view.js';
 import { ExecutionsView } from './executions.js';
+import { SchedulePage } from './schedule-view.js';
+import { SchedulesView } from './schedules.js';
 import { html, Link, navigate, onTokenRequired, readParams, tokenChanged } from './shared.js';
 import { WorkersView } from './workers.js';
 import { WorkflowPage, WorkflowsView } from './workflows.js';
@@ -16,15 +18,17 @@ import { WorkflowPage, WorkflowsView } from './workflows.js';
 const VIEWS = [
   { id: 'executions', label: 'Executions', View: ExecutionsView },
   { id: 'workflows', label: 'Workflows', View: WorkflowsView },
+  { id: 'schedules', label: 'Schedules', View: SchedulesView },
   { id: 'workers', label: 'Workers', View: WorkersView },
   { id: 'actions', label: 'Actions', View: ActionsView },
   { id: 'dead-letters', label: 'Dead letters', View: DeadLettersView },
 ];
 
-/** Which view the address names: an execution or a workflow by id, else ?view= (default: executions). */
+/** Which view the address names: an execution, a workflow or a schedule by id, else ?view= (default: executions). */
 function routeOf(params) {
   if (params.get('execution')) return { nav: 'executions', Page: TimelinePage };
   if (params.get('workflow')) return { nav: 'workflows', Page: WorkflowPage };
+  if (params.get('schedule')) return { nav: 'schedules', Page: SchedulePage };
   const view = VIEWS.find((v) => v.id === params.get('view')) ?? VIEWS[0];
   return { nav: view.id, Page: view.View };
 }
@@ -36,23 +40,26 @@ function TokenForm({ reason, onSave }) {
     onSave(token.trim());
   };
   return html`<form class="token" onSubmit=${submit} data-testid="token-form">
-    <p role="alert">${reason}: paste a Baton API token (kept for this tab only). The read-only token shows everything; changes (cancel, retry, delete) need the admin token.</p>
+    <p role="alert">${reason}: paste a Baton API token (kept for this tab only). The read-only token shows everything; changes (cancel, retry, delete, pause…) need the admin token.</p>
     <label for="token">API token</label>
     <input id="token" type="password" autocomplete="off" value=${token} onInput=${(e) => setToken(e.currentTarget.value)} />
     <button type="submit">Use token</button>
   </form>`;
 }
 
+/** The search box: an execution id opens its timeline; `key=value` (no id has a `=`) lists the executions with that tag. */
 function Finder() {
   const [value, setValue] = useState('');
   const submit = (e) => {
     e.preventDefault();
-    const id = value.trim();
-    if (id) navigate({ execution: id });
+    const text = value.trim();
+    if (!text) return;
+    if (text.includes('=')) navigate({ view: 'executions', tag: text });
+    else navigate({ execution: text });
   };
   return html`<form class="finder" role="search" onSubmit=${submit}>
-    <label for="execution-id">Execution id</label>
-    <input id="execution-id" type="search" placeholder="e.g. 0190c2d4-…" spellcheck="false" value=${value}
+    <label for="execution-id">Execution id or tag</label>
+    <input id="execution-id" type="search" placeholder="e.g. 0190c2d4-… or customer=c-42" spellcheck="false" value=${value}
       data-testid="execution-search" onInput=${(e) => setValue(e.currentTarget.value)} />
     <button type="submit" data-testid="execution-open">Open</button>
   </form>`;
@@ -91,7 +98,7 @@ function App() {
     </header>
     ${tokenReason && html`<${TokenForm} reason=${tokenReason} onSave=${applyToken} />`}
     <main class="page">
-      <${Page} key=${`${nav}:${params.get('execution') ?? params.get('workflow') ?? ''}`} params=${params} />
+      <${Page} key=${`${nav}:${params.get('execution') ?? params.get('workflow') ?? params.get('schedule') ?? ''}`} params=${params} />
     </main>
   `;
 }

@@ -5,6 +5,7 @@
 import { useEffect, useMemo, useState } from './vendor/hooks.mjs';
 import { Badge, errorMessage, ErrorLine, graphql, html, Link, navigate, useQuery } from './shared.js';
 import { StatePanel } from './state-panel.js';
+import { TagChips } from './tags.js';
 import { pathTaken, Statechart } from './statechart.js';
 import { Timeline } from './timeline.js';
 import { WhatIf } from './what-if.js';
@@ -18,7 +19,7 @@ const FINAL = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandone
 const ENDED_BADLY = new Set(['Failed', 'TimedOut', 'Abandoned']);
 const STEP_FIELDS = 'revision eventId type by recordedAt occurredAt data machineVersion stateBefore state owner attempt context changed';
 const TIMELINE = `query Timeline($id: ID!) {
-  execution(id: $id) { id revision status action requestedAt workflowId parentId workerId error archived { archivedAt archive } history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
+  execution(id: $id) { id revision status action requestedAt workflowId parentId workerId error tags archived { archivedAt archive } history(limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
   executionMachine { version initial states { name final } transitions { from to event } }
 }`;
 const MORE_HISTORY = `query MoreHistory($id: ID!, $from: Int!) {
@@ -78,10 +79,12 @@ function Header({ execution }) {
       <p class="muted"><code data-testid="execution-id">${execution.id}</code> · requested ${new Date(execution.requestedAt).toLocaleString()}
         ${execution.workflowId && html` · workflow <${Link} to=${{ workflow: execution.workflowId }} data-testid="workflow-link">${execution.workflowId}</${Link}>`}
         ${execution.parentId && html` · parent <${Link} to=${{ execution: execution.parentId }} class="mono" data-testid="parent-link">${execution.parentId.slice(0, 8)}</${Link}>`}
-        ${execution.archived && html` · <span data-testid="archived" title=${execution.archived.archive}>archived ${new Date(execution.archived.archivedAt).toLocaleString()}</span>`}
+        ${execution.archived && html` · <span data-testid="archived-at" title=${execution.archived.archive}>archived ${new Date(execution.archived.archivedAt).toLocaleString()}, read from its archive file</span>`}
       </p>
+      ${Object.keys(execution.tags ?? {}).length > 0 && html`<p class="execution-tags"><span class="muted">tags</span> <${TagChips} tags=${execution.tags} to=${(text) => ({ view: 'executions', tag: [text] })} /></p>`}
     </div>
     <div class="execution-status">
+      ${execution.archived && html`<span class="badge badge--archived" data-testid="archived" title=${`Archived by retention to ${execution.archived.archive}`}>archived</span>`}
       <span class="muted">now</span> <${Badge} status=${execution.status} />
     </div>
     ${message && html`<p class=${ENDED_BADLY.has(execution.status) ? 'error-box' : 'error-box error-box--earlier'} role="note" data-testid="execution-error">

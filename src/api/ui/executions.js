@@ -1,15 +1,16 @@
-// The executions list: filters (status, action, worker, workflow, time range, stalled), a page
+// The executions list: filters (status, action, worker, workflow, time range, stalled, tags), a page
 // of 50 at a time by cursor (never the whole table), live while on the newest page, and each
-// execution a link to its timeline.
+// execution a link to its timeline, its tags chips that filter by them.
 import { useState } from './vendor/hooks.mjs';
 import { Badge, duration, errorMessage, ErrorLine, graphql, html, Link, navigate, Pager, shortTime, useQuery, usePaging } from './shared.js';
+import { parseTag, TagChips, tagsFilterOf, withTag } from './tags.js';
 
 export const PAGE_SIZE = 50;
 const LIVE_MS = 3_000;
 const STATUSES = ['Requested', 'Scheduling', 'Scheduled', 'Running', 'Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned'];
 const LIST = `query Executions($filter: ExecutionFilter, $after: String) {
   executions(filter: $filter, first: ${PAGE_SIZE}, after: $after) {
-    edges { node { id status action workerId attempt requestedAt finishedAt runMs stalled workflowId error } }
+    edges { node { id status action workerId attempt requestedAt finishedAt runMs stalled workflowId error tags } }
     pageInfo { hasNextPage endCursor }
   }
 }`;
@@ -25,8 +26,14 @@ export function filterOf(params) {
   if (params.get('since')) filter.since = params.get('since');
   if (params.get('until')) filter.until = params.get('until');
   if (params.get('stalled') === 'true') filter.stalled = true;
+  const { tags } = tagsFilterOf(params);
+  if (tags) filter.tags = tags;
   return filter;
 }
+
+const FIELDS = ['status', 'action', 'worker', 'workflow', 'since', 'until', 'stalled'];
+/** The executions view's address with these tags (the other filters kept). */
+const addressWith = (params, tags) => ({ view: 'executions', ...Object.fromEntries(FIELDS.map((k) => [k, params.get(k)])), tag: tags });
 
 // <input type="datetime-local"> speaks local time without a zone; the URL and the API, ISO.
 const toLocalInput = (iso) => {
@@ -46,15 +53,28 @@ function Filters({ params }) {
     since: toLocalInput(params.get('since')),
     until: toLocalInput(params.get('until')),
     stalled: params.get('stalled') === 'true',
+    tags: params.getAll('tag'),
+    tag: '',
   }));
+  const [tagProblem, setTagProblem] = useState(undefined);
   const actions = useQuery(() => graphql(ACTIONS), 'actions');
   const set = (key) => (e) => setForm({ ...form, [key]: e.currentTarget.type === 'checkbox' ? e.currentTarget.checked : e.currentTarget.value });
+  const go = (tags) => {
+    const { tag, ...rest } = form;
+    navigate({ view: 'executions', ...rest, tags: undefined, since: fromLocalInput(form.since), until: fromLocalInput(form.until), stalled: form.stalled ? 'true' : '', tag: tags });
+  };
+  // The tag field's text joins the tags on Apply (Enter in it applies too).
   const apply = (e) => {
     e.preventDefault();
-    navigate({ view: 'executions', ...form, since: fromLocalInput(form.since), until: fromLocalInput(form.until), stalled: form.stalled ? 'true' : '' });
+    const typed = form.tag.trim();
+    if (typed) {
+      const parsed = parseTag(typed);
+      if ('problem' in parsed) return setTagProblem(parsed.problem);
+    }
+    go(typed ? withTag(form.tags, typed) : form.tags);
   };
   const clear = () => {
-    setForm({ status: '', action: '', worker: '', workflow: '', since: '', until: '', stalled: false });
+    setForm({ status: '', action: '', worker: '', workflow: '', since: '', until: '', stalled: false, tags: [], tag: '' });
     navigate({ view: 'executions' });
   };
   return html`<form class="filters" onSubmit=${apply} aria-label="Filter executions" data-testid="execution-filters">
@@ -70,15 +90,22 @@ function Filters({ params }) {
     <label>Workflow <input value=${form.workflow} onInput=${set('workflow')} placeholder="any" spellcheck="false" data-testid="filter-workflow" /></label>
     <label>Requested from <input type="datetime-local" value=${form.since} onInput=${set('since')} data-testid="filter-since" /></label>
     <label>until <input type="datetime-local" value=${form.until} onInput=${set('until')} data-testid="filter-until" /></label>
+    <label>Tag <input value=${form.tag} onInput=${set('tag')} placeholder="key=value" spellcheck="false" data-testid="filter-tag"
+      aria-describedby=${tagProblem ? 'tag-problem' : undefined} aria-invalid=${tagProblem ? 'true' : undefined} /></label>
+    ${form.tags.length > 0 && html`<div class="filter-tags" aria-label="Tags every execution must have">
+      ${form.tags.map((t) => html`<span class="chip tag" data-testid="filter-tag-chip" data-tag=${t}>${t}
+        <button type="button" class="chip-remove" aria-label=${`Remove tag ${t}`} onClick=${() => go(form.tags.filter((x) => x !== t))} data-testid="filter-tag-remove">×</button></span>`)}
+    </div>`}
     <label class="check"><input type="checkbox" checked=${form.stalled} onChange=${set('stalled')} data-testid="filter-stalled" /> stalled only</label>
     <div class="filter-buttons">
       <button type="submit" class="primary" data-testid="filter-apply">Apply</button>
       <button type="button" onClick=${clear}>Clear</button>
     </div>
+    ${tagProblem && html`<p class="error filter-problem" id="tag-problem" role="alert">${tagProblem}</p>`}
   </form>`;
 }
 
-function Row({ node }) {
+function Row({ node, params }) {
   const message = errorMessage(node.error);
   return html`<tr data-testid="execution-row" data-id=${node.id}>
     <td><${Link} to=${{ execution: node.id }} class="mono" title=${node.id}>${node.id.slice(0, 8)}</${Link}></td>
@@ -88,6 +115,7 @@ function Row({ node }) {
     <td class="num">${node.attempt}</td>
     <td>${shortTime(node.requestedAt)}</td>
     <td class="num">${duration(node.runMs)}</td>
+    <td class="cell-tags"><${TagChips} tags=${node.tags} to=${(text) => addressWith(params, withTag(params.getAll('tag'), text))} /></td>
     <td class="cell-error" title=${message ?? ''}>${message ?? (node.workflowId ? html`<span class="muted">workflow </span><${Link} to=${{ workflow: node.workflowId }}>${node.workflowId}</${Link}>` : '')}</td>
   </tr>`;
 }
@@ -95,6 +123,7 @@ function Row({ node }) {
 export function ExecutionsView({ params }) {
   const filter = filterOf(params);
   const filterKey = JSON.stringify(filter);
+  const tagProblems = tagsFilterOf(params).problems;
   const paging = usePaging(filterKey);
   const [live, setLive] = useState(true);
   const livePoll = live && paging.page === 1 ? LIVE_MS : undefined;
@@ -108,11 +137,11 @@ export function ExecutionsView({ params }) {
         live${livePoll ? html` <span class="live-dot" aria-hidden="true"></span>` : ''}</label>
     </div>
     <${Filters} key=${filterKey} params=${params} />
-    <${ErrorLine} error=${list.error} />
+    <${ErrorLine} error=${tagProblems.length ? new Error(tagProblems.join('; ')) : list.error} />
     <div class="table-wrap">
       <table class="list" data-testid="executions-table">
-        <thead><tr><th>Id</th><th>Action</th><th>Status</th><th>Worker</th><th class="num">Attempt</th><th>Requested</th><th class="num">Run time</th><th>Error / workflow</th></tr></thead>
-        <tbody>${edges.map(({ node }) => html`<${Row} key=${node.id} node=${node} />`)}</tbody>
+        <thead><tr><th>Id</th><th>Action</th><th>Status</th><th>Worker</th><th class="num">Attempt</th><th>Requested</th><th class="num">Run time</th><th>Tags</th><th>Error / workflow</th></tr></thead>
+        <tbody>${edges.map(({ node }) => html`<${Row} key=${node.id} node=${node} params=${params} />`)}</tbody>
       </table>
       ${!list.loading && !list.error && edges.length === 0 && html`<p class="hint" data-testid="executions-empty">No executions${filterKey !== '{}' ? ' match these filters' : ' yet'}.</p>`}
     </div>

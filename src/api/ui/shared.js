@@ -71,10 +71,17 @@ export function useQuery(run, key, { pollMs } = {}) {
 
 export const readParams = () => new URLSearchParams(location.search);
 
-/** Go to `params` (an object; empty values are dropped); the app re-renders from the address. */
-export function navigate(params, { replace = false } = {}) {
+/** `params` as a query string: empty values are dropped, an array is the parameter repeated (`tag=a=1&tag=b=2`). */
+function searchOf(params) {
   const search = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') search.set(k, String(v));
+  const present = (v) => v !== undefined && v !== null && v !== '';
+  for (const [k, v] of Object.entries(params)) for (const one of Array.isArray(v) ? v : [v]) if (present(one)) search.append(k, String(one));
+  return search;
+}
+
+/** Go to `params` (an object; see searchOf); the app re-renders from the address. */
+export function navigate(params, { replace = false } = {}) {
+  const search = searchOf(params);
   const url = `${location.pathname}${search.size ? `?${search}` : ''}`;
   if (url === `${location.pathname}${location.search}`) return;
   if (replace) history.replaceState(null, '', url);
@@ -83,7 +90,7 @@ export function navigate(params, { replace = false } = {}) {
 }
 
 export const hrefOf = (params) => {
-  const search = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== ''));
+  const search = searchOf(params);
   return `/ui${search.size ? `?${search}` : ''}`;
 };
 

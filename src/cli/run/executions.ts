@@ -7,9 +7,12 @@ import type { EventStore } from '../../eventstore/event-store.ts';
 import { loadConfig, workerStaleAfterMs } from '../../config.ts';
 import { createLivenessStore } from '../../liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
+import { advertisedRateLimits, rateLimitReason } from '../../liveness/rate-limit-wait.ts';
+import { RateBuckets } from '../../runtime/rate-buckets.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { executionTimeline } from '../../replay/execution-history.ts';
+import { versionShown } from '../../input/action-versions.ts';
 
 
 /**
@@ -27,9 +30,11 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
   await withContext(async ({ runtime, store, pool, config }) => {
     const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, err, id));
     const c = snapshot.context;
-    const waiting = await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts));
+    const waiting =
+      (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
+      (statusOf(snapshot) === 'Requested' ? await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now()) : null);
     if (o.json) {
-      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, waiting, tags: c.tags ?? {}, context: c }));
+      console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, actionVersion: versionShown(c), waiting, tags: c.tags ?? {}, context: c }));
       return;
     }
     console.log(
@@ -38,6 +43,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['status', statusOf(snapshot)],
         ['waiting', waiting],
         ['action', c.action],
+        ['action version', versionShown(c)?.toString() ?? undefined],
         ['owner', c.owner],
         ['worker', c.workerId],
         ['attempt', `${c.attempt} of ${c.maxAttempts}`],

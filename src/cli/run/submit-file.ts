@@ -37,7 +37,7 @@ export const MAX_FILE_BATCH = 1_000;
  */
 const BATCHES_IN_FLIGHT = 4;
 
-const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags'] as const;
+const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags', 'actionVersion'] as const;
 // A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
 const MAX_LINE_CHARS = 5 * 1024 * 1024;
 

@@ -13,22 +13,22 @@ import { loadActions } from '../hosts.ts';
 import { waitForFinal } from '../wait.ts';
 
 /** How `baton submit` names what it takes, in the messages of the submission check. */
-const SUBMIT_NAMES: SubmissionNames = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority', tags: '--tag' };
+const SUBMIT_NAMES: SubmissionNames = { action: 'action', input: '--input', idempotencyKey: '--key', maxAttempts: '--max-attempts', priority: '--priority', tags: '--tag', actionVersion: '--action-version' };
 
 export async function submitCommand(
   action: string,
-  o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; tag?: Record<string, string>; wait?: boolean; timeout?: number; json?: boolean },
+  o: { input?: JsonOptionValue; actions?: string; key?: string; maxAttempts?: number; priority?: number; tag?: Record<string, string>; actionVersion?: number; wait?: boolean; timeout?: number; json?: boolean },
 ): Promise<void> {
   // Checked before the database is opened: a bad submission writes nothing and needs nothing.
   const request = checkSubmission(
     createActionRegistry(await loadActions(o.actions, loadConfig())),
-    { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }), ...(o.tag !== undefined && { tags: o.tag }) },
+    { action, input: o.input ? o.input.json : null, ...(o.key !== undefined && { idempotencyKey: o.key }), ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }), ...(o.priority !== undefined && { priority: o.priority }), ...(o.tag !== undefined && { tags: o.tag }), ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }) },
     SUBMIT_NAMES,
   );
   await withContext(async ({ runtime, store }) => {
     const r = await runtime.submit(request);
     if (!o.wait) {
-      if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision, tags: r.snapshot.context.tags ?? {} }));
+      if (o.json) console.log(toJson({ executionId: r.executionId, created: r.created, status: statusOf(r.snapshot), revision: r.revision, tags: r.snapshot.context.tags ?? {}, ...(request.actionVersion !== undefined && { actionVersion: request.actionVersion }) }));
       else console.log(`${r.created ? 'submitted' : 'already submitted (same idempotency key)'}: ${r.executionId} (${statusOf(r.snapshot)})`);
       return;
     }
