@@ -12,6 +12,7 @@ import { startExecutor, type Executor } from '../executor/executor.ts';
 import { createExecutorBeats } from '../executor/partitions/executor-beats.ts';
 import { startPartitionLeases } from '../executor/partitions/leases.ts';
 import { followActors } from '../runtime/follow-actors.ts';
+import { readStartPoint } from '../runtime/start-point.ts';
 import { openEnvironment, type Environment } from './environment.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { scheduleRetention, storedEventsGauge } from '../retention/schedule.ts';
@@ -135,7 +136,11 @@ export interface RunningHosts {
  * say) reaches them at once.
  */
 export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): Executor {
-  const follower = followActors({ store: env.store, runtimes: [env.runtime.actors, env.workerStreams, env.workflows, env.schedules], log, who: 'executor' });
+  const runtimes = [env.runtime.actors, env.workerStreams, env.workflows, env.schedules];
+  // From the read model's checkpoint and the actors live there (start-point.ts), not from 0; its
+  // live set is read from the Postgres store's own tables, so only with that store.
+  const startFrom = env.storeKind === 'postgres' ? () => readStartPoint(env.db.pool, runtimes.map((r) => r.kind.streamPrefix)) : undefined;
+  const follower = followActors({ store: env.store, runtimes, log, who: 'executor', ...(startFrom && { startFrom }) });
   const t = env.config.timeouts;
   // Which concurrency buckets this executor decides: the partitions it leases (one executor: all).
   const partitions = startPartitionLeases({

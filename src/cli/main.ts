@@ -246,6 +246,15 @@ bench
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).retentionBenchCommand(o));
 
+bench
+  .command('start')
+  .description('executor host ready time and memory on a store with many finished executions: following from position 0 against starting from the checkpoint')
+  .addOption(new Option('--finished <n>', 'finished execution histories (6 events each)').argParser(positiveInt).default(20_000))
+  .addOption(new Option('--live <n>', 'executions in flight (requested, waiting)').argParser(positiveInt).default(1_000))
+  .option('--verbose', "the hosts' own log lines on stderr")
+  .option('--json', 'print JSON')
+  .action(async (o) => (await import('./run/bench.ts')).startBenchCommand(o));
+
 registerVerifyCommand(program);
 registerDlqCommand(program);
 registerReplayCommands(program);

@@ -5,8 +5,11 @@
 // one runtime would each find the other's events already applied.
 import type { Logger } from 'pino';
 import type { AnyMachineSnapshot } from 'xstate';
-import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
+import { mapLimit } from '../async/map-limit.ts';
+import { NotFoundError } from '../errors.ts';
+import { START, type EventStore, type StoredEvent } from '../eventstore/event-store.ts';
 import { catchUpAndFollow } from '../eventstore/follow.ts';
+import type { StartPoint } from './start-point.ts';
 import type { DomainEvent } from './actor-kind.ts';
 import { UnfoldableEventError, type ActorRuntime } from './actor-runtime.ts';
 
@@ -19,7 +22,22 @@ export interface ActorFollower {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyActorRuntime = ActorRuntime<AnyMachineSnapshot, any>;
 
-export function followActors(o: { store: EventStore; runtimes: readonly ActorRuntime<AnyMachineSnapshot, DomainEvent>[] | readonly AnyActorRuntime[]; log: Logger; who: string }): ActorFollower {
+/** Live actors loaded at once while starting from a checkpoint. */
+const LOADS_IN_FLIGHT = 16;
+
+export interface FollowActorsOptions {
+  store: EventStore;
+  runtimes: readonly ActorRuntime<AnyMachineSnapshot, DomainEvent>[] | readonly AnyActorRuntime[];
+  log: Logger;
+  who: string;
+  /**
+   * Where to start (start-point.ts: a checkpoint and the actors live there); undefined, or a
+   * failure to read it, means following from 0 (every event ever stored).
+   */
+  startFrom?: () => Promise<StartPoint | undefined>;
+}
+
+export function followActors(o: FollowActorsOptions): ActorFollower {
   const ac = new AbortController();
   const runtimes = o.runtimes as readonly AnyActorRuntime[];
   let caughtUp!: () => void;
@@ -36,17 +54,57 @@ export function followActors(o: { store: EventStore; runtimes: readonly ActorRun
     }
   }
 
-  const following = catchUpAndFollow(
-    // Per-stream order is all the runtimes need (each folds its own streams): `stream` order, so
-    // new work is seen as soon as it commits, not after other applications' transactions end.
-    { store: o.store, streamPrefixes: runtimes.map((r) => r.kind.streamPrefix), signal: ac.signal, log: o.log, who: o.who, order: 'stream' },
-    {
-      onEvent,
-      onCaughtUp: () => {
-        for (const r of runtimes) r.followed();
-        caughtUp();
+  /** Load each live actor (its snapshot + tail): the runtime tells the listeners what it brought. */
+  async function load(streamId: string): Promise<void> {
+    for (const runtime of runtimes) {
+      const id = runtime.kind.idOf(streamId);
+      if (id === undefined) continue;
+      try {
+        await runtime.load(id, { fresh: true });
+      } catch (err) {
+        // Removed since (retention), or a stream the machine cannot fold: as observe would.
+        if (err instanceof NotFoundError) return;
+        if (!(err instanceof UnfoldableEventError)) throw err;
+        o.log.error({ err, streamId }, `${o.who}: a live stream does not fold; skipping it until it is loaded again`);
+      }
+      return;
+    }
+  }
+
+  /** The position to follow after: the checkpoint once its live actors are loaded, else 0. */
+  async function start(): Promise<bigint> {
+    if (!o.startFrom) return START;
+    const began = Date.now();
+    try {
+      const point = await o.startFrom();
+      if (!point) {
+        o.log.info(`${o.who}: no checkpoint yet (the projector has not run); following the store from the start`);
+        return START;
+      }
+      await mapLimit(point.live, LOADS_IN_FLIGHT, load);
+      o.log.info({ after: String(point.after), live: point.live.length, ms: Date.now() - began }, `${o.who}: starting from a checkpoint`);
+      return point.after;
+    } catch (err) {
+      // Whatever was loaded stays valid: following from 0 folds only what it has not seen.
+      if (ac.signal.aborted) return START;
+      o.log.warn({ err }, `${o.who}: could not start from a checkpoint; following the store from the start`);
+      return START;
+    }
+  }
+
+  const following = start().then((after) =>
+    catchUpAndFollow(
+      // Per-stream order is all the runtimes need (each folds its own streams): `stream` order, so
+      // new work is seen as soon as it commits, not after other applications' transactions end.
+      { store: o.store, streamPrefixes: runtimes.map((r) => r.kind.streamPrefix), signal: ac.signal, log: o.log, who: o.who, order: 'stream', after },
+      {
+        onEvent,
+        onCaughtUp: () => {
+          for (const r of runtimes) r.followed();
+          caughtUp();
+        },
       },
-    },
+    ),
   );
   return {
     ready,

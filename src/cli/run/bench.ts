@@ -5,6 +5,7 @@ import { runProjectionBench, printProjectionBench } from '../../bench/projection
 import { runReplayBench, printReplayBench } from '../../bench/replay.ts';
 import { runSubmitBench, printSubmitBench } from '../../bench/submit.ts';
 import { runRetentionBench, printRetentionBench } from '../../bench/retention.ts';
+import { runStartBench, printStartBench } from '../../bench/start.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
 
@@ -49,5 +50,12 @@ export async function retentionBenchCommand(o: { executions: number; json?: bool
   await withContext(async (ctx) => {
     const result = await runRetentionBench(ctx, { ...o, progress });
     console.log(o.json ? toJson(result) : printRetentionBench(result));
+  });
+}
+
+export async function startBenchCommand(o: { finished: number; live: number; verbose?: boolean; json?: boolean }): Promise<void> {
+  await withContext(async (ctx) => {
+    const result = await runStartBench(ctx, { ...o, progress });
+    console.log(o.json ? toJson(result) : printStartBench(result));
   });
 }
