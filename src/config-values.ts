@@ -3,6 +3,9 @@
 // that may be a secret (a URL with a password, a token).
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
+import { parseNamespaceLimits } from './executor/namespace-limits.ts';
 
 // `FOO=` in a shell, a compose file or a .env means "not set", not "set to the empty string".
 export const unsetIfEmpty = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
@@ -152,3 +155,41 @@ export const flag = (name: string) =>
       .optional()
       .transform((v) => v === '1' || v === 'true' || v === 'yes'),
   );
+
+/** BATON_NAMESPACE: a namespace name (src/input/namespace.ts); `default` when unset. */
+export const namespaceSetting = z.preprocess(
+  unsetIfEmpty,
+  z.string().superRefine((v, ctx) => { const p = namespaceProblem(v); if (p) ctx.addIssue({ code: 'custom', message: p }); }).default(DEFAULT_NAMESPACE),
+);
+
+/** BATON_NAMESPACE_CONCURRENCY: `team-a=5,team-b=2` (src/executor/namespace-limits.ts). */
+export const namespaceLimitsSetting = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined) return {};
+      const r = parseNamespaceLimits(v);
+      if (r.ok) return r.limits;
+      ctx.addIssue({ code: 'custom', message: r.problem });
+      return z.NEVER;
+    }),
+);
+
+/** BATON_RETENTION: `off`, or an age such as 90d (src/retention/age.ts). */
+export const retentionSetting = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .transform((v, ctx) => {
+      if (v.trim() === 'off') return undefined;
+      const ms = parseAge(v);
+      if (ms === undefined) {
+        ctx.addIssue({ code: 'custom', message: `Invalid age: expected off or an age such as ${SUGGESTED_RETENTION} (the suggested value), 12h or 30m (at least 1s, at most 100 years)` });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .optional(),
+);

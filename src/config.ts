@@ -4,11 +4,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
-import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
 import { unknownNameMessage } from './input/nearest.ts';
-import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
-import { parseNamespaceLimits } from './executor/namespace-limits.ts';
-import { byteSize, count, duration, flag, hostAllowList, onOff, port, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
+import { byteSize, count, duration, flag, hostAllowList, namespaceLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
 
@@ -210,27 +207,12 @@ const EnvSchema = z.object({
   BATON_API_MAX_SUBMIT_BATCH: count(DEFAULT_API_LIMITS.maxSubmitBatch, 'number of submissions', 100_000),
   BATON_API_INTROSPECTION: onOff,
   BATON_HTTP_ALLOW: hostAllowList,
-  BATON_NAMESPACE: z.preprocess(
-    unsetIfEmpty,
-    z.string().superRefine((v, ctx) => { const p = namespaceProblem(v); if (p) ctx.addIssue({ code: 'custom', message: p }); }).default(DEFAULT_NAMESPACE),
-  ),
+  BATON_NAMESPACE: namespaceSetting,
   // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`; short
   // enough that the LISTEN/NOTIFY channels it suffixes stay within 63 characters.
   BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit').optional()),
   BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
-  BATON_NAMESPACE_CONCURRENCY: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .optional()
-      .transform((v, ctx) => {
-        if (v === undefined) return {};
-        const r = parseNamespaceLimits(v);
-        if (r.ok) return r.limits;
-        ctx.addIssue({ code: 'custom', message: r.problem });
-        return z.NEVER;
-      }),
-  ),
+  BATON_NAMESPACE_CONCURRENCY: namespaceLimitsSetting,
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
   BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
@@ -238,21 +220,7 @@ const EnvSchema = z.object({
   BATON_SHUTDOWN_TIMEOUT: duration(DEFAULT_TIMEOUTS.shutdownTimeoutMs),
   BATON_MAX_ATTEMPTS: count(DEFAULT_TIMEOUTS.maxAttempts, 'number of attempts'),
   BATON_NO_WORKER_TIMEOUT: duration(DEFAULT_TIMEOUTS.noWorkerTimeoutMs),
-  BATON_RETENTION: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .transform((v, ctx) => {
-        if (v.trim() === 'off') return undefined;
-        const ms = parseAge(v);
-        if (ms === undefined) {
-          ctx.addIssue({ code: 'custom', message: `Invalid age: expected off or an age such as ${SUGGESTED_RETENTION} (the suggested value), 12h or 30m (at least 1s, at most 100 years)` });
-          return z.NEVER;
-        }
-        return ms;
-      })
-      .optional(),
-  ),
+  BATON_RETENTION: retentionSetting,
   BATON_RETENTION_ARCHIVE: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_RETENTION_INTERVAL: duration(3_600_000),
   BATON_PARTITIONS: count(16, 'number of partitions', 4096),
