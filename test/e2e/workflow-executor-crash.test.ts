@@ -28,7 +28,9 @@ describe('workflow: executor SIGKILLed mid-workflow', () => {
   const transport = natsUrl ? 'nats' : 'postgres';
   let db: TestDatabase;
   let store: PostgresEventStore;
-  const { start, diagnostics, killAll } = batonProcesses(() => ({ BATON_DATABASE_URL: db.url, ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}) }));
+  // Heartbeats every 500 ms: the second executor takes the SIGKILLed one's partitions once it is
+  // stale (3 intervals; 30 s with the default 10 s interval, longer than this test waits).
+  const { start, diagnostics, killAll } = batonProcesses(() => ({ BATON_DATABASE_URL: db.url, BATON_HEARTBEAT_INTERVAL: '500ms', ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}) }));
 
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -5,6 +5,7 @@
 import pino from 'pino';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { builtinActions, createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
@@ -79,7 +80,7 @@ describe('ctx.tag', () => {
     const { executionId } = await runtime.submit({ action: 'tags.charge', input: { invoice: 'inv-7' }, tags: { customer: 'c-42', stage: 'new' } });
     const events = await finished(executionId);
     expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionTagged', 'ExecutionCompleted']);
-    expect(events[4]).toMatchObject({ data: { tags: { invoice: 'inv-7', stage: 'charged' } }, metadata: { by: 'worker:tagger', machineVersion: '5', stateAfter: 'Running' } });
+    expect(events[4]).toMatchObject({ data: { tags: { invoice: 'inv-7', stage: 'charged' } }, metadata: { by: 'worker:tagger', machineVersion: MACHINE_VERSION, stateAfter: 'Running' } });
     expect(refusals.get(executionId)).toMatch(/^tags\.not a key: tag key "not a key" may contain only/);
     const loaded = await runtime.load(executionId, { fresh: true });
     expect(loaded.snapshot.context.tags).toEqual({ customer: 'c-42', stage: 'charged', invoice: 'inv-7' });
