@@ -1,7 +1,9 @@
 // Partition takeover with real executor processes: three `baton executor`s split the partitions;
-// one is SIGKILLed (no release, no goodbye) and the survivors take over all of its partitions
-// once its heartbeat is older than the staleness limit (BATON_HEARTBEAT_INTERVAL × 3), and not
-// before; then work submitted to the installation still completes.
+// one is SIGKILLed (no release, no goodbye) and the survivors take over all of its partitions.
+// They run on the same host as it, so they see its process is gone and take over on their next
+// beat, before its heartbeat is older than the staleness limit (BATON_HEARTBEAT_INTERVAL × 3: the
+// path for an executor on another host, covered by test/unit/partition-leases.test.ts); then work
+// submitted to the installation still completes.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { foldPartitionLeases, partitionsOf } from '../../actors/partition-lease.machine.ts';
 import { PARTITION_LEASES_STREAM, PartitionEvent } from '../../schemas/partition-events.ts';
@@ -50,7 +52,7 @@ describe('partition takeover after an executor SIGKILL', () => {
     }
   }
 
-  it(`takes over a killed executor's partitions within the staleness limit (${transport})`, async () => {
+  it(`takes over a killed executor's partitions at once when its process is gone from this host (${transport})`, async () => {
     const executors = ['executor-1', 'executor-2', 'executor-3'].map((name) => start(name, ['executor', '--transport', transport, '--metrics-port', '0']));
     const ids = await Promise.all(executors.map(idOf));
     await until('the three to split the 16 partitions', 30_000, async () => {
@@ -72,9 +74,8 @@ describe('partition takeover after an executor SIGKILL', () => {
     console.info(`killed an executor holding ${theirs.length} partitions; all taken over ${takenAt - killedAt} ms later (staleness limit ${STALE_AFTER_MS} ms, beat every ${INTERVAL_MS} ms) by ${takeovers.length} takeover(s)`);
     expect(takeovers.every((e) => (e.data as { from: string }).from === ids[victim]), diagnostics()).toBe(true);
     expect(taken).toEqual(theirs);
-    // Not before its heartbeat went stale; within the limit plus a beat to notice (and this poll's slack).
-    expect(takenAt - killedAt).toBeGreaterThanOrEqual(STALE_AFTER_MS - INTERVAL_MS);
-    expect(takenAt - killedAt).toBeLessThanOrEqual(STALE_AFTER_MS + 2 * INTERVAL_MS + 1_000);
+    // Its process is gone on this host: taken over on a survivor's next beat, within the limit.
+    expect(takenAt - killedAt).toBeLessThanOrEqual(STALE_AFTER_MS + 1_000);
     // Every partition is held by a survivor, fairly: 8 + 8.
     const survivors = ids.filter((_, i) => i !== victim);
     expect(survivors.map((id) => partitionsOf(snapshot, id).length).sort()).toEqual([8, 8]);

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { partitionsOf } from '../../../actors/partition-lease.machine.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
-import type { ExecutorBeats } from './executor-beats.ts';
+import { HOST_IDENTITY, type ExecutorBeats } from './executor-beats.ts';
 import { LEASES, createPartitionLeaseRuntime } from './lease-kind.ts';
 import { partitionOf, planLeases, type LeaseCommand } from './lease-plan.ts';
 
@@ -100,7 +100,7 @@ export function startPartitionLeases(o: PartitionLeaseOptions): PartitionLeases 
   const situation = (leases: Parameters<typeof planLeases>[0]['leases']) => ({ me: executorId, leases, partitionCount: count, beats, staleAfterMs, draining });
 
   async function tick(): Promise<void> {
-    await o.beats.beat({ executorId, draining, pid: process.pid, host: hostname() });
+    await o.beats.beat({ executorId, draining, pid: process.pid, host: HOST_IDENTITY });
     lastBeat = now();
     beats = await o.beats.list();
     const { snapshot } = await runtime.load(LEASES, { fresh: true });
