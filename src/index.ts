@@ -20,7 +20,7 @@ export type {
   SubmitOptions,
   Submitted,
 } from './client/types.ts';
-export { FINAL_STATUSES } from './client/types.ts';
+export { FINAL_STATUSES, SUBMIT_BATCH } from './client/types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './client/errors.ts';
 export {
   ActionError,

@@ -31,8 +31,10 @@ export interface Transport {
   close(): Promise<void>;
 }
 
-const itemNames = (i: number): SubmissionNames =>
-  Object.fromEntries(Object.entries(API_NAMES).map(([k, v]) => [k, `items[${i}].${v}`])) as SubmissionNames;
+const itemNames = (i: number): SubmissionNames => ({
+  ...(Object.fromEntries(Object.entries(API_NAMES).map(([k, v]) => [k, `items[${i}].${v}`])) as SubmissionNames),
+  namespace: `items[${i}].namespace`,
+});
 
 /** The view of an execution from its machine snapshot. */
 export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot, revision: bigint): ExecutionView {
@@ -53,6 +55,8 @@ export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot,
     priority: c.priority,
     actionVersion: versionShown(c) ?? undefined,
     idempotencyKey: c.idempotencyKey,
+    namespace: c.namespace,
+    tags: { ...c.tags },
     requestedAt: c.requestedAt,
     finishedAt: c.finishedAt,
     final: isFinal(snapshot),
@@ -93,6 +97,7 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
       ...(options.priority !== undefined && { priority: options.priority }),
       ...(options.actionVersion !== undefined && { actionVersion: options.actionVersion }),
       ...(options.tags !== undefined && { tags: options.tags }),
+      ...(options.namespace !== undefined && { namespace: options.namespace }),
     };
     return checkSubmission(registryFor(action), s, names);
   }

@@ -4,13 +4,14 @@
 // back as the typed error the server's resolver threw (errors.ts).
 import { createClient as createSseClient, NetworkError } from 'graphql-sse';
 import type { AnyActionDefinition } from '../actions/action.ts';
+import { InvalidActionInputError } from '../actions/action.ts';
 import { BatonError } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
-import { FINAL_STATUSES, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitOptions } from './types.ts';
+import { FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
-const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey requestedAt finishedAt`;
+const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey namespace tags requestedAt finishedAt`;
 
 interface ExecutionRowJson {
   id: string;
@@ -27,6 +28,8 @@ interface ExecutionRowJson {
   priority: number | null;
   actionVersion: number | null;
   idempotencyKey: string | null;
+  namespace: string;
+  tags: Record<string, string> | null;
   requestedAt: string;
   finishedAt: string | null;
 }
@@ -47,6 +50,8 @@ function viewOfRow(r: ExecutionRowJson): ExecutionView {
     priority: r.priority ?? undefined,
     actionVersion: r.actionVersion ?? undefined,
     idempotencyKey: r.idempotencyKey ?? undefined,
+    namespace: r.namespace,
+    tags: r.tags ?? {},
     requestedAt: r.requestedAt,
     finishedAt: r.finishedAt ?? undefined,
     final: FINAL_STATUSES.has(r.status),
@@ -106,11 +111,12 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       ...(options.priority !== undefined && { priority: options.priority }),
       ...(options.tags !== undefined && { tags: options.tags }),
       ...(options.actionVersion !== undefined && { actionVersion: options.actionVersion }),
+      ...(options.namespace !== undefined && { namespace: options.namespace }),
     };
   }
 
-  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $tags: JSON, $actionVersion: Int) {
-    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, tags: $tags, actionVersion: $actionVersion) { executionId created status }
+  const SUBMIT = `mutation Submit($action: String!, $input: JSON, $idempotencyKey: String, $maxAttempts: Int, $priority: Int, $tags: JSON, $actionVersion: Int, $namespace: String) {
+    submitExecution(action: $action, input: $input, idempotencyKey: $idempotencyKey, maxAttempts: $maxAttempts, priority: $priority, tags: $tags, actionVersion: $actionVersion, namespace: $namespace) { executionId created status }
   }`;
 
   async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
@@ -130,19 +136,30 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   return {
     submit,
     async submitMany(items) {
-      // One request per item, in order. The API's bulk mutation, where it has one, would store
-      // them together; without it, an item refused midway leaves the earlier ones stored, so
-      // each item is numbered in the error.
-      const out = [];
-      for (const [i, item] of items.entries()) {
-        const { action, input, ...options } = item;
+      // One submitExecutions request (one appendMany on the server) per batch, in order.
+      const out: Submitted[] = [];
+      let conflict: BatonError | undefined;
+      for (let start = 0; start < items.length; start += SUBMIT_BATCH) {
+        const batch = items.slice(start, start + SUBMIT_BATCH);
+        let d: { submitExecutions: { results: SubmitExecutionsItemJson[] } };
         try {
-          out.push(await submit(action, input, options));
+          d = await request(SUBMIT_MANY, { inputs: batch.map(({ action, input, ...options }) => submitVariables(action, input, options)) });
         } catch (err) {
-          if (err instanceof BatonError) err.message = `items[${i}]: ${err.message}${i > 0 ? ` (items 0 to ${i - 1} were submitted: ${out.map((s) => s.executionId).join(', ')})` : ''}`;
-          throw err;
+          throw itemError(err, batch, start);
+        }
+        for (const r of d.submitExecutions.results) {
+          if (r.error === null) {
+            out.push({ executionId: r.executionId, created: r.created, status: r.status! });
+            continue;
+          }
+          // Refused alone (its key names an earlier, different request); the others are stored.
+          if (conflict) continue;
+          const i = start + r.index;
+          conflict = fromGraphQLError({ message: r.error.message, extensions: { code: r.error.code, executionId: r.executionId } }, { idempotencyKey: items[i]!.idempotencyKey ?? '' });
+          conflict.message = `items[${i}]: ${r.error.message}${items.length > 1 ? ' (the other items were submitted)' : ''}`;
         }
       }
+      if (conflict) throw conflict;
       return out;
     },
     async cancel(id, reason) {
@@ -204,6 +221,48 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       sse.dispose();
     },
   };
+}
+
+const SUBMIT_MANY = `mutation SubmitMany($inputs: [SubmitExecutionInput!]!) {
+  submitExecutions(inputs: $inputs) { results { index executionId created status error { code message } } }
+}`;
+
+interface SubmitExecutionsItemJson {
+  index: number;
+  executionId: string;
+  created: boolean;
+  status: ExecutionStatus | null;
+  error: { code: string; message: string } | null;
+}
+
+/**
+ * A batch's refusal with its items named as the client's caller knows them: the server's
+ * `inputs.3.input.n` of the batch starting at 500 is `items[503].input.n`; an item whose input
+ * alone does not fit its action's schema is InvalidActionInputError (`items[503]: invalid input
+ * for action …`), as over the database. Earlier batches, already stored, are named.
+ */
+function itemError(err: unknown, batch: readonly SubmitItem[], start: number): unknown {
+  if (!(err instanceof BatonError)) return err;
+  const storedNote = start > 0 ? ` (items 0 to ${start - 1}, the earlier batches, were submitted)` : '';
+  if (err instanceof InvalidInputError) {
+    const problems = err.problems.map((p) => ({ ...p, path: p.path.replace(/^inputs\.(\d+)(\.|$)/, (_, n: string, dot: string) => `items[${start + Number(n)}]${dot}`) }));
+    const items = new Set(problems.map((p) => /^items\[(\d+)\]/.exec(p.path)?.[1]));
+    const only = items.size === 1 ? [...items][0] : undefined;
+    const inputOnly = only !== undefined && problems.every((p) => p.path.startsWith(`items[${only}].input`));
+    const item = only === undefined ? undefined : batch[Number(only) - start];
+    let typed: BatonError;
+    if (inputOnly && item) {
+      const action = typeof item.action === 'string' ? item.action.replace(/@\d+$/, '') : item.action.name;
+      typed = new InvalidActionInputError(action, problems.map((p) => ({ path: p.path.replace(/^items\[\d+\]\.input\.?/, ''), message: p.message })));
+      typed.message = `items[${only}]: ${typed.message}`;
+    } else {
+      typed = new InvalidInputError(problems);
+    }
+    typed.message += storedNote;
+    return typed;
+  }
+  err.message = err.message.replace(/\binputs\.(\d+)\b/g, (_, n: string) => `items[${start + Number(n)}]`) + storedNote;
+  return err;
 }
 
 /** What graphql-sse throws (a NetworkError, an array of GraphQL errors, a CloseEvent-like) as Baton's typed error. */

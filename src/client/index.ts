@@ -15,7 +15,7 @@ import type { BatonClient, ClientOptions, ExecutionStatus, SubmitItem, SubmitOpt
 export * from './types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 
-const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion', 'tags'] as const;
+const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion', 'tags', 'namespace'] as const;
 // Execution ids are UUIDs (random, or derived from an idempotency key), as the API's uuidArg requires.
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -25,7 +25,7 @@ function checkId(id: unknown): string {
   return id.toLowerCase();
 }
 
-/** Unknown submit options are refused, not ignored. (Tags are checked where the submission is: src/input/tags.ts.) */
+/** Unknown submit options are refused, not ignored. (Tags and namespaces are checked where the submission is: src/runtime/submission.ts.) */
 function checkOptions(options: unknown, at: string): SubmitOptions {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidInputError([{ path: at, message: 'must be an object' }]);

@@ -7,6 +7,9 @@ import type { AnyActionDefinition } from '../actions/action.ts';
 /** Where an execution is in its lifecycle (the execution machine's states). */
 export type ExecutionStatus = 'Requested' | 'Scheduling' | 'Scheduled' | 'Running' | 'Completed' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Abandoned';
 
+/** Items per `submitExecutions` request of the GraphQL client's `submitMany` (the API's BATON_API_MAX_SUBMIT_BATCH is 1,000 by default). */
+export const SUBMIT_BATCH = 500;
+
 /** The states an execution never leaves. */
 export const FINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set(['Completed', 'Failed', 'Cancelled', 'TimedOut', 'Abandoned']);
 
@@ -48,6 +51,10 @@ export interface ExecutionView<O = unknown> {
   /** The action version its latest attempt was handed off to run; before any handoff, its pin; undefined when neither. */
   actionVersion: number | undefined;
   idempotencyKey: string | undefined;
+  /** The namespace it lives in (`default` when submitted without one). */
+  namespace: string;
+  /** Its tags: the submitter's merged with those the running action added (`ctx.tag`); `{}` when none. */
+  tags: Record<string, string>;
   /** ISO 8601. */
   requestedAt: string;
   /** ISO 8601, once in a final state. */
@@ -87,6 +94,11 @@ export interface SubmitOptions {
    * values of 1 to 256 characters; a bad one is InvalidInputError naming it.
    */
   tags?: Record<string, string>;
+  /**
+   * The namespace it lives in (default `default`; 1 to 63 lower-case letters, digits or `-`),
+   * created on first use. An idempotency key is unique within its namespace.
+   */
+  namespace?: string;
 }
 
 /** What `submit` returns. */
@@ -158,8 +170,12 @@ export interface BatonClient {
   submit<A extends AnyActionDefinition>(action: A, input: InputOf<A>, options?: SubmitOptions): Promise<Submitted<OutputOf<A>>>;
   submit(action: string, input?: unknown, options?: SubmitOptions): Promise<Submitted>;
   /**
-   * Submit several executions. Every item is checked before any is stored: one bad item
-   * refuses the whole call (InvalidInputError naming `items[i].…`). Results in the items' order.
+   * Submit several executions; results in the items' order. A bad item refuses the call
+   * (InvalidInputError naming `items[i].…`, InvalidActionInputError `items[i]: …`) before any
+   * item is stored: over the database, all of them; over GraphQL, those of its batch (one
+   * `submitExecutions` request per {@link SUBMIT_BATCH} items; the message says which earlier
+   * items were stored). An idempotency key naming an earlier, different request is refused
+   * alone: the other items are stored, then IdempotencyKeyConflictError names the first such item.
    */
   submitMany(items: readonly SubmitItem[]): Promise<Submitted[]>;
   /**

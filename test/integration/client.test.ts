@@ -2,7 +2,7 @@
 // worker with the executor and projector (`@baton-run/baton/worker`), and a real API server. The
 // same calls must give the same answers and the same typed errors over the database and over GraphQL.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   BatonApiError,
@@ -12,6 +12,7 @@ import {
   InvalidInputError,
   NotFoundError,
   ResultTimeoutError,
+  SUBMIT_BATCH,
   createClient,
   defineAction,
   type BatonClient,
@@ -142,9 +143,39 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     if (mode === 'database') await expect(client().updates(id)[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(NotFoundError);
   });
 
-  it('records tags, which the execution then has', async () => {
-    const { executionId } = await client().submit(double, { n: 3 }, { tags: { customer: 'c-42' } });
-    expect((await clients.database.history(executionId))[0]!.data).toMatchObject({ tags: { customer: 'c-42' } });
+  it('records tags and the namespace, which get then shows', async () => {
+    const { executionId } = await client().submit(double, { n: 3 }, { tags: { customer: 'c-42' }, namespace: `team-${mode}` });
+    expect((await clients.database.history(executionId))[0]!.data).toMatchObject({ tags: { customer: 'c-42' }, namespace: `team-${mode}` });
+    await client().result(executionId, { timeout: 20_000 }); // over GraphQL, get reads the read model
+    expect(await client().get(executionId)).toMatchObject({ tags: { customer: 'c-42' }, namespace: `team-${mode}` });
+    const plain = await client().submit('core.noop');
+    await client().result(plain.executionId, { timeout: 20_000 });
+    expect(await client().get(plain.executionId)).toMatchObject({ tags: {}, namespace: 'default' });
+    const badNamespace = await client().submit('core.noop', undefined, { namespace: 'Team_A' }).catch((e: unknown) => e);
+    expect(badNamespace).toBeInstanceOf(InvalidInputError);
+    expect((badNamespace as Error).message).toMatch(/namespace/);
+  });
+
+  it('submitMany records each item\'s tags and namespace; a key naming a different earlier request is refused alone, naming its index', async () => {
+    const key = `many-${mode}-${randomUUID()}`;
+    const first = await client().submit('core.echo', 1, { idempotencyKey: key });
+    const err = await client()
+      .submitMany([
+        { action: 'core.noop', tags: { batch: key }, namespace: 'bulk' },
+        { action: 'core.echo', input: 2, idempotencyKey: key },
+      ])
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IdempotencyKeyConflictError);
+    expect(err).toMatchObject({ executionId: first.executionId });
+    expect((err as Error).message).toMatch(/^items\[1\]: idempotency key ".*" already used by execution .* \(differs in input\) \(the other items were submitted\)$/);
+    const same = await client().submitMany([{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.noop', tags: { batch: key }, namespace: 'bulk' }]);
+    expect(same.map((s) => s.created)).toEqual([false, true]);
+    expect(same[0]!.executionId).toBe(first.executionId);
+    await client().result(same[1]!.executionId, { timeout: 20_000 });
+    expect(await client().get(same[1]!.executionId)).toMatchObject({ tags: { batch: key }, namespace: 'bulk' });
+    const badItem = await client().submitMany([{ action: 'core.noop' }, { action: 'core.noop', tags: { 'a b': 'x' } }]).catch((e: unknown) => e);
+    expect(badItem).toBeInstanceOf(InvalidInputError);
+    expect((badItem as InvalidInputError).problems[0]!.path).toBe('items[1].tags.a b');
   });
 
   it('submitMany submits in order; a bad item is named by its index', async () => {
@@ -170,14 +201,35 @@ it('over the database, submitMany stores nothing when an item is refused', async
   expect(again.created).toBe(true);
 });
 
-it('over the database, submitMany stores them with one appendMany; a key naming a different earlier request is refused alone, naming its index', async () => {
-  const key = `many-${randomUUID()}`;
-  await clients.database.submit('core.echo', 1, { idempotencyKey: key });
-  const err = await clients.database.submitMany([{ action: 'core.noop', tags: { batch: key } }, { action: 'core.echo', input: 2, idempotencyKey: key }]).catch((e: unknown) => e);
-  expect((err as Error).message).toMatch(/^items\[1\]: idempotency key ".*" already used by execution .* \(differs in input\) \(the other items were submitted\)$/);
-  const same = await clients.database.submitMany([{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.noop' }]);
-  expect(same.map((s) => s.created)).toEqual([false, true]);
-});
+it('over GraphQL, submitMany sends one submitExecutions request per batch of SUBMIT_BATCH items', async () => {
+  const posts: string[] = [];
+  const realFetch = globalThis.fetch;
+  const spy = vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
+    if (typeof init?.body === 'string') posts.push(init.body);
+    return realFetch(input, init);
+  });
+  const batch = `batch-${randomUUID()}`;
+  let many;
+  try {
+    many = await clients.graphql.submitMany(Array.from({ length: SUBMIT_BATCH + 1 }, (_, i) => ({ action: 'core.noop', tags: { batch, i: String(i) } })));
+  } finally {
+    spy.mockRestore();
+  }
+  expect(posts).toHaveLength(2);
+  expect(posts.every((p) => p.includes('submitExecutions'))).toBe(true);
+  expect(many).toHaveLength(SUBMIT_BATCH + 1);
+  expect(new Set(many.map((s) => s.executionId)).size).toBe(SUBMIT_BATCH + 1);
+  expect(many.every((s) => s.created)).toBe(true);
+  // Results in the items' order, across the batches.
+  const last = many.at(-1)!.executionId;
+  expect((await clients.database.history(last))[0]!.data).toMatchObject({ tags: { batch, i: String(SUBMIT_BATCH) } });
+  // A bad item of the second batch is named by its place among all the items.
+  const err = await clients.graphql
+    .submitMany([...Array.from({ length: SUBMIT_BATCH }, () => ({ action: 'core.noop' })), { action: double, input: { n: 'x' } }])
+    .catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(InvalidActionInputError);
+  expect((err as Error).message).toMatch(new RegExp(`^items\\[${SUBMIT_BATCH}\\]: invalid input for action test\\.double: input\\.n: .*\\(items 0 to ${SUBMIT_BATCH - 1}, the earlier batches, were submitted\\)$`));
+}, 60_000);
 
 it('createClient refuses options it does not understand', async () => {
   await expect(createClient({ databaseUrl: db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
