@@ -18,6 +18,7 @@ import { schedulePlan, type ScheduleSnapshot } from '../../actors/schedule.machi
 import { isTick } from '../../actors/schedule-ticks.ts';
 import type { FiredTarget, ScheduleEvent } from '../../schemas/schedule-events.ts';
 import { Backoff } from '../async/backoff.ts';
+import { createKick } from '../async/kick.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { Command } from '../runtime/actor-kind.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
@@ -185,29 +186,15 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
     return true;
   }
 
-  function kick(s: Followed): void {
-    if (ac.signal.aborted || !caughtUp || !followed.has(s.id)) return;
-    if (s.running) {
-      s.again = true;
-      return;
-    }
-    s.running = (async () => {
-      try {
-        do {
-          s.again = false;
-          // Bounded: a plan covers at most 10,000 missed ticks, skipped with one event.
-          for (let n = 0; n < 10_000 && !ac.signal.aborted; n++) if (!(await step(s))) break;
-        } while (s.again && !ac.signal.aborted);
-        s.backoff.reset();
-      } catch (err) {
-        const retryInMs = s.backoff.nextMs;
-        log.error({ scheduleId: s.id, err, retryInMs }, 'firing a schedule’s tick failed; will try again');
-        void s.backoff.wait(ac.signal).then(() => kick(s));
-      } finally {
-        s.running = undefined;
-      }
-    })();
-  }
+  const kick = createKick<Followed>({
+    signal: ac.signal,
+    active: (s) => caughtUp && followed.has(s.id),
+    // Bounded: a plan covers at most 10,000 missed ticks, skipped with one event.
+    async round(s) {
+      for (let n = 0; n < 10_000 && !ac.signal.aborted; n++) if (!(await step(s))) break;
+    },
+    failed: (s, err, retryInMs) => log.error({ scheduleId: s.id, err, retryInMs }, 'firing a schedule’s tick failed; will try again'),
+  });
 
   const unsubscribe = schedules.onChange(onChange);
   const ready = follower.ready.then(() => {

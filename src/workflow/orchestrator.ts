@@ -16,6 +16,7 @@ import type { WorkflowEvent } from '../../schemas/workflow-events.ts';
 import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import type { WorkflowSnapshot } from '../../actors/workflow.machine.ts';
 import { Backoff } from '../async/backoff.ts';
+import { createKick } from '../async/kick.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { Command } from '../runtime/actor-kind.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
@@ -153,36 +154,22 @@ export function startOrchestrator(o: OrchestratorOptions): Orchestrator {
     },
   };
 
-  function kick(w: Followed): void {
-    if (ac.signal.aborted || !caughtUp || !followed.has(w.id)) return;
-    if (w.running) {
-      w.again = true;
-      return;
-    }
-    w.running = (async () => {
-      try {
-        do {
-          w.again = false;
-          // Act until the plan asks for nothing more (bounded: a workflow has at most 1,000 steps).
-          for (let n = 0; n < 5_000 && !ac.signal.aborted; n++) {
-            const moved = await advance(round, w);
-            if (moved === 'ended') {
-              forget(w);
-              return;
-            }
-            if (!moved) break;
-          }
-        } while (w.again && !ac.signal.aborted);
-        w.backoff.reset();
-      } catch (err) {
-        const retryInMs = w.backoff.nextMs;
-        log.error({ workflowId: w.id, err, retryInMs }, 'orchestrating a workflow failed; will try again');
-        void w.backoff.wait(ac.signal).then(() => kick(w));
-      } finally {
-        w.running = undefined;
+  const kick = createKick<Followed>({
+    signal: ac.signal,
+    active: (w) => caughtUp && followed.has(w.id),
+    // Act until the plan asks for nothing more (bounded: a workflow has at most 1,000 steps).
+    async round(w) {
+      for (let n = 0; n < 5_000 && !ac.signal.aborted; n++) {
+        const moved = await advance(round, w);
+        if (moved === 'ended') {
+          forget(w);
+          return 'done';
+        }
+        if (!moved) break;
       }
-    })();
-  }
+    },
+    failed: (w, err, retryInMs) => log.error({ workflowId: w.id, err, retryInMs }, 'orchestrating a workflow failed; will try again'),
+  });
 
   const unsubscribe = [workflows.onChange(onWorkflowChange), executions.onChange(onExecutionChange)];
   const ready = follower.ready.then(() => {
