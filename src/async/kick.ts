@@ -44,3 +44,26 @@ export function createKick<T extends Kicked>(o: KickOptions<T>): (t: T) => void 
   };
   return kick;
 }
+
+/**
+ * Once the host's follower has caught up, kick every followed actor, then again every
+ * `sweepEveryMs` (a safety net for a change that reached no listener; 0: never).
+ */
+export function kickWhenCaughtUp<T>(o: {
+  caughtUp: Promise<void>;
+  followed: ReadonlyMap<string, T>;
+  kick: (t: T) => void;
+  sweepEveryMs: number;
+  /** Runs first, when the follower has caught up (the host marks itself caught up and says so). */
+  onCaughtUp(): void;
+}): { ready: Promise<void>; stopSweeping(): void } {
+  let caughtUp = false;
+  const ready = o.caughtUp.then(() => {
+    caughtUp = true;
+    o.onCaughtUp();
+    for (const t of [...o.followed.values()]) o.kick(t);
+  });
+  const sweep = o.sweepEveryMs > 0 ? setInterval(() => caughtUp && o.followed.forEach((t) => o.kick(t)), o.sweepEveryMs) : undefined;
+  sweep?.unref();
+  return { ready, stopSweeping: () => clearInterval(sweep) };
+}

@@ -18,7 +18,7 @@ import { schedulePlan, type ScheduleSnapshot } from '../../actors/schedule.machi
 import { isTick } from '../../actors/schedule-ticks.ts';
 import type { FiredTarget, ScheduleEvent } from '../../schemas/schedule-events.ts';
 import { Backoff } from '../async/backoff.ts';
-import { createKick } from '../async/kick.ts';
+import { createKick, kickWhenCaughtUp } from '../async/kick.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { Command } from '../runtime/actor-kind.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
@@ -197,21 +197,23 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
   });
 
   const unsubscribe = schedules.onChange(onChange);
-  const ready = follower.ready.then(() => {
-    caughtUp = true;
-    log.info({ schedules: followed.size }, 'schedule host caught up');
-    for (const s of [...followed.values()]) kick(s);
+  const { ready, stopSweeping } = kickWhenCaughtUp({
+    caughtUp: follower.ready,
+    followed,
+    kick,
+    sweepEveryMs: o.sweepEveryMs ?? 15_000,
+    onCaughtUp() {
+      caughtUp = true;
+      log.info({ schedules: followed.size }, 'schedule host caught up');
+    },
   });
-  const sweepEveryMs = o.sweepEveryMs ?? 15_000;
-  const sweep = sweepEveryMs > 0 ? setInterval(() => caughtUp && followed.forEach((s) => kick(s)), sweepEveryMs) : undefined;
-  sweep?.unref();
 
   return {
     ready,
     active: () => followed.size,
     async stop() {
       ac.abort();
-      clearInterval(sweep);
+      stopSweeping();
       unsubscribe();
       for (const s of followed.values()) clearTimeout(s.timer);
       await Promise.all([...followed.values()].map((s) => s.running));

@@ -16,7 +16,7 @@ import type { WorkflowEvent } from '../../schemas/workflow-events.ts';
 import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import type { WorkflowSnapshot } from '../../actors/workflow.machine.ts';
 import { Backoff } from '../async/backoff.ts';
-import { createKick } from '../async/kick.ts';
+import { createKick, kickWhenCaughtUp } from '../async/kick.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { Command } from '../runtime/actor-kind.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
@@ -172,22 +172,23 @@ export function startOrchestrator(o: OrchestratorOptions): Orchestrator {
   });
 
   const unsubscribe = [workflows.onChange(onWorkflowChange), executions.onChange(onExecutionChange)];
-  const ready = follower.ready.then(() => {
-    caughtUp = true;
-    log.info({ workflows: followed.size }, 'workflow orchestrator caught up');
-    for (const w of [...followed.values()]) kick(w);
+  const { ready, stopSweeping } = kickWhenCaughtUp({
+    caughtUp: follower.ready,
+    followed,
+    kick,
+    sweepEveryMs: o.sweepEveryMs ?? 10_000,
+    onCaughtUp() {
+      caughtUp = true;
+      log.info({ workflows: followed.size }, 'workflow orchestrator caught up');
+    },
   });
-
-  const sweepEveryMs = o.sweepEveryMs ?? 10_000;
-  const sweep = sweepEveryMs > 0 ? setInterval(() => caughtUp && followed.forEach((w) => kick(w)), sweepEveryMs) : undefined;
-  sweep?.unref();
 
   return {
     ready,
     active: () => followed.size,
     async stop() {
       ac.abort();
-      clearInterval(sweep);
+      stopSweeping();
       if (owned) await follower.stop();
       for (const off of unsubscribe) off();
       await Promise.all([...followed.values()].map((w) => w.running));
