@@ -44,7 +44,14 @@ export function WhatIf({ executionId, revision, onFork }) {
     setResult({});
   }, [executionId, revision]);
   const picked = choices[choice];
-  useEffect(() => setData(picked ? JSON.stringify(exampleData(picked.type, state)) : ''), [picked?.type, state]);
+  const exampleFor = (c) => (c ? JSON.stringify(exampleData(c.type, state)) : '');
+  useEffect(() => setData(exampleFor(picked)), [picked?.type, state]);
+  // The event and its example data change in one render: an effect runs only after paint, and a
+  // "Try it" in between would send the new event with the previous event's data.
+  const pick = (i) => {
+    setChoice(i);
+    setData(exampleFor(choices[i]));
+  };
 
   const run = async (e) => {
     e.preventDefault();
@@ -74,7 +81,7 @@ export function WhatIf({ executionId, revision, onFork }) {
     <h3>What if, after revision ${revision}…</h3>
     <div class="what-if-row">
       <label>Event
-        <select value=${choice} onChange=${(e) => setChoice(Number(e.currentTarget.value))} data-testid="what-if-event">
+        <select value=${choice} onChange=${(e) => pick(Number(e.currentTarget.value))} data-testid="what-if-event">
           ${choices.map((c, i) => html`<option value=${i}>${c.type} (by ${c.by})</option>`)}
         </select></label>
       <label class="grow">Data (JSON)
