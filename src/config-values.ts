@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from './input/namespace.ts';
 import { parseNamespaceLimits } from './executor/namespace-limits.ts';
+import { parseNamespaceRateLimits } from './executor/namespace-rate-limits.ts';
 
 // `FOO=` in a shell, a compose file or a .env means "not set", not "set to the empty string".
 export const unsetIfEmpty = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
@@ -171,6 +172,21 @@ export const namespaceLimitsSetting = z.preprocess(
     .transform((v, ctx) => {
       if (v === undefined) return {};
       const r = parseNamespaceLimits(v);
+      if (r.ok) return r.limits;
+      ctx.addIssue({ code: 'custom', message: r.problem });
+      return z.NEVER;
+    }),
+);
+
+/** BATON_NAMESPACE_RATE_LIMIT: `team-a=100/s,team-b=600/m` (src/executor/namespace-rate-limits.ts). */
+export const namespaceRateLimitsSetting = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined) return {};
+      const r = parseNamespaceRateLimits(v);
       if (r.ok) return r.limits;
       ctx.addIssue({ code: 'custom', message: r.problem });
       return z.NEVER;

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
-import { byteSize, count, duration, flag, hostAllowList, namespaceLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
+import type { RateLimitPolicy } from '../schemas/worker-events.ts';
+import { byteSize, count, duration, flag, hostAllowList, namespaceLimitsSetting, namespaceRateLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
 
@@ -59,6 +60,8 @@ export interface Config {
   readonly apiNamespaceTokens: string | undefined;
   /** BATON_NAMESPACE_CONCURRENCY: executions of a namespace that may hold a slot at once (the executor enforces it). */
   readonly namespaceConcurrency: Readonly<Record<string, number>>;
+  /** BATON_NAMESPACE_RATE_LIMIT: handoffs of a namespace per second or minute (the executor enforces it). */
+  readonly namespaceRateLimits: Readonly<Record<string, RateLimitPolicy>>;
   /** BATON_RETENTION (off by default): the executor archives and removes finished work older than this (src/retention/). */
   readonly retention: RetentionConfig | undefined;
   /** BATON_PARTITIONS (default 16): how many partitions the executors split the work into; fixed by the installation's first executor (src/executor/partitions/). */
@@ -213,6 +216,7 @@ const EnvSchema = z.object({
   BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit').optional()),
   BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_NAMESPACE_CONCURRENCY: namespaceLimitsSetting,
+  BATON_NAMESPACE_RATE_LIMIT: namespaceRateLimitsSetting,
   BATON_SCHEDULE_TO_START_TIMEOUT: duration(DEFAULT_TIMEOUTS.scheduleToStartMs),
   BATON_START_TO_CLOSE_TIMEOUT: duration(DEFAULT_TIMEOUTS.startToCloseMs),
   BATON_HEARTBEAT_INTERVAL: duration(DEFAULT_TIMEOUTS.heartbeatIntervalMs),
@@ -299,6 +303,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     namespace: e.BATON_NAMESPACE,
     dbSchema: e.BATON_DB_SCHEMA,
     namespaceConcurrency: Object.freeze(e.BATON_NAMESPACE_CONCURRENCY),
+    namespaceRateLimits: Object.freeze(e.BATON_NAMESPACE_RATE_LIMIT),
     retention:
       e.BATON_RETENTION === undefined
         ? undefined

@@ -165,6 +165,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     // A worker times its own runs out; the executor steps in a few heartbeats later, when it is gone.
     timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
     namespaceConcurrency: env.config.namespaceConcurrency,
+    namespaceRateLimits: env.config.namespaceRateLimits,
   });
   const workflows = startOrchestrator({
     store: env.store,

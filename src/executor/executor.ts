@@ -26,6 +26,7 @@ import { createMonitor } from './monitor/index.ts';
 import { namespaceRoom } from './namespace-limits.ts';
 import { plan } from './placement.ts';
 import { createRateLimits, type Admitted } from './rate-limits.ts';
+import type { RateLimitPolicy } from '../../schemas/worker-events.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
 import { handoffVersion } from './version-choice.ts';
@@ -82,6 +83,8 @@ export interface ExecutorOptions {
   partitions?: PartitionLeases;
   /** BATON_NAMESPACE_CONCURRENCY: at most this many executions of a namespace hold a slot at once. */
   namespaceConcurrency?: Readonly<Record<string, number>>;
+  /** BATON_NAMESPACE_RATE_LIMIT: at most this many handoffs of a namespace per second or minute. */
+  namespaceRateLimits?: Readonly<Record<string, RateLimitPolicy>>;
 }
 
 export interface Executor {
@@ -117,7 +120,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
   const inputOf = (executionId: string): unknown => runtime.cached(executionId)?.snapshot.context.input;
-  const rateLimits = createRateLimits({ store: o.store, log, now, wake: () => kick(), ...(o.registry && { registry: o.registry }) });
+  const rateLimits = createRateLimits({ store: o.store, log, now, wake: () => kick(), ...(o.registry && { registry: o.registry }), ...(o.namespaceRateLimits && { namespaceRates: o.namespaceRateLimits }) });
   const metrics = o.registry && createExecutorMetrics(o.registry, view, transport, () => monitor.unoffered());
   /** The runtime tag the action's workers advertise: the work subject's `<runtime>` token. */
   const runtimeOf = (action: string): string => view.policyOf(action)?.runtime ?? DEFAULT_RUNTIME;

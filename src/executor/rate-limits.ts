@@ -28,6 +28,8 @@ import { rateBucketKind } from '../runtime/rate-bucket-kind.ts';
 import type { ActionPolicy } from '../../schemas/worker-events.ts';
 import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
 import type { Placement } from './placement.ts';
+import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
+import { namespaceRateBucket } from './namespace-rate-limits.ts';
 
 export { rateBucketOf } from '../runtime/rate-buckets.ts';
 
@@ -46,6 +48,8 @@ export interface RateLimitsOptions {
   /** Called when a token comes back for executions held back: start a pass. */
   wake: () => void;
   registry?: Registry;
+  /** BATON_NAMESPACE_RATE_LIMIT: a rate per namespace, over all its actions (namespace-rate-limits.ts). */
+  namespaceRates?: Readonly<Record<string, RateLimitPolicy>>;
 }
 
 export interface RateLimits {
@@ -67,6 +71,8 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
   const metrics = o.registry && {
     holds: new Counter({ name: 'baton_rate_limited_total', help: 'Scheduling decisions that held executions of the action back for want of a rate-limit token (one per bucket per pass)', labelNames: ['action'], registers: [o.registry] }),
     granted: new Counter({ name: 'baton_rate_limit_tokens_granted_total', help: 'Rate-limit tokens this executor granted', labelNames: ['action'], registers: [o.registry] }),
+    nsHolds: new Counter({ name: 'baton_namespace_rate_limited_total', help: 'Scheduling decisions that held executions of the namespace back for want of a namespace rate-limit token (one per namespace per pass)', labelNames: ['namespace'], registers: [o.registry] }),
+    nsGranted: new Counter({ name: 'baton_namespace_rate_limit_tokens_granted_total', help: 'Namespace rate-limit tokens this executor granted', labelNames: ['namespace'], registers: [o.registry] }),
     waiting: new Gauge({ name: 'baton_rate_limit_waiting', help: 'Executions the latest scheduling pass held back for want of a rate-limit token (up to 1,024 per bucket a pass looks at; labelled by action: keys are unbounded)', labelNames: ['action'], registers: [o.registry] }),
   };
   let timer: NodeJS.Timeout | undefined;
@@ -124,6 +130,43 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
     }, Math.max(1, at - o.now())).unref();
   }
 
+  /** The placements their namespaces' buckets grant a token to (all of them when no namespace is limited). */
+  async function admitNamespaces(placements: readonly Placement[]): Promise<readonly Admitted[]> {
+    const rates = o.namespaceRates;
+    if (!rates || Object.keys(rates).length === 0) return placements;
+    const groups = new Map<string, number[]>();
+    placements.forEach((p, i) => {
+      const ns = p.execution.namespace ?? DEFAULT_NAMESPACE;
+      if (!rates[ns]) return;
+      let g = groups.get(ns);
+      if (!g) groups.set(ns, (g = []));
+      g.push(i);
+    });
+    const refused = new Set<number>();
+    const notAfter = new Map<number, number>();
+    for (const [ns, members] of groups) {
+      let granted = 0;
+      try {
+        const t = await take(namespaceRateBucket(ns), rates[ns]!, members.length);
+        granted = t.granted;
+        members.slice(0, granted).forEach((i) => notAfter.set(i, t.at + HANDOFF_MARGIN_MS));
+        if (t.nextAt !== undefined) wakeAt(t.nextAt);
+      } catch (err) {
+        o.log.warn({ err, namespace: ns }, 'namespace rate-limit grant failed; its executions wait for the next pass');
+      }
+      members.forEach((i, k) => k >= granted && refused.add(i));
+      if (granted > 0) metrics?.nsGranted.inc({ namespace: ns }, granted);
+      if (granted < members.length) metrics?.nsHolds.inc({ namespace: ns });
+    }
+    const admitted: Admitted[] = [];
+    placements.forEach((p, i) => {
+      if (refused.has(i)) return;
+      const until = notAfter.get(i);
+      admitted.push(until === undefined ? p : { ...p, notAfter: until });
+    });
+    return admitted;
+  }
+
   return {
     passFilter(policyOf, inputOf) {
       tally = undefined;
@@ -147,7 +190,12 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
         return n > 0;
       };
     },
-    async admit(placements, policyOf, inputOf) {
+    async admit(all, policyOf, inputOf) {
+      // Namespace limits first: a placement needs its namespace's token, then its action's. A
+      // namespace token granted to a placement its action bucket then refuses lapses (it is not
+      // returned: it comes back after its window like any other), so both limits hold, at the
+      // price of a namespace running under its limit while an action limit within it binds.
+      const placements = await admitNamespaces(all);
       const groups = new Map<string, { action: string; policy: RateLimitPolicy; members: number[] }>();
       placements.forEach((p, i) => {
         const policy = policyOf(p.execution.action);
@@ -159,7 +207,7 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
       });
       if (groups.size === 0) {
         endPass();
-        return placements as Admitted[];
+        return [...placements];
       }
       const notAfter = new Map<number, number>();
       const refused = new Set<number>();
@@ -186,7 +234,7 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
       placements.forEach((p, i) => {
         if (refused.has(i)) return;
         const until = notAfter.get(i);
-        admitted.push(until === undefined ? p : { ...p, notAfter: until });
+        admitted.push(until === undefined ? p : { ...p, notAfter: Math.min(until, p.notAfter ?? Infinity) });
       });
       return admitted;
     },

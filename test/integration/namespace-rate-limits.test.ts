@@ -1,0 +1,99 @@
+// Namespace rate limits against the real event store: two executors in one process, one
+// namespace limited to 5 per second (BATON_NAMESPACE_RATE_LIMIT), its executions spread over two
+// actions that have no limit of their own. By the handoffs' recorded times, the namespace never
+// gets more than 5 in any second, every execution still runs, the default namespace is not held
+// back, and the grants are on the namespace's bucket stream.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { isFinal, statusOf } from '../../actors/execution.machine.ts';
+import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
+import { RATE_LIMIT_STREAM_PREFIX } from '../../schemas/rate-limit-events.ts';
+import { builtinActions, createActionRegistry, defineAction } from '../../src/actions/index.ts';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { startExecutor, type Executor } from '../../src/executor/executor.ts';
+import { namespaceRateBucket } from '../../src/executor/namespace-rate-limits.ts';
+import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { asRateLimitEvent } from '../../src/runtime/rate-bucket-kind.ts';
+import { replayRateBucket } from '../../src/runtime/rate-buckets.ts';
+import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
+import type { WorkTransport } from '../../src/transport/work-transport.ts';
+import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { allEvents, eventually } from '../support/workflow-cluster.ts';
+
+const RATE = 5;
+const one = defineAction({ name: 'test.ns-one', input: z.object({ n: z.number() }), run: () => null });
+const two = defineAction({ name: 'test.ns-two', input: z.object({ n: z.number() }), run: () => null });
+
+function busiestSecond(times: number[]): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= 1_000) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe('namespace rate limits across executors', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+  let runtime: ExecutionRuntime;
+  let transport: WorkTransport;
+  const executors: Executor[] = [];
+  const workers: WorkerHost[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ max: 20 });
+    store = createPostgresEventStore(db.pool);
+    runtime = createExecutionRuntime(store);
+    transport = createPostgresWorkTransport(db.pool);
+    const liveness = createLivenessStore(db.pool);
+    const log = silentLogger();
+    for (let i = 0; i < 2; i++) executors.push(startExecutor({ store, transport, workers: liveness, log, namespaceRateLimits: { 'team-a': { perSecond: RATE } } }));
+    workers.push(await startWorkerHost({ workerId: 'nsrl-0', store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, one, two]), capacity: 32, log, heartbeatIntervalMs: 1_000 }));
+    await Promise.all(executors.map((e) => e.ready));
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const w of workers) await w.stop('test over');
+    for (const e of executors) await e.stop();
+    await transport?.close();
+    await store?.close();
+    await db?.drop();
+  });
+
+  const handoffTimes = async (ids: Set<string>) =>
+    (await allEvents(store, [EXECUTION_STREAM_PREFIX]))
+      .filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length)))
+      .map((e) => Date.parse((e.metadata as { occurredAt: string }).occurredAt));
+
+  it('never hands off more than 5 of the namespace in any second, across its actions, and runs them all', async () => {
+    const limited = new Set<string>();
+    const free = new Set<string>();
+    for (let n = 0; n < 15; n++) {
+      limited.add((await runtime.submit({ action: n % 2 ? 'test.ns-one' : 'test.ns-two', input: { n }, namespace: 'team-a' })).executionId);
+      free.add((await runtime.submit({ action: 'test.ns-one', input: { n } })).executionId);
+    }
+    const all = new Set([...limited, ...free]);
+    await eventually('every execution to end', async () => {
+      for (const id of all) if (!isFinal((await runtime.load(id)).snapshot)) return undefined;
+      return true;
+    }, 30_000);
+    for (const id of all) expect(statusOf((await runtime.load(id)).snapshot)).toBe('Completed');
+
+    const times = await handoffTimes(limited);
+    expect(times.length).toBeGreaterThanOrEqual(15);
+    expect(busiestSecond(times)).toBe(RATE); // reached, never passed
+    expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(2_000); // 15 at 5 per second
+    // The default namespace has no limit: its 15 are not spread out by team-a's.
+    expect(busiestSecond(await handoffTimes(free))).toBeGreaterThan(RATE);
+
+    const stream = `${RATE_LIMIT_STREAM_PREFIX}${namespaceRateBucket('team-a')}`;
+    const grants = (await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === stream).map(asRateLimitEvent);
+    expect(grants.reduce((n, g) => n + g.data.count, 0)).toBeGreaterThanOrEqual(times.length);
+    expect(replayRateBucket(namespaceRateBucket('team-a'), await store.readStream(stream)).divergences).toEqual([]);
+  }, 45_000);
+});
