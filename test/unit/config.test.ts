@@ -28,6 +28,7 @@ describe('loadConfig', () => {
       namespace: 'default',
       dbSchema: undefined,
       namespaceConcurrency: {},
+      namespaceRateLimits: {},
       retention: undefined,
       partitions: 16,
     });
