@@ -1,4 +1,5 @@
 // What every resolver gets: the request's role and loaders, and the server's shared parts.
+import type { RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
@@ -34,6 +35,8 @@ export interface ApiContext {
   maxSubmitBatch: number;
   /** A worker without a heartbeat for this long is not alive (the executor's staleness limit). */
   staleAfterMs: number;
+  /** BATON_NAMESPACE_RATE_LIMIT: namespaces' rate limits, for waiting reasons. */
+  namespaceRateLimits: Readonly<Record<string, RateLimitPolicy>>;
   log: Logger;
   /** The caller's trace context (W3C `traceparent` header), when tracing: a submission continues it. */
   trace?: TraceFields;

@@ -3,7 +3,7 @@
 import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
 import { offerKey, waitingReason } from '../liveness/waiting-reason.ts';
-import { rateLimitReason } from '../liveness/rate-limit-wait.ts';
+import { namespaceRateLimitReason, rateLimitReason } from '../liveness/rate-limit-wait.ts';
 import { rateBucketsOf } from '../runtime/rate-buckets.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
@@ -139,8 +139,12 @@ export const resolvers = {
       const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(offerKey(row));
       const reason = waitingReason(row, offer ?? undefined, Date.now());
       if (reason !== null) return reason;
+      const buckets = rateBucketsOf(ctx.runtime.store);
       const policy = await ctx.loaders.rateLimit.load(row.action);
-      return policy && rateLimitReason(rateBucketsOf(ctx.runtime.store), { action: row.action, input: () => row.input }, policy, Date.now());
+      return (
+        (await namespaceRateLimitReason(buckets, row.namespace, ctx.namespaceRateLimits, Date.now())) ??
+        (policy && (await rateLimitReason(buckets, { action: row.action, input: () => row.input }, policy, Date.now())))
+      );
     },
     lastHeartbeatAt(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       const held = row.workerId !== null && (HELD_STATUSES as readonly string[]).includes(row.status);

@@ -5,6 +5,7 @@
 // checks in the resolvers, the response budget (large values truncated, large responses
 // refused), subscription caps, and error masking (no stacks, no SQL; stack traces in stored
 // errors for the admin token only; database outages → 503 SERVICE_UNAVAILABLE).
+import type { RateLimitPolicy } from '../../schemas/rate-limit-events.ts';
 import http from 'node:http';
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
@@ -92,6 +93,8 @@ export interface ApiServerOptions {
   namespaceTokens?: string;
   /** Workers silent longer than this are reported not alive; default 30 s (3 × 10 s heartbeats). */
   staleAfterMs?: number;
+  /** BATON_NAMESPACE_RATE_LIMIT, for waiting reasons (the executors enforce it). */
+  namespaceRateLimits?: Readonly<Record<string, RateLimitPolicy>>;
   /** Larger bodies get 413; default limits.maxBodyBytes (BATON_API_MAX_BODY_BYTES, 1 MiB). */
   bodyLimitBytes?: number;
   /** The event store, for workflows (folded from their streams); without it they answer NOT_CONFIGURED. Not closed by close(). */
@@ -166,6 +169,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       updates,
       transport: o.transport,
       staleAfterMs: o.staleAfterMs ?? staleAfterMs(),
+      namespaceRateLimits: o.namespaceRateLimits ?? {},
       maxSubmitBatch: limits.maxSubmitBatch,
       log,
       trace: requestTraceFields(request.headers),

@@ -242,6 +242,7 @@ export async function startApi(env: HostEnvironment, actions: ActionRegistry, po
     portSetting: port !== undefined ? portSetting : env.config.apiPortSet ? 'BATON_API_PORT' : undefined,
     transport: env.transport,
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
+    namespaceRateLimits: env.config.namespaceRateLimits,
     adminToken: env.config.apiToken,
     readToken: env.config.apiReadToken,
     ...(env.config.apiNamespaceTokens !== undefined && { namespaceTokens: env.config.apiNamespaceTokens }),

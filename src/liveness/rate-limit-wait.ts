@@ -9,6 +9,7 @@ import { RateLimitPolicy, rateLimitStreamId, windowOf } from '../../schemas/rate
 import { BatonError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { RateBuckets, rateBucketOf, replayRateBucket, type RateBucketReplay } from '../runtime/rate-buckets.ts';
+import { namespaceRateBucket } from '../executor/namespace-rate-limits.ts';
 
 const WORKERS = qualified(READ_MODEL_SCHEMA, 'workers');
 
@@ -44,6 +45,19 @@ export async function rateLimitReason(buckets: RateBuckets, e: { action: string;
   const tokens = await buckets.tokens(rateBucketOf(e.action, policy, e.input), windowOf(policy), now);
   if (tokens.available > 0) return null;
   return `rate limited: action "${e.action}" allows ${describe(policy)}; next token at ${new Date(tokens.nextAt!).toISOString()}`;
+}
+
+/**
+ * `rate limited: namespace "team-a" allows 100 per second; next token at <time>` when the
+ * execution's namespace has a rate limit (BATON_NAMESPACE_RATE_LIMIT) whose bucket has no token
+ * left now, else null.
+ */
+export async function namespaceRateLimitReason(buckets: RateBuckets, namespace: string, limits: Readonly<Record<string, RateLimitPolicy>>, now: number): Promise<string | null> {
+  const policy = limits[namespace];
+  if (!policy) return null;
+  const tokens = await buckets.tokens(namespaceRateBucket(namespace), windowOf(policy), now);
+  if (tokens.available > 0) return null;
+  return `rate limited: namespace "${namespace}" allows ${describe(policy)}; next token at ${new Date(tokens.nextAt!).toISOString()}`;
 }
 
 /** An action's rate limit and its bucket now: what `baton ratelimit show` and GraphQL `rateLimit` say. */

@@ -16,7 +16,8 @@ import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { asRateLimitEvent } from '../../src/runtime/rate-bucket-kind.ts';
-import { replayRateBucket } from '../../src/runtime/rate-buckets.ts';
+import { rateBucketsOf, replayRateBucket } from '../../src/runtime/rate-buckets.ts';
+import { namespaceRateLimitReason } from '../../src/liveness/rate-limit-wait.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
@@ -78,10 +79,17 @@ describe('namespace rate limits across executors', () => {
       free.add((await runtime.submit({ action: 'test.ns-one', input: { n } })).executionId);
     }
     const all = new Set([...limited, ...free]);
+    // What `baton status` and GraphQL waitingReason say meanwhile, read from the bucket's stream.
+    const reasons = new Set<string>();
+    const limits = { 'team-a': { perSecond: RATE } };
     await eventually('every execution to end', async () => {
+      const reason = await namespaceRateLimitReason(rateBucketsOf(store), 'team-a', limits, Date.now());
+      if (reason) reasons.add(reason.replace(/at \S+$/, 'at …'));
       for (const id of all) if (!isFinal((await runtime.load(id)).snapshot)) return undefined;
       return true;
     }, 30_000);
+    expect([...reasons]).toEqual([`rate limited: namespace "team-a" allows ${RATE} per second; next token at …`]);
+    expect(await namespaceRateLimitReason(rateBucketsOf(store), 'default', limits, Date.now())).toBeNull();
     for (const id of all) expect(statusOf((await runtime.load(id)).snapshot)).toBe('Completed');
 
     const times = await handoffTimes(limited);

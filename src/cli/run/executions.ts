@@ -7,7 +7,8 @@ import type { EventStore } from '../../eventstore/event-store.ts';
 import { loadConfig, workerStaleAfterMs } from '../../config.ts';
 import { createLivenessStore } from '../../liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
-import { advertisedRateLimits, rateLimitReason } from '../../liveness/rate-limit-wait.ts';
+import { advertisedRateLimits, namespaceRateLimitReason, rateLimitReason } from '../../liveness/rate-limit-wait.ts';
+import { namespaceOr } from '../../input/namespace.ts';
 import { RateBuckets } from '../../runtime/rate-buckets.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
@@ -32,7 +33,10 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
     const c = snapshot.context;
     const waiting =
       (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
-      (statusOf(snapshot) === 'Requested' ? await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now()) : null);
+      (statusOf(snapshot) === 'Requested'
+        ? ((await namespaceRateLimitReason(new RateBuckets(store), namespaceOr(c.namespace), config.namespaceRateLimits, Date.now())) ??
+          (await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now())))
+        : null);
     if (o.json) {
       console.log(toJson({ executionId: id, status: statusOf(snapshot), revision, actionVersion: versionShown(c), waiting, tags: c.tags ?? {}, context: c }));
       return;
