@@ -23,20 +23,11 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
+import { busiestSecond } from '../support/busiest-second.ts';
 
 const RATE = 5;
 const one = defineAction({ name: 'test.ns-one', input: z.object({ n: z.number() }), run: () => null });
 const two = defineAction({ name: 'test.ns-two', input: z.object({ n: z.number() }), run: () => null });
-
-function busiestSecond(times: number[]): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= 1_000) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
 
 describe('namespace rate limits across executors', () => {
   let db: TestDatabase;

@@ -22,6 +22,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
+import { busiestSecond } from '../support/busiest-second.ts';
 
 const RATE = 5;
 const limited = defineAction({ name: 'test.limited', input: z.object({ n: z.number(), tenant: z.string().optional() }), rateLimit: { perSecond: RATE }, run: () => null });
@@ -30,16 +31,6 @@ const slow = defineAction({ name: 'test.slow', input: z.object({ n: z.number(), 
 const perTenant = defineAction({ name: 'test.per-tenant', input: z.object({ tenant: z.string() }), rateLimit: { perSecond: 2, key: 'tenant' }, run: () => null });
 
 /** The most handoffs of `action` (by their recorded times) in any window [t, t + 1 s). */
-function busiestSecond(handoffs: number[]): number {
-  const sorted = [...handoffs].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= 1_000) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
-
 describe('rate limits across executors', () => {
   let db: TestDatabase;
   let store: PostgresEventStore;
