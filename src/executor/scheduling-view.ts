@@ -21,7 +21,7 @@ import type { Change } from '../runtime/actor-runtime.ts';
 import { AdvertisedWorkers, type WorkerChange } from './advertised-workers.ts';
 import { SlotCounts, concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
 import { HOLDS_SLOT, phaseOf, reclaimReason, type ActionGauges, type Phase, type CancelRequest, type HandedOffExecution, type Orphan, type RetryDecision, type RunningExecution, type WorkerStatus } from './scheduling-entries.ts';
-import { WaitingQueue, type WaitingExecution } from './waiting-queue.ts';
+import { WaitingQueue } from './waiting-queue.ts';
 
 export type ExecutionChange = Change<ExecutionSnapshot, ExecutionEvent>;
 
@@ -330,23 +330,8 @@ export class SchedulingView {
     };
   }
 
-  #runningOf(id: string): RunningExecution {
-    const c = this.#entries.get(id)!.snapshot.context;
-    return { executionId: id, workerId: c.workerId!, attempt: c.attempt, deadline: c.deadline };
-  }
-
   waitingCount(): number {
     return this.#waiting.size;
-  }
-
-  /** The actions some execution waits for, and how many wait for each. */
-  waitingActions(): Map<string, number> {
-    return this.#waiting.actions();
-  }
-
-  /** The executions waiting for one action. */
-  waitingFor(action: string): WaitingExecution[] {
-    return this.#waiting.of(action);
   }
 
   /** Handoffs whose schedule-to-start deadline passed before the worker started. */
@@ -356,19 +341,21 @@ export class SchedulingView {
 
   /** Runs whose recorded start-to-close deadline is more than `graceMs` past. */
   overdueRuns(now: number, graceMs: number): RunningExecution[] {
-    return [...this.#inPhase.running].map((id) => this.#runningOf(id)).filter((r) => r.deadline !== null && Date.parse(r.deadline) + graceMs <= now);
+    const runs = [...this.#inPhase.running].map((id): RunningExecution => {
+      const c = this.#entries.get(id)!.snapshot.context;
+      return { executionId: id, workerId: c.workerId!, attempt: c.attempt, deadline: c.deadline };
+    });
+    return runs.filter((r) => r.deadline !== null && Date.parse(r.deadline) + graceMs <= now);
   }
 
   /** What a worker holds: handed off to it, or running on it. */
   heldBy(workerId: string): { executionId: string; attempt: number }[] {
-    const held: { executionId: string; attempt: number }[] = [];
-    for (const phase of ['handed-off', 'running'] as const) {
-      for (const id of this.#inPhase[phase]) {
-        const e = this.#entries.get(id)!;
-        if (e.heldBy === workerId) held.push({ executionId: id, attempt: e.snapshot.context.attempt });
-      }
-    }
-    return held;
+    return [...this.#held()].filter(([, e]) => e.heldBy === workerId).map(([id, e]) => ({ executionId: id, attempt: e.snapshot.context.attempt }));
+  }
+
+  /** Every execution a worker holds: handed off to it, or running on it. */
+  *#held(): Generator<[string, Entry]> {
+    for (const phase of ['handed-off', 'running'] as const) for (const id of this.#inPhase[phase]) yield [id, this.#entries.get(id)!];
   }
 
   /** Orphans not reclaimed yet; each is handed out once (the executor's reclaim is a compare-and-swap). */
@@ -381,11 +368,9 @@ export class SchedulingView {
   /** Executions a worker holds (handed off or running) with a cancel request on them. */
   cancelRequestsHeld(): CancelRequest[] {
     const requests: CancelRequest[] = [];
-    for (const phase of ['handed-off', 'running'] as const) {
-      for (const id of this.#inPhase[phase]) {
-        const c = this.#entries.get(id)!.snapshot.context;
-        if (c.cancelRequested !== undefined) requests.push({ executionId: id, workerId: c.workerId!, attempt: c.attempt, reason: c.cancelRequested });
-      }
+    for (const [id, e] of this.#held()) {
+      const c = e.snapshot.context;
+      if (c.cancelRequested !== undefined) requests.push({ executionId: id, workerId: c.workerId!, attempt: c.attempt, reason: c.cancelRequested });
     }
     return requests;
   }

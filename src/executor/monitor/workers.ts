@@ -92,7 +92,7 @@ export function workerDuties(c: MonitorContext) {
     async abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
       const now = c.now();
       const offered = new Set(workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs)).flatMap((w) => w.actions));
-      const waiting = c.view.waitingActions();
+      const waiting = c.view.queue.actions();
       for (const action of unofferedSince.keys()) if (offered.has(action) || !waiting.has(action)) unofferedSince.delete(action);
       const due: WaitingExecution[] = [];
       for (const action of waiting.keys()) {
@@ -100,7 +100,7 @@ export function workerDuties(c: MonitorContext) {
         const since = unofferedSince.get(action) ?? now;
         unofferedSince.set(action, since);
         if (now - since < c.noWorkerTimeoutMs) continue;
-        due.push(...c.view.waitingFor(action).filter((w) => now - Math.max(w.since, since) >= c.noWorkerTimeoutMs));
+        due.push(...c.view.queue.of(action).filter((w) => now - Math.max(w.since, since) >= c.noWorkerTimeoutMs));
       }
       await mapLimit(due, c.parallelism, (w) =>
         c.enforce('no-worker abandon', w.executionId, {
@@ -113,7 +113,7 @@ export function workerDuties(c: MonitorContext) {
 
     /** Per action no live worker offers now, the executions waiting for it (as the last tick saw). */
     unoffered(): ReadonlyMap<string, number> {
-      const waiting = c.view.waitingActions();
+      const waiting = c.view.queue.actions();
       return new Map([...unofferedSince.keys()].flatMap((action) => (waiting.has(action) ? [[action, waiting.get(action)!] as const] : [])));
     },
   };
