@@ -10,7 +10,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
+import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
@@ -23,6 +23,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { allEvents } from '../support/workflow-cluster.ts';
 
 const log = pino({ level: 'silent' });
 const natsUrl = inject('natsUrl');
@@ -86,19 +87,6 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
   const registry = new Registry();
   const workers: WorkerHost[] = [];
   const run = Math.random().toString(36).slice(2, 8);
-
-  /** Every execution event so far, in the store's commit order. */
-  async function allEvents(): Promise<StoredEvent[]> {
-    const out: StoredEvent[] = [];
-    await store.settled?.(); // what another test file's open transaction holds back in readAll's order
-    let after = START;
-    for (;;) {
-      const batch = await store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX] });
-      if (batch.length === 0) return out;
-      out.push(...batch);
-      after = batch[batch.length - 1]!.globalPosition;
-    }
-  }
 
   /** Poll the store until every id has completed (bounded), calling `sample` on each round. */
   async function untilCompleted(ids: string[], ms: number, sample?: () => Promise<void>): Promise<void> {
@@ -181,7 +169,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     expect(maxSlots).toBeLessThanOrEqual(3);
     expect(maxQueued).toBeGreaterThan(3);
 
-    const events = await allEvents();
+    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     const started = maxConcurrent(events, ids, 'ExecutionStarted');
     const scheduled = maxConcurrent(events, ids, 'SchedulingStarted');
     // For the log: how long a freed slot stays free (a completion to the next SchedulingStarted).
@@ -217,7 +205,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     }
     await untilCompleted([...ids.keys()], 25_000);
     const ms = performance.now() - t0;
-    const events = await allEvents();
+    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     for (const from of ['ExecutionStarted', 'SchedulingStarted']) {
       const { overall, perKey } = maxConcurrent(events, ids, from);
       console.info(`cc.keyed (${from}): 60 executions in ${Math.round(ms)} ms; most at once ${overall}; per tenant ${JSON.stringify(Object.fromEntries(perKey))}`);
@@ -243,7 +231,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     for (let i = 0; i < 5; i++) high.push((await runtime.submit({ action: 'cc.ordered', input: { ms: 10 }, priority: 10 })).executionId);
     await untilCompleted([first, ...low, ...high], 20_000);
 
-    const events = await allEvents();
+    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     const ofStream = (e: StoredEvent) => e.streamId.slice(EXECUTION_STREAM_PREFIX.length);
     const all = new Set([first, ...low, ...high]);
     // The test means something only if every submission was in before the first run ended.

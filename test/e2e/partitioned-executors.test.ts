@@ -9,7 +9,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
+import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
@@ -22,6 +22,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { allEvents } from '../support/workflow-cluster.ts';
 
 const natsUrl = inject('natsUrl');
 const nap = (ms: number, signal: AbortSignal) => sleep(ms, undefined, { signal }).catch(() => undefined);
@@ -62,17 +63,6 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
   /** Handoffs an executor decided but found already decided by another (its compare-and-swap lost). */
   let conflicts = 0;
   const log = pino({ level: 'debug' }, { write: (line: string) => void (line.includes('not scheduled: state moved on') && conflicts++) });
-
-  async function allEvents(): Promise<StoredEvent[]> {
-    const out: StoredEvent[] = [];
-    let after = START;
-    for (;;) {
-      const batch = await store.readAll({ after, limit: 5_000, streamPrefixes: [EXECUTION_STREAM_PREFIX] });
-      if (batch.length === 0) return out;
-      out.push(...batch);
-      after = batch[batch.length - 1]!.globalPosition;
-    }
-  }
 
   async function untilCompleted(ids: string[], ms: number): Promise<void> {
     const deadline = Date.now() + ms;
@@ -136,7 +126,7 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
       batch.forEach((r, k) => ids.set(r.executionId, tenants[k]!));
     }
     await untilCompleted([...ids.keys()], 40_000);
-    const events = await allEvents();
+    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length))).length;
     const most = maxHolding(events, ids);
     const deciders = new Set(leases.filter((l) => l.held().length > 0).map((l) => l.executorId));
