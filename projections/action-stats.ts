@@ -93,7 +93,9 @@ export function percentile(histogram: Record<string, number>, q: number): number
 export function applyRowChange(stats: ActionStatsRow, before: ExecutionRow | undefined, after: ExecutionRow): ActionStatsRow {
   const next: ActionStatsRow = { ...stats, durationHistogram: stats.durationHistogram };
   if (!before) next.requested += 1;
-  if (before && after.attempt > before.attempt) next.retried += after.attempt - before.attempt;
+  // Every execution starts at attempt 1; counted from there, a batch's first row to its last counts as each step does.
+  const attemptBefore = before?.attempt ?? 1;
+  if (after.attempt > attemptBefore) next.retried += after.attempt - attemptBefore;
   const from = before ? bucketOfStatus[before.status] : undefined;
   const to = bucketOfStatus[after.status];
   if (from === to) return next;

@@ -5,7 +5,7 @@ import type pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import { applyRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
-import { foldExecutionRow, type ExecutionRow } from './executions.ts';
+import { foldExecutionEvent, foldOfRow, rowOf, type ExecutionFold, type ExecutionRow } from './executions.ts';
 import type { BatchResult, Projection } from './projection.ts';
 import { fromColumns, qualified, snakeCase, upsertRows } from './rows.ts';
 
@@ -51,24 +51,32 @@ export const executionsProjection: Projection = {
   ddl: new URL('./executions.sql', import.meta.url),
   async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[]): Promise<BatchResult> {
     const ids = [...new Set(events.map((e) => executionIdOfStream(e.streamId)).filter((id) => id !== undefined))];
-    const rows = await loadExecutionRows(client, schema, ids);
+    const stored = await loadExecutionRows(client, schema, ids);
+    // Each execution's events fold on its snapshot; its row is built once, after the batch.
+    const folds = new Map<string, ExecutionFold | undefined>();
+    const applied = new Set<string>();
     const changed = new Set<string>();
-    const changes: { before: ExecutionRow | undefined; after: ExecutionRow }[] = [];
     const refused: BatchResult['refused'] = [];
     for (const e of events) {
       const id = executionIdOfStream(e.streamId);
       if (id === undefined) continue;
-      const before = rows.get(id);
-      const outcome = foldExecutionRow(before, e);
+      let fold = folds.get(id);
+      if (fold === undefined && !folds.has(id)) {
+        const row = stored.get(id);
+        fold = row && foldOfRow(row);
+      }
+      const outcome = foldExecutionEvent(fold, e);
+      folds.set(id, outcome.fold);
       if (outcome.kind === 'skipped') continue;
       if (outcome.kind === 'refused') refused.push({ streamId: e.streamId, revision: e.revision, reason: outcome.reason });
-      if (!outcome.row) continue;
-      rows.set(id, outcome.row);
+      if (!outcome.fold) continue;
       changed.add(id);
-      if (outcome.kind === 'applied') changes.push({ before, after: outcome.row });
+      if (outcome.kind === 'applied') applied.add(id);
     }
-    await upsertRows(client, qualified(schema, 'executions'), ['execution_id'], EXECUTION_COLUMNS, [...changed].map((id) => rows.get(id)!));
-    await applyStats(client, schema, changes);
+    const rows = new Map([...changed].map((id) => [id, rowOf(folds.get(id)!)]));
+    await upsertRows(client, qualified(schema, 'executions'), ['execution_id'], EXECUTION_COLUMNS, [...rows.values()]);
+    // Stats count status changes and new attempts, which compose: the batch's first row to its last says as much as each step.
+    await applyStats(client, schema, [...applied].map((id) => ({ before: stored.get(id), after: rows.get(id)! })));
     return { changedExecutions: [...changed], refused };
   },
 };

@@ -168,34 +168,68 @@ export type ExecutionFoldOutcome =
   | { kind: 'refused'; row: ExecutionRow | undefined; reason: string };
 
 /**
+ * An execution's fold between rows: the machine snapshot and what the row keeps beside it. A batch
+ * folds its events on this and builds each row once at the end (rowOf): rebuilding the snapshot
+ * from the row and the row from the snapshot for every event was ~20% of the projector's CPU in
+ * `baton bench` (five events per execution, most of them in one batch).
+ */
+export interface ExecutionFold {
+  executionId: string;
+  snapshot: ExecutionSnapshot;
+  revision: number;
+  refusedEvents: number;
+}
+
+export const foldOfRow = (row: ExecutionRow): ExecutionFold => ({ executionId: row.executionId, snapshot: snapshotFromRow(row), revision: row.revision, refusedEvents: row.refusedEvents });
+export const rowOf = (f: ExecutionFold): ExecutionRow => rowFromSnapshot(f.executionId, f.revision, f.snapshot, f.refusedEvents);
+
+export type ExecutionStepOutcome =
+  | { kind: 'applied'; fold: ExecutionFold }
+  | { kind: 'skipped'; fold: ExecutionFold | undefined }
+  | { kind: 'refused'; fold: ExecutionFold | undefined; reason: string };
+
+/**
+ * Fold one stored event of an execution stream (undefined before the first event). Pure. Events at
+ * or below the fold's revision change nothing, so duplicates and replays are safe.
+ */
+export function foldExecutionEvent(fold: ExecutionFold | undefined, stored: StoredEvent): ExecutionStepOutcome {
+  const executionId = executionIdOfStream(stored.streamId);
+  if (executionId === undefined) return { kind: 'skipped', fold };
+  const revision = Number(stored.revision);
+  if (fold && revision <= fold.revision) return { kind: 'skipped', fold };
+  const event = asDomainEvent(stored);
+  if (!fold) {
+    if (revision !== 0 || event.type !== 'ExecutionRequested') {
+      return { kind: 'refused', fold, reason: `revision ${revision} (${event.type}) arrived before the stream's ExecutionRequested` };
+    }
+    try {
+      return { kind: 'applied', fold: { executionId, snapshot: startExecution(event as ExecutionEventOf<'ExecutionRequested'>), revision: 0, refusedEvents: 0 } };
+    } catch (err) {
+      return { kind: 'refused', fold, reason: (err as Error).message };
+    }
+  }
+  const decision = decideExecution(fold.snapshot, event);
+  if (!decision.ok) {
+    return { kind: 'refused', fold: { ...fold, revision, refusedEvents: fold.refusedEvents + 1 }, reason: `${decision.rejection}: ${decision.reason}` };
+  }
+  return { kind: 'applied', fold: { ...fold, snapshot: decision.snapshot, revision } };
+}
+
+/**
  * Fold one stored event of an execution stream into its row (undefined before the first event).
  * Pure. Events at or below the row's revision change nothing, so duplicates and replays are safe.
  */
 export function foldExecutionRow(row: ExecutionRow | undefined, stored: StoredEvent): ExecutionFoldOutcome {
-  const executionId = executionIdOfStream(stored.streamId);
-  if (executionId === undefined) return { kind: 'skipped', row };
-  const revision = Number(stored.revision);
-  if (row && revision <= row.revision) return { kind: 'skipped', row };
-  const event = asDomainEvent(stored);
-  if (!row) {
-    if (revision !== 0 || event.type !== 'ExecutionRequested') {
-      return { kind: 'refused', row, reason: `revision ${revision} (${event.type}) arrived before the stream's ExecutionRequested` };
-    }
-    try {
-      return { kind: 'applied', row: rowFromSnapshot(executionId, 0, startExecution(event as ExecutionEventOf<'ExecutionRequested'>), 0) };
-    } catch (err) {
-      return { kind: 'refused', row, reason: (err as Error).message };
-    }
+  if (row && (executionIdOfStream(stored.streamId) === undefined || Number(stored.revision) <= row.revision)) return { kind: 'skipped', row };
+  const outcome = foldExecutionEvent(row && foldOfRow(row), stored);
+  switch (outcome.kind) {
+    case 'skipped':
+      return { kind: 'skipped', row };
+    case 'applied':
+      return { kind: 'applied', row: rowOf(outcome.fold) };
+    case 'refused':
+      return { kind: 'refused', row: row && outcome.fold && { ...row, revision: outcome.fold.revision, refusedEvents: outcome.fold.refusedEvents }, reason: outcome.reason };
   }
-  const decision = decideExecution(snapshotFromRow(row), event);
-  if (!decision.ok) {
-    return {
-      kind: 'refused',
-      row: { ...row, revision, refusedEvents: row.refusedEvents + 1 },
-      reason: `${decision.rejection}: ${decision.reason}`,
-    };
-  }
-  return { kind: 'applied', row: rowFromSnapshot(executionId, revision, decision.snapshot, row.refusedEvents) };
 }
 
 /**
@@ -213,7 +247,7 @@ export function isStalled(row: Pick<ExecutionRow, 'status' | 'stallTimeoutMs' | 
 
 /** Fold a whole stream from nothing: what a rebuild gives for one execution. */
 export function foldExecutionStream(events: readonly StoredEvent[]): ExecutionRow | undefined {
-  let row: ExecutionRow | undefined;
-  for (const e of events) row = foldExecutionRow(row, e).row;
-  return row;
+  let fold: ExecutionFold | undefined;
+  for (const e of events) fold = foldExecutionEvent(fold, e).fold;
+  return fold && rowOf(fold);
 }

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { foldExecution, isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { applyRowChange, bucketValue, durationBucket, emptyActionStats, percentile, type ActionStatsRow } from '../../projections/action-stats.ts';
 import { executionEventRow } from '../../projections/execution-events.ts';
-import { foldExecutionRow, foldExecutionStream, isStalled, snapshotFromRow, type ExecutionRow } from '../../projections/executions.ts';
+import { foldExecutionEvent, foldExecutionRow, foldExecutionStream, foldOfRow, isStalled, rowOf, snapshotFromRow, type ExecutionFold, type ExecutionRow } from '../../projections/executions.ts';
 import { foldWorkerRow, type WorkerRow } from '../../projections/workers.ts';
 import type { ExecutionEvent, ExecutionEventOf } from '../../schemas/events.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
@@ -53,6 +53,22 @@ describe('executions fold', () => {
       expect(statusOf(snapshot)).toBe(path.finalStatus);
       expect(isFinal(snapshot)).toBe(isFinal(path.finalSnapshot));
       expect(JSON.parse(JSON.stringify(snapshot.context))).toEqual(JSON.parse(JSON.stringify(path.finalContext)));
+    }
+  });
+
+  it('gives the same row folded on snapshots with a row only at batch ends, wherever the batches end, as row by row', () => {
+    for (const path of paths) {
+      const events = executionStream(path.events);
+      const byRow = foldAll(events);
+      for (let cut = 0; cut <= events.length; cut++) {
+        // The projector's way: fold a batch on the snapshot, write the row, resume the next batch from it.
+        let fold: ExecutionFold | undefined;
+        for (const e of events.slice(0, cut)) fold = foldExecutionEvent(fold, e).fold;
+        const written = fold && rowOf(fold);
+        fold = written && foldOfRow(written);
+        for (const e of events.slice(cut)) fold = foldExecutionEvent(fold, e).fold;
+        expect(fold && rowOf(fold)).toEqual(byRow);
+      }
     }
   });
 
@@ -159,6 +175,23 @@ describe('action stats', () => {
     }
     return stats;
   }
+
+  it('composes: from the first row of a batch to its last, the stats change as they do step by step', () => {
+    for (const path of generateExecutionPaths()) {
+      const events = executionStream(path.events);
+      // The row and the stats after each prefix, folded step by step.
+      const rows: (ExecutionRow | undefined)[] = [undefined];
+      const stats = [emptyActionStats('http.get')];
+      for (const e of events) {
+        const outcome = foldExecutionRow(rows.at(-1), e);
+        stats.push(outcome.kind === 'applied' ? applyRowChange(stats.at(-1)!, rows.at(-1), outcome.row) : stats.at(-1)!);
+        rows.push(outcome.row);
+      }
+      for (let cut = 0; cut < events.length; cut++) {
+        expect(applyRowChange(stats[cut]!, rows[cut], rows.at(-1)!)).toEqual(stats.at(-1));
+      }
+    }
+  });
 
   it('counts requests, gauges queued and running, and counts final states once', () => {
     const completed = executionStream([ev.requested(), ev.schedulingStarted(), ev.handedOff('w1', 1), ev.started('w1', 1), ev.completed('w1', 1, { at: at(5) })]);
