@@ -1,9 +1,9 @@
 // The `execution_events` projection: the timeline of every execution, one row per event.
 // The fold is a plain mapping; the event id is the key, so a replayed event changes nothing.
-import type pg from 'pg';
+import pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
-import type { BatchResult, Projection } from './projection.ts';
+import type { BatchResult, EventSource, Projection } from './projection.ts';
 import { insertRowsIgnoringDuplicates, qualified, snakeCase } from './rows.ts';
 
 export interface ExecutionEventRow {
@@ -50,9 +50,39 @@ export const executionEventsProjection: Projection = {
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [{ name: 'execution_events', key: ['event_id'] }],
   ddl: new URL('./execution-events.sql', import.meta.url),
-  async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[]): Promise<BatchResult> {
-    const rows = events.map(executionEventRow).filter((r) => r !== undefined);
-    await insertRowsIgnoringDuplicates(client, qualified(schema, 'execution_events'), EXECUTION_EVENT_COLUMNS, rows);
+  async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult> {
+    const table = qualified(schema, 'execution_events');
+    if (source) await copyFromEventsTable(client, table, source, events);
+    else await insertRowsIgnoringDuplicates(client, table, EXECUTION_EVENT_COLUMNS, events.map(executionEventRow).filter((r) => r !== undefined));
     return { changedExecutions: [], refused: [] };
   },
 };
+
+/**
+ * executionEventRow in SQL, for events that are rows of the same database: the events' data and
+ * metadata never travel back and forth as JSON. In a 10,000-execution `baton bench` the JSON way
+ * sent 26 MB to Postgres (half of all bytes the process sent), which parsed it again.
+ */
+async function copyFromEventsTable(client: pg.ClientBase, table: string, source: EventSource, events: readonly StoredEvent[]): Promise<void> {
+  const positions: string[] = [];
+  const executionIds: string[] = [];
+  for (const e of events) {
+    const executionId = executionIdOfStream(e.streamId);
+    if (executionId === undefined) continue;
+    positions.push(e.globalPosition.toString());
+    executionIds.push(executionId);
+  }
+  if (positions.length === 0) return;
+  const text = (field: string) => `CASE WHEN jsonb_typeof(e.metadata->'${field}') = 'string' THEN e.metadata->>'${field}' END`;
+  await client.query(
+    `INSERT INTO ${table} (${EXECUTION_EVENT_COLUMNS.map((c) => pg.escapeIdentifier(c)).join(', ')})
+     SELECT e.event_id, k.execution_id, e.stream_id, e.revision, e.global_position, e.type, ${text('by')},
+            e.data, e.metadata,
+            -- Milliseconds, as the JSON way has them (a JS Date holds no more).
+            date_trunc('milliseconds', (${text('occurredAt')})::timestamptz), date_trunc('milliseconds', e.recorded_at)
+       FROM unnest($1::bigint[], $2::uuid[]) AS k(global_position, execution_id)
+       JOIN ${source.eventsTable} e ON e.global_position = k.global_position
+     ON CONFLICT DO NOTHING`,
+    [positions, executionIds],
+  );
+}

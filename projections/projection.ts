@@ -18,6 +18,16 @@ export interface BatchResult {
   refused: { streamId: string; revision: bigint; reason: string }[];
 }
 
+/**
+ * Where the batch's events are stored, when that is a table of the database the projection writes
+ * to (the Postgres event store): a projection may then copy from it in SQL instead of shipping the
+ * events back through the process. Absent for other stores (EventStoreDB).
+ */
+export interface EventSource {
+  /** The events table as the caller's connection names it (its search_path). */
+  eventsTable: string;
+}
+
 export interface Projection {
   /** Checkpoint key and the name `baton projections rebuild <name>` takes. Never rename. */
   readonly name: string;
@@ -28,5 +38,5 @@ export interface Projection {
   /** CREATE statements with unqualified names; run with search_path at the target schema. */
   readonly ddl: URL;
   /** Apply a batch (in commit order) to the tables in `schema`, inside the caller's transaction. */
-  apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[]): Promise<BatchResult>;
+  apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult>;
 }

@@ -60,6 +60,11 @@ export interface PostgresEventStore extends EventStore {
    * learnt of events some other way (a `stream` subscription, readStream) and then reads all.
    */
   settled(o?: { timeoutMs?: number }): Promise<void>;
+  /**
+   * The events table as a connection of `pool` names it, when `pool` is this store's own (so the
+   * same database and search_path); undefined otherwise. Projections copy from it in SQL.
+   */
+  eventsTableFor(pool: pg.Pool): string | undefined;
   /** deleteStream inside a transaction the caller controls (retention removes the read model's rows in the same one). Caller commits. */
   deleteStreamWithin(client: pg.ClientBase, streamId: string, options: { expectedRevision: bigint }): Promise<{ deleted: number }>;
 }
@@ -228,6 +233,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }
     },
+    eventsTableFor: (other) => (other === pool ? 'baton_events' : undefined),
     deleteStream: (streamId, o) => deleteStreamWithin(pool, streamId, o),
     deleteStreamWithin,
     snapshots: createPostgresSnapshotStore(pool, { events: true }),

@@ -5,6 +5,7 @@ import type { Projection } from '../../projections/index.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { BatonError } from '../errors.ts';
 import { DEFAULT_BATCH_SIZE, readBatches } from './projector.ts';
+import { eventSourceOf } from './event-source.ts';
 import { inTransaction } from './tables.ts';
 
 export interface BuildProgress {
@@ -40,8 +41,9 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
   // EventStoreDB keeps a deleted stream's events in $all until a scavenge: leave out the streams
   // retention archived (their rows left the live read model with them).
   const archived = o.store.deletedStreamsStayInReadAll ? await archivedStreamIds(o.pool) : undefined;
+  const source = eventSourceOf(o.store, o.pool);
   const applyAll = (events: StoredEvent[]) =>
-    o.client ? o.projection.apply(o.client, o.schema, events) : inTransaction(o.pool, (c) => o.projection.apply(c, o.schema, events));
+    o.client ? o.projection.apply(o.client, o.schema, events, source) : inTransaction(o.pool, (c) => o.projection.apply(c, o.schema, events, source));
   const apply = async (events: StoredEvent[]) => {
     const kept = archived ? events.filter((e) => !archived.has(e.streamId)) : events;
     if (kept.length > 0) await applyAll(kept);

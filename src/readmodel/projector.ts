@@ -6,10 +6,11 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { projections as allProjections, type Projection } from '../../projections/index.ts';
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
-import type { BatchResult } from '../../projections/projection.ts';
+import type { BatchResult, EventSource } from '../../projections/projection.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint } from './checkpoints.ts';
+import { eventSourceOf } from './event-source.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
@@ -48,13 +49,13 @@ async function notifyChanged(client: pg.ClientBase, channel: string, ids: readon
  * Apply a batch to the live tables and move the checkpoint from `expected`, in one transaction.
  * Returns null, having written nothing, when the checkpoint was no longer at `expected`.
  */
-export async function applyLiveBatch(pool: pg.Pool, p: Projection, expected: bigint, events: readonly StoredEvent[]): Promise<BatchResult | null> {
+export async function applyLiveBatch(pool: pg.Pool, p: Projection, expected: bigint, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult | null> {
   const last = events[events.length - 1]!;
   return inTransaction(pool, async (client) => {
     // The checkpoint first: its row lock orders us against any other mover before we write rows.
     const moved = await advanceCheckpoint(client, p.name, expected, { position: last.globalPosition, events: events.length, lastRecordedAt: last.recordedAt });
     if (!moved) return null;
-    const result = await p.apply(client, readModelSchemaOf(pool), events);
+    const result = await p.apply(client, readModelSchemaOf(pool), events, source);
     // NOTIFY is transactional: listeners hear of the change only once the rows are committed.
     await notifyChanged(client, channelOf(pool, EXECUTIONS_CHANGED_CHANNEL), result.changedExecutions);
     return result;
@@ -74,7 +75,7 @@ export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; p
     let position = (await readCheckpoint(o.pool, o.projection.name)).position;
     let conflict = false;
     for await (const events of readBatches(o.store, o.projection, position, o.batchSize)) {
-      const result = await applyLiveBatch(o.pool, o.projection, position, events);
+      const result = await applyLiveBatch(o.pool, o.projection, position, events, eventSourceOf(o.store, o.pool));
       if (!result) {
         conflict = true; // someone else moved it: start again from where they left it
         break;
@@ -119,6 +120,7 @@ export async function followProjection(o: {
   const stop = () => inner.abort();
   o.signal.addEventListener('abort', stop, { once: true });
   let position = o.from;
+  const source = eventSourceOf(o.store, o.pool);
   try {
     const events = o.store.subscribe({
       after: o.from,
@@ -128,7 +130,7 @@ export async function followProjection(o: {
       minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
     });
     for await (const batch of availableBatches(events, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
-      const result = await applyLiveBatch(o.pool, o.projection, position, batch);
+      const result = await applyLiveBatch(o.pool, o.projection, position, batch, source);
       if (!result) {
         inner.abort();
         return 'moved';

@@ -4,13 +4,16 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
+import { executionEventsProjection } from '../../projections/execution-events.ts';
 import { executionsProjection } from '../../projections/executions.projection.ts';
 import { workersProjection } from '../../projections/workers.ts';
+import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createLogger } from '../../src/log.ts';
 import { loadConfig } from '../../src/config.ts';
 import { readCheckpoint } from '../../src/readmodel/checkpoints.ts';
+import { eventSourceOf } from '../../src/readmodel/event-source.ts';
 import { sampleExecutionDrift } from '../../src/readmodel/drift.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/readmodel/notifications.ts';
 import { startProjector } from '../../src/readmodel/projector-host.ts';
@@ -19,6 +22,7 @@ import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { catchUpFully } from '../support/read-model.ts';
+import { allEvents } from '../support/workflow-cluster.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
 const log = createLogger({ ...loadConfig(), logLevel: 'silent' });
@@ -111,6 +115,28 @@ describe('projector', () => {
     expect(after.position).toBe(before.position);
     const schemas = await db.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'baton_rebuild%' OR nspname LIKE 'baton_verify%'`);
     expect(schemas.rows).toEqual([]);
+  });
+
+  it('execution_events copied from the events table in SQL equal the rows the JSON way writes', async () => {
+    const events = (await allEvents(store)).filter((e) => e.streamId.startsWith(EXECUTION_STREAM_PREFIX));
+    expect(events.length).toBeGreaterThan(10);
+    const source = eventSourceOf(store, db.pool);
+    expect(source).toBeDefined();
+    // Another pool (as EventStoreDB would be): no table to copy from.
+    expect(eventSourceOf(store, new pg.Pool())).toBeUndefined();
+    const tables: Record<string, unknown[]> = {};
+    for (const [schema, from] of [['copy_json', undefined], ['copy_sql', source]] as const) {
+      await db.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.execution_events (LIKE baton_read.execution_events INCLUDING ALL)`);
+      // Twice: a replayed batch changes nothing either way.
+      for (let i = 0; i < 2; i++) await executionEventsProjection.apply(db.pool as unknown as pg.ClientBase, schema, events, from);
+      tables[schema] = (await db.pool.query(`SELECT * FROM ${schema}.execution_events ORDER BY global_position`)).rows;
+    }
+    expect(tables['copy_sql']).toHaveLength(events.length);
+    expect(tables['copy_sql']).toEqual(tables['copy_json']);
+    // Compared by Postgres too: JS Dates would hide a microsecond apart.
+    for (const [a, b] of [['copy_sql', 'copy_json'], ['copy_json', 'copy_sql']]) {
+      expect((await db.pool.query(`SELECT * FROM ${a}.execution_events EXCEPT ALL SELECT * FROM ${b}.execution_events`)).rows).toEqual([]);
+    }
   });
 
   it('applies a batch only from the checkpoint it read: a stale one writes nothing', async () => {
