@@ -254,11 +254,14 @@ export const NON_CONFIG_VARIABLES: readonly string[] = [
   'BATON_UI_SCREENSHOT_TO_DOCS',
 ];
 
+/** Whether `name` is one of Baton's configuration variables (a BATON_* name loadConfig reads). */
+export const isConfigVariable = (name: string): boolean => name.startsWith('BATON_') && name in EnvSchema.shape;
+
 /** A misspelt BATON_* variable would silently leave its setting at the default: name it, and the one probably meant. */
 function unknownVariables(env: NodeJS.ProcessEnv): string[] {
   const known = Object.keys(EnvSchema.shape).filter((k) => k.startsWith('BATON_'));
   return Object.keys(env)
-    .filter((k) => k.startsWith('BATON_') && !known.includes(k) && !NON_CONFIG_VARIABLES.includes(k))
+    .filter((k) => k.startsWith('BATON_') && !isConfigVariable(k) && !NON_CONFIG_VARIABLES.includes(k))
     .sort()
     .map((k) => `${k}: ${unknownNameMessage('variable', k, known).replace(/; known: .*$/, '')}`);
 }

@@ -1,5 +1,6 @@
-// `baton bench`: the executor, the workers and the projector in this process as `baton dev`
-// composes them (in-process-hosts.ts), on a scratch database, with the full event history.
+// `baton bench`: the executor and the workers in this process as `baton dev` composes them
+// (in-process-hosts.ts), the projector in a `baton projector` process of its own as deployments run
+// it (or here too, --projector in-process), on a scratch database, with the full event history.
 // Throughput: submit N no-op executions at once and time until every one has its
 // ExecutionCompleted, sampling the projector's lag meanwhile. Pickup latency at light load:
 // submit one execution at a time and time submit → the action body starting (a bench action
@@ -21,6 +22,7 @@ import type { WorkTransport } from '../transport/work-transport.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
+import { startProjectorProcess } from './projector-process.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 export interface EndToEndBenchOptions {
@@ -29,6 +31,8 @@ export interface EndToEndBenchOptions {
   concurrency: number;
   workers: number;
   transport: 'nats' | 'postgres';
+  /** `process`: a `baton projector` of its own, as deployed (docker-compose.yml); `in-process`: as `baton dev` runs it. */
+  projector: 'process' | 'in-process';
   natsUrl?: string;
   latencySamples: number;
   progress: (line: string) => void;
@@ -36,6 +40,7 @@ export interface EndToEndBenchOptions {
 
 export interface EndToEndBenchResult {
   transport: string;
+  projector: 'process' | 'in-process';
   postgres: string;
   executions: number;
   workers: number;
@@ -89,7 +94,8 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const actions = createActionRegistry([mark, noop]);
     const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
     const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
-    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: true });
+    const projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
+    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process' });
     try {
       o.progress(`[1/2] pickup latency at light load: ${o.latencySamples} executions, one at a time …`);
       const pickups: number[] = [];
@@ -126,6 +132,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       const events = (await countEvents()) - eventsBefore; // measured, not assumed
       return {
         transport: o.transport === 'nats' ? 'NATS JetStream' : 'Postgres work queue',
+        projector: o.projector,
         postgres: postgresVersion,
         executions: o.executions,
         workers: o.workers,
@@ -138,6 +145,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       };
     } finally {
       await hosts.stop();
+      await projectorProcess?.stop();
       await transport.close();
       await nc?.close();
       await store.close();
@@ -149,7 +157,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
 
 export function printEndToEndBench(r: EndToEndBenchResult): string {
   return [
-    `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, one process`,
+    `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}`,
     '',
     table(
       ['EXECUTIONS', 'SECONDS', 'EXECUTIONS/S', 'EVENTS/S'],

@@ -6,9 +6,11 @@
 //   variant "postgres": the Postgres work queue;  variant "nats": JetStream at $NATS_URL
 //   enqueueOne  = the runtime's submit (one ExecutionRequested; concurrent ones share a commit)
 //   enqueueMany = submitMany when the runtime has it, else concurrent submits
-//   startWorker = the hosts as `baton dev` composes them (in-process-hosts.ts: executor,
-//                 orchestrator, the projector, one worker with capacity = concurrency), in the
-//                 worker child process; action `bench.peer` calls handler(input)
+//   startWorker = the executor, orchestrator and one worker (capacity = concurrency) in the worker
+//                 child process as `baton dev` composes them (in-process-hosts.ts), and the
+//                 projector in a `baton projector` process of its own, as deployments run it
+//                 (docker-compose.yml); BATON_PEER_PROJECTOR=in-process puts it in the worker
+//                 child too. Action `bench.peer` calls handler(input)
 //   pending()   = executions whose last event left them in a non-final state (metadata.stateAfter)
 //   clear()     = TRUNCATE of Baton's tables, and this run's JetStream streams
 import pg from 'pg';
@@ -23,6 +25,7 @@ import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { jsonValue } from '../input/schemas.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
+import { startProjectorProcess } from './projector-process.ts';
 
 const ACTION = 'bench.peer';
 const PENDING_SQL = `
@@ -98,12 +101,15 @@ export async function create(cfg: PeerConfig) {
       const actions = createActionRegistry([
         defineAction({ name: ACTION, input: jsonValue(), run: async (input) => { await handler(input); return null; } }),
       ]);
-      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: true });
+      const inProcessProjector = process.env.BATON_PEER_PROJECTOR === 'in-process';
+      const projector = inProcessProjector ? undefined : await startProjectorProcess(cfg.pgUrl);
+      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector });
       let stopping: Promise<void> | undefined;
       running = {
         stop: () =>
           (stopping ??= (async () => {
             await hosts.stop();
+            await projector?.stop();
             await transport.close();
             await nc?.close();
             await store.close();

@@ -197,12 +197,13 @@ projectionsCommand
 
 const bench = program
   .command('bench')
-  .description('end-to-end benchmark: executor and workers in this process, full event history (scratch database, dropped afterwards)')
+  .description('end-to-end benchmark: executor and workers in this process, the projector in its own (as deployed) or here too, full event history (scratch database, dropped afterwards)')
   .addOption(new Option('--executions <n>', 'executions for the throughput run').argParser(positiveInt).default(10_000))
   .addOption(new Option('--concurrency <n>', 'runs at once across all workers').argParser(positiveInt).default(64))
   .addOption(new Option('--workers <n>', 'worker hosts').argParser(positiveInt).default(2))
   .addOption(new Option('--latency-samples <n>', 'executions submitted one at a time for pickup latency').argParser(positiveInt).default(200))
   .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
+  .addOption(new Option('--projector <where>', 'the projector in a `baton projector` process of its own, as deployed, or in this process as `baton dev` runs it').choices(['process', 'in-process']).default('process'))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).endToEndBenchCommand(o));
 bench

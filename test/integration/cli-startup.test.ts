@@ -117,6 +117,18 @@ describe('the command line', () => {
     }
   });
 
+  it('`bench` runs the projector in a `baton projector` process of its own, which it stops', async () => {
+    const r = await runBaton(['bench', '--executions', '60', '--latency-samples', '3', '--concurrency', '6', '--workers', '1', '--json'], { databaseUrl: db().url });
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { projector: string; executions: number; executionsPerSec: number; pickupMs: { samples: number }; projectionLagMs: { samples: number } };
+    expect(result).toMatchObject({ projector: 'process', executions: 60, pickupMs: { samples: 3 } });
+    expect(result.executionsPerSec).toBeGreaterThan(0);
+    // The lag sampler read the checkpoints the projector process moved.
+    expect(result.projectionLagMs.samples).toBeGreaterThan(0);
+    const { stdout } = await run('ps', ['-eo', 'args']);
+    expect(stdout).not.toMatch(/baton\.js projector --metrics-port 0/);
+  }, 120_000);
+
   it('`bench eventstore --json` prints JSON (the option is the subcommand\'s, not `bench`\'s)', async () => {
     // Four streams: the default 64 would take 70 connections of a server other test files share.
     const r = await runBaton(['bench', 'eventstore', '--seconds', '1', '--large-history', '1000', '--streams', '4', '--json'], { databaseUrl: db().url });

@@ -11,7 +11,7 @@ import { toJson } from '../format.ts';
 
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 
-export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; transport: 'nats' | 'postgres'; json?: boolean }): Promise<void> {
+export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; transport: 'nats' | 'postgres'; projector: 'process' | 'in-process'; json?: boolean }): Promise<void> {
   await withContext(async (ctx) => {
     const result = await runEndToEndBench(ctx, { ...o, natsUrl: ctx.config.natsUrl, progress });
     console.log(o.json ? toJson(result) : printEndToEndBench(result));
