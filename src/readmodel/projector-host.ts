@@ -1,5 +1,5 @@
-// The long-running projector (`baton projector`, and inside `baton dev`): one follower per
-// projection, each resuming from its checkpoint; a projection whose version changed is rebuilt
+// The long-running projector (`baton projector`, and inside `baton dev`): one follower for all
+// projections whose checkpoints stand at one position (group-follow.ts), one for each other; a projection whose version changed is rebuilt
 // aside first; every minute a sample of executions is re-folded to catch drift. Errors (the
 // database going away) are logged and retried with backoff; nothing is skipped meanwhile,
 // because the checkpoint only moves with the rows.
@@ -10,7 +10,9 @@ import { projections as allProjections, type Projection } from '../../projection
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import type { BatchResult } from '../../projections/projection.ts';
 import { readCheckpoint } from './checkpoints.ts';
+import { followGroup, groupByPosition } from './group-follow.ts';
 import { sampleExecutionDrift } from './drift.ts';
 import { followProjection } from './projector.ts';
 import { rebuildProjection } from './rebuild.ts';
@@ -86,40 +88,86 @@ export function startProjector(o: ProjectorOptions): Projector {
   const metrics = projectorMetrics(o, list);
   const stopping = new AbortController();
   const failing = new Map<string, string>();
+  const backoffs = new Map(list.map((p) => [p.name, new Backoff()]));
+  const hooks = {
+    onBatch(p: Projection, events: readonly unknown[], result: BatchResult) {
+      failing.delete(p.name);
+      backoffs.get(p.name)!.reset();
+      // A group batch may hold none of this projection's events: its checkpoint moved, nothing applied.
+      if (events.length === 0) return;
+      metrics.events.inc({ projection: p.name }, events.length);
+      metrics.batches.inc({ projection: p.name });
+      if (result.refused.length > 0) metrics.refused.inc({ projection: p.name }, result.refused.length);
+    },
+  };
 
-  async function run(p: Projection): Promise<void> {
+  /**
+   * Follow one unit (a group at one position, or a projection alone) until the round ends.
+   * 'moved' from a follower, or checkpoints found apart after an error, end the round: the
+   * caller re-reads every checkpoint and groups afresh.
+   */
+  async function runUnit(members: Projection[], from: bigint, round: AbortController): Promise<void> {
+    const names = members.map((p) => p.name);
+    const backoff = backoffs.get(names[0]!)!;
+    let position = from;
+    for (let attempt = 0; !round.signal.aborted; attempt++) {
+      try {
+        if (attempt > 0) {
+          // After a failure: go on from where the checkpoints are, if they are still together.
+          const now = await Promise.all(members.map((p) => readCheckpoint(o.pool, p.name)));
+          if (now.some((c, i) => c.position !== now[0]!.position || c.version !== members[i]!.version)) return round.abort();
+          position = now[0]!.position;
+        }
+        const common = { pool: o.pool, store: o.store, from: position, signal: round.signal, log, batchSize: o.batchSize, hooks };
+        const outcome = members.length === 1 ? await followProjection({ ...common, projection: members[0]! }) : await followGroup({ ...common, projections: members });
+        if (outcome === 'moved') {
+          log.info({ projections: names }, 'checkpoint moved by another writer; regrouping from the stored positions');
+          return round.abort();
+        }
+      } catch (err) {
+        if (round.signal.aborted) return;
+        for (const name of names) failing.set(name, (err as Error).message);
+        log.error({ err, projections: names, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
+        await backoff.wait(round.signal);
+      }
+    }
+  }
+
+  /**
+   * Rebuild aside every projection whose version changed, then follow: one group per position
+   * the checkpoints stand at. On a fresh database all start at 0 and follow as one group for
+   * good; a rebuilt projection (its checkpoint at its own last event) follows alone. In a
+   * 10,000-execution `baton bench` (NATS, 1 worker, 50 at once) one group instead of four
+   * followers took the run from BENCH_BEFORE to BENCH_AFTER.
+   */
+  async function run(): Promise<void> {
     const backoff = new Backoff();
     while (!stopping.signal.aborted) {
+      let current: Projection | undefined;
       try {
-        const checkpoint = await readCheckpoint(o.pool, p.name);
-        if (checkpoint.version !== p.version) {
-          log.info({ projection: p.name, from: checkpoint.version, to: p.version }, 'projection version changed: rebuilding aside');
-          await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
-          continue;
+        for (const p of list) {
+          current = p;
+          const checkpoint = await readCheckpoint(o.pool, p.name);
+          if (checkpoint.version !== p.version) {
+            log.info({ projection: p.name, from: checkpoint.version, to: p.version }, 'projection version changed: rebuilding aside');
+            await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
+          }
         }
-        const outcome = await followProjection({
-          pool: o.pool,
-          store: o.store,
-          projection: p,
-          from: checkpoint.position,
-          signal: stopping.signal,
-          log,
-          batchSize: o.batchSize,
-          hooks: {
-            onBatch(_, events, result) {
-              failing.delete(p.name);
-              backoff.reset();
-              metrics.events.inc({ projection: p.name }, events.length);
-              metrics.batches.inc({ projection: p.name });
-              if (result.refused.length > 0) metrics.refused.inc({ projection: p.name }, result.refused.length);
-            },
-          },
-        });
-        if (outcome === 'moved') log.info({ projection: p.name }, 'checkpoint moved by another writer; resuming from it');
+        current = undefined;
+        const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
+        backoff.reset();
+        const round = new AbortController();
+        const stop = () => round.abort();
+        stopping.signal.addEventListener('abort', stop, { once: true });
+        try {
+          await Promise.all(groupByPosition(list, checkpoints).map((g) => runUnit(g.members, g.position, round)));
+        } finally {
+          stopping.signal.removeEventListener('abort', stop);
+        }
       } catch (err) {
         if (stopping.signal.aborted) break;
-        failing.set(p.name, (err as Error).message);
-        log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
+        for (const p of current ? [current] : list) failing.set(p.name, (err as Error).message);
+        log.error({ err, projection: current?.name, retryInMs: backoff.nextMs }, 'projector failed to start its followers; retrying');
         await backoff.wait(stopping.signal);
       }
     }
@@ -135,7 +183,7 @@ export function startProjector(o: ProjectorOptions): Projector {
     }
   }
 
-  const running = list.map((p) => run(p));
+  const running = run();
   const driftEvery = o.driftIntervalMs ?? 60_000;
   const driftTimer =
     driftEvery > 0
@@ -149,7 +197,7 @@ export function startProjector(o: ProjectorOptions): Projector {
     async stop() {
       stopping.abort();
       if (driftTimer) clearInterval(driftTimer);
-      await Promise.all(running);
+      await running;
     },
     problems: () => [...failing].map(([name, message]) => `projection ${name}: ${message}`),
     checkDrift,
