@@ -98,7 +98,10 @@ export async function followGroup(o: {
     });
     for await (const batch of availableBatches(events, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
       const shares = await applyGroupBatch(o.pool, o.projections, position, batch);
-      if (!shares) return 'moved';
+      if (!shares) {
+        inner.abort(); // before the loop's cleanup, which waits for the subscription's pending read
+        return 'moved';
+      }
       position = batch[batch.length - 1]!.globalPosition;
       for (const s of shares) {
         logRefused(o.log, s.projection, s.result);
