@@ -12,7 +12,7 @@ import { workersProjection } from '../../projections/workers.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { readCheckpoint } from '../../src/readmodel/checkpoints.ts';
-import { followGroup } from '../../src/readmodel/group-follow.ts';
+import { catchUpReadModel, followGroup } from '../../src/readmodel/group-follow.ts';
 import { startProjector } from '../../src/readmodel/projector-host.ts';
 import { catchUpProjection } from '../../src/readmodel/projector.ts';
 import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
@@ -112,6 +112,9 @@ describe('projector groups', () => {
     try {
       await seed(30);
       await until('the read model to catch up', caughtUp);
+      // The lag reads each projection's next event after a checkpoint that may be another's event.
+      const lag = await registry.getSingleMetric('baton_projection_lag_seconds')!.get();
+      expect(lag.values.map((v) => [v.labels.projection, v.value]).sort()).toEqual(projections.map((p) => [p.name, 0]).sort());
     } finally {
       await projector.stop();
     }
@@ -136,6 +139,7 @@ describe('projector groups', () => {
   it('a projection at its own position follows alone and the others as a group, every event once', async () => {
     await seed(6);
     // A rebuild leaves workers at its own last event; the others are still at 0.
+    await store.settled(); // an open transaction elsewhere on the server would hold events back
     await rebuildProjection({ pool: db.pool, store, projection: workersProjection });
     const before = await counts();
     expect(before.workers!.applied).toBe(before.workers!.stored);
@@ -156,11 +160,42 @@ describe('projector groups', () => {
     expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
   });
 
+  it('brings a projection that stands apart level with the group, then follows them together', async () => {
+    await seed(6);
+    await store.settled(); // an open transaction elsewhere on the server would hold events back
+    await rebuildProjection({ pool: db.pool, store, projection: workersProjection });
+    await seed(6);
+    // The others as a group to the end; workers behind, at its own event.
+    await store.settled();
+    await catchUpReadModel({ pool: db.pool, store, projections: projections.filter((p) => p.name !== 'workers') });
+    const apart = await counts();
+    expect(apart.workers!.position).not.toBe(apart.executions!.position);
+    expect(apart.workers!.applied).toBeLessThan(apart.workers!.stored);
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const projector = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0 });
+    try {
+      await until('the join', async () => lines.some((l) => l.includes('brought level with the group')));
+      await seed(6);
+      await until('the read model to catch up', caughtUp);
+    } finally {
+      await projector.stop();
+    }
+    const c = await counts();
+    for (const [name, x] of Object.entries(c)) expect(x.applied, name).toBe(x.stored);
+    expect(new Set(Object.values(c).map((x) => x.position)).size).toBe(1);
+    const txns = recording.committed.filter((t) => t.checkpoints > 0);
+    expect(txns.some((t) => t.checkpoints === projections.length)).toBe(true);
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+  });
+
   it('another writer moving a member: the group rolls back every member and applies nothing twice', async () => {
     await seed(4);
     // Executions moves alone, as another projector would: the group at 0 is now stale.
+    await store.settled();
     await catchUpProjection({ pool: db.pool, store, projection: projections.find((p) => p.name === 'executions')! });
-    const outcome = await followGroup({ pool: recording.pool, store, projections, from: 0n, signal: new AbortController().signal });
+    expect((await counts()).executions!.position).not.toBe(0n);
+    const outcome = await followGroup({ pool: recording.pool, store, projections, from: 0n, signal: AbortSignal.timeout(10_000) });
     expect(outcome).toBe('moved');
     // execution_events is moved before executions (name order): its move was rolled back too.
     const stale = await counts();
