@@ -46,6 +46,9 @@ export interface MemberResult {
 
 const NOTHING: BatchResult = { changedExecutions: [], refused: [] };
 
+/** Members in name order: every mover of several checkpoints takes their row locks in this order. */
+export const byName = (members: readonly Projection[]): Projection[] => [...members].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
 /**
  * Apply a batch for every member and move each one's checkpoint from `expected` to the batch's
  * last event, in one transaction. Returns null, having written nothing, when any member's
@@ -56,7 +59,7 @@ export async function applyGroupBatch(pool: pg.Pool, members: readonly Projectio
   // Checkpoints in name order, all before any row: two movers of overlapping sets take the row
   // locks in one order (no deadlock), and a rebuild's swap, which locks one checkpoint and then
   // replaces its tables, never waits on tables we hold while we wait on its checkpoint.
-  const ordered = [...members].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const ordered = byName(members);
   const moved = new Error('a checkpoint moved');
   return inTransaction(pool, async (client) => {
     const shares = ordered.map((p) => ({ projection: p, events: eventsOf(p, events), result: NOTHING }));

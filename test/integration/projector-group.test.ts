@@ -189,6 +189,29 @@ describe('projector groups', () => {
     expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
   });
 
+  it('moves a projection with none of its events in between straight to the group, reading nothing else', async () => {
+    await seed(10);
+    await store.settled();
+    // As a database the per-projection projector left: schedules (no events) far behind the others.
+    await catchUpReadModel({ pool: db.pool, store, projections: projections.filter((p) => p.name !== 'schedules') });
+    expect((await counts()).schedules!.position).toBe(0n);
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    // Batches of one event: reading its way over the others' events (4 batches at most) could not reach the group.
+    const projector = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0, batchSize: 1 });
+    try {
+      await until('the join', async () => lines.some((l) => l.includes('brought level with the group')));
+      await seed(2);
+      await until('the read model to catch up', caughtUp);
+    } finally {
+      await projector.stop();
+    }
+    const c = await counts();
+    for (const [name, x] of Object.entries(c)) expect(x.applied, name).toBe(x.stored);
+    expect(new Set(Object.values(c).map((x) => x.position)).size).toBe(1);
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+  });
+
   it('another writer moving a member: the group rolls back every member and applies nothing twice', async () => {
     await seed(4);
     // Executions moves alone, as another projector would: the group at 0 is now stale.
