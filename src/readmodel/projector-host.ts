@@ -159,9 +159,11 @@ export function startProjector(o: ProjectorOptions): Projector {
    * good; a rebuilt projection (its checkpoint at its own last event) follows alone until it is
    * brought level with the largest group (joinApart, at each round's start). In a
    * 10,000-execution `baton bench` (NATS, 1 worker, 50 at once; run back to back on a shared,
-   * noisy 2-core machine) one group instead of four followers: 660/822/919 executions/s against
-   * 592/797/822, bench process CPU 11.6/11.7/10.6 s against 12.0/12.3/11.9 s; the executions
-   * lag p50 263–332 ms against 187–233 ms (the members' applies now run one after another).
+   * noisy 2-core machine, five pairs) one group instead of four followers: 660–919 against
+   * 592–865 executions/s, each pair's group run ahead by 3–12%; bench process CPU 10.6–12.0 s
+   * against 11.9–12.5 s, Postgres backends 6.4–9.5 s against 6.6–7.4 s (noisy: shared server);
+   * the executions lag p50 263–332 ms against 184–233 ms (the members' applies now run one
+   * after another in one transaction), p99 1.5–2.2 s against 2.3–3.1 s.
    */
   async function run(): Promise<void> {
     const backoff = new Backoff();
