@@ -136,7 +136,7 @@ export function startProjector(o: ProjectorOptions): Projector {
     }
   }
 
-  const readGroups = async () => groupByPosition(list, await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name))));
+  const readGroups = async (of: readonly Projection[]) => groupByPosition(of, await Promise.all(of.map((p) => readCheckpoint(o.pool, p.name))));
 
   /** Try to bring every unit apart level with the largest group (group-join.ts); the followers are paused. */
   async function joinApart(groups: { members: Projection[]; position: bigint }[]): Promise<void> {
@@ -153,9 +153,32 @@ export function startProjector(o: ProjectorOptions): Projector {
     }
   }
 
+  let round: AbortController | undefined;
+  let rebuilding: Promise<void> | undefined;
+
+  /** Rebuild aside, one after another, projections whose version changed; the others follow meanwhile. */
+  async function rebuildChanged(changed: { projection: Projection; from: number }[]): Promise<void> {
+    for (const { projection: p, from } of changed) {
+      if (stopping.signal.aborted) return;
+      try {
+        log.info({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding aside');
+        await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
+        failing.delete(p.name);
+      } catch (err) {
+        if (stopping.signal.aborted) return;
+        failing.set(p.name, (err as Error).message);
+        const backoff = backoffs.get(p.name)!;
+        log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'rebuilding a projection failed; retrying');
+        await backoff.wait(stopping.signal);
+        return; // the next round finds it still changed and starts again
+      }
+    }
+  }
+
   /**
-   * Rebuild aside every projection whose version changed, then follow: one group per position
-   * the checkpoints stand at. On a fresh database all start at 0 and follow as one group for
+   * Each round: projections whose version changed are rebuilt aside in the background (the
+   * round ends when that is done); the others follow, one group per position their checkpoints
+   * stand at. On a fresh database all start at 0 and follow as one group for
    * good; a rebuilt projection (its checkpoint at its own last event) follows alone until it is
    * brought level with the largest group (joinApart, at each round's start). In a
    * 10,000-execution `baton bench` (NATS, 1 worker, 50 at once; run back to back on a shared,
@@ -168,41 +191,38 @@ export function startProjector(o: ProjectorOptions): Projector {
   async function run(): Promise<void> {
     const backoff = new Backoff();
     while (!stopping.signal.aborted) {
-      let current: Projection | undefined;
       try {
-        for (const p of list) {
-          current = p;
-          const checkpoint = await readCheckpoint(o.pool, p.name);
-          if (checkpoint.version !== p.version) {
-            log.info({ projection: p.name, from: checkpoint.version, to: p.version }, 'projection version changed: rebuilding aside');
-            await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
-          }
-        }
-        current = undefined;
-        let groups = await readGroups();
+        const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
+        const changed = list.flatMap((p, i) => (checkpoints[i]!.version === p.version ? [] : [{ projection: p, from: checkpoints[i]!.version }]));
+        const current = list.filter((p, i) => checkpoints[i]!.version === p.version);
+        let groups = groupByPosition(current, checkpoints.filter((c, i) => list[i]!.version === c.version));
         if (groups.length > 1) {
           await joinApart(groups);
-          groups = await readGroups();
+          groups = await readGroups(current);
         }
         backoff.reset();
-        const round = new AbortController();
-        const stop = () => round.abort();
+        const thisRound = (round = new AbortController());
+        const stop = () => thisRound.abort();
         stopping.signal.addEventListener('abort', stop, { once: true });
+        // A finished rebuild ends the round, so that the rebuilt projection follows (and joins).
+        rebuilding ??= changed.length > 0 ? rebuildChanged(changed).finally(() => ((rebuilding = undefined), round?.abort())) : undefined;
         // Projections still apart: end the round now and then to try joining them again.
         const regroup = groups.length > 1 ? setTimeout(stop, o.regroupIntervalMs ?? 60_000) : undefined;
         try {
-          await Promise.all(groups.map((g) => runUnit(g.members, g.position, round)));
+          const ended = new Promise<void>((resolve) => thisRound.signal.addEventListener('abort', () => resolve(), { once: true }));
+          await Promise.all([ended, ...groups.map((g) => runUnit(g.members, g.position, thisRound))]);
         } finally {
           clearTimeout(regroup);
           stopping.signal.removeEventListener('abort', stop);
         }
       } catch (err) {
         if (stopping.signal.aborted) break;
-        for (const p of current ? [current] : list) failing.set(p.name, (err as Error).message);
-        log.error({ err, projection: current?.name, retryInMs: backoff.nextMs }, 'projector failed to start its followers; retrying');
+        for (const p of list) failing.set(p.name, (err as Error).message);
+        log.error({ err, retryInMs: backoff.nextMs }, 'projector failed to start its followers; retrying');
         await backoff.wait(stopping.signal);
       }
     }
+    await rebuilding;
   }
 
   async function checkDrift(): Promise<void> {
