@@ -7,7 +7,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { projections } from '../../projections/index.ts';
+import { projections, type Projection } from '../../projections/index.ts';
 import { workersProjection } from '../../projections/workers.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
@@ -209,6 +209,32 @@ describe('projector groups', () => {
     const c = await counts();
     for (const [name, x] of Object.entries(c)) expect(x.applied, name).toBe(x.stored);
     expect(new Set(Object.values(c).map((x) => x.position)).size).toBe(1);
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+  });
+
+  it('rebuilds a changed projection in the background while the others follow, then follows it too', async () => {
+    await seed(3);
+    await db.pool.query(`UPDATE baton_projection_checkpoints SET version = 0 WHERE projection = 'workers'`);
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The rebuild's aside build waits at the gate; live applies do not.
+    const slowWorkers: Projection = { ...workersProjection, apply: async (client, schema, events) => (schema === 'baton_read' || (await gate), workersProjection.apply(client, schema, events)) };
+    const list = projections.map((p) => (p.name === 'workers' ? slowWorkers : p));
+    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: list });
+    try {
+      await seed(3);
+      await until('the others to catch up while workers rebuilds', async () => {
+        const c = await counts();
+        return ['executions', 'execution_events', 'schedules'].every((n) => c[n]!.applied === c[n]!.stored);
+      });
+      expect((await readCheckpoint(db.pool, 'workers')).version).toBe(0);
+      release();
+      await until('the read model to catch up', caughtUp);
+      expect((await readCheckpoint(db.pool, 'workers')).version).toBe(workersProjection.version);
+    } finally {
+      release();
+      await projector.stop();
+    }
     expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
   });
 
