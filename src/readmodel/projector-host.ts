@@ -1,9 +1,10 @@
 // The long-running projector (`baton projector`, and inside `baton dev`): one follower for all
 // projections whose checkpoints stand at one position (group-follow.ts), one for each other,
 // and those apart brought level with the group when that is exact (group-join.ts); a
-// projection whose version changed is rebuilt aside meanwhile, then follows; every minute a sample of executions is re-folded to catch drift. Errors (the
-// database going away) are logged and retried with backoff; nothing is skipped meanwhile,
-// because the checkpoint only moves with the rows.
+// projection whose version changed is rebuilt aside meanwhile, then follows; every minute a
+// sample of executions is re-folded to catch drift. Errors (the database going away) are
+// logged and retried with backoff; nothing is skipped meanwhile, because the checkpoint only
+// moves with the rows.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
