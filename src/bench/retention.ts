@@ -7,7 +7,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { table } from '../cli/format.ts';
-import { catchUpReadModel } from '../readmodel/projector.ts';
+import { catchUpReadModel } from '../readmodel/group-follow.ts';
 import { runRetention } from '../retention/retention.ts';
 import { appendHistories } from './projections.ts';
 import { withScratchDatabase } from './scratch-database.ts';

@@ -13,7 +13,7 @@ import { executionStreamId } from '../../schemas/events.ts';
 import { mapLimit } from '../async/map-limit.ts';
 import type { AppendRequest } from '../eventstore/event-store.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
-import { catchUpReadModel } from '../readmodel/projector.ts';
+import { catchUpReadModel } from '../readmodel/group-follow.ts';
 import { completedHistory } from './projections.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 import type { StartProbeResult } from './start-probe.ts';

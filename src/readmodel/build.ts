@@ -1,9 +1,10 @@
 // Building a projection's tables from the events into any schema: a rebuild's aside schema or
 // verify's scratch schema. No checkpoint row: the caller keeps the position.
 import type pg from 'pg';
-import type { Projection } from '../../projections/index.ts';
+import { projections as allProjections, type Projection } from '../../projections/index.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { BatonError } from '../errors.ts';
+import { eventsOf } from './group-follow.ts';
 import { DEFAULT_BATCH_SIZE, readBatches } from './projector.ts';
 import { eventSourceOf } from './event-source.ts';
 import { inTransaction } from './tables.ts';
@@ -49,13 +50,17 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
     if (kept.length > 0) await applyAll(kept);
   };
   if (o.until !== undefined && o.until === o.from) return { position, events: 0, lastRecordedAt };
-  for await (const batch of readBatches(o.store, o.projection, o.from, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
+  // A checkpoint that followed in a group may stand at another projection's event
+  // (group-follow.ts): to find it, read every projection's streams and apply only our own.
+  const read = o.until === undefined ? o.projection : { streamPrefixes: [...new Set([...o.projection.streamPrefixes, ...allProjections.flatMap((p) => p.streamPrefixes)])] };
+  for await (const batch of readBatches(o.store, read, o.from, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
     const stopAt = o.until === undefined ? -1 : batch.findIndex((e) => e.globalPosition === o.until);
-    const events = stopAt >= 0 ? batch.slice(0, stopAt + 1) : batch;
+    const upTo = stopAt >= 0 ? batch.slice(0, stopAt + 1) : batch;
+    const events = read === o.projection ? upTo : eventsOf(o.projection, upTo);
     await apply(events);
-    const last = events[events.length - 1]!;
-    position = last.globalPosition;
-    lastRecordedAt = last.recordedAt;
+    position = upTo[upTo.length - 1]!.globalPosition;
+    const last = events[events.length - 1];
+    if (last) lastRecordedAt = last.recordedAt;
     count += events.length;
     o.onProgress?.({ projection: o.projection.name, events: count });
     if (stopAt >= 0) return { position, events: count, lastRecordedAt };

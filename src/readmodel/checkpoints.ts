@@ -34,17 +34,18 @@ export async function readCheckpoints(db: pg.Pool | pg.ClientBase): Promise<Chec
 /**
  * Move a checkpoint from `expected` to `next`, only if it is still at `expected`. The row lock
  * taken here is held until the caller's transaction ends, so a concurrent mover waits and then
- * finds the position changed. False: someone else moved it; roll back.
+ * finds the position changed. False: someone else moved it; roll back. A null lastRecordedAt
+ * (a group batch with none of this projection's events) keeps the one stored.
  */
 export async function advanceCheckpoint(
   client: pg.ClientBase,
   projection: string,
   expected: bigint,
-  next: { position: bigint; events: number; lastRecordedAt: Date },
+  next: { position: bigint; events: number; lastRecordedAt: Date | null },
 ): Promise<boolean> {
   const r = await client.query(
     `UPDATE baton_projection_checkpoints
-        SET position = $3, events_applied = events_applied + $4, last_recorded_at = $5, updated_at = now()
+        SET position = $3, events_applied = events_applied + $4, last_recorded_at = COALESCE($5, last_recorded_at), updated_at = now()
       WHERE projection = $1 AND position = $2`,
     [projection, expected.toString(), next.position.toString(), next.events, next.lastRecordedAt],
   );

@@ -1,8 +1,10 @@
-// The long-running projector (`baton projector`, and inside `baton dev`): one follower per
-// projection, each resuming from its checkpoint; a projection whose version changed is rebuilt
-// aside first; every minute a sample of executions is re-folded to catch drift. Errors (the
-// database going away) are logged and retried with backoff; nothing is skipped meanwhile,
-// because the checkpoint only moves with the rows.
+// The long-running projector (`baton projector`, and inside `baton dev`): one follower for all
+// projections whose checkpoints stand at one position (group-follow.ts), one for each other,
+// and those apart brought level with the group when that is exact (group-join.ts); a
+// projection whose version changed is rebuilt aside meanwhile, then follows; every minute a
+// sample of executions is re-folded to catch drift. Errors (the database going away) are
+// logged and retried with backoff; nothing is skipped meanwhile, because the checkpoint only
+// moves with the rows.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -10,7 +12,10 @@ import { projections as allProjections, type Projection } from '../../projection
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import type { BatchResult } from '../../projections/projection.ts';
 import { readCheckpoint } from './checkpoints.ts';
+import { followGroup, groupByPosition } from './group-follow.ts';
+import { joinGroupAt } from './group-join.ts';
 import { sampleExecutionDrift } from './drift.ts';
 import { followProjection } from './projector.ts';
 import { rebuildProjection } from './rebuild.ts';
@@ -26,6 +31,8 @@ export interface ProjectorOptions {
   /** How often to re-fold a sample of executions (ms); 0 turns it off. Default 60 s. */
   driftIntervalMs?: number;
   driftSampleSize?: number;
+  /** While projections follow apart, how often to try joining them to the main group (ms). Default 60 s. */
+  regroupIntervalMs?: number;
 }
 
 export interface Projector {
@@ -86,43 +93,138 @@ export function startProjector(o: ProjectorOptions): Projector {
   const metrics = projectorMetrics(o, list);
   const stopping = new AbortController();
   const failing = new Map<string, string>();
+  const backoffs = new Map(list.map((p) => [p.name, new Backoff()]));
+  const hooks = {
+    onBatch(p: Projection, events: readonly unknown[], result: BatchResult) {
+      failing.delete(p.name);
+      backoffs.get(p.name)!.reset();
+      // A group batch may hold none of this projection's events: its checkpoint moved, nothing applied.
+      if (events.length === 0) return;
+      metrics.events.inc({ projection: p.name }, events.length);
+      metrics.batches.inc({ projection: p.name });
+      if (result.refused.length > 0) metrics.refused.inc({ projection: p.name }, result.refused.length);
+    },
+  };
 
-  async function run(p: Projection): Promise<void> {
+  /**
+   * Follow one unit (a group at one position, or a projection alone) until the round ends.
+   * 'moved' from a follower, or checkpoints found apart after an error, end the round: the
+   * caller re-reads every checkpoint and groups afresh.
+   */
+  async function runUnit(members: Projection[], from: bigint, round: AbortController): Promise<void> {
+    const names = members.map((p) => p.name);
+    const backoff = backoffs.get(names[0]!)!;
+    let position = from;
+    for (let attempt = 0; !round.signal.aborted; attempt++) {
+      try {
+        if (attempt > 0) {
+          // After a failure: go on from where the checkpoints are, if they are still together.
+          const now = await Promise.all(members.map((p) => readCheckpoint(o.pool, p.name)));
+          if (now.some((c, i) => c.position !== now[0]!.position || c.version !== members[i]!.version)) return round.abort();
+          position = now[0]!.position;
+        }
+        const common = { pool: o.pool, store: o.store, from: position, signal: round.signal, log, batchSize: o.batchSize, hooks };
+        const outcome = members.length === 1 ? await followProjection({ ...common, projection: members[0]! }) : await followGroup({ ...common, projections: members });
+        if (outcome === 'moved') {
+          log.info({ projections: names }, 'checkpoint moved by another writer; regrouping from the stored positions');
+          return round.abort();
+        }
+      } catch (err) {
+        if (round.signal.aborted) return;
+        for (const name of names) failing.set(name, (err as Error).message);
+        log.error({ err, projections: names, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
+        await backoff.wait(round.signal);
+      }
+    }
+  }
+
+  const readGroups = async (of: readonly Projection[]) => groupByPosition(of, await Promise.all(of.map((p) => readCheckpoint(o.pool, p.name))));
+
+  /** Try to bring every unit apart level with the largest group (group-join.ts); the followers are paused. */
+  async function joinApart(groups: { members: Projection[]; position: bigint }[]): Promise<void> {
+    const main = groups.reduce((a, b) => (b.members.length > a.members.length ? b : a));
+    for (const g of groups) {
+      if (g === main || stopping.signal.aborted) continue;
+      const projections = g.members.map((p) => p.name);
+      try {
+        const outcome = await joinGroupAt({ pool: o.pool, store: o.store, members: g.members, from: g.position, target: main.position, targetMembers: main.members, log, batchSize: o.batchSize, hooks });
+        if (outcome === 'joined') log.info({ projections, group: main.members.map((p) => p.name) }, 'projections brought level with the group; following together');
+      } catch (err) {
+        log.warn({ err, projections }, 'could not bring projections level with the group; they follow apart for now');
+      }
+    }
+  }
+
+  let round: AbortController | undefined;
+  let rebuilding: Promise<void> | undefined;
+
+  /** Rebuild aside, one after another, projections whose version changed; the others follow meanwhile. */
+  async function rebuildChanged(changed: { projection: Projection; from: number }[]): Promise<void> {
+    for (const { projection: p, from } of changed) {
+      if (stopping.signal.aborted) return;
+      try {
+        log.info({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding aside');
+        await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
+        failing.delete(p.name);
+      } catch (err) {
+        if (stopping.signal.aborted) return;
+        failing.set(p.name, (err as Error).message);
+        const backoff = backoffs.get(p.name)!;
+        log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'rebuilding a projection failed; retrying');
+        await backoff.wait(stopping.signal);
+        return; // the next round finds it still changed and starts again
+      }
+    }
+  }
+
+  /**
+   * Each round: projections whose version changed are rebuilt aside in the background (the
+   * round ends when that is done); the others follow, one group per position their checkpoints
+   * stand at. On a fresh database all start at 0 and follow as one group for
+   * good; a rebuilt projection (its checkpoint at its own last event) follows alone until it is
+   * brought level with the largest group (joinApart, at each round's start). In a
+   * 10,000-execution `baton bench` (NATS, 1 worker, 50 at once; run back to back on a shared,
+   * noisy 2-core machine, five pairs) one group instead of four followers: 660–919 against
+   * 592–865 executions/s, each pair's group run ahead by 3–12%; bench process CPU 10.6–12.0 s
+   * against 11.9–12.5 s, Postgres backends 6.4–9.5 s against 6.6–7.4 s (noisy: shared server);
+   * the executions lag p50 263–332 ms against 184–233 ms (the members' applies now run one
+   * after another in one transaction), p99 1.5–2.2 s against 2.3–3.1 s.
+   */
+  async function run(): Promise<void> {
     const backoff = new Backoff();
     while (!stopping.signal.aborted) {
       try {
-        const checkpoint = await readCheckpoint(o.pool, p.name);
-        if (checkpoint.version !== p.version) {
-          log.info({ projection: p.name, from: checkpoint.version, to: p.version }, 'projection version changed: rebuilding aside');
-          await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
-          continue;
+        const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
+        const changed = list.flatMap((p, i) => (checkpoints[i]!.version === p.version ? [] : [{ projection: p, from: checkpoints[i]!.version }]));
+        const current = list.filter((p, i) => checkpoints[i]!.version === p.version);
+        let groups = groupByPosition(current, checkpoints.filter((c, i) => list[i]!.version === c.version));
+        if (groups.length > 1) {
+          await joinApart(groups);
+          groups = await readGroups(current);
         }
-        const outcome = await followProjection({
-          pool: o.pool,
-          store: o.store,
-          projection: p,
-          from: checkpoint.position,
-          signal: stopping.signal,
-          log,
-          batchSize: o.batchSize,
-          hooks: {
-            onBatch(_, events, result) {
-              failing.delete(p.name);
-              backoff.reset();
-              metrics.events.inc({ projection: p.name }, events.length);
-              metrics.batches.inc({ projection: p.name });
-              if (result.refused.length > 0) metrics.refused.inc({ projection: p.name }, result.refused.length);
-            },
-          },
-        });
-        if (outcome === 'moved') log.info({ projection: p.name }, 'checkpoint moved by another writer; resuming from it');
+        backoff.reset();
+        const thisRound = (round = new AbortController());
+        const stop = () => thisRound.abort();
+        stopping.signal.addEventListener('abort', stop, { once: true });
+        // A finished rebuild ends the round, so that the rebuilt projection follows (and joins).
+        rebuilding ??= changed.length > 0 ? rebuildChanged(changed).finally(() => ((rebuilding = undefined), round?.abort())) : undefined;
+        // Projections still apart: end the round now and then to try joining them again.
+        const regroup = groups.length > 1 ? setTimeout(stop, o.regroupIntervalMs ?? 60_000) : undefined;
+        try {
+          const ended = new Promise<void>((resolve) => thisRound.signal.addEventListener('abort', () => resolve(), { once: true }));
+          await Promise.all([ended, ...groups.map((g) => runUnit(g.members, g.position, thisRound))]);
+        } finally {
+          clearTimeout(regroup);
+          stopping.signal.removeEventListener('abort', stop);
+        }
       } catch (err) {
         if (stopping.signal.aborted) break;
-        failing.set(p.name, (err as Error).message);
-        log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
+        for (const p of list) failing.set(p.name, (err as Error).message);
+        log.error({ err, retryInMs: backoff.nextMs }, 'projector failed to start its followers; retrying');
         await backoff.wait(stopping.signal);
       }
     }
+    await rebuilding;
   }
 
   async function checkDrift(): Promise<void> {
@@ -135,7 +237,7 @@ export function startProjector(o: ProjectorOptions): Projector {
     }
   }
 
-  const running = list.map((p) => run(p));
+  const running = run();
   const driftEvery = o.driftIntervalMs ?? 60_000;
   const driftTimer =
     driftEvery > 0
@@ -149,7 +251,7 @@ export function startProjector(o: ProjectorOptions): Projector {
     async stop() {
       stopping.abort();
       if (driftTimer) clearInterval(driftTimer);
-      await Promise.all(running);
+      await running;
     },
     problems: () => [...failing].map(([name, message]) => `projection ${name}: ${message}`),
     checkDrift,

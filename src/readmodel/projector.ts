@@ -4,7 +4,7 @@
 // checkpoint makes this one start over from the stored position instead of applying twice.
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { projections as allProjections, type Projection } from '../../projections/index.ts';
+import type { Projection } from '../../projections/index.ts';
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { BatchResult, EventSource } from '../../projections/projection.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
@@ -34,8 +34,8 @@ export const WAKE_DELAY_MS = 20;
 // pg_notify payloads are limited to 8,000 bytes: 200 uuids and commas fit.
 const IDS_PER_NOTIFICATION = 200;
 
-/** Read batches of a projection's events after `after`, until the store has no more deliverable. */
-export async function* readBatches(store: EventStore, p: Projection, after: bigint, batchSize = DEFAULT_BATCH_SIZE): AsyncGenerator<StoredEvent[]> {
+/** Read batches of a projection's (or any prefixes') events after `after`, until the store has no more deliverable. */
+export async function* readBatches(store: EventStore, p: Pick<Projection, 'streamPrefixes'>, after: bigint, batchSize = DEFAULT_BATCH_SIZE): AsyncGenerator<StoredEvent[]> {
   for (;;) {
     const events = await store.readAll({ after, limit: batchSize, streamPrefixes: [...p.streamPrefixes] });
     if (events.length === 0) return;
@@ -45,7 +45,7 @@ export async function* readBatches(store: EventStore, p: Projection, after: bigi
   }
 }
 
-async function notifyChanged(client: pg.ClientBase, channel: string, ids: readonly string[]): Promise<void> {
+export async function notifyChanged(client: pg.ClientBase, channel: string, ids: readonly string[]): Promise<void> {
   for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION) {
     await client.query('SELECT pg_notify($1, $2)', [channel, ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')]);
   }
@@ -68,7 +68,7 @@ export async function applyLiveBatch(pool: pg.Pool, p: Projection, expected: big
   });
 }
 
-function logRefused(log: Logger | undefined, p: Projection, result: BatchResult) {
+export function logRefused(log: Logger | undefined, p: Projection, result: BatchResult) {
   for (const r of result.refused) {
     log?.warn({ projection: p.name, streamId: r.streamId, revision: String(r.revision), reason: r.reason }, 'stored event refused by the machine; row left as it was');
   }
@@ -95,10 +95,6 @@ export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; p
   throw new Error(`projection ${o.projection.name}: checkpoint kept moving under us; is another projector running flat out?`);
 }
 
-/** Bring every projection's live tables up to the current end of the store (tests, CLI). */
-export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; log?: Logger; projections?: readonly Projection[] }): Promise<void> {
-  for (const projection of o.projections ?? allProjections) await catchUpProjection({ ...o, projection });
-}
 
 export interface FollowHooks {
   /** After each committed batch. */

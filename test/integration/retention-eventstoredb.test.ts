@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
 import { createEventStoreDbEventStore, type EventStoreDbEventStore } from '../../src/eventstore/eventstoredb.ts';
 import { createPostgresSnapshotStore } from '../../src/eventstore/snapshots.ts';
-import { catchUpReadModel } from '../../src/readmodel/projector.ts';
+import { catchUpReadModel } from '../../src/readmodel/group-follow.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { runRetention } from '../../src/retention/retention.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';

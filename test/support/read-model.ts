@@ -5,7 +5,7 @@
 import type pg from 'pg';
 import { projections } from '../../projections/index.ts';
 import type { EventStore } from '../../src/eventstore/event-store.ts';
-import { catchUpReadModel } from '../../src/readmodel/projector.ts';
+import { catchUpReadModel } from '../../src/readmodel/group-follow.ts';
 
 /** Projections whose checkpoint has applied fewer events than the store holds for them. */
 async function projectionsBehind(pool: pg.Pool): Promise<string[]> {

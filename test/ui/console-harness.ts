@@ -15,7 +15,7 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { silentLogger } from '../../src/log.ts';
-import { catchUpReadModel } from '../../src/readmodel/projector.ts';
+import { catchUpReadModel } from '../../src/readmodel/group-follow.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { followActors } from '../../src/runtime/follow-actors.ts';
 import { createScheduleRuntime } from '../../src/runtime/schedule-kind.ts';

@@ -1,0 +1,171 @@
+// Following the store once for several projections whose checkpoints stand at the same position:
+// one subscription over the union of their stream prefixes, and per batch ONE transaction that
+// moves every member's checkpoint to the batch's last event, applies each member's share of
+// the batch, and sends one change notification. Per-projection followers rescanned and
+// re-parsed the same events four times and paid BEGIN, checkpoint UPDATE, NOTIFY and COMMIT
+// four times per batch (~45% of all CPU per execution in `baton bench`). The members then
+// stay at one position for ever, since only this moves them (or another writer: 'moved').
+//
+// A member's checkpoint may so be the position of an event of another member's prefixes:
+// resuming reads `after` any stored position, and the lag (projector-host.ts, `baton
+// projections status`) reads the next event of the member's own prefixes after it.
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { projections as allProjections } from '../../projections/index.ts';
+import type { BatchResult, Projection } from '../../projections/projection.ts';
+import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
+import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
+import { availableBatches } from './batches.ts';
+import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
+import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, catchUpProjection, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
+import { inTransaction } from './tables.ts';
+
+/** The events of a batch that a projection follows (the store matches prefixes the same way). */
+export const eventsOf = (p: Projection, events: readonly StoredEvent[]): StoredEvent[] =>
+  events.filter((e) => p.streamPrefixes.some((prefix) => e.streamId.startsWith(prefix)));
+
+/** Every stream prefix of the members, each once. */
+export const unionOfPrefixes = (members: readonly Projection[]): string[] => [...new Set(members.flatMap((p) => p.streamPrefixes))];
+
+/**
+ * A group's largest batch: `batchSize` for each member, the work its own follower's batch was.
+ * The members' applies run one after another in one transaction, so a group at 500 fell behind
+ * under load: in `baton bench` (10,000 executions, 50 at once, NATS, 1 worker) its ~470-event
+ * batches took ~115 ms (executions 50, execution_events 19, workers 7 ms, the rest checkpoints,
+ * NOTIFY, COMMIT) and the executions lag was p50 2,300–2,500 ms against 190–230 ms with four
+ * followers; at 500 per member, p50 330–360 ms and p99 1,800–2,000 ms (four followers: 2,400–3,400).
+ */
+export const groupBatchSize = (members: readonly Projection[], batchSize = DEFAULT_BATCH_SIZE): number => batchSize * members.length;
+
+export interface MemberResult {
+  projection: Projection;
+  events: StoredEvent[];
+  result: BatchResult;
+}
+
+const NOTHING: BatchResult = { changedExecutions: [], refused: [] };
+
+/** Members in name order: every mover of several checkpoints takes their row locks in this order. */
+export const byName = (members: readonly Projection[]): Projection[] => [...members].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+/**
+ * Apply a batch for every member and move each one's checkpoint from `expected` to the batch's
+ * last event, in one transaction. Returns null, having written nothing, when any member's
+ * checkpoint was no longer at `expected`.
+ */
+export async function applyGroupBatch(pool: pg.Pool, members: readonly Projection[], expected: bigint, events: readonly StoredEvent[]): Promise<MemberResult[] | null> {
+  const last = events[events.length - 1]!;
+  // Checkpoints in name order, all before any row: two movers of overlapping sets take the row
+  // locks in one order (no deadlock), and a rebuild's swap, which locks one checkpoint and then
+  // replaces its tables, never waits on tables we hold while we wait on its checkpoint.
+  const ordered = byName(members);
+  const moved = new Error('a checkpoint moved');
+  return inTransaction(pool, async (client) => {
+    const shares = ordered.map((p) => ({ projection: p, events: eventsOf(p, events), result: NOTHING }));
+    for (const s of shares) {
+      const mine = s.events[s.events.length - 1];
+      const next = { position: last.globalPosition, events: s.events.length, lastRecordedAt: mine?.recordedAt ?? null };
+      // Thrown to roll back the members already moved.
+      if (!(await advanceCheckpoint(client, s.projection.name, expected, next))) throw moved;
+    }
+    const schema = readModelSchemaOf(pool);
+    for (const s of shares) if (s.events.length > 0) s.result = await s.projection.apply(client, schema, s.events);
+    // One NOTIFY (per 200 ids) for the whole batch, sent at COMMIT like the rows.
+    await notifyChanged(client, channelOf(pool, EXECUTIONS_CHANGED_CHANNEL), [...new Set(shares.flatMap((s) => s.result.changedExecutions))]);
+    return shares as MemberResult[] | null;
+  }).catch((err: unknown) => {
+    if (err === moved) return null;
+    throw err;
+  });
+}
+
+/**
+ * Follow the store for a group of projections, all at checkpoint `from`, until `signal`
+ * aborts. Returns 'moved' when another writer moved any member's checkpoint (the caller re-reads
+ * the checkpoints and groups again). Hooks see each member's share of each batch (possibly none).
+ */
+export async function followGroup(o: {
+  pool: pg.Pool;
+  store: EventStore;
+  projections: readonly Projection[];
+  from: bigint;
+  signal: AbortSignal;
+  log?: Logger;
+  batchSize?: number;
+  hooks?: FollowHooks;
+  /** See MIN_READ_INTERVAL_MS. */
+  minReadIntervalMs?: number;
+}): Promise<'stopped' | 'moved'> {
+  const inner = new AbortController();
+  const stop = () => inner.abort();
+  o.signal.addEventListener('abort', stop, { once: true });
+  let position = o.from;
+  const batchSize = groupBatchSize(o.projections, o.batchSize);
+  try {
+    const events = o.store.subscribe({
+      after: o.from,
+      streamPrefixes: unionOfPrefixes(o.projections),
+      signal: inner.signal,
+      batchSize,
+      minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
+    });
+    for await (const batch of availableBatches(events, batchSize)) {
+      const shares = await applyGroupBatch(o.pool, o.projections, position, batch);
+      if (!shares) {
+        inner.abort(); // before the loop's cleanup, which waits for the subscription's pending read
+        return 'moved';
+      }
+      position = batch[batch.length - 1]!.globalPosition;
+      for (const s of shares) {
+        logRefused(o.log, s.projection, s.result);
+        o.hooks?.onBatch?.(s.projection, s.events, s.result);
+      }
+      if (o.signal.aborted) break;
+    }
+    return 'stopped';
+  } finally {
+    o.signal.removeEventListener('abort', stop);
+    inner.abort();
+  }
+}
+
+/** Bring a group, all at checkpoint `from`, up to the current end of the store; false when a checkpoint moved under us. */
+async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<boolean> {
+  let position = o.from;
+  for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, groupBatchSize(o.projections, o.batchSize))) {
+    const shares = await applyGroupBatch(o.pool, o.projections, position, events);
+    if (!shares) return false;
+    for (const s of shares) logRefused(o.log, s.projection, s.result);
+    position = events[events.length - 1]!.globalPosition;
+  }
+  return true;
+}
+
+/**
+ * Bring every projection's live tables up to the current end of the store (tests, benches),
+ * projections at one position as one group, so they stay together for the projector.
+ */
+export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; log?: Logger; projections?: readonly Projection[]; batchSize?: number }): Promise<void> {
+  const list = o.projections ?? allProjections;
+  for (let restarts = 0; restarts < 100; restarts++) {
+    const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
+    let moved = false;
+    for (const g of groupByPosition(list, checkpoints)) {
+      if (g.members.length === 1) await catchUpProjection({ ...o, projection: g.members[0]! });
+      else if (!(await catchUpGroup({ ...o, projections: g.members, from: g.position }))) moved = true;
+    }
+    if (!moved) return;
+  }
+  throw new Error('catching up the read model: checkpoints kept moving under us; is another projector running flat out?');
+}
+
+/** Projections whose checkpoints stand at the same position, in `list`'s order. */
+export function groupByPosition(list: readonly Projection[], checkpoints: readonly Checkpoint[]): { members: Projection[]; position: bigint }[] {
+  const groups = new Map<bigint, Projection[]>();
+  list.forEach((p, i) => {
+    const at = checkpoints[i]!.position;
+    groups.set(at, [...(groups.get(at) ?? []), p]);
+  });
+  return [...groups].map(([position, members]) => ({ position, members }));
+}
