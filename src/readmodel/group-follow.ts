@@ -12,12 +12,13 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { projections as allProjections } from '../../projections/index.ts';
-import type { BatchResult, Projection } from '../../projections/projection.ts';
+import type { BatchResult, EventSource, Projection } from '../../projections/projection.ts';
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
-import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, catchUpProjection, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { eventSourceOf } from './event-source.ts';
+import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, WAKE_DELAY_MS, catchUpProjection, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
@@ -54,7 +55,7 @@ export const byName = (members: readonly Projection[]): Projection[] => [...memb
  * last event, in one transaction. Returns null, having written nothing, when any member's
  * checkpoint was no longer at `expected`.
  */
-export async function applyGroupBatch(pool: pg.Pool, members: readonly Projection[], expected: bigint, events: readonly StoredEvent[]): Promise<MemberResult[] | null> {
+export async function applyGroupBatch(pool: pg.Pool, members: readonly Projection[], expected: bigint, events: readonly StoredEvent[], source?: EventSource): Promise<MemberResult[] | null> {
   const last = events[events.length - 1]!;
   // Checkpoints in name order, all before any row: two movers of overlapping sets take the row
   // locks in one order (no deadlock), and a rebuild's swap, which locks one checkpoint and then
@@ -70,7 +71,7 @@ export async function applyGroupBatch(pool: pg.Pool, members: readonly Projectio
       if (!(await advanceCheckpoint(client, s.projection.name, expected, next))) throw moved;
     }
     const schema = readModelSchemaOf(pool);
-    for (const s of shares) if (s.events.length > 0) s.result = await s.projection.apply(client, schema, s.events);
+    for (const s of shares) if (s.events.length > 0) s.result = await s.projection.apply(client, schema, s.events, source);
     // One NOTIFY (per 200 ids) for the whole batch, sent at COMMIT like the rows.
     await notifyChanged(client, channelOf(pool, EXECUTIONS_CHANGED_CHANNEL), [...new Set(shares.flatMap((s) => s.result.changedExecutions))]);
     return shares as MemberResult[] | null;
@@ -109,9 +110,11 @@ export async function followGroup(o: {
       signal: inner.signal,
       batchSize,
       minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
+      wakeDelayMs: WAKE_DELAY_MS,
     });
+    const source = eventSourceOf(o.store, o.pool);
     for await (const batch of availableBatches(events, batchSize)) {
-      const shares = await applyGroupBatch(o.pool, o.projections, position, batch);
+      const shares = await applyGroupBatch(o.pool, o.projections, position, batch, source);
       if (!shares) {
         inner.abort(); // before the loop's cleanup, which waits for the subscription's pending read
         return 'moved';
@@ -134,7 +137,7 @@ export async function followGroup(o: {
 async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<boolean> {
   let position = o.from;
   for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, groupBatchSize(o.projections, o.batchSize))) {
-    const shares = await applyGroupBatch(o.pool, o.projections, position, events);
+    const shares = await applyGroupBatch(o.pool, o.projections, position, events, eventSourceOf(o.store, o.pool));
     if (!shares) return false;
     for (const s of shares) logRefused(o.log, s.projection, s.result);
     position = events[events.length - 1]!.globalPosition;

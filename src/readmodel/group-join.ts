@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import type { Projection } from '../../projections/projection.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { advanceCheckpoint } from './checkpoints.ts';
+import { eventSourceOf } from './event-source.ts';
 import { applyGroupBatch, byName, groupBatchSize, unionOfPrefixes } from './group-follow.ts';
 import { inTransaction } from './tables.ts';
 import { logRefused, readBatches, type FollowHooks } from './projector.ts';
@@ -48,7 +49,7 @@ export async function joinGroupAt(o: {
   for await (const batch of readBatches(o.store, { streamPrefixes: prefixes }, o.from, groupBatchSize(o.members, o.batchSize))) {
     const at = batch.findIndex((e) => e.globalPosition === o.target);
     const events = at >= 0 ? batch.slice(0, at + 1) : batch;
-    const shares = await applyGroupBatch(o.pool, o.members, position, events);
+    const shares = await applyGroupBatch(o.pool, o.members, position, events, eventSourceOf(o.store, o.pool));
     if (!shares) return 'moved';
     for (const s of shares) {
       logRefused(o.log, s.projection, s.result);
