@@ -17,7 +17,6 @@ import { readCheckpoint } from './checkpoints.ts';
 import { followGroup, groupByPosition } from './group-follow.ts';
 import { joinGroupAt } from './group-join.ts';
 import { sampleExecutionDrift } from './drift.ts';
-import { followProjection } from './projector.ts';
 import { rebuildProjection } from './rebuild.ts';
 import { Backoff } from '../async/backoff.ts';
 
@@ -124,7 +123,7 @@ export function startProjector(o: ProjectorOptions): Projector {
           position = now[0]!.position;
         }
         const common = { pool: o.pool, store: o.store, from: position, signal: round.signal, log, batchSize: o.batchSize, hooks };
-        const outcome = members.length === 1 ? await followProjection({ ...common, projection: members[0]! }) : await followGroup({ ...common, projections: members });
+        const outcome = await followGroup({ ...common, projections: members });
         if (outcome === 'moved') {
           log.info({ projections: names }, 'checkpoint moved by another writer; regrouping from the stored positions');
           return round.abort();

@@ -8,7 +8,6 @@ import type { Projection } from '../../projections/index.ts';
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { BatchResult, EventSource } from '../../projections/projection.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
-import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
@@ -95,57 +94,7 @@ export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; p
   throw new Error(`projection ${o.projection.name}: checkpoint kept moving under us; is another projector running flat out?`);
 }
 
-
 export interface FollowHooks {
   /** After each committed batch. */
   onBatch?(p: Projection, events: readonly StoredEvent[], result: BatchResult): void;
-}
-
-/**
- * Follow the store for one projection until `signal` aborts: subscribe from the checkpoint,
- * apply what is available in batches. Returns 'moved' when another writer moved the checkpoint
- * (the caller re-reads it and follows again).
- */
-export async function followProjection(o: {
-  pool: pg.Pool;
-  store: EventStore;
-  projection: Projection;
-  from: bigint;
-  signal: AbortSignal;
-  log?: Logger;
-  batchSize?: number;
-  hooks?: FollowHooks;
-  /** See MIN_READ_INTERVAL_MS. */
-  minReadIntervalMs?: number;
-}): Promise<'stopped' | 'moved'> {
-  const inner = new AbortController();
-  const stop = () => inner.abort();
-  o.signal.addEventListener('abort', stop, { once: true });
-  let position = o.from;
-  const source = eventSourceOf(o.store, o.pool);
-  try {
-    const events = o.store.subscribe({
-      after: o.from,
-      streamPrefixes: [...o.projection.streamPrefixes],
-      signal: inner.signal,
-      batchSize: o.batchSize ?? DEFAULT_BATCH_SIZE,
-      minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
-      wakeDelayMs: WAKE_DELAY_MS,
-    });
-    for await (const batch of availableBatches(events, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
-      const result = await applyLiveBatch(o.pool, o.projection, position, batch, source);
-      if (!result) {
-        inner.abort();
-        return 'moved';
-      }
-      logRefused(o.log, o.projection, result);
-      position = batch[batch.length - 1]!.globalPosition;
-      o.hooks?.onBatch?.(o.projection, batch, result);
-      if (o.signal.aborted) break;
-    }
-    return 'stopped';
-  } finally {
-    o.signal.removeEventListener('abort', stop);
-    inner.abort();
-  }
 }

@@ -106,6 +106,27 @@ describe('projector groups', () => {
     return Object.fromEntries(metric.values.map((v) => [String(v.labels.projection), v.value]));
   }
 
+  /**
+   * Run the projector until a projection apart joins the group, append `seedAfter` more, and
+   * check that every projection applied every event once, all at one position, verified.
+   */
+  async function joinThenFollow(o: { seedAfter: number; batchSize?: number }): Promise<void> {
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const projector = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0, ...(o.batchSize !== undefined && { batchSize: o.batchSize }) });
+    try {
+      await until('the join', async () => lines.some((l) => l.includes('brought level with the group')));
+      await seed(o.seedAfter);
+      await until('the read model to catch up', caughtUp);
+    } finally {
+      await projector.stop();
+    }
+    const c = await counts();
+    for (const [name, x] of Object.entries(c)) expect(x.applied, name).toBe(x.stored);
+    expect(new Set(Object.values(c).map((x) => x.position)).size).toBe(1);
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+  }
+
   it('on a fresh database follows all four projections as one group, one transaction per batch', async () => {
     const registry = new Registry();
     const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), registry, driftIntervalMs: 0 });
@@ -171,22 +192,9 @@ describe('projector groups', () => {
     const apart = await counts();
     expect(apart.workers!.position).not.toBe(apart.executions!.position);
     expect(apart.workers!.applied).toBeLessThan(apart.workers!.stored);
-    const lines: string[] = [];
-    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
-    const projector = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0 });
-    try {
-      await until('the join', async () => lines.some((l) => l.includes('brought level with the group')));
-      await seed(6);
-      await until('the read model to catch up', caughtUp);
-    } finally {
-      await projector.stop();
-    }
-    const c = await counts();
-    for (const [name, x] of Object.entries(c)) expect(x.applied, name).toBe(x.stored);
-    expect(new Set(Object.values(c).map((x) => x.position)).size).toBe(1);
+    await joinThenFollow({ seedAfter: 6 });
     const txns = recording.committed.filter((t) => t.checkpoints > 0);
     expect(txns.some((t) => t.checkpoints === projections.length)).toBe(true);
-    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
   });
 
   it('moves a projection with none of its events in between straight to the group, reading nothing else', async () => {
@@ -195,21 +203,8 @@ describe('projector groups', () => {
     // As a database the per-projection projector left: schedules (no events) far behind the others.
     await catchUpReadModel({ pool: db.pool, store, projections: projections.filter((p) => p.name !== 'schedules') });
     expect((await counts()).schedules!.position).toBe(0n);
-    const lines: string[] = [];
-    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
     // Batches of one event: reading its way over the others' events (4 batches at most) could not reach the group.
-    const projector = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0, batchSize: 1 });
-    try {
-      await until('the join', async () => lines.some((l) => l.includes('brought level with the group')));
-      await seed(2);
-      await until('the read model to catch up', caughtUp);
-    } finally {
-      await projector.stop();
-    }
-    const c = await counts();
-    for (const [name, x] of Object.entries(c)) expect(x.applied, name).toBe(x.stored);
-    expect(new Set(Object.values(c).map((x) => x.position)).size).toBe(1);
-    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+    await joinThenFollow({ seedAfter: 2, batchSize: 1 });
   });
 
   it('rebuilds a changed projection in the background while the others follow, then follows it too', async () => {
