@@ -47,6 +47,17 @@ export interface MemberResult {
 
 const NOTHING: BatchResult = { changedExecutions: [], refused: [] };
 
+/** One member's apply failed (the whole batch rolled back): the projector follows that member apart. */
+export class ProjectionApplyError extends Error {
+  constructor(
+    readonly projection: string,
+    cause: unknown,
+  ) {
+    super(`projection ${projection}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'ProjectionApplyError';
+  }
+}
+
 /** Members in name order: every mover of several checkpoints takes their row locks in this order. */
 export const byName = (members: readonly Projection[]): Projection[] => [...members].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
@@ -71,7 +82,14 @@ export async function applyGroupBatch(pool: pg.Pool, members: readonly Projectio
       if (!(await advanceCheckpoint(client, s.projection.name, expected, next))) throw moved;
     }
     const schema = readModelSchemaOf(pool);
-    for (const s of shares) if (s.events.length > 0) s.result = await s.projection.apply(client, schema, s.events, source);
+    for (const s of shares) {
+      if (s.events.length === 0) continue;
+      try {
+        s.result = await s.projection.apply(client, schema, s.events, source);
+      } catch (err) {
+        throw new ProjectionApplyError(s.projection.name, err);
+      }
+    }
     // One NOTIFY (per 200 ids) for the whole batch, sent at COMMIT like the rows.
     await notifyChanged(client, channelOf(pool, EXECUTIONS_CHANGED_CHANNEL), [...new Set(shares.flatMap((s) => s.result.changedExecutions))]);
     return shares as MemberResult[] | null;

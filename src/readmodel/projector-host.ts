@@ -14,7 +14,7 @@ import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { BatchResult } from '../../projections/projection.ts';
 import { readCheckpoint } from './checkpoints.ts';
-import { followGroup, groupByPosition } from './group-follow.ts';
+import { ProjectionApplyError, followGroup, groupByPosition } from './group-follow.ts';
 import { joinGroupAt } from './group-join.ts';
 import { sampleExecutionDrift } from './drift.ts';
 import { rebuildProjection } from './rebuild.ts';
@@ -86,6 +86,16 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
   };
 }
 
+/**
+ * The database went away (Postgres connection and resource errors, a socket error): every member
+ * would fail alike, so a group stays together and retries, rather than splitting.
+ */
+function connectionLost(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code === 'string' && (/^(08|53|57)/.test(code) || /^E[A-Z]+$/.test(code))) return true;
+  return /Connection terminated|connection timeout/i.test((err as Error)?.message ?? '');
+}
+
 export function startProjector(o: ProjectorOptions): Projector {
   const list = o.projections ?? allProjections;
   const log = o.log;
@@ -110,19 +120,20 @@ export function startProjector(o: ProjectorOptions): Projector {
    * 'moved' from a follower, or checkpoints found apart after an error, end the round: the
    * caller re-reads every checkpoint and groups afresh.
    */
-  async function runUnit(members: Projection[], from: bigint, round: AbortController): Promise<void> {
-    const names = members.map((p) => p.name);
-    const backoff = backoffs.get(names[0]!)!;
+  async function runUnit(unit: Projection[], from: bigint | undefined, round: AbortController, apart: (p: Projection) => void): Promise<void> {
+    let members = unit;
+    let names = members.map((p) => p.name);
+    let backoff = backoffs.get(names[0]!)!;
     let position = from;
     for (let attempt = 0; !round.signal.aborted; attempt++) {
       try {
-        if (attempt > 0) {
-          // After a failure: go on from where the checkpoints are, if they are still together.
+        if (attempt > 0 || position === undefined) {
+          // After a failure (or split off a group): go on from where the checkpoints are, if they are still together.
           const now = await Promise.all(members.map((p) => readCheckpoint(o.pool, p.name)));
           if (now.some((c, i) => c.position !== now[0]!.position || c.version !== members[i]!.version)) return round.abort();
           position = now[0]!.position;
         }
-        const common = { pool: o.pool, store: o.store, from: position, signal: round.signal, log, batchSize: o.batchSize, hooks };
+        const common = { pool: o.pool, store: o.store, from: position!, signal: round.signal, log, batchSize: o.batchSize, hooks };
         const outcome = await followGroup({ ...common, projections: members });
         if (outcome === 'moved') {
           log.info({ projections: names }, 'checkpoint moved by another writer; regrouping from the stored positions');
@@ -130,7 +141,19 @@ export function startProjector(o: ProjectorOptions): Projector {
         }
       } catch (err) {
         if (round.signal.aborted) return;
-        for (const name of names) failing.set(name, (err as Error).message);
+        const failed = err instanceof ProjectionApplyError && !connectionLost(err.cause) ? members.find((p) => p.name === err.projection) : undefined;
+        if (failed && members.length > 1) {
+          // One member cannot apply this batch (a poison event, a bug): the others must not stop
+          // with it. It follows apart from here and retries alone; it joins again once it gets past.
+          failing.set(failed.name, ((err as ProjectionApplyError).cause as Error)?.message ?? String(err));
+          members = members.filter((p) => p !== failed);
+          names = members.map((p) => p.name);
+          backoff = backoffs.get(names[0]!)!;
+          log.error({ err, projection: failed.name, group: names }, 'a projection failed inside its group; it follows apart and retries alone');
+          apart(failed);
+          continue;
+        }
+        for (const name of failed ? [failed.name] : names) failing.set(name, (err as Error).message);
         log.error({ err, projections: names, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
         await backoff.wait(round.signal);
       }
@@ -209,10 +232,25 @@ export function startProjector(o: ProjectorOptions): Projector {
         rebuilding ??= changed.length > 0 ? rebuildChanged(changed).finally(() => ((rebuilding = undefined), round?.abort())) : undefined;
         // Projections still apart: end the round now and then to try joining them again.
         const regroup = groups.length > 1 ? setTimeout(stop, o.regroupIntervalMs ?? 60_000) : undefined;
+        let retry: NodeJS.Timeout | undefined;
+        const units: Promise<void>[] = [];
+        // A member split off its group (runUnit) follows alone from the group's position, and the
+        // round ends now and then so that it may join again.
+        const follow = (members: Projection[], position: bigint | undefined) =>
+          units.push(
+            runUnit(members, position, thisRound, (failed) => {
+              follow([failed], undefined);
+              retry ??= setTimeout(stop, o.regroupIntervalMs ?? 60_000);
+            }),
+          );
         try {
           const ended = new Promise<void>((resolve) => thisRound.signal.addEventListener('abort', () => resolve(), { once: true }));
-          await Promise.all([ended, ...groups.map((g) => runUnit(g.members, g.position, thisRound))]);
+          for (const g of groups) follow(g.members, g.position);
+          await ended;
+          // Units may have been added while the round ran: wait for every one.
+          for (let i = 0; i < units.length; i++) await units[i];
         } finally {
+          clearTimeout(retry);
           clearTimeout(regroup);
           stopping.signal.removeEventListener('abort', stop);
         }

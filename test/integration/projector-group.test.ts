@@ -207,6 +207,32 @@ describe('projector groups', () => {
     await joinThenFollow({ seedAfter: 2, batchSize: 1 });
   });
 
+  it('a projection that cannot apply a batch follows apart, and the others go on without it', async () => {
+    let poisoned = true;
+    const poison: Projection = {
+      ...workersProjection,
+      apply: (...args) => (poisoned ? Promise.reject(new Error('poison: this batch cannot be applied')) : workersProjection.apply(...args)),
+    };
+    const list = projections.map((p) => (p.name === 'workers' ? poison : p));
+    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: list, regroupIntervalMs: 300 });
+    try {
+      await seed(6);
+      await until('the executions projection to catch up while the workers projection fails', async () => {
+        const c = await counts();
+        return c.executions!.applied === c.executions!.stored && c.execution_events!.applied === c.execution_events!.stored;
+      });
+      expect(projector.problems()).toEqual(['projection workers: poison: this batch cannot be applied']);
+      expect((await counts()).workers!.applied).toBe(0);
+      poisoned = false;
+      await until('every projection to catch up', caughtUp);
+      await until('one position again (joined)', async () => new Set(Object.values(await counts()).map((x) => x.position)).size === 1);
+      expect(projector.problems()).toEqual([]);
+    } finally {
+      await projector.stop();
+    }
+    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
+  });
+
   it('rebuilds a changed projection in the background while the others follow, then follows it too', async () => {
     await seed(3);
     await db.pool.query(`UPDATE baton_projection_checkpoints SET version = 0 WHERE projection = 'workers'`);
