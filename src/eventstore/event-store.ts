@@ -99,12 +99,6 @@ export interface SubscribeOptions {
    * reads less often under load, in larger batches. A read after a quiet spell is not delayed.
    */
   minReadIntervalMs?: number;
-  /**
-   * Woken from idle (Postgres `global` order; other stores may ignore it), wait this long before
-   * reading: what was appended together is read together, and a follower whose lag matters less
-   * (the projector) reads after the hot path has taken the new work, not in its way.
-   */
-  wakeDelayMs?: number;
 }
 
 /** One stream's part of an appendMany. */

@@ -216,9 +216,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
         backoffMs = Math.min(backoffMs * 2, 100);
       } else {
         backoffMs = 1;
-        const idle = wakeups.seq === seq; // nothing arrived since the scan began: this really waits
         await wakeups.waitSince(seq, idlePollMs, o.signal);
-        if (o.wakeDelayMs && idle && wakeups.seq !== seq) await sleep(o.wakeDelayMs, o.signal);
       }
     }
   }

@@ -18,7 +18,7 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, WAKE_DELAY_MS, catchUpProjection, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, catchUpProjection, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
@@ -128,7 +128,6 @@ export async function followGroup(o: {
       signal: inner.signal,
       batchSize,
       minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
-      wakeDelayMs: WAKE_DELAY_MS,
     });
     const source = eventSourceOf(o.store, o.pool);
     for await (const batch of availableBatches(events, batchSize)) {

@@ -24,12 +24,6 @@ export const DEFAULT_BATCH_SIZE = 500;
  * event is read at once; lag grows by at most this much.
  */
 export const MIN_READ_INTERVAL_MS = 100;
-/**
- * Woken after a quiet spell, the projector waits this long before reading (wakeDelayMs): the
- * new work is then scheduled and started before the projector takes the event loop and the
- * database for its reads and writes, and the events of one lifecycle are applied together.
- */
-export const WAKE_DELAY_MS = 20;
 // pg_notify payloads are limited to 8,000 bytes: 200 uuids and commas fit.
 const IDS_PER_NOTIFICATION = 200;
 
