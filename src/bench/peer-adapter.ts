@@ -12,7 +12,8 @@
 //                 (docker-compose.yml); BATON_PEER_PROJECTOR=in-process puts it in the worker
 //                 child too. Action `bench.peer` calls handler(input)
 //   pending()   = executions whose last event left them in a non-final state (metadata.stateAfter)
-//   clear()     = TRUNCATE of Baton's tables, and this run's JetStream streams
+//   clear()     = TRUNCATE of Baton's tables (the read model's too, checkpoints back to 0), and
+//                 this run's JetStream streams
 import pg from 'pg';
 import pino from 'pino';
 import { finalStatuses } from '../../actors/execution.machine.ts';
@@ -32,7 +33,17 @@ const PENDING_SQL = `
   SELECT count(*)::int AS n
   FROM baton_streams s JOIN baton_events e ON e.stream_id = s.stream_id AND e.revision = s.revision
   WHERE s.stream_id LIKE 'execution-%' AND NOT (e.metadata->>'stateAfter' = ANY($1::text[]))`;
-const CLEAR_SQL = 'TRUNCATE baton_events, baton_streams, baton_work_queue, baton_dead_letters, baton_worker_liveness';
+// Events and everything derived from them: the read model's tables (whichever exist) and the
+// projections' checkpoints go back to the start with the events, or the next phase's projector
+// would resume from a position that no longer exists.
+const CLEAR_SQL = `
+  DO $$ DECLARE t text; BEGIN
+    TRUNCATE baton_events, baton_streams, baton_snapshots, baton_work_queue, baton_dead_letters, baton_worker_liveness;
+    FOR t IN SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = 'baton_read' LOOP
+      EXECUTE 'TRUNCATE ' || t;
+    END LOOP;
+    UPDATE baton_projection_checkpoints SET position = 0, events_applied = 0, last_recorded_at = NULL;
+  END $$`;
 
 export interface PeerConfig {
   pgUrl: string;
