@@ -47,16 +47,17 @@ export function createKick<T extends Kicked>(o: KickOptions<T>): (t: T) => void 
 
 /**
  * Once the host's follower has caught up, kick every followed actor, then again every
- * `sweepEveryMs` (a safety net for a change that reached no listener; 0: never).
+ * `sweepEveryMs` (a safety net for a change that reached no listener; 0: never). `stop()` ends
+ * the sweeps and waits for the rounds running now (abort the kicks' signal first).
  */
-export function kickWhenCaughtUp<T>(o: {
+export function kickWhenCaughtUp<T extends Kicked>(o: {
   caughtUp: Promise<void>;
   followed: ReadonlyMap<string, T>;
   kick: (t: T) => void;
   sweepEveryMs: number;
   /** Runs first, when the follower has caught up (the host marks itself caught up and says so). */
   onCaughtUp(): void;
-}): { ready: Promise<void>; stopSweeping(): void } {
+}): { ready: Promise<void>; stop(): Promise<void> } {
   let caughtUp = false;
   const ready = o.caughtUp.then(() => {
     caughtUp = true;
@@ -65,5 +66,11 @@ export function kickWhenCaughtUp<T>(o: {
   });
   const sweep = o.sweepEveryMs > 0 ? setInterval(() => caughtUp && o.followed.forEach((t) => o.kick(t)), o.sweepEveryMs) : undefined;
   sweep?.unref();
-  return { ready, stopSweeping: () => clearInterval(sweep) };
+  return {
+    ready,
+    async stop() {
+      clearInterval(sweep);
+      await Promise.all([...o.followed.values()].map((t) => t.running));
+    },
+  };
 }

@@ -197,7 +197,7 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
   });
 
   const unsubscribe = schedules.onChange(onChange);
-  const { ready, stopSweeping } = kickWhenCaughtUp({
+  const kicking = kickWhenCaughtUp({
     caughtUp: follower.ready,
     followed,
     kick,
@@ -209,14 +209,13 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
   });
 
   return {
-    ready,
+    ready: kicking.ready,
     active: () => followed.size,
     async stop() {
       ac.abort();
-      stopSweeping();
       unsubscribe();
       for (const s of followed.values()) clearTimeout(s.timer);
-      await Promise.all([...followed.values()].map((s) => s.running));
+      await kicking.stop();
     },
   };
 }

@@ -172,7 +172,7 @@ export function startOrchestrator(o: OrchestratorOptions): Orchestrator {
   });
 
   const unsubscribe = [workflows.onChange(onWorkflowChange), executions.onChange(onExecutionChange)];
-  const { ready, stopSweeping } = kickWhenCaughtUp({
+  const kicking = kickWhenCaughtUp({
     caughtUp: follower.ready,
     followed,
     kick,
@@ -184,14 +184,13 @@ export function startOrchestrator(o: OrchestratorOptions): Orchestrator {
   });
 
   return {
-    ready,
+    ready: kicking.ready,
     active: () => followed.size,
     async stop() {
       ac.abort();
-      stopSweeping();
       if (owned) await follower.stop();
       for (const off of unsubscribe) off();
-      await Promise.all([...followed.values()].map((w) => w.running));
+      await kicking.stop();
     },
   };
 }
