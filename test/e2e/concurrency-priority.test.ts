@@ -23,6 +23,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
 
 const log = pino({ level: 'silent' });
@@ -88,21 +89,6 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
   const workers: WorkerHost[] = [];
   const run = Math.random().toString(36).slice(2, 8);
 
-  /** Poll the store until every id has completed (bounded), calling `sample` on each round. */
-  async function untilCompleted(ids: string[], ms: number, sample?: () => Promise<void>): Promise<void> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      await sample?.();
-      const r = await db.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionCompleted' AND stream_id = ANY($1::text[])`,
-        [ids.map((id) => `${EXECUTION_STREAM_PREFIX}${id}`)],
-      );
-      if (r.rows[0]!.n === ids.length) return;
-      if (Date.now() > deadline) throw new Error(`only ${r.rows[0]!.n} of ${ids.length} executions completed within ${ms} ms`);
-      await sleep(20);
-    }
-  }
-
   const gauge = async (name: string, action: string) =>
     (await registry.getSingleMetric(name)!.get()).values.find((v) => v.labels.action === action)?.value;
 
@@ -159,7 +145,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     // /metrics, sampled while it runs: the slots the executor's index counts never pass the limit.
     let maxSlots = 0;
     let maxQueued = 0;
-    await untilCompleted([...ids.keys()], 25_000, async () => {
+    await untilCompleted(db.pool, [...ids.keys()], 25_000, async () => {
       maxSlots = Math.max(maxSlots, (await gauge('baton_action_slots_held', 'cc.limited')) ?? 0);
       maxQueued = Math.max(maxQueued, (await gauge('baton_action_queued', 'cc.limited')) ?? 0);
     });
@@ -203,7 +189,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
       const batch = await Promise.all(tenants.map((tenantId) => runtime.submit({ action: 'cc.keyed', input: { tenantId, ms: 20 + (i % 11) } })));
       batch.forEach((r, k) => ids.set(r.executionId, tenants[k]!));
     }
-    await untilCompleted([...ids.keys()], 25_000);
+    await untilCompleted(db.pool, [...ids.keys()], 25_000);
     const ms = performance.now() - t0;
     const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     for (const from of ['ExecutionStarted', 'SchedulingStarted']) {
@@ -229,7 +215,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     const high: string[] = [];
     for (let i = 0; i < 14; i++) low.push((await runtime.submit({ action: 'cc.ordered', input: { ms: 10 }, priority: 0 })).executionId);
     for (let i = 0; i < 5; i++) high.push((await runtime.submit({ action: 'cc.ordered', input: { ms: 10 }, priority: 10 })).executionId);
-    await untilCompleted([first, ...low, ...high], 20_000);
+    await untilCompleted(db.pool, [first, ...low, ...high], 20_000);
 
     const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     const ofStream = (e: StoredEvent) => e.streamId.slice(EXECUTION_STREAM_PREFIX.length);

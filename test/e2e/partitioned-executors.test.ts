@@ -22,6 +22,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
 
 const natsUrl = inject('natsUrl');
@@ -63,16 +64,6 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
   /** Handoffs an executor decided but found already decided by another (its compare-and-swap lost). */
   let conflicts = 0;
   const log = pino({ level: 'debug' }, { write: (line: string) => void (line.includes('not scheduled: state moved on') && conflicts++) });
-
-  async function untilCompleted(ids: string[], ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const r = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionCompleted' AND stream_id = ANY($1::text[])`, [ids.map((id) => `${EXECUTION_STREAM_PREFIX}${id}`)]);
-      if (r.rows[0]!.n === ids.length) return;
-      if (Date.now() > deadline) throw new Error(`only ${r.rows[0]!.n} of ${ids.length} executions completed within ${ms} ms`);
-      await sleep(50);
-    }
-  }
 
   beforeAll(async () => {
     db = await createTestDatabase({ max: 30 });
@@ -125,7 +116,7 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
       const batch = await Promise.all(tenants.map((tenantId) => runtime.submit({ action: 'px.keyed', input: { tenantId, ms: 10 + (i % 7) } })));
       batch.forEach((r, k) => ids.set(r.executionId, tenants[k]!));
     }
-    await untilCompleted([...ids.keys()], 40_000);
+    await untilCompleted(db.pool, [...ids.keys()], 40_000);
     const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
     const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length))).length;
     const most = maxHolding(events, ids);
