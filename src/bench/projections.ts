@@ -13,7 +13,7 @@ import type { NewEvent } from '../eventstore/event-store.ts';
 import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../readmodel/notifications.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
-import { catchUpProjection } from '../readmodel/projector.ts';
+import { catchUpProjection } from '../readmodel/group-follow.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 export interface ProjectionBenchResult {

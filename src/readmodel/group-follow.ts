@@ -18,7 +18,7 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, catchUpProjection, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
@@ -150,16 +150,30 @@ export async function followGroup(o: {
   }
 }
 
-/** Bring a group, all at checkpoint `from`, up to the current end of the store; false when a checkpoint moved under us. */
-async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<boolean> {
+/** Bring a group, all at checkpoint `from`, up to the current end of the store: the events applied, and whether a checkpoint moved under us (then it stopped there). */
+async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<{ applied: number; moved: boolean }> {
   let position = o.from;
+  let applied = 0;
   for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, groupBatchSize(o.projections, o.batchSize))) {
     const shares = await applyGroupBatch(o.pool, o.projections, position, events, eventSourceOf(o.store, o.pool));
-    if (!shares) return false;
+    if (!shares) return { applied, moved: true };
     for (const s of shares) logRefused(o.log, s.projection, s.result);
+    applied += events.length;
     position = events[events.length - 1]!.globalPosition;
   }
-  return true;
+  return { applied, moved: false };
+}
+
+/** Bring one projection's live tables up to the current end of the store (as a group of one); the events it applied. */
+export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; projection: Projection; log?: Logger; batchSize?: number }): Promise<number> {
+  let applied = 0;
+  for (let restarts = 0; restarts < 100; restarts++) {
+    const { position } = await readCheckpoint(o.pool, o.projection.name);
+    const r = await catchUpGroup({ ...o, projections: [o.projection], from: position });
+    applied += r.applied;
+    if (!r.moved) return applied; // else someone else moved it: start again from where they left it
+  }
+  throw new Error(`projection ${o.projection.name}: checkpoint kept moving under us; is another projector running flat out?`);
 }
 
 /**
@@ -172,8 +186,7 @@ export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; lo
     const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
     let moved = false;
     for (const g of groupByPosition(list, checkpoints)) {
-      if (g.members.length === 1) await catchUpProjection({ ...o, projection: g.members[0]! });
-      else if (!(await catchUpGroup({ ...o, projections: g.members, from: g.position }))) moved = true;
+      if ((await catchUpGroup({ ...o, projections: g.members, from: g.position })).moved) moved = true;
     }
     if (!moved) return;
   }

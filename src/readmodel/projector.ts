@@ -1,17 +1,11 @@
-// The projector: follows the event store in commit order and applies each projection's batch
-// together with its checkpoint in one transaction, so every event counts exactly once even if
-// the process dies at any point, and a second projector (or a rebuild's swap) moving the same
-// checkpoint makes this one start over from the stored position instead of applying twice.
+// What the projector's followers share: batch sizes and pacing, reading batches in commit order,
+// the change notification and refusal logging. Applying batches with their checkpoints is
+// group-follow.ts's (a lone projection is a group of one); the host is projector-host.ts.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { Projection } from '../../projections/index.ts';
-import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
-import type { BatchResult, EventSource } from '../../projections/projection.ts';
+import type { BatchResult } from '../../projections/projection.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
-import { advanceCheckpoint, readCheckpoint } from './checkpoints.ts';
-import { eventSourceOf } from './event-source.ts';
-import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
-import { inTransaction } from './tables.ts';
 
 export const DEFAULT_BATCH_SIZE = 500;
 /**
@@ -44,48 +38,10 @@ export async function notifyChanged(client: pg.ClientBase, channel: string, ids:
   }
 }
 
-/**
- * Apply a batch to the live tables and move the checkpoint from `expected`, in one transaction.
- * Returns null, having written nothing, when the checkpoint was no longer at `expected`.
- */
-export async function applyLiveBatch(pool: pg.Pool, p: Projection, expected: bigint, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult | null> {
-  const last = events[events.length - 1]!;
-  return inTransaction(pool, async (client) => {
-    // The checkpoint first: its row lock orders us against any other mover before we write rows.
-    const moved = await advanceCheckpoint(client, p.name, expected, { position: last.globalPosition, events: events.length, lastRecordedAt: last.recordedAt });
-    if (!moved) return null;
-    const result = await p.apply(client, readModelSchemaOf(pool), events, source);
-    // NOTIFY is transactional: listeners hear of the change only once the rows are committed.
-    await notifyChanged(client, channelOf(pool, EXECUTIONS_CHANGED_CHANNEL), result.changedExecutions);
-    return result;
-  });
-}
-
 export function logRefused(log: Logger | undefined, p: Projection, result: BatchResult) {
   for (const r of result.refused) {
     log?.warn({ projection: p.name, streamId: r.streamId, revision: String(r.revision), reason: r.reason }, 'stored event refused by the machine; row left as it was');
   }
-}
-
-/** Bring one projection's live tables up to the current end of the store, then return. */
-export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; projection: Projection; log?: Logger; batchSize?: number }): Promise<number> {
-  let applied = 0;
-  for (let restarts = 0; restarts < 100; restarts++) {
-    let position = (await readCheckpoint(o.pool, o.projection.name)).position;
-    let conflict = false;
-    for await (const events of readBatches(o.store, o.projection, position, o.batchSize)) {
-      const result = await applyLiveBatch(o.pool, o.projection, position, events, eventSourceOf(o.store, o.pool));
-      if (!result) {
-        conflict = true; // someone else moved it: start again from where they left it
-        break;
-      }
-      logRefused(o.log, o.projection, result);
-      applied += events.length;
-      position = events[events.length - 1]!.globalPosition;
-    }
-    if (!conflict) return applied;
-  }
-  throw new Error(`projection ${o.projection.name}: checkpoint kept moving under us; is another projector running flat out?`);
 }
 
 export interface FollowHooks {

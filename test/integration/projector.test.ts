@@ -17,7 +17,7 @@ import { eventSourceOf } from '../../src/readmodel/event-source.ts';
 import { sampleExecutionDrift } from '../../src/readmodel/drift.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/readmodel/notifications.ts';
 import { startProjector } from '../../src/readmodel/projector-host.ts';
-import { applyLiveBatch } from '../../src/readmodel/projector.ts';
+import { applyGroupBatch } from '../../src/readmodel/group-follow.ts';
 import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
@@ -142,7 +142,7 @@ describe('projector', () => {
   it('applies a batch only from the checkpoint it read: a stale one writes nothing', async () => {
     const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
     const [event] = await store.readStream(`execution-${executionId}`);
-    const stale = await applyLiveBatch(db.pool, executionsProjection, 0n, [event!]);
+    const stale = await applyGroupBatch(db.pool, [executionsProjection], 0n, [event!]);
     expect(stale).toBeNull();
     const { rowCount } = await db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId]);
     expect(rowCount).toBe(0);
