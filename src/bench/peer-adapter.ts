@@ -5,7 +5,7 @@
 //
 //   variant "postgres": the Postgres work queue;  variant "nats": JetStream at $NATS_URL
 //   enqueueOne  = the runtime's submit (one ExecutionRequested; concurrent ones share a commit)
-//   enqueueMany = submitMany when the runtime has it, else concurrent submits
+//   enqueueMany = the runtime's submitMany (one appendMany)
 //   startWorker = the executor, orchestrator and one worker (capacity = concurrency) in the worker
 //                 child process as `baton dev` composes them (in-process-hosts.ts), and the
 //                 projector in a `baton projector` process of its own, as deployments run it
@@ -82,9 +82,7 @@ export async function create(cfg: PeerConfig) {
       if (variant === 'nats') await deleteNatsStreams();
     },
     async enqueueMany(payloads: unknown[]) {
-      const many = (client as { submitMany?: (r: SubmitRequest[]) => Promise<unknown[]> }).submitMany;
-      if (many) await many(payloads.map(request));
-      else await Promise.all(payloads.map((p) => client.submit(request(p))));
+      await client.submitMany(payloads.map(request));
     },
     async enqueueOne(payload: unknown) {
       await client.submit(request(payload));
