@@ -3,13 +3,12 @@
 // a handoff only the owner appends. Uses NATS when reachable (CI requires it), else the
 // Postgres work queue.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { describe, expect, inject, it } from 'vitest';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { batonProcesses } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const EXECUTIONS = 2_000;
 const TERMINAL = new Set(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCancelled', 'ExecutionTimedOut', 'ExecutionAbandoned']);
@@ -17,30 +16,18 @@ const TERMINAL = new Set(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCan
 describe('multi-process: 2 executors, 3 workers', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({ beforeClose: () => killAll() });
   const { children, start, diagnostics, killAll } = batonProcesses(() => ({
-    BATON_DATABASE_URL: db.url,
+    BATON_DATABASE_URL: t.db.url,
     ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
   }));
   const run = randomUUID().slice(0, 8);
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-  });
-
-  afterAll(async () => {
-    await killAll();
-    await store?.close();
-    await db?.drop();
-  });
 
   it(`runs ${EXECUTIONS} mixed executions to exactly one terminal state each (${transport})`, async () => {
     for (let i = 1; i <= 2; i++) start(`executor-${i}`, ['executor', '--transport', transport, '--metrics-port', '0']);
     for (let i = 1; i <= 3; i++) start(`worker-${i}`, ['worker', '--id', `mp-${run}-${i}`, '--capacity', '16', '--transport', transport, '--metrics-port', '0']);
 
-    const runtime = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
     const kinds = ['core.noop', 'core.sleep', 'core.fail'] as const;
     const submitted = new Map<string, (typeof kinds)[number]>();
     for (let i = 0; i < EXECUTIONS; i += 100) {
@@ -62,7 +49,7 @@ describe('multi-process: 2 executors, 3 workers', () => {
       e.type !== 'ExecutionFailed' ? TERMINAL.has(e.type) : !(e.data as { retryable: boolean }).retryable || (attemptOf.get(id) ?? 1) >= 2;
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), 150_000);
-    for await (const e of store.subscribe({ after: START, streamPrefixes: [EXECUTION_STREAM_PREFIX], signal: ac.signal })) {
+    for await (const e of t.store.subscribe({ after: START, streamPrefixes: [EXECUTION_STREAM_PREFIX], signal: ac.signal })) {
       const id = e.streamId.slice(EXECUTION_STREAM_PREFIX.length);
       if (e.type === 'ExecutionStarted') attemptOf.set(id, (e.data as { attempt: number }).attempt);
       if (!isTerminal(id, e)) continue;
@@ -77,7 +64,7 @@ describe('multi-process: 2 executors, 3 workers', () => {
     await new Promise((r) => setTimeout(r, 500));
     let retried = 0;
     for (const [id, kind] of submitted) {
-      const events = await store.readStream(`${EXECUTION_STREAM_PREFIX}${id}`);
+      const events = await t.store.readStream(`${EXECUTION_STREAM_PREFIX}${id}`);
       expect(events.map((e) => e.revision)).toEqual(events.map((_, i) => BigInt(i)));
       expect(events.filter((e) => TERMINAL.has(e.type) && !(e.type === 'ExecutionFailed' && e !== events[events.length - 1]))).toHaveLength(1);
       const last = events[events.length - 1]!;

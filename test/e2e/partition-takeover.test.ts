@@ -4,12 +4,11 @@
 // beat, before its heartbeat is older than the staleness limit (BATON_HEARTBEAT_INTERVAL × 3: the
 // path for an executor on another host, covered by test/unit/partition-leases.test.ts); then work
 // submitted to the installation still completes.
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { foldPartitionLeases, partitionsOf } from '../../actors/partition-lease.machine.ts';
 import { PARTITION_LEASES_STREAM, PartitionEvent } from '../../schemas/partition-events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { batonProcesses, type BatonProcess } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const INTERVAL_MS = 400;
 const STALE_AFTER_MS = INTERVAL_MS * 3;
@@ -17,27 +16,16 @@ const STALE_AFTER_MS = INTERVAL_MS * 3;
 describe('partition takeover after an executor SIGKILL', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({ beforeClose: () => killAll() });
   const { start, diagnostics, killAll } = batonProcesses(() => ({
-    BATON_DATABASE_URL: db.url,
+    BATON_DATABASE_URL: t.db.url,
     BATON_LOG_LEVEL: 'info',
     BATON_HEARTBEAT_INTERVAL: `${INTERVAL_MS}ms`,
     ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
   }));
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await killAll();
-    await store?.close();
-    await db?.drop();
-  });
-
   const leases = async () => {
-    const events = await store.readStream(PARTITION_LEASES_STREAM);
+    const events = await t.store.readStream(PARTITION_LEASES_STREAM);
     return { events, snapshot: foldPartitionLeases(events.map((e) => PartitionEvent.parse({ type: e.type, data: e.data, metadata: e.metadata }))) };
   };
   /** The executor id a process logged with its first lease change. */

@@ -4,36 +4,24 @@
 // back. Every tick of the schedule's grid is fired exactly once (none twice, none lost, none
 // skipped as missed; the outage's ticks late), and each fired tick started exactly one
 // execution, the one its event names.
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { scheduleStreamId } from '../../schemas/schedule-events.ts';
 import { builtinActions, createActionRegistry } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { asScheduleEvent, createScheduleRuntime } from '../../src/runtime/schedule-kind.ts';
 import { API_SCHEDULE_NAMES } from '../../src/schedule/schedule-request.ts';
 import { createSchedule } from '../../src/schedule/service.ts';
 import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
 import { batonProcesses, type BatonProcess } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 describe('schedules across executors', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  const { start, diagnostics, killAll } = batonProcesses(() => ({ BATON_DATABASE_URL: db.url, BATON_LOG_LEVEL: 'info', ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}) }));
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await killAll();
-    await store?.close();
-    await db?.drop();
-  });
+  const t = useTestStore({ beforeClose: () => killAll() });
+  const { start, diagnostics, killAll } = batonProcesses(() => ({ BATON_DATABASE_URL: t.db.url, BATON_LOG_LEVEL: 'info', ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}) }));
 
   const executor = (name: string) => start(name, ['executor', '--transport', transport, '--metrics-port', '0']);
   const caughtUp = (p: BatonProcess) => p.waitFor(/schedule host caught up/, 30_000);
@@ -43,7 +31,7 @@ describe('schedules across executors', () => {
     await Promise.all(executors.map(caughtUp)).catch((err: Error) => {
       throw new Error(`${err.message}\n${diagnostics()}`);
     });
-    const deps = { store, schedules: createScheduleRuntime(store), executions: createExecutionRuntime(store), workflows: createWorkflowRuntime(store), actions: createActionRegistry(builtinActions) };
+    const deps = { store: t.store, schedules: createScheduleRuntime(t.store), executions: createExecutionRuntime(t.store), workflows: createWorkflowRuntime(t.store), actions: createActionRegistry(builtinActions) };
     const endAt = new Date(Math.ceil(Date.now() / 1000) * 1000 + 20_000).toISOString();
     const { schedule } = await createSchedule(deps, { id: 'every-second', every: '1s', action: 'core.noop', overlap: 'allow', endAt }, API_SCHEDULE_NAMES);
 
@@ -71,18 +59,18 @@ describe('schedules across executors', () => {
 
     const grid: string[] = [];
     for (let t = Math.floor(Date.parse(schedule.createdAt) / 1000) * 1000 + 1000; t < Date.parse(endAt); t += 1000) grid.push(new Date(t).toISOString());
-    const fired = async () => (await store.readStream(scheduleStreamId('every-second'))).filter((e) => e.type === 'ScheduleTickFired').length;
+    const fired = async () => (await t.store.readStream(scheduleStreamId('every-second'))).filter((e) => e.type === 'ScheduleTickFired').length;
     await eventually('every tick up to the end to be dealt with', async () => (Date.now() > Date.parse(endAt) + 1_000 && (await fired()) >= grid.length ? true : undefined), 40_000).catch((err: Error) => {
       throw new Error(`${err.message}\n${diagnostics()}`);
     });
-    const events = (await store.readStream(scheduleStreamId('every-second'))).map(asScheduleEvent);
+    const events = (await t.store.readStream(scheduleStreamId('every-second'))).map(asScheduleEvent);
     const ticks = events.flatMap((e) => (e.type === 'ScheduleTickFired' ? [e.data] : []));
     expect(events.filter((e) => e.type === 'ScheduleTickSkipped'), diagnostics()).toEqual([]);
     expect(ticks.map((f) => f.tickAt), diagnostics()).toEqual(grid);
     // Some ticks fell in the outage (no executor running) and still fired, late.
     expect(ticks.filter((t) => Date.parse(t.tickAt) >= outageFrom && Date.parse(t.tickAt) < outageFrom + 2_500).length).toBeGreaterThanOrEqual(2);
 
-    const requested = (await allEvents(store, [EXECUTION_STREAM_PREFIX])).filter((e) => e.type === 'ExecutionRequested' && (e.data as { idempotencyKey?: string }).idempotencyKey?.startsWith('schedule:every-second@'));
+    const requested = (await allEvents(t.store, [EXECUTION_STREAM_PREFIX])).filter((e) => e.type === 'ExecutionRequested' && (e.data as { idempotencyKey?: string }).idempotencyKey?.startsWith('schedule:every-second@'));
     expect(requested.map((e) => e.streamId).sort()).toEqual(ticks.map((f) => `execution-${f.target.id}`).sort());
     expect(new Set(requested.map((e) => e.streamId)).size).toBe(grid.length);
   }, 90_000);

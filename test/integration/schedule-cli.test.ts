@@ -1,30 +1,20 @@
 // `baton schedule …` as a user runs it (real processes) against a test database: refusals name
 // the option and write nothing; create, show --json (fired count, next fire times), list,
 // pause, trigger, replay and delete with --json; the same problems GraphQL names, by option.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runBaton } from '../support/cli.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { catchUpFully } from '../support/read-model.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 describe('baton schedule', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await store?.close();
-    await db?.drop();
-  });
-  const baton = (...args: string[]) => runBaton(['schedule', ...args], { databaseUrl: db.url });
+  const t = useTestStore();
+  const baton = (...args: string[]) => runBaton(['schedule', ...args], { databaseUrl: t.db.url });
   const json = async (...args: string[]) => {
     const r = await baton(...args, '--json');
     expect(r.code, r.stderr).toBe(0);
     return JSON.parse(r.stdout);
   };
-  const scheduleEvents = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM baton_events WHERE stream_id LIKE 'schedule-%'`)).rows[0].n as number;
+  const scheduleEvents = async () => (await t.db.pool.query(`SELECT count(*)::int AS n FROM baton_events WHERE stream_id LIKE 'schedule-%'`)).rows[0].n as number;
 
   it('refuses a bad schedule on one line naming each option, exit 1, nothing written', async () => {
     const r = await baton('create', '--cron', '0 25 * * *', '--tz', 'Mars/Olympus', '--action', 'core.nop', '--end', '2020-01-01T00:00:00Z', '--overlap', 'maybe');
@@ -49,7 +39,7 @@ describe('baton schedule', () => {
     expect(shown).toMatchObject({ fired: 1, recent: [{ manual: true, target: triggered.target }] });
     expect(shown.nextFireTimes).toHaveLength(5);
     expect(await json('pause', 'nightly', '--reason', 'holiday')).toMatchObject({ changed: true, status: 'Paused' });
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
     const listed = await json('list');
     expect(listed).toMatchObject({ schedules: [{ scheduleId: 'nightly', status: 'Paused', fired: 1, nextFireTimes: [] }], nextAfter: null });
     expect(await json('replay', 'nightly')).toMatchObject({ divergences: [], finalState: 'Paused' });

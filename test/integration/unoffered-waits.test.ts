@@ -3,9 +3,8 @@
 // action, and after the no-worker timeout it is abandoned with that reason. A worker that comes
 // in time (a deploy, a restart) ends the wait instead.
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
@@ -13,30 +12,21 @@ import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker
 import { runBaton } from '../support/cli.ts';
 import { useInProcessExecutor } from '../support/in-process-executor.ts';
 import { eventually } from '../support/workflow-cluster.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const NO_WORKER_TIMEOUT_MS = 2_000;
 
 describe('baton status: why an execution waits', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-  });
+  const t = useTestStore();
   const status = async (id: string, json = false) => {
-    const r = await runBaton(['status', id, ...(json ? ['--json'] : [])], { databaseUrl: db.url });
+    const r = await runBaton(['status', id, ...(json ? ['--json'] : [])], { databaseUrl: t.db.url });
     expect(r.code, r.stderr).toBe(0);
     return r.stdout;
   };
 
   it('names the action no live worker offers, counts draining ones, and says when a retry may go', { timeout: 60_000 }, async () => {
-    const runtime = createExecutionRuntime(store);
-    const liveness = createLivenessStore(db.pool);
+    const runtime = createExecutionRuntime(t.store);
+    const liveness = createLivenessStore(t.db.pool);
     const { executionId } = await runtime.submit({ action: 'report.render', input: null });
     await liveness.beat({ workerId: 'leaving', actions: ['report.render'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: true }, { starting: true });
     expect(await status(executionId)).toMatch(/^waiting\s+no live worker offers action "report\.render" \(1 draining\)$/m);
