@@ -170,8 +170,8 @@ export type ExecutionFoldOutcome =
 /**
  * An execution's fold between rows: the machine snapshot and what the row keeps beside it. A batch
  * folds its events on this and builds each row once at the end (rowOf): rebuilding the snapshot
- * from the row and the row from the snapshot for every event was ~20% of the projector's CPU in
- * `baton bench` (five events per execution, most of them in one batch).
+ * from the row and the row from the snapshot for every event (foldExecutionRow) took 705 ms of a
+ * 13 s one-process `baton bench` profile, with the projector's whole apply at ~2.3 s.
  */
 export interface ExecutionFold {
   executionId: string;
