@@ -7,7 +7,7 @@ import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import { applyRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
 import { foldExecutionEvent, foldOfRow, rowOf, type ExecutionFold, type ExecutionRow } from './executions.ts';
 import type { BatchResult, Projection } from './projection.ts';
-import { fromColumns, qualified, snakeCase, upsertRows } from './rows.ts';
+import { fromColumns, qualified, selectRowsByKeys, snakeCase, upsertRows } from './rows.ts';
 
 const EXECUTION_BIGINTS = ['revision', 'run_ms', 'total_ms', 'stall_timeout_ms'];
 const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 'cancelled', 'timed_out', 'abandoned', 'retried'];
@@ -30,8 +30,8 @@ export const actionStatsFromDb = (r: Record<string, unknown>) => fromColumns<Act
 
 export async function loadExecutionRows(client: pg.ClientBase, schema: string, ids: readonly string[]): Promise<Map<string, ExecutionRow>> {
   if (ids.length === 0) return new Map();
-  const r = await client.query(`SELECT * FROM ${qualified(schema, 'executions')} WHERE execution_id = ANY($1::uuid[])`, [ids]);
-  return new Map(r.rows.map((row) => [row.execution_id as string, executionRowFromDb(row)]));
+  const rows = await selectRowsByKeys(client, qualified(schema, 'executions'), 'execution_id', 'uuid', ids);
+  return new Map(rows.map((row) => [row['execution_id'] as string, executionRowFromDb(row)]));
 }
 
 export const executionsProjection: Projection = {
@@ -85,8 +85,8 @@ async function applyStats(client: pg.ClientBase, schema: string, changes: { befo
   if (changes.length === 0) return;
   const table = qualified(schema, 'action_stats');
   const actions = [...new Set(changes.map((c) => c.after.action))];
-  const r = await client.query(`SELECT * FROM ${table} WHERE action = ANY($1::text[])`, [actions]);
-  const stats = new Map(r.rows.map((row) => [row.action as string, actionStatsFromDb(row)]));
+  const rows = await selectRowsByKeys(client, table, 'action', 'text', actions);
+  const stats = new Map(rows.map((row) => [row['action'] as string, actionStatsFromDb(row)]));
   for (const { before, after } of changes) {
     stats.set(after.action, applyRowChange(stats.get(after.action) ?? emptyActionStats(after.action), before, after));
   }

@@ -6,7 +6,7 @@ import { decideSchedule, scheduleMachine, startSchedule, type ScheduleContext, t
 import { SCHEDULE_STREAM_PREFIX, scheduleIdOfStream, type ScheduleEvent } from '../schemas/schedule-events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import type { BatchResult, Projection } from './projection.ts';
-import { fromColumns, qualified, upsertRows } from './rows.ts';
+import { fromColumns, qualified, selectRowsByKeys, upsertRows } from './rows.ts';
 
 export interface ScheduleRow {
   scheduleId: string;
@@ -94,8 +94,7 @@ export const schedulesProjection: Projection = {
     const table = qualified(schema, 'schedules');
     const ids = [...new Set(events.map((e) => scheduleIdOfStream(e.streamId)).filter((id) => id !== undefined))];
     if (ids.length === 0) return { changedExecutions: [], refused: [] };
-    const r = await client.query(`SELECT * FROM ${table} WHERE schedule_id = ANY($1::text[])`, [ids]);
-    const rows = new Map<string, ScheduleRow>(r.rows.map((row) => [row.schedule_id as string, scheduleRowFromDb(row)]));
+    const rows = new Map<string, ScheduleRow>((await selectRowsByKeys(client, table, 'schedule_id', 'text', ids)).map((row) => [row['schedule_id'] as string, scheduleRowFromDb(row)]));
     const refused: BatchResult['refused'] = [];
     for (const e of events) {
       const id = scheduleIdOfStream(e.streamId);

@@ -6,7 +6,7 @@ import { EXECUTION_STREAM_PREFIX } from '../schemas/events.ts';
 import { WORKER_STREAM_PREFIX, workerIdOfStream } from '../schemas/worker-events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import type { BatchResult, Projection } from './projection.ts';
-import { fromColumns, qualified, snakeCase, upsertRows } from './rows.ts';
+import { fromColumns, qualified, selectRowsByKeys, snakeCase, upsertRows } from './rows.ts';
 
 export type WorkerStatus = 'active' | 'draining' | 'stopped' | 'lost' | 'unknown';
 
@@ -137,8 +137,7 @@ export const workersProjection: Projection = {
     const table = qualified(schema, 'workers');
     const ids = [...new Set(events.map(workerIdOfEvent).filter((id) => id !== undefined))];
     if (ids.length === 0) return { changedExecutions: [], refused: [] };
-    const r = await client.query(`SELECT * FROM ${table} WHERE worker_id = ANY($1::text[])`, [ids]);
-    const rows = new Map<string, WorkerRow>(r.rows.map((row) => [row.worker_id as string, workerRowFromDb(row)]));
+    const rows = new Map<string, WorkerRow>((await selectRowsByKeys(client, table, 'worker_id', 'text', ids)).map((row) => [row['worker_id'] as string, workerRowFromDb(row)]));
     for (const e of events) {
       const id = workerIdOfEvent(e);
       if (id === undefined) continue;

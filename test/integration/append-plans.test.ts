@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { executionEventsProjection } from '../../projections/execution-events.ts';
+import { loadExecutionRows } from '../../projections/executions.projection.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { newEvent } from '../contract/event-store.contract.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
@@ -86,5 +87,31 @@ describe('hot-path statements read through indexes as history grows (appendMany,
     }
     expect(await scans()).toBe(before);
     expect((await db.pool.query('SELECT count(*)::int AS n FROM baton_read.execution_events')).rows[0].n).toBe(2000);
+  });
+
+  it('loads the executions a projector batch folds by index lookups, whatever the statistics say', async () => {
+    // A batch of 300 executions out of 20,000: reading the whole table looked cheaper to the planner than
+    // 300 lookups (it counts each as a random read), so every batch read it all, up to ~40,000 rows.
+    await db.pool.query(`CREATE SCHEMA plan_read; CREATE TABLE plan_read.executions (LIKE baton_read.executions INCLUDING ALL)`);
+    const fill = (n: number) =>
+      db.pool.query(`INSERT INTO plan_read.executions (execution_id, revision, status, action, owner, attempt, max_attempts, retry_pending, requested_at, updated_at, owners)
+                     SELECT gen_random_uuid(), 4, 'Completed', 'core.noop', 'executor', 1, 3, false, now(), now(), '{}' FROM generate_series(1, $1::int)`, [n]);
+    await fill(20000);
+    await db.pool.query('ANALYZE plan_read.executions');
+    const ids = (await db.pool.query<{ id: string }>('SELECT execution_id AS id FROM plan_read.executions LIMIT 300')).rows.map((r) => r.id);
+    const scans = async () => {
+      await pool.query('SELECT pg_stat_force_next_flush()');
+      await db.pool.query('SELECT pg_stat_clear_snapshot()');
+      return Number((await db.pool.query<{ n: string }>(`SELECT seq_scan AS n FROM pg_stat_user_tables WHERE schemaname = 'plan_read' AND relname = 'executions'`)).rows[0]!.n);
+    };
+    const before = await scans();
+    const client = await pool.connect();
+    try {
+      const rows = await loadExecutionRows(client, 'plan_read', [...ids, randomUUID()]);
+      expect([...rows.keys()].sort()).toEqual([...ids].sort());
+    } finally {
+      client.release();
+    }
+    expect(await scans()).toBe(before);
   });
 });
