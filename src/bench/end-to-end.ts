@@ -12,14 +12,12 @@ import { z } from 'zod';
 import type { NatsConnection } from 'nats';
 import { createActionRegistry, defineAction } from '../actions/index.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
-import { START } from '../eventstore/event-store.ts';
 import { projections } from '../../projections/index.ts';
 import { readCheckpoint } from '../readmodel/checkpoints.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
-import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
@@ -53,10 +51,6 @@ export interface EndToEndBenchResult {
   projectionLagMs: { samples: number; p50: number; p99: number; max: number };
 }
 
-// The completion counter reads at most this often: it is the bench's own cost, not Baton's, and
-// read on every wake-up it was one of five global followers scanning the store (the projector's
-// four are the others); it adds at most this much to a run of seconds.
-const COUNTER_READ_INTERVAL_MS = 50;
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 const round = (n: number) => Number(n.toFixed(2));
 
@@ -110,16 +104,18 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       pickups.sort((a, b) => a - b);
 
       o.progress(`[2/2] throughput: ${o.executions.toLocaleString('en')} executions, ${o.concurrency} running at once …`);
+      // Completions are counted as the hosts' shared runtime records them (a worker's outcome, once
+      // committed), not by following the store: a follower of its own was the bench's cost, not
+      // Baton's, reading back every event of the run in the measured process.
       let completed = 0;
+      let allCompleted = () => {};
+      const counting = new Promise<void>((resolve) => (allCompleted = resolve));
+      const stopCounting = hosts.executions.onChange((change) => {
+        // bench.noop only: a pickup sample may still be finishing.
+        if (change.after.context.action === 'bench.noop' && change.events.some((c) => c.event.type === 'ExecutionCompleted') && ++completed >= o.executions) allCompleted();
+      });
       const countEvents = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
       const eventsBefore = await countEvents();
-      const ac = new AbortController();
-      const counting = (async () => {
-        for await (const e of store.subscribe({ after: START, streamPrefixes: [EXECUTION_STREAM_PREFIX], signal: ac.signal, batchSize: 2_000, minReadIntervalMs: COUNTER_READ_INTERVAL_MS })) {
-          if (e.type === 'ExecutionCompleted') completed++;
-          if (completed >= o.latencySamples + o.executions) break;
-        }
-      })();
       const lags = sampleProjectionLag(clientStore, clientPool);
       const t0 = performance.now();
       for (let i = 0; i < o.executions; i += 500) {
@@ -127,7 +123,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       }
       await counting;
       const seconds = (performance.now() - t0) / 1000;
-      ac.abort();
+      stopCounting();
       const lag = (await lags.stop()).sort((a, b) => a - b);
       const events = (await countEvents()) - eventsBefore; // measured, not assumed
       return {

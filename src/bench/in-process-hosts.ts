@@ -9,7 +9,7 @@ import type { EventStore } from '../eventstore/event-store.ts';
 import { startExecutor } from '../executor/executor.ts';
 import { createLivenessStore } from '../liveness/liveness-store.ts';
 import { startProjector, type Projector } from '../readmodel/projector-host.ts';
-import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
@@ -18,6 +18,8 @@ import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createWorkflowRuntime } from '../workflow/workflow-stream.ts';
 
 export interface InProcessHosts {
+  /** The execution runtime the executor and workers share: its changes are every execution change the hosts make or see. */
+  executions: ExecutionRuntime;
   workers: WorkerHost[];
   projector: Projector | undefined;
   stop(): Promise<void>;
@@ -50,6 +52,7 @@ export async function startInProcessHosts(o: {
   );
   let stopping: Promise<void> | undefined;
   return {
+    executions: runtime,
     workers,
     projector,
     stop: () =>
