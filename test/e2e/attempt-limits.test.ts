@@ -2,39 +2,30 @@
 // retry.maxAttempts 5, and submissions through the `baton submit` command line. The action's
 // limit is the default; a submission's --max-attempts may lower it, never raise it.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { batonProcesses } from '../support/baton-processes.ts';
 import { runBaton } from '../support/cli.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 describe('attempt limits (real executor and worker processes, baton submit)', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  const env = () => ({ BATON_DATABASE_URL: db.url, ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}) });
+  const t = useTestStore({ beforeClose: () => killAll() });
+  const env = () => ({ BATON_DATABASE_URL: t.db.url, ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}) });
   const { start, diagnostics, killAll } = batonProcesses(env);
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
     start('executor', ['executor', '--transport', transport, '--metrics-port', '0']);
     start('worker', ['worker', '--id', `limits-${randomUUID().slice(0, 8)}`, '--transport', transport, '--metrics-port', '0', '--actions', 'test/fixtures/actions/retry-actions.ts']);
-  });
-  afterAll(async () => {
-    await killAll();
-    await store?.close();
-    await db?.drop();
   });
 
   /** Submit through the CLI and wait for the end; the attempts started, from the history. */
   async function submitAndWait(extra: string[]): Promise<{ status: string; attempt: number; started: number[]; limits: unknown[] }> {
-    const r = await runBaton(['submit', 'retry.always-fails', '--actions', 'test/fixtures/actions/retry-actions.ts', '--input', '{}', '--wait', '--timeout', '45000', '--json', ...extra], { databaseUrl: db.url, env: env() });
+    const r = await runBaton(['submit', 'retry.always-fails', '--actions', 'test/fixtures/actions/retry-actions.ts', '--input', '{}', '--wait', '--timeout', '45000', '--json', ...extra], { databaseUrl: t.db.url, env: env() });
     expect(r.code, `${r.stderr}\n${diagnostics()}`).toBe(1); // waited to the end, and it did not complete
     const out = JSON.parse(r.stdout) as { executionId: string; status: string; attempt: number };
-    const events = await store.readStream(executionStreamId(out.executionId));
+    const events = await t.store.readStream(executionStreamId(out.executionId));
     return {
       status: out.status,
       attempt: out.attempt,

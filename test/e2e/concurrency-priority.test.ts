@@ -7,11 +7,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { NatsConnection } from 'nats';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
 import { startPartitionLeases, type PartitionLeases } from '../../src/executor/partitions/leases.ts';
@@ -22,7 +21,7 @@ import { createPostgresWorkTransport } from '../../src/transport/postgres/index.
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
 
@@ -77,8 +76,16 @@ function maxConcurrent(events: StoredEvent[], ids: Map<string, string>, from: st
 }
 
 describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${natsUrl ? 'nats' : 'postgres'} transport)`, (executorCount) => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 30,
+    beforeClose: async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      for (const e of executors) await e.stop();
+      for (const l of leases) await l.stop();
+      await transport?.close();
+      await nc?.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let liveness: LivenessStore;
   let transport: WorkTransport;
@@ -93,24 +100,22 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     (await registry.getSingleMetric(name)!.get()).values.find((v) => v.labels.action === action)?.value;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 30 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    liveness = createLivenessStore(db.pool);
+    runtime = createExecutionRuntime(t.store);
+    liveness = createLivenessStore(t.db.pool);
     if (natsUrl) {
       nc = await connectNats(natsUrl);
       transport = await createNatsWorkTransport(nc, { streamName: `CC_${run}`, subjectPrefix: `cc.${run}` });
     } else {
-      transport = createPostgresWorkTransport(db.pool);
+      transport = createPostgresWorkTransport(t.db.pool);
     }
-    if (executorCount === 1) executors.push(startExecutor({ store, transport, workers: liveness, log, registry }));
+    if (executorCount === 1) executors.push(startExecutor({ store: t.store, transport, workers: liveness, log, registry }));
     else {
       // Each decides the buckets of the partitions it leases; the first one's /metrics is sampled (every view counts every slot).
-      const beats = createExecutorBeats(db.pool);
+      const beats = createExecutorBeats(t.db.pool);
       for (let i = 1; i <= executorCount; i++) {
-        const l = startPartitionLeases({ store, beats, log, executorId: `cc-${run}-x${i}`, staleAfterMs: 3_000, beatEveryMs: 250, settleMs: 300 });
+        const l = startPartitionLeases({ store: t.store, beats, log, executorId: `cc-${run}-x${i}`, staleAfterMs: 3_000, beatEveryMs: 250, settleMs: 300 });
         leases.push(l);
-        executors.push(startExecutor({ store, transport, workers: liveness, log, partitions: l, ...(i === 1 && { registry }) }));
+        executors.push(startExecutor({ store: t.store, transport, workers: liveness, log, partitions: l, ...(i === 1 && { registry }) }));
       }
       const deadline = Date.now() + 10_000;
       while (leases.some((l) => l.held().length === 0)) {
@@ -121,18 +126,8 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     await Promise.all(executors.map((e) => e.ready));
     // Two workers offering the limited actions, each with room for more than the limit.
     for (const i of [1, 2]) {
-      workers.push(await startWorkerHost({ workerId: `cc-${run}-${i}`, store, runtime, transport, liveness, actions: createActionRegistry([limited, keyed]), capacity: 8, log }));
+      workers.push(await startWorkerHost({ workerId: `cc-${run}-${i}`, store: t.store, runtime, transport, liveness, actions: createActionRegistry([limited, keyed]), capacity: 8, log }));
     }
-  });
-
-  afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop()));
-    for (const e of executors) await e.stop();
-    for (const l of leases) await l.stop();
-    await transport?.close();
-    await nc?.close();
-    await store?.close();
-    await db?.drop();
   });
 
   it('never runs more than 3 executions of an action limited to 3, across 2 workers, and completes all 200', async () => {
@@ -145,7 +140,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     // /metrics, sampled while it runs: the slots the executor's index counts never pass the limit.
     let maxSlots = 0;
     let maxQueued = 0;
-    await untilCompleted(db.pool, [...ids.keys()], 25_000, async () => {
+    await untilCompleted(t.db.pool, [...ids.keys()], 25_000, async () => {
       maxSlots = Math.max(maxSlots, (await gauge('baton_action_slots_held', 'cc.limited')) ?? 0);
       maxQueued = Math.max(maxQueued, (await gauge('baton_action_queued', 'cc.limited')) ?? 0);
     });
@@ -155,7 +150,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     expect(maxSlots).toBeLessThanOrEqual(3);
     expect(maxQueued).toBeGreaterThan(3);
 
-    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
+    const events = await allEvents(t.store, [EXECUTION_STREAM_PREFIX]);
     const started = maxConcurrent(events, ids, 'ExecutionStarted');
     const scheduled = maxConcurrent(events, ids, 'SchedulingStarted');
     // For the log: how long a freed slot stays free (a completion to the next SchedulingStarted).
@@ -189,9 +184,9 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
       const batch = await Promise.all(tenants.map((tenantId) => runtime.submit({ action: 'cc.keyed', input: { tenantId, ms: 20 + (i % 11) } })));
       batch.forEach((r, k) => ids.set(r.executionId, tenants[k]!));
     }
-    await untilCompleted(db.pool, [...ids.keys()], 25_000);
+    await untilCompleted(t.db.pool, [...ids.keys()], 25_000);
     const ms = performance.now() - t0;
-    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
+    const events = await allEvents(t.store, [EXECUTION_STREAM_PREFIX]);
     for (const from of ['ExecutionStarted', 'SchedulingStarted']) {
       const { overall, perKey } = maxConcurrent(events, ids, from);
       console.info(`cc.keyed (${from}): 60 executions in ${Math.round(ms)} ms; most at once ${overall}; per tenant ${JSON.stringify(Object.fromEntries(perKey))}`);
@@ -202,12 +197,12 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
   }, 30_000);
 
   it('starts higher-priority executions first: 5 high ones submitted after 14 low ones, while the first runs', async () => {
-    const worker = await startWorkerHost({ workerId: `cc-${run}-ordered`, store, runtime, transport, liveness, actions: createActionRegistry([ordered]), capacity: 1, log });
+    const worker = await startWorkerHost({ workerId: `cc-${run}-ordered`, store: t.store, runtime, transport, liveness, actions: createActionRegistry([ordered]), capacity: 1, log });
     workers.push(worker);
     const first = (await runtime.submit({ action: 'cc.ordered', input: { ms: 800 }, priority: 0 })).executionId;
     // Wait (bounded) until the first one runs: the worker's only slot is taken.
     const deadline = Date.now() + 10_000;
-    while (!(await store.readStream(`${EXECUTION_STREAM_PREFIX}${first}`)).some((e) => e.type === 'ExecutionStarted')) {
+    while (!(await t.store.readStream(`${EXECUTION_STREAM_PREFIX}${first}`)).some((e) => e.type === 'ExecutionStarted')) {
       if (Date.now() > deadline) throw new Error('the first execution did not start within 10 s');
       await sleep(10);
     }
@@ -215,9 +210,9 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     const high: string[] = [];
     for (let i = 0; i < 14; i++) low.push((await runtime.submit({ action: 'cc.ordered', input: { ms: 10 }, priority: 0 })).executionId);
     for (let i = 0; i < 5; i++) high.push((await runtime.submit({ action: 'cc.ordered', input: { ms: 10 }, priority: 10 })).executionId);
-    await untilCompleted(db.pool, [first, ...low, ...high], 20_000);
+    await untilCompleted(t.db.pool, [first, ...low, ...high], 20_000);
 
-    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
+    const events = await allEvents(t.store, [EXECUTION_STREAM_PREFIX]);
     const ofStream = (e: StoredEvent) => e.streamId.slice(EXECUTION_STREAM_PREFIX.length);
     const all = new Set([first, ...low, ...high]);
     // The test means something only if every submission was in before the first run ended.

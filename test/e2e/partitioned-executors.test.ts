@@ -6,11 +6,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NatsConnection } from 'nats';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
 import { startPartitionLeases, type PartitionLeases } from '../../src/executor/partitions/leases.ts';
@@ -21,7 +20,7 @@ import { createPostgresWorkTransport } from '../../src/transport/postgres/index.
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
 
@@ -51,8 +50,18 @@ function maxHolding(events: StoredEvent[], ids: Map<string, string>): Map<string
 }
 
 describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transport)`, () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 30,
+    beforeClose: async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      for (const [i, e] of executors.entries()) {
+        await e.stop();
+        await leases[i]!.stop();
+      }
+      await transport?.close();
+      await nc?.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let liveness: LivenessStore;
   let transport: WorkTransport;
@@ -66,38 +75,24 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
   const log = pino({ level: 'debug' }, { write: (line: string) => void (line.includes('not scheduled: state moved on') && conflicts++) });
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 30 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    liveness = createLivenessStore(db.pool);
+    runtime = createExecutionRuntime(t.store);
+    liveness = createLivenessStore(t.db.pool);
     if (natsUrl) {
       nc = await connectNats(natsUrl);
       transport = await createNatsWorkTransport(nc, { streamName: `PX_${run}`, subjectPrefix: `px.${run}` });
     } else {
-      transport = createPostgresWorkTransport(db.pool);
+      transport = createPostgresWorkTransport(t.db.pool);
     }
-    const beats = createExecutorBeats(db.pool);
+    const beats = createExecutorBeats(t.db.pool);
     for (const i of [1, 2, 3]) {
-      const l = startPartitionLeases({ store, beats, log, executorId: `px-${run}-${i}`, staleAfterMs: 3_000, beatEveryMs: 250, settleMs: 300 });
+      const l = startPartitionLeases({ store: t.store, beats, log, executorId: `px-${run}-${i}`, staleAfterMs: 3_000, beatEveryMs: 250, settleMs: 300 });
       leases.push(l);
-      executors.push(startExecutor({ store, transport, workers: liveness, log, partitions: l }));
+      executors.push(startExecutor({ store: t.store, transport, workers: liveness, log, partitions: l }));
     }
     await Promise.all(executors.map((e) => e.ready));
     for (const i of [1, 2]) {
-      workers.push(await startWorkerHost({ workerId: `px-${run}-w${i}`, store, runtime, transport, liveness, actions: createActionRegistry([limited, keyed]), capacity: 8, log }));
+      workers.push(await startWorkerHost({ workerId: `px-${run}-w${i}`, store: t.store, runtime, transport, liveness, actions: createActionRegistry([limited, keyed]), capacity: 8, log }));
     }
-  });
-
-  afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop()));
-    for (const [i, e] of executors.entries()) {
-      await e.stop();
-      await leases[i]!.stop();
-    }
-    await transport?.close();
-    await nc?.close();
-    await store?.close();
-    await db?.drop();
   });
 
   it('split the partitions fairly, then decide each handoff once and never pass a limit of 3', async () => {
@@ -116,8 +111,8 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
       const batch = await Promise.all(tenants.map((tenantId) => runtime.submit({ action: 'px.keyed', input: { tenantId, ms: 10 + (i % 7) } })));
       batch.forEach((r, k) => ids.set(r.executionId, tenants[k]!));
     }
-    await untilCompleted(db.pool, [...ids.keys()], 40_000);
-    const events = await allEvents(store, [EXECUTION_STREAM_PREFIX]);
+    await untilCompleted(t.db.pool, [...ids.keys()], 40_000);
+    const events = await allEvents(t.store, [EXECUTION_STREAM_PREFIX]);
     const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length))).length;
     const most = maxHolding(events, ids);
     const deciders = new Set(leases.filter((l) => l.held().length > 0).map((l) => l.executorId));

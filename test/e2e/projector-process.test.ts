@@ -4,11 +4,10 @@
 // rows not yet written), restarted, and verify still exits 0 with every event counted once.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { batonProcesses } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const FIRST = 1_000;
 const SECOND = 200;
@@ -17,11 +16,10 @@ const FINAL = `('Completed','Failed','Cancelled','TimedOut','Abandoned')`;
 describe('projector process: verify after 1,000 executions and after a SIGKILL mid-batch', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({ max: 4, beforeClose: () => killAll() });
   let runtime: ExecutionRuntime;
   const { children, start, diagnostics, killAll } = batonProcesses(() => ({
-    BATON_DATABASE_URL: db.url,
+    BATON_DATABASE_URL: t.db.url,
     ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
   }));
   const run = randomUUID().slice(0, 8);
@@ -33,7 +31,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
       await new Promise((r) => setTimeout(r, 50));
     }
   }
-  const count = async (sql: string, values: unknown[] = []) => Number((await db.pool.query<{ n: string }>(sql, values)).rows[0]!.n);
+  const count = async (sql: string, values: unknown[] = []) => Number((await t.db.pool.query<{ n: string }>(sql, values)).rows[0]!.n);
   const finished = () => count(`SELECT count(*) AS n FROM baton_read.executions WHERE status IN ${FINAL}`);
 
   async function submit(n: number) {
@@ -55,14 +53,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 4 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-  });
-  afterAll(async () => {
-    await killAll();
-    await store?.close();
-    await db?.drop();
+    runtime = createExecutionRuntime(t.store);
   });
 
   it('keeps the read model equal to a rebuild through a SIGKILL mid-batch', { timeout: 180_000 }, async () => {
@@ -76,7 +67,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
 
     // Hold the executions table so the projector's next batch blocks inside its transaction,
     // after it moved its checkpoint and before its rows are written; then kill it there.
-    const blocker = new pg.Client({ connectionString: db.url });
+    const blocker = new pg.Client({ connectionString: t.db.url });
     await blocker.connect();
     let killedPid: number | undefined;
     try {
@@ -84,7 +75,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
       await blocker.query('LOCK TABLE baton_read.executions IN SHARE MODE');
       await submit(SECOND);
       await until('the projector blocked mid-batch', async () => {
-        const r = await db.pool.query<{ pid: number }>(
+        const r = await t.db.pool.query<{ pid: number }>(
           `SELECT pid FROM pg_stat_activity
             WHERE datname = current_database() AND application_name = 'baton-projector'
               AND wait_event_type = 'Lock' AND backend_xid IS NOT NULL AND query ILIKE '%baton_read%executions%'`,
@@ -109,7 +100,7 @@ describe('projector process: verify after 1,000 executions and after a SIGKILL m
     expect(await verifyExitCode()).toBe(0);
 
     // And verify does fail, with exit code 1, when a row is not what the events say.
-    await db.pool.query(`UPDATE baton_read.action_stats SET completed = completed + 1 WHERE action = 'core.noop'`);
+    await t.db.pool.query(`UPDATE baton_read.action_stats SET completed = completed + 1 WHERE action = 'core.noop'`);
     expect(await verifyExitCode()).toBe(1);
     expect(children.at(-1)!.output.join('')).toMatch(/executions\.action_stats differs:\n  rows that differ: core\.noop/);
   });

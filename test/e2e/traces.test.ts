@@ -11,13 +11,12 @@ import { randomUUID } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { batonProcesses } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 interface SpanRecord {
   name: string;
@@ -35,30 +34,25 @@ describe('traces across processes', () => {
   const transport = natsUrl ? 'nats' : 'postgres';
   const dir = mkdtempSync(path.join(os.tmpdir(), 'baton-traces-'));
   const spansFile = (name: string) => path.join(dir, `${name}.json`);
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    beforeClose: async () => {
+      await killAll();
+      trace.disable();
+      await provider.shutdown();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  });
   let runtime: ExecutionRuntime;
   const exporter = new InMemorySpanExporter();
   const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
   const { start, diagnostics, killAll } = batonProcesses(() => ({
-    BATON_DATABASE_URL: db.url,
+    BATON_DATABASE_URL: t.db.url,
     ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
   }));
 
   beforeAll(async () => {
     provider.register();
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-  });
-
-  afterAll(async () => {
-    await killAll();
-    trace.disable();
-    await provider.shutdown();
-    await store?.close();
-    await db?.drop();
-    rmSync(dir, { recursive: true, force: true });
+    runtime = createExecutionRuntime(t.store);
   });
 
   async function untilFinal(executionId: string, ms: number): Promise<void> {
@@ -131,7 +125,7 @@ describe('traces across processes', () => {
       expect(new Set(all.map((s) => s.traceId))).toEqual(new Set([request!.traceId]));
 
       // The history records the context: the request names the submit, each handoff its span.
-      const events = await store.readStream(executionStreamId(executionId));
+      const events = await t.store.readStream(executionStreamId(executionId));
       const spanOf = (e: (typeof events)[number]) => String(e.metadata.traceparent ?? '').split('-')[2];
       expect(spanOf(events.find((e) => e.type === 'ExecutionRequested')!)).toBe(submit!.spanId);
       const handoffSpanIds = events.filter((e) => e.type === 'ExecutionHandedOff').map(spanOf);

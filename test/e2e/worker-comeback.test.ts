@@ -3,13 +3,12 @@
 // incarnation), takes work again, and a SIGTERM drains and stops it cleanly (exit 0, its stream
 // ends with WorkerStopped), even when the SIGTERM comes before it noticed.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { batonProcesses, type BatonProcess } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 async function until(what: string, check: () => Promise<boolean>, ms: number, detail: () => string = () => ''): Promise<void> {
   const end = Date.now() + ms;
@@ -22,10 +21,9 @@ async function until(what: string, check: () => Promise<boolean>, ms: number, de
 describe('a lost worker that comes back (real processes, SIGSTOP / SIGCONT / SIGTERM)', () => {
   const natsUrl = inject('natsUrl');
   const transport = natsUrl ? 'nats' : 'postgres';
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({ beforeClose: () => killAll() });
   const env = () => ({
-    BATON_DATABASE_URL: db.url,
+    BATON_DATABASE_URL: t.db.url,
     ...(natsUrl ? { BATON_NATS_URL: natsUrl } : {}),
     // Stale after 3 × 200 ms: a pause of a few seconds gets the worker declared lost.
     BATON_HEARTBEAT_INTERVAL: '200ms',
@@ -38,23 +36,16 @@ describe('a lost worker that comes back (real processes, SIGSTOP / SIGCONT / SIG
   const run = randomUUID().slice(0, 8);
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
     start('executor', ['executor', '--transport', transport, '--metrics-port', '0']);
   });
-  afterAll(async () => {
-    await killAll();
-    await store?.close();
-    await db?.drop();
-  });
 
-  const workerEvents = async (id: string) => (await store.readStream(workerStreamId(id))).map((e) => e.type);
+  const workerEvents = async (id: string) => (await t.store.readStream(workerStreamId(id))).map((e) => e.type);
 
   /** Started, beating (so an executor can see it go stale) and handling signals. */
   async function startedWorker(id: string): Promise<BatonProcess> {
     const w = start(id, ['worker', '--id', id, '--capacity', '2', '--transport', transport, '--metrics-port', '0']);
     await until(`${id} to run`, async () => w.output.join('').includes('"msg":"worker running"'), 30_000, diagnostics);
-    await until(`${id} to beat`, async () => ((await db.pool.query('SELECT 1 FROM baton_worker_liveness WHERE worker_id = $1', [id])).rowCount ?? 0) > 0, 10_000, diagnostics);
+    await until(`${id} to beat`, async () => ((await t.db.pool.query('SELECT 1 FROM baton_worker_liveness WHERE worker_id = $1', [id])).rowCount ?? 0) > 0, 10_000, diagnostics);
     return w;
   }
 
@@ -82,10 +73,10 @@ describe('a lost worker that comes back (real processes, SIGSTOP / SIGCONT / SIG
     w.proc.kill('SIGCONT');
     await until(`${id} to announce itself again`, async () => (await workerEvents(id)).slice(-2).join() === 'WorkerLost,WorkerStarted', 15_000, diagnostics);
 
-    const runtime = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
     const { executionId } = await runtime.submit({ action: 'core.echo', input: { back: true } });
-    await until('the execution to complete', async () => (await store.readStream(executionStreamId(executionId))).at(-1)?.type === 'ExecutionCompleted', 20_000, diagnostics);
-    const events = await store.readStream(executionStreamId(executionId));
+    await until('the execution to complete', async () => (await t.store.readStream(executionStreamId(executionId))).at(-1)?.type === 'ExecutionCompleted', 20_000, diagnostics);
+    const events = await t.store.readStream(executionStreamId(executionId));
     expect(events.find((e) => e.type === 'ExecutionStarted')?.metadata.by).toBe(`worker:${id}`);
 
     w.proc.kill('SIGTERM');

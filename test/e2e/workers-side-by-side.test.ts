@@ -6,35 +6,30 @@ import fs from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
 import { batonProcesses } from '../support/baton-processes.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const FAST = { BATON_HEARTBEAT_INTERVAL: '500ms', BATON_SHUTDOWN_TIMEOUT: '2s', BATON_SCHEDULE_TO_START_TIMEOUT: '5s' };
 
 describe('two workers on one machine', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  const { start, killAll, diagnostics } = batonProcesses(() => ({ BATON_DATABASE_URL: db.url, BATON_NATS_URL: '', ...FAST }));
+  const t = useTestStore({
+    beforeClose: async () => {
+      await killAll();
+      squatter.close();
+    },
+  });
+  const { start, killAll, diagnostics } = batonProcesses(() => ({ BATON_DATABASE_URL: t.db.url, BATON_NATS_URL: '', ...FAST }));
   const squatter = net.createServer();
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
     await new Promise<void>((r) => squatter.listen(0, '127.0.0.1', r));
   });
-  afterAll(async () => {
-    await killAll();
-    squatter.close();
-    await store?.close();
-    await db?.drop();
-  });
 
-  const workerIds = async () => (await db.pool.query<{ worker_id: string; pid: number }>('SELECT worker_id, pid FROM baton_worker_liveness ORDER BY worker_id')).rows;
-  const started = async (id: string) => (await store.readStream(workerStreamId(id))).filter((e) => e.type === 'WorkerStarted').length;
+  const workerIds = async () => (await t.db.pool.query<{ worker_id: string; pid: number }>('SELECT worker_id, pid FROM baton_worker_liveness ORDER BY worker_id')).rows;
+  const started = async (id: string) => (await t.store.readStream(workerStreamId(id))).filter((e) => e.type === 'WorkerStarted').length;
 
   it('both start on their default ports and both get work; a taken id or an asked-for taken port is refused before anything is announced', async () => {
     const executor = start('executor', ['executor', '--transport', 'postgres', '--metrics-port', '0']);
@@ -48,7 +43,7 @@ describe('two workers on one machine', () => {
     const ids = (await workerIds()).map((r) => r.worker_id);
     expect(ids).toHaveLength(2);
 
-    const runtime = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
     const executions = await Promise.all(Array.from({ length: 24 }, () => runtime.submit({ action: 'core.sleep', input: { ms: 150 } }).then((r) => r.executionId)));
     const ranOn = new Set<string>();
     const deadline = Date.now() + 60_000;
@@ -88,7 +83,7 @@ describe('two workers on one machine', () => {
   }, 180_000);
 
   it('gives two baton dev sharing one database (BATON_DATABASE_URL) different worker ids', async () => {
-    await db.pool.query('DELETE FROM baton_worker_liveness');
+    await t.db.pool.query('DELETE FROM baton_worker_liveness');
     const dirs = await Promise.all([1, 2].map(() => fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-dev-shared-'))));
     try {
       const devs = [];

@@ -4,10 +4,9 @@
 // model without divergence.
 import pino from 'pino';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { builtinActions, createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
@@ -18,7 +17,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { catchUpFully } from '../support/read-model.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const log = pino({ level: 'silent' });
 const refusals = new Map<string, string>();
@@ -41,35 +40,32 @@ const actions = createActionRegistry([
 ]);
 
 describe('ctx.tag', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 20,
+    beforeClose: async () => {
+      await worker?.stop();
+      await executor?.stop();
+      await transport?.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let transport: WorkTransport;
   let executor: Executor;
   let worker: WorkerHost;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 20 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    const liveness = createLivenessStore(db.pool);
-    transport = createPostgresWorkTransport(db.pool);
-    executor = startExecutor({ store, transport, workers: liveness, log, monitorEveryMs: 50 });
+    runtime = createExecutionRuntime(t.store);
+    const liveness = createLivenessStore(t.db.pool);
+    transport = createPostgresWorkTransport(t.db.pool);
+    executor = startExecutor({ store: t.store, transport, workers: liveness, log, monitorEveryMs: 50 });
     await executor.ready;
-    worker = await startWorkerHost({ workerId: 'tagger', store, runtime, transport, liveness, actions, capacity: 2, log, heartbeatIntervalMs: 200 });
-  });
-  afterAll(async () => {
-    await worker?.stop();
-    await executor?.stop();
-    await transport?.close();
-    await store?.close();
-    await db?.drop();
+    worker = await startWorkerHost({ workerId: 'tagger', store: t.store, runtime, transport, liveness, actions, capacity: 2, log, heartbeatIntervalMs: 200 });
   });
 
   async function finished(id: string): Promise<StoredEvent[]> {
     const end = Date.now() + 15_000;
     for (;;) {
-      const events = await store.readStream(executionStreamId(id));
+      const events = await t.store.readStream(executionStreamId(id));
       if (events.at(-1)?.type === 'ExecutionCompleted' || events.at(-1)?.type === 'ExecutionFailed') return events;
       if (Date.now() > end) throw new Error(`not finished: ${events.map((e) => e.type).join(' → ')}`);
       await new Promise((r) => setTimeout(r, 25));
@@ -88,8 +84,8 @@ describe('ctx.tag', () => {
     const history = events.map((e) => ({ eventId: e.eventId, revision: Number(e.revision), type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt.toISOString() }));
     expect(replayHistory(executionId, history, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
 
-    await catchUpFully(db.pool, store);
-    const row = await db.pool.query(`SELECT tags FROM baton_read.executions WHERE tags @> $1::jsonb`, [JSON.stringify({ invoice: 'inv-7' })]);
+    await catchUpFully(t.db.pool, t.store);
+    const row = await t.db.pool.query(`SELECT tags FROM baton_read.executions WHERE tags @> $1::jsonb`, [JSON.stringify({ invoice: 'inv-7' })]);
     expect(row.rows).toEqual([{ tags: { customer: 'c-42', stage: 'charged', invoice: 'inv-7' } }]);
   });
 });

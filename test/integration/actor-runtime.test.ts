@@ -1,37 +1,28 @@
 // The one actor runtime (src/runtime/actor-runtime.ts) against the real Postgres store: two
 // processes' runtimes on one store, each with its own snapshot cache. A cache only ever saves a
 // read; it never makes a decision the store would not have made.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { statusOf as workerStatusOf } from '../../actors/worker.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import type { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
-import { createTestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const deadline = () => new Date(Date.now() + 30_000).toISOString();
 const announcement = { actions: ['core.noop'], runtimes: ['node'], capacity: 1 };
 
 describe('the actor runtime', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  let store: PostgresEventStore;
-  beforeAll(async () => {
-    db = await createTestDatabase({ max: 10 });
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-  });
+  const t = useTestStore({ max: 10 });
 
   /** How many stream reads a runtime makes, counted at the store. */
   function counting(): { store: PostgresEventStore; reads: () => number } {
     let reads = 0;
     // A load reads the stream through the snapshot store when it has one (one round trip for both).
-    const snapshots = { ...store.snapshots!, readWithEvents: (...a: Parameters<NonNullable<typeof store.snapshots>['readWithEvents'] & {}>) => (reads++, store.snapshots!.readWithEvents!(...a)) };
-    return { store: { ...store, snapshots, readStream: (...a: Parameters<PostgresEventStore['readStream']>) => (reads++, store.readStream(...a)) }, reads: () => reads };
+    const snapshots = { ...t.store.snapshots!, readWithEvents: (...a: Parameters<NonNullable<typeof t.store.snapshots>['readWithEvents'] & {}>) => (reads++, t.store.snapshots!.readWithEvents!(...a)) };
+    return { store: { ...t.store, snapshots, readStream: (...a: Parameters<PostgresEventStore['readStream']>) => (reads++, t.store.readStream(...a)) }, reads: () => reads };
   }
 
   it('decides on its own last append without reading the stream again', async () => {
@@ -50,8 +41,8 @@ describe('the actor runtime', () => {
   });
 
   it('confirms a refusal decided on a stale cache against the store, and then decides right', async () => {
-    const a = createExecutionRuntime(store);
-    const b = createExecutionRuntime(store);
+    const a = createExecutionRuntime(t.store);
+    const b = createExecutionRuntime(t.store);
     const { executionId } = await a.submit({ action: 'core.noop', input: null });
     await a.dispatch(executionId, [
       { type: 'SchedulingStarted', data: {}, by: 'executor' },
@@ -61,7 +52,7 @@ describe('the actor runtime', () => {
     // In a's remembered Scheduled a completion is refused; the store says Running, where it fits.
     const r = await a.dispatch(executionId, { type: 'ExecutionCompleted', data: { result: 'ok' }, by: 'worker:w1' });
     expect(r.appended).toBe(true);
-    expect((await store.readStream(executionStreamId(executionId))).map((e) => e.type)).toEqual([
+    expect((await t.store.readStream(executionStreamId(executionId))).map((e) => e.type)).toEqual([
       'ExecutionRequested',
       'SchedulingStarted',
       'ExecutionHandedOff',
@@ -71,8 +62,8 @@ describe('the actor runtime', () => {
   });
 
   it('confirms a "nothing to do" decided on a stale cache against the store (a worker declared lost meanwhile)', async () => {
-    const mine = createWorkerRuntime(store);
-    const executor = createWorkerRuntime(store);
+    const mine = createWorkerRuntime(t.store);
+    const executor = createWorkerRuntime(t.store);
     await recordWorkerEvent(mine, 'w-stale', 'WorkerStarted', announcement); // mine remembers Active
     await recordWorkerEvent(executor, 'w-stale', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'stale' }, { by: 'executor' });
     const announced = await recordWorkerEvent(mine, 'w-stale', 'WorkerStarted', announcement, { when: (s) => workerStatusOf(s) === 'Lost' });
@@ -81,14 +72,14 @@ describe('the actor runtime', () => {
   });
 
   it('folds each observed event once, whether its own append or the subscription brought it first, and tells listeners once', async () => {
-    const runtime = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
     const seen: string[] = [];
     runtime.onChange((c) => seen.push(...c.events.map((e) => `${c.source}:${e.event.type}`)));
     const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
-    const [requested] = await store.readStream(executionStreamId(executionId));
+    const [requested] = await t.store.readStream(executionStreamId(executionId));
     await runtime.observe(requested!);
     await runtime.dispatch(executionId, { type: 'SchedulingStarted', data: {}, by: 'executor' });
-    for (const e of await store.readStream(executionStreamId(executionId))) await runtime.observe(e); // the subscription catches up
+    for (const e of await t.store.readStream(executionStreamId(executionId))) await runtime.observe(e); // the subscription catches up
     expect(seen).toEqual(['observed:ExecutionRequested', 'own:SchedulingStarted']);
   });
 
@@ -140,24 +131,24 @@ describe('the actor runtime', () => {
     const { store: s, reads } = counting();
     const runtime = createExecutionRuntime(s);
     const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
-    const first = (await store.readStream(executionStreamId(executionId)))[0]!;
+    const first = (await t.store.readStream(executionStreamId(executionId)))[0]!;
     await runtime.observe(first);
     await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'no' }, by: 'executor' });
     const before = reads();
-    const events: StoredEvent[] = await store.readStream(executionStreamId(executionId));
+    const events: StoredEvent[] = await t.store.readStream(executionStreamId(executionId));
     for (const e of events) expect(await runtime.observe(e)).toBeUndefined();
     expect(reads() - before).toBe(0);
   });
 
   it('tells its listeners what a load brought into the cache, so an observe that finds it there already loses nothing', async () => {
-    const runtime = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
     const seen: string[] = [];
     runtime.onChange((c) => seen.push(...c.events.map((e) => `${c.source}:${e.event.type}`)));
-    const other = createExecutionRuntime(store);
+    const other = createExecutionRuntime(t.store);
     const { executionId } = await other.submit({ action: 'core.noop', input: null });
     await other.dispatch(executionId, { type: 'SchedulingStarted', data: {}, by: 'executor' });
     await runtime.load(executionId); // e.g. the orchestrator asking about a step before the follower got there
-    for (const e of await store.readStream(executionStreamId(executionId))) await runtime.observe(e); // then the follower
+    for (const e of await t.store.readStream(executionStreamId(executionId))) await runtime.observe(e); // then the follower
     expect(seen).toEqual(['loaded:ExecutionRequested', 'loaded:SchedulingStarted']);
     await other.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'r' }, by: 'executor' });
     await runtime.load(executionId);

@@ -6,9 +6,8 @@
 // retried; a finished execution is too late. `baton cancel` says each of these.
 import pino from 'pino';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { builtinActions, createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
@@ -21,7 +20,7 @@ import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { runBaton } from '../support/cli.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const log = pino({ level: 'silent' });
 /** Runs whose AbortSignal fired, and why. */
@@ -49,8 +48,15 @@ const types = (events: StoredEvent[]) => events.map((e) => e.type);
 const by = (e: StoredEvent | undefined) => e?.metadata.by;
 
 describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kind) => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 20,
+    beforeClose: async () => {
+      await worker?.stop();
+      await executor?.stop();
+      await transport?.close();
+      for (const c of cleanups) await c();
+    },
+  });
   let runtime: ExecutionRuntime;
   let liveness: LivenessStore;
   let transport: WorkTransport;
@@ -61,7 +67,7 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
   async function until(what: string, id: string, done: (events: StoredEvent[]) => boolean, ms = 10_000): Promise<StoredEvent[]> {
     const end = Date.now() + ms;
     for (;;) {
-      const events = await store.readStream(executionStreamId(id));
+      const events = await t.store.readStream(executionStreamId(id));
       if (done(events)) return events;
       if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${events.map((e) => `${e.type}(${String(by(e))})`).join(' → ')}`);
       await new Promise((r) => setTimeout(r, 20));
@@ -71,15 +77,13 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
 
   /** A worker that beats and offers `cx.ghost` but never takes work: it can hold a baton and go silent. */
   async function ghost(workerId: string) {
-    await recordWorkerEvent(createWorkerRuntime(store), workerId, 'WorkerStarted', { actions: ['cx.ghost'], runtimes: ['node'], capacity: 100 });
+    await recordWorkerEvent(createWorkerRuntime(t.store), workerId, 'WorkerStarted', { actions: ['cx.ghost'], runtimes: ['node'], capacity: 100 });
     await liveness.beat({ workerId, actions: ['cx.ghost'], runtimes: ['node'], capacity: 100, inFlight: 0, draining: false }, { starting: true });
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 20 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    liveness = createLivenessStore(db.pool);
+    runtime = createExecutionRuntime(t.store);
+    liveness = createLivenessStore(t.db.pool);
     if (kind === 'nats') {
       const url = inject('natsUrl');
       if (!url) throw new Error('NATS is not reachable: set BATON_NATS_URL (CI requires it)');
@@ -93,26 +97,18 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
         await nc.close();
       });
     } else {
-      transport = createPostgresWorkTransport(db.pool);
+      transport = createPostgresWorkTransport(t.db.pool);
     }
-    executor = startExecutor({ store, transport, workers: liveness, log, scheduleToStartMs: 1_500, staleAfterMs: 1_500, monitorEveryMs: 50 });
+    executor = startExecutor({ store: t.store, transport, workers: liveness, log, scheduleToStartMs: 1_500, staleAfterMs: 1_500, monitorEveryMs: 50 });
     await executor.ready;
-    worker = await startWorkerHost({ workerId: `real-${kind}`, store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 });
-  });
-  afterAll(async () => {
-    await worker?.stop();
-    await executor?.stop();
-    await transport?.close();
-    for (const c of cleanups) await c();
-    await store?.close();
-    await db?.drop();
+    worker = await startWorkerHost({ workerId: `real-${kind}`, store: t.store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 });
   });
 
   it('Requested: the executor cancels it at once, and it is never scheduled', async () => {
     const { executionId } = await runtime.submit({ action: 'cx.nobody-offers-this', input: null });
     const r = await cancelExecution(runtime, executionId, 'not needed');
     expect(r).toMatchObject({ outcome: 'cancelled', status: 'Cancelled' });
-    const events = await store.readStream(executionStreamId(executionId));
+    const events = await t.store.readStream(executionStreamId(executionId));
     expect(types(events)).toEqual(['ExecutionRequested', 'ExecutionCancelled']);
     expect(events[1]).toMatchObject({ data: { reason: 'not needed' }, metadata: { by: 'executor' } });
   });
@@ -159,7 +155,7 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
     await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: `worker:ghost-${kind}` });
     expect(await cancelExecution(runtime, executionId, 'stop, even though its worker died')).toMatchObject({ outcome: 'cancel-requested' });
     // The worker crashes: its heartbeat ages past the limit, nobody answers the ring.
-    await db.pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '10 seconds' WHERE worker_id = $1`, [`ghost-${kind}`]);
+    await t.db.pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '10 seconds' WHERE worker_id = $1`, [`ghost-${kind}`]);
     const events = await until('the reclaim and the cancel', executionId, ended, 15_000);
     expect(types(events).slice(-3)).toEqual(['ExecutionCancelRequested', 'OwnershipReclaimed', 'ExecutionCancelled']);
     expect(events.at(-2)!.data).toMatchObject({ reason: 'worker-lost' });
@@ -188,11 +184,11 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
       status: 'Completed',
       message: `too late: execution ${executionId} already finished as Completed`,
     });
-    expect(await store.readStream(executionStreamId(executionId))).toHaveLength(done.length);
+    expect(await t.store.readStream(executionStreamId(executionId))).toHaveLength(done.length);
   });
 
   it('`baton cancel` says what it did, and exits 1 when too late', async () => {
-    const cli = (args: string[]) => runBaton(args, { databaseUrl: db.url });
+    const cli = (args: string[]) => runBaton(args, { databaseUrl: t.db.url });
     const running = (await runtime.submit({ action: 'cx.wait', input: null })).executionId;
     await until('the run', running, (e) => e.some((x) => x.type === 'ExecutionStarted'));
     const asked = await cli(['cancel', running, '--reason', 'from the CLI', '--wait', '--timeout', '10000']);

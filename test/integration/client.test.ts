@@ -2,7 +2,7 @@
 // worker with the executor and projector (`@baton-run/baton/worker`), and a real API server. The
 // same calls must give the same answers and the same typed errors over the database and over GraphQL.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   BatonApiError,
@@ -22,10 +22,9 @@ import { startWorker, type EmbeddedWorker } from '@baton-run/baton/worker';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { createActionRegistry } from '../../src/actions/registry.ts';
 import { startApiServer, type ApiServer } from '../../src/api/server.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const double = defineAction({
   name: 'test.double',
@@ -35,28 +34,24 @@ const double = defineAction({
   },
 });
 
-let db: TestDatabase;
-let store: PostgresEventStore;
+const t = useTestStore({
+  max: 10,
+  beforeClose: async () => {
+    await clients.database?.close();
+    await clients.graphql?.close();
+    await api?.close();
+    await worker?.stop('test finished');
+  },
+});
 let api: ApiServer;
 let worker: EmbeddedWorker;
 const clients: Record<'database' | 'graphql', BatonClient> = {} as never;
 
 beforeAll(async () => {
-  db = await createTestDatabase({ max: 10 });
-  worker = await startWorker({ databaseUrl: db.url, actions: [double], executor: true, projector: true, id: `client-test-${process.pid}`, shutdownTimeoutMs: 2_000, logger: silentLogger() });
-  store = createPostgresEventStore(db.pool);
-  api = await startApiServer({ pool: db.pool, runtime: createExecutionRuntime(store), store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0 });
-  clients.database = await createClient({ databaseUrl: db.url });
+  worker = await startWorker({ databaseUrl: t.db.url, actions: [double], executor: true, projector: true, id: `client-test-${process.pid}`, shutdownTimeoutMs: 2_000, logger: silentLogger() });
+  api = await startApiServer({ pool: t.db.pool, runtime: createExecutionRuntime(t.store), store: t.store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0 });
+  clients.database = await createClient({ databaseUrl: t.db.url });
   clients.graphql = await createClient({ graphqlUrl: api.url });
-}, 60_000);
-
-afterAll(async () => {
-  await clients.database?.close();
-  await clients.graphql?.close();
-  await api?.close();
-  await worker?.stop('test finished');
-  await store?.close();
-  await db?.drop();
 }, 60_000);
 
 describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
@@ -232,7 +227,7 @@ it('over GraphQL, submitMany sends one submitExecutions request per batch of SUB
 }, 60_000);
 
 it('createClient refuses options it does not understand', async () => {
-  await expect(createClient({ databaseUrl: db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
+  await expect(createClient({ databaseUrl: t.db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
   await expect(createClient({ graphqlUrl: api.url, tokn: 'x' } as never)).rejects.toThrow(/options\.tokn: unknown option; known: graphqlUrl, token/);
   await expect(createClient({ graphqlUrl: 'ftp://x' })).rejects.toThrow(/graphqlUrl: must be an http\(s\) URL/);
 });
@@ -245,7 +240,7 @@ it('the embedded worker reports its health', () => {
 it('over GraphQL with tokens: the admin token submits, the read token reads, and a refusal is BatonApiError with the code', async () => {
   const adminToken = `admin-${randomUUID()}`;
   const readToken = `read-${randomUUID()}`;
-  const secured = await startApiServer({ pool: db.pool, runtime: createExecutionRuntime(store), store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0, adminToken, readToken });
+  const secured = await startApiServer({ pool: t.db.pool, runtime: createExecutionRuntime(t.store), store: t.store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0, adminToken, readToken });
   const admin = await createClient({ graphqlUrl: secured.url, token: adminToken });
   const reader = await createClient({ graphqlUrl: secured.url, token: readToken });
   const nobody = await createClient({ graphqlUrl: secured.url });

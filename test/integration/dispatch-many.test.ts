@@ -3,11 +3,10 @@
 // Many actors go in one appendMany; each keeps its own outcome, and a conflict for one is that
 // one's alone.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { RejectedCommandError } from '../../src/errors.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import type { EventStore } from '../../src/eventstore/event-store.ts';
 import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { DispatchBatcher } from '../../src/worker/dispatch-batcher.ts';
@@ -16,7 +15,7 @@ import { workMessage } from '../../src/executor/work-messages.ts';
 import { builtinActions, createActionRegistry } from '../../src/actions/index.ts';
 import type { Delivery } from '../../src/transport/work-transport.ts';
 import pino from 'pino';
-import { createTestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const deadline = () => new Date(Date.now() + 30_000).toISOString();
 const handOff = (workerId: string): ExecutionCommand[] => [
@@ -25,16 +24,7 @@ const handOff = (workerId: string): ExecutionCommand[] => [
 ];
 
 describe('batched dispatches', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  let store: PostgresEventStore;
-  beforeAll(async () => {
-    db = await createTestDatabase({ max: 10 });
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-  });
+  const t = useTestStore({ max: 10 });
 
   /** The store, counting its calls. */
   function counting(): { store: EventStore; calls: { append: number; appendMany: number; readStream: number } } {
@@ -42,10 +32,10 @@ describe('batched dispatches', () => {
     return {
       calls,
       store: {
-        ...store,
-        append: (...a) => (calls.append++, store.append(...a)),
-        appendMany: (...a) => (calls.appendMany++, store.appendMany(...a)),
-        readStream: (...a) => (calls.readStream++, store.readStream(...a)),
+        ...t.store,
+        append: (...a) => (calls.append++, t.store.append(...a)),
+        appendMany: (...a) => (calls.appendMany++, t.store.appendMany(...a)),
+        readStream: (...a) => (calls.readStream++, t.store.readStream(...a)),
       },
     };
   }
@@ -73,8 +63,8 @@ describe('batched dispatches', () => {
   });
 
   it('lets a conflict or a refusal cost only its own actor: that one is decided again on what the store holds', async () => {
-    const runtime = createExecutionRuntime(store);
-    const other = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
+    const other = createExecutionRuntime(t.store);
     const ids = await submitted(runtime, 4);
     // Another process hands ids[1] off first (runtime's cache still says Requested: a conflict),
     // and cancels ids[2] (a refusal, once the store is read).
@@ -84,37 +74,37 @@ describe('batched dispatches', () => {
     expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true]);
     expect(outcomes[1]!.ok ? undefined : outcomes[1]!.error).toBeInstanceOf(RejectedCommandError);
     expect(outcomes[2]!.ok ? undefined : outcomes[2]!.error).toBeInstanceOf(RejectedCommandError);
-    for (const id of [ids[0]!, ids[3]!]) expect((await store.readStream(executionStreamId(id))).map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff']);
-    expect((await store.readStream(executionStreamId(ids[1]!))).find((e) => e.type === 'ExecutionHandedOff')!.data).toMatchObject({ workerId: 'w2' });
+    for (const id of [ids[0]!, ids[3]!]) expect((await t.store.readStream(executionStreamId(id))).map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff']);
+    expect((await t.store.readStream(executionStreamId(ids[1]!))).find((e) => e.type === 'ExecutionHandedOff')!.data).toMatchObject({ workerId: 'w2' });
   });
 
   it("applies one actor's requests in the order given, and a state-dependent command on the state the earlier one left", async () => {
-    const runtime = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
     const [id] = await submitted(runtime, 1);
     const outcomes = await runtime.actors.dispatchMany([
       { id: id!, commands: handOff('w1') },
       { id: id!, commands: (s) => (statusOf(s!) === 'Scheduled' ? { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' } : undefined) },
     ]);
     expect(outcomes.map((o) => o.ok && o.value.appended)).toEqual([true, true]);
-    expect((await store.readStream(executionStreamId(id!))).map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted']);
+    expect((await t.store.readStream(executionStreamId(id!))).map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted']);
   });
 
   it('recognises a retried request whose first try was stored (same event ids), in a batch, as applied once', async () => {
-    const runtime = createExecutionRuntime(store);
-    const stale = createExecutionRuntime(store);
+    const runtime = createExecutionRuntime(t.store);
+    const stale = createExecutionRuntime(t.store);
     const [id] = await submitted(runtime, 1);
     const loaded = await stale.load(id!); // Requested, as a try that never heard back would remember
     const commands = handOff('w1').map((c) => ({ ...c, eventId: randomUUID() }));
     await runtime.dispatch(id!, commands);
     const [again] = await stale.actors.dispatchMany([{ id: id!, commands, known: loaded }]);
     expect(again!.ok && again!.value.appended).toBe(false);
-    expect(await store.readStream(executionStreamId(id!))).toHaveLength(3);
+    expect(await t.store.readStream(executionStreamId(id!))).toHaveLength(3);
   });
 
   it("coalesces the worker's concurrent appends into few appendMany calls, each caller with its own result", async () => {
     const { store: s, calls } = counting();
     const runtime = createExecutionRuntime(s);
-    const other = createExecutionRuntime(store);
+    const other = createExecutionRuntime(t.store);
     const ids = await submitted(runtime, 20);
     await runtime.actors.dispatchMany(ids.map((id) => ({ id, commands: handOff('w1') })));
     // One of them was reclaimed meanwhile: its start is refused, the others' are not.

@@ -4,9 +4,8 @@
 // (by the worker, and by the executor when the worker is gone), and per-action retry policy.
 import pino from 'pino';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { builtinActions, createActionRegistry, defineAction, ActionError } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
@@ -20,7 +19,7 @@ import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.t
 import { executionStreamId } from '../../schemas/events.ts';
 import { workerStreamId, type ActionPolicy } from '../../schemas/worker-events.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const log = pino({ level: 'silent' });
 
@@ -59,8 +58,14 @@ const actions = createActionRegistry([
 ]);
 
 describe('fault tolerance (executor monitor and worker limits)', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 20,
+    beforeClose: async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      await executor.stop();
+      await transport.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let liveness: LivenessStore;
   let transport: WorkTransport;
@@ -69,14 +74,14 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
 
   /** A worker that is alive (it beats) and offers everything, but never takes its work. */
   async function ghost(workerId: string, offers = ['core.noop', 'core.echo'], policies?: Record<string, ActionPolicy>) {
-    await recordWorkerEvent(createWorkerRuntime(store), workerId, 'WorkerStarted', { actions: offers, runtimes: ['node'], capacity: 1000, ...(policies && { policies }) });
+    await recordWorkerEvent(createWorkerRuntime(t.store), workerId, 'WorkerStarted', { actions: offers, runtimes: ['node'], capacity: 1000, ...(policies && { policies }) });
     await liveness.beat({ workerId, actions: offers, runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false }, { starting: true });
   }
 
   async function until(what: string, id: string, done: (events: StoredEvent[]) => boolean, ms = 10_000): Promise<StoredEvent[]> {
     const end = Date.now() + ms;
     for (;;) {
-      const events = await store.readStream(executionStreamId(id));
+      const events = await t.store.readStream(executionStreamId(id));
       if (done(events)) return events;
       if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${events.map((e) => `${e.type}(${String(e.metadata.by)})`).join(' → ')}`);
       await new Promise((r) => setTimeout(r, 25));
@@ -87,13 +92,11 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
   const types = (events: StoredEvent[]) => events.map((e) => e.type);
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 20 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    liveness = createLivenessStore(db.pool);
-    transport = createPostgresWorkTransport(db.pool);
+    runtime = createExecutionRuntime(t.store);
+    liveness = createLivenessStore(t.db.pool);
+    transport = createPostgresWorkTransport(t.db.pool);
     executor = startExecutor({
-      store,
+      store: t.store,
       transport,
       workers: liveness,
       log,
@@ -104,13 +107,6 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
       retryBackoff: { initialMs: 20, multiplier: 2, maxMs: 200 },
     });
     await executor.ready;
-  });
-  afterAll(async () => {
-    await Promise.all(workers.map((w) => w.stop()));
-    await executor.stop();
-    await transport.close();
-    await store.close();
-    await db.drop();
   });
 
   it('reclaims a handoff not started in time, then abandons it after the last attempt with a reason a person understands', async () => {
@@ -129,7 +125,7 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     await ghost('ghost-b');
     const { executionId } = await runtime.submit({ action: 'core.echo', input: { x: 1 }, maxAttempts: 3 });
     await until('the reclaim', executionId, (e) => e.some((x) => x.type === 'OwnershipReclaimed'));
-    workers.push(await startWorkerHost({ workerId: 'real-b', store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 }));
+    workers.push(await startWorkerHost({ workerId: 'real-b', store: t.store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 }));
     const events = await until('completion', executionId, final);
     const handoffs = events.filter((e) => e.type === 'ExecutionHandedOff').map((e) => (e.data as { workerId: string }).workerId);
     expect(handoffs[0]).toBe('ghost-b');
@@ -146,10 +142,10 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff' && (x.data as { workerId: string }).workerId === 'ghost-c'));
     // The worker starts the run, then goes silent: its heartbeat ages past the limit.
     await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:ghost-c' });
-    await db.pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '10 seconds' WHERE worker_id = 'ghost-c'`);
+    await t.db.pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '10 seconds' WHERE worker_id = 'ghost-c'`);
     const events = await until('the reclaim', executionId, final);
     expect(events.find((e) => e.type === 'OwnershipReclaimed')!.data).toMatchObject({ reason: 'worker-lost', workerId: 'ghost-c' });
-    const workerEvents = await store.readStream(workerStreamId('ghost-c'));
+    const workerEvents = await t.store.readStream(workerStreamId('ghost-c'));
     expect(workerEvents.at(-1)).toMatchObject({ type: 'WorkerLost', metadata: { by: 'executor' } });
     expect((workerEvents.at(-1)!.data as { reason: string }).reason).toMatch(/^no heartbeat for \d+ s \(the limit is 2 s\)$/);
     // A lost worker that comes back is fenced: its appends are refused.
@@ -176,12 +172,12 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
 
   it('gives no work to a worker whose stream says lost, even while it beats again, until it announces itself again', async () => {
     await ghost('ghost-l', ['ft.lost']);
-    await recordWorkerEvent(createWorkerRuntime(store), 'ghost-l', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'declared lost by a test' }, { by: 'executor' });
+    await recordWorkerEvent(createWorkerRuntime(t.store), 'ghost-l', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'declared lost by a test' }, { by: 'executor' });
     await liveness.beat({ workerId: 'ghost-l', actions: ['ft.lost'], runtimes: ['node'], capacity: 1000, inFlight: 0, draining: false });
     const { executionId } = await runtime.submit({ action: 'ft.lost', input: null, maxAttempts: 1 });
     // Long enough for scheduling passes (each event, and a safety pass every second) to have run.
     await new Promise((r) => setTimeout(r, 1_200));
-    expect(types(await store.readStream(executionStreamId(executionId)))).toEqual(['ExecutionRequested']);
+    expect(types(await t.store.readStream(executionStreamId(executionId)))).toEqual(['ExecutionRequested']);
     await ghost('ghost-l', ['ft.lost']); // back: WorkerStarted, a new incarnation
     const events = await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff'));
     expect(events.find((e) => e.type === 'ExecutionHandedOff')!.data).toMatchObject({ workerId: 'ghost-l', attempt: 1 });
@@ -201,7 +197,7 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
   });
 
   it('a worker times out its own run at the action start-to-close and heartbeat limits', async () => {
-    if (workers.length === 0) workers.push(await startWorkerHost({ workerId: 'real-e', store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 }));
+    if (workers.length === 0) workers.push(await startWorkerHost({ workerId: 'real-e', store: t.store, runtime, transport, liveness, actions, capacity: 4, log, heartbeatIntervalMs: 200 }));
     const slow = await runtime.submit({ action: 'ft.slow', input: { ms: 2_000 } });
     const silent = await runtime.submit({ action: 'ft.silent', input: null });
     const slowEvents = await until('slow timing out', slow.executionId, final);
@@ -218,7 +214,7 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     await ghost('ghost-f', ['ft.unrunnable'], { 'ft.unrunnable': { scheduleToStartTimeoutMs: 20_000 } });
     // ghost-f takes its messages but every run throws before settling: after 2 deliveries the
     // transport gives up on the message.
-    const impatient = createPostgresWorkTransport(db.pool, { ackWaitMs: 200, maxDeliver: 2 });
+    const impatient = createPostgresWorkTransport(t.db.pool, { ackWaitMs: 200, maxDeliver: 2 });
     const consumer = await impatient.consume('ghost-f', async () => {
       throw new Error('cannot run anything');
     }, { concurrency: 1 });

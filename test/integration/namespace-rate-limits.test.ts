@@ -3,13 +3,12 @@
 // actions that have no limit of their own. By the handoffs' recorded times, the namespace never
 // gets more than 5 in any second, every execution still runs, the default namespace is not held
 // back, and the grants are on the namespace's bucket stream.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { RATE_LIMIT_STREAM_PREFIX } from '../../schemas/rate-limit-events.ts';
 import { builtinActions, createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { namespaceRateBucket } from '../../src/executor/namespace-rate-limits.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
@@ -21,7 +20,7 @@ import { namespaceRateLimitReason } from '../../src/liveness/rate-limit-wait.ts'
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
 import { busiestSecond } from '../support/busiest-second.ts';
 
@@ -30,35 +29,31 @@ const one = defineAction({ name: 'test.ns-one', input: z.object({ n: z.number() 
 const two = defineAction({ name: 'test.ns-two', input: z.object({ n: z.number() }), run: () => null });
 
 describe('namespace rate limits across executors', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 20,
+    beforeClose: async () => {
+      for (const w of workers) await w.stop('test over');
+      for (const e of executors) await e.stop();
+      await transport?.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let transport: WorkTransport;
   const executors: Executor[] = [];
   const workers: WorkerHost[] = [];
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 20 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    transport = createPostgresWorkTransport(db.pool);
-    const liveness = createLivenessStore(db.pool);
+    runtime = createExecutionRuntime(t.store);
+    transport = createPostgresWorkTransport(t.db.pool);
+    const liveness = createLivenessStore(t.db.pool);
     const log = silentLogger();
-    for (let i = 0; i < 2; i++) executors.push(startExecutor({ store, transport, workers: liveness, log, namespaceRateLimits: { 'team-a': { perSecond: RATE } } }));
-    workers.push(await startWorkerHost({ workerId: 'nsrl-0', store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, one, two]), capacity: 32, log, heartbeatIntervalMs: 1_000 }));
+    for (let i = 0; i < 2; i++) executors.push(startExecutor({ store: t.store, transport, workers: liveness, log, namespaceRateLimits: { 'team-a': { perSecond: RATE } } }));
+    workers.push(await startWorkerHost({ workerId: 'nsrl-0', store: t.store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, one, two]), capacity: 32, log, heartbeatIntervalMs: 1_000 }));
     await Promise.all(executors.map((e) => e.ready));
   }, 30_000);
 
-  afterAll(async () => {
-    for (const w of workers) await w.stop('test over');
-    for (const e of executors) await e.stop();
-    await transport?.close();
-    await store?.close();
-    await db?.drop();
-  });
-
   const handoffTimes = async (ids: Set<string>) =>
-    (await allEvents(store, [EXECUTION_STREAM_PREFIX]))
+    (await allEvents(t.store, [EXECUTION_STREAM_PREFIX]))
       .filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length)))
       .map((e) => Date.parse((e.metadata as { occurredAt: string }).occurredAt));
 
@@ -74,13 +69,13 @@ describe('namespace rate limits across executors', () => {
     const reasons = new Set<string>();
     const limits = { 'team-a': { perSecond: RATE } };
     await eventually('every execution to end', async () => {
-      const reason = await namespaceRateLimitReason(rateBucketsOf(store), 'team-a', limits, Date.now());
+      const reason = await namespaceRateLimitReason(rateBucketsOf(t.store), 'team-a', limits, Date.now());
       if (reason) reasons.add(reason.replace(/at \S+$/, 'at …'));
       for (const id of all) if (!isFinal((await runtime.load(id)).snapshot)) return undefined;
       return true;
     }, 30_000);
     expect([...reasons]).toEqual([`rate limited: namespace "team-a" allows ${RATE} per second; next token at …`]);
-    expect(await namespaceRateLimitReason(rateBucketsOf(store), 'default', limits, Date.now())).toBeNull();
+    expect(await namespaceRateLimitReason(rateBucketsOf(t.store), 'default', limits, Date.now())).toBeNull();
     for (const id of all) expect(statusOf((await runtime.load(id)).snapshot)).toBe('Completed');
 
     const times = await handoffTimes(limited);
@@ -91,8 +86,8 @@ describe('namespace rate limits across executors', () => {
     expect(busiestSecond(await handoffTimes(free))).toBeGreaterThan(RATE);
 
     const stream = `${RATE_LIMIT_STREAM_PREFIX}${namespaceRateBucket('team-a')}`;
-    const grants = (await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === stream).map(asRateLimitEvent);
+    const grants = (await allEvents(t.store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === stream).map(asRateLimitEvent);
     expect(grants.reduce((n, g) => n + g.data.count, 0)).toBeGreaterThanOrEqual(times.length);
-    expect(replayRateBucket(namespaceRateBucket('team-a'), await store.readStream(stream)).divergences).toEqual([]);
+    expect(replayRateBucket(namespaceRateBucket('team-a'), await t.store.readStream(stream)).divergences).toEqual([]);
   }, 45_000);
 });

@@ -2,14 +2,13 @@
 // swap, verify, drift sampling, and the live follower with its notifications.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionEventsProjection } from '../../projections/execution-events.ts';
 import { executionsProjection } from '../../projections/executions.projection.ts';
 import { workersProjection } from '../../projections/workers.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createLogger } from '../../src/log.ts';
 import { loadConfig } from '../../src/config.ts';
 import { readCheckpoint } from '../../src/readmodel/checkpoints.ts';
@@ -23,7 +22,7 @@ import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const log = createLogger({ ...loadConfig(), logLevel: 'silent' });
 const deadline = () => new Date(Date.now() + 30_000).toISOString();
@@ -39,14 +38,13 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
 }
 
 describe('projector', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({ max: 12 });
   let runtime: ExecutionRuntime;
   const ids: Record<string, string> = {};
 
   /** Drive executions into a spread of states, a worker stream included. */
   async function seed() {
-    await store.append(workerStreamId('w1'), [{ eventId: randomUUID(), type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 2 }, metadata: { by: 'worker:w1', occurredAt: new Date().toISOString() } }], { expectedRevision: 'no_stream' });
+    await t.store.append(workerStreamId('w1'), [{ eventId: randomUUID(), type: 'WorkerStarted', data: { actions: ['core.noop'], runtimes: ['node'], capacity: 2 }, metadata: { by: 'worker:w1', occurredAt: new Date().toISOString() } }], { expectedRevision: 'no_stream' });
     ids.requested = (await runtime.submit({ action: 'core.noop', input: { n: 1 }, idempotencyKey: `k-${randomUUID()}` })).executionId;
     for (const name of ['completed', 'running', 'failed']) {
       const { executionId } = await runtime.submit({ action: 'core.echo', input: { name }, maxAttempts: 1 });
@@ -62,36 +60,30 @@ describe('projector', () => {
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 12 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
+    runtime = createExecutionRuntime(t.store);
     await seed();
-    await catchUpFully(db.pool, store);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
+    await catchUpFully(t.db.pool, t.store);
   });
 
   it('projects every execution as the machine folds it', async () => {
     for (const [name, id] of Object.entries(ids)) {
-      const { rows } = await db.pool.query('SELECT status, worker_id, owners, revision FROM baton_read.executions WHERE execution_id = $1', [id]);
+      const { rows } = await t.db.pool.query('SELECT status, worker_id, owners, revision FROM baton_read.executions WHERE execution_id = $1', [id]);
       const loaded = await runtime.load(id);
       expect(rows[0], name).toMatchObject({ status: statusOf(loaded.snapshot), revision: String(loaded.revision) });
     }
-    const stats = await db.pool.query(`SELECT * FROM baton_read.action_stats WHERE action = 'core.echo'`);
+    const stats = await t.db.pool.query(`SELECT * FROM baton_read.action_stats WHERE action = 'core.echo'`);
     expect(stats.rows[0]).toMatchObject({ requested: '3', running: '1', completed: '1', failed: '1', queued: '0' });
-    const workers = await db.pool.query(`SELECT * FROM baton_read.workers WHERE worker_id = 'w1'`);
+    const workers = await t.db.pool.query(`SELECT * FROM baton_read.workers WHERE worker_id = 'w1'`);
     expect(workers.rows[0]).toMatchObject({ status: 'active', started: '3', completed: '1', failed: '1', capacity: 2 });
-    const timeline = await db.pool.query('SELECT type FROM baton_read.execution_events WHERE execution_id = $1 ORDER BY revision', [ids.completed]);
+    const timeline = await t.db.pool.query('SELECT type FROM baton_read.execution_events WHERE execution_id = $1 ORDER BY revision', [ids.completed]);
     expect(timeline.rows.map((r) => r.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
   });
 
   it('verify finds the live tables equal to a rebuild, and names every row that is not', async () => {
-    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
-    await db.pool.query(`UPDATE baton_read.executions SET status = 'Cancelled' WHERE execution_id = $1`, [ids.running]);
-    await db.pool.query(`DELETE FROM baton_read.workers WHERE worker_id = 'w1'`);
-    const report = await verifyReadModel({ pool: db.pool, store });
+    expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true, differences: [] });
+    await t.db.pool.query(`UPDATE baton_read.executions SET status = 'Cancelled' WHERE execution_id = $1`, [ids.running]);
+    await t.db.pool.query(`DELETE FROM baton_read.workers WHERE worker_id = 'w1'`);
+    const report = await verifyReadModel({ pool: t.db.pool, store: t.store });
     expect(report.ok).toBe(false);
     expect(report.differences).toEqual(
       expect.arrayContaining([
@@ -100,76 +92,76 @@ describe('projector', () => {
       ]),
     );
     // The drift sampler sees the tampered execution too.
-    const drift = await sampleExecutionDrift({ pool: db.pool, store, sampleSize: 100 });
+    const drift = await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100 });
     expect(drift.drifted).toEqual([{ executionId: ids.running, fields: ['status'] }]);
   });
 
   it('rebuild builds aside and swaps in tables equal to the events', async () => {
-    const before = await readCheckpoint(db.pool, 'executions');
+    const before = await readCheckpoint(t.db.pool, 'executions');
     for (const p of ['executions', 'workers'] as const) {
       const { projections } = await import('../../projections/index.ts');
-      await rebuildProjection({ pool: db.pool, store, projection: projections.find((x) => x.name === p)! });
+      await rebuildProjection({ pool: t.db.pool, store: t.store, projection: projections.find((x) => x.name === p)! });
     }
-    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true });
-    const after = await readCheckpoint(db.pool, 'executions');
+    expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true });
+    const after = await readCheckpoint(t.db.pool, 'executions');
     expect(after.position).toBe(before.position);
-    const schemas = await db.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'baton_rebuild%' OR nspname LIKE 'baton_verify%'`);
+    const schemas = await t.db.pool.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'baton_rebuild%' OR nspname LIKE 'baton_verify%'`);
     expect(schemas.rows).toEqual([]);
   });
 
   it('execution_events copied from the events table in SQL equal the rows the JSON way writes', async () => {
-    const events = (await allEvents(store)).filter((e) => e.streamId.startsWith(EXECUTION_STREAM_PREFIX));
+    const events = (await allEvents(t.store)).filter((e) => e.streamId.startsWith(EXECUTION_STREAM_PREFIX));
     expect(events.length).toBeGreaterThan(10);
-    const source = eventSourceOf(store, db.pool);
+    const source = eventSourceOf(t.store, t.db.pool);
     expect(source).toBeDefined();
     // Another pool (as EventStoreDB would be): no table to copy from.
-    expect(eventSourceOf(store, new pg.Pool())).toBeUndefined();
+    expect(eventSourceOf(t.store, new pg.Pool())).toBeUndefined();
     const tables: Record<string, unknown[]> = {};
     for (const [schema, from] of [['copy_json', undefined], ['copy_sql', source]] as const) {
-      await db.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.execution_events (LIKE baton_read.execution_events INCLUDING ALL)`);
+      await t.db.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.execution_events (LIKE baton_read.execution_events INCLUDING ALL)`);
       // Twice: a replayed batch changes nothing either way.
-      for (let i = 0; i < 2; i++) await executionEventsProjection.apply(db.pool as unknown as pg.ClientBase, schema, events, from);
-      tables[schema] = (await db.pool.query(`SELECT * FROM ${schema}.execution_events ORDER BY global_position`)).rows;
+      for (let i = 0; i < 2; i++) await executionEventsProjection.apply(t.db.pool as unknown as pg.ClientBase, schema, events, from);
+      tables[schema] = (await t.db.pool.query(`SELECT * FROM ${schema}.execution_events ORDER BY global_position`)).rows;
     }
     expect(tables['copy_sql']).toHaveLength(events.length);
     expect(tables['copy_sql']).toEqual(tables['copy_json']);
     // Compared by Postgres too: JS Dates would hide a microsecond apart.
     for (const [a, b] of [['copy_sql', 'copy_json'], ['copy_json', 'copy_sql']]) {
-      expect((await db.pool.query(`SELECT * FROM ${a}.execution_events EXCEPT ALL SELECT * FROM ${b}.execution_events`)).rows).toEqual([]);
+      expect((await t.db.pool.query(`SELECT * FROM ${a}.execution_events EXCEPT ALL SELECT * FROM ${b}.execution_events`)).rows).toEqual([]);
     }
   });
 
   it('applies a batch only from the checkpoint it read: a stale one writes nothing', async () => {
     const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
-    const [event] = await store.readStream(`execution-${executionId}`);
-    const stale = await applyGroupBatch(db.pool, [executionsProjection], 0n, [event!]);
+    const [event] = await t.store.readStream(`execution-${executionId}`);
+    const stale = await applyGroupBatch(t.db.pool, [executionsProjection], 0n, [event!]);
     expect(stale).toBeNull();
-    const { rowCount } = await db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId]);
+    const { rowCount } = await t.db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId]);
     expect(rowCount).toBe(0);
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
   });
 
   it('follows live appends, notifies after commit, and rebuilds a projection whose version changed', async () => {
-    const listener = new pg.Client({ connectionString: db.url });
+    const listener = new pg.Client({ connectionString: t.db.url });
     await listener.connect();
     const heard: string[] = [];
     listener.on('notification', (n) => heard.push(...(n.payload ?? '').split(',')));
     await listener.query(`LISTEN ${EXECUTIONS_CHANGED_CHANNEL}`);
-    await db.pool.query(`UPDATE baton_projection_checkpoints SET version = 0 WHERE projection = 'workers'`);
-    const projector = startProjector({ pool: db.pool, store, log, driftIntervalMs: 0 });
+    await t.db.pool.query(`UPDATE baton_projection_checkpoints SET version = 0 WHERE projection = 'workers'`);
+    const projector = startProjector({ pool: t.db.pool, store: t.store, log, driftIntervalMs: 0 });
     try {
       const { executionId } = await runtime.submit({ action: 'core.noop', input: { live: true } });
-      await until('the row', async () => (await db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId])).rowCount === 1);
+      await until('the row', async () => (await t.db.pool.query('SELECT 1 FROM baton_read.executions WHERE execution_id = $1', [executionId])).rowCount === 1);
       await until('the notification', async () => heard.includes(executionId));
       await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'test' }, by: 'executor' });
-      await until('the cancellation', async () => (await db.pool.query(`SELECT 1 FROM baton_read.executions WHERE execution_id = $1 AND status = 'Cancelled'`, [executionId])).rowCount === 1);
-      await until('the workers rebuild', async () => (await readCheckpoint(db.pool, 'workers')).version === workersProjection.version);
+      await until('the cancellation', async () => (await t.db.pool.query(`SELECT 1 FROM baton_read.executions WHERE execution_id = $1 AND status = 'Cancelled'`, [executionId])).rowCount === 1);
+      await until('the workers rebuild', async () => (await readCheckpoint(t.db.pool, 'workers')).version === workersProjection.version);
       await projector.checkDrift();
       expect(projector.problems()).toEqual([]);
     } finally {
       await projector.stop();
       await listener.end();
     }
-    expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true });
+    expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true });
   });
 });

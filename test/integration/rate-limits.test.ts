@@ -4,13 +4,12 @@
 // number more than 5 in any second, every execution still runs, the grants are on the bucket's
 // stream, the waits show in /metrics, and a keyed limit holds per key.
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { RATE_LIMIT_STREAM_PREFIX } from '../../schemas/rate-limit-events.ts';
 import { builtinActions, createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -20,7 +19,7 @@ import { replayRateBucket } from '../../src/runtime/rate-buckets.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
 import { busiestSecond } from '../support/busiest-second.ts';
 
@@ -32,8 +31,14 @@ const perTenant = defineAction({ name: 'test.per-tenant', input: z.object({ tena
 
 /** The most handoffs of `action` (by their recorded times) in any window [t, t + 1 s). */
 describe('rate limits across executors', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 30,
+    beforeClose: async () => {
+      for (const w of workers) await w.stop('test over');
+      for (const e of executors) await e.stop();
+      await transport?.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let transport: WorkTransport;
   const executors: Executor[] = [];
@@ -41,31 +46,21 @@ describe('rate limits across executors', () => {
   const registry = new Registry();
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 30 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    transport = createPostgresWorkTransport(db.pool);
-    const liveness = createLivenessStore(db.pool);
+    runtime = createExecutionRuntime(t.store);
+    transport = createPostgresWorkTransport(t.db.pool);
+    const liveness = createLivenessStore(t.db.pool);
     const log = silentLogger();
-    for (let i = 0; i < 3; i++) executors.push(startExecutor({ store, transport, workers: liveness, log, ...(i === 0 && { registry }) }));
+    for (let i = 0; i < 3; i++) executors.push(startExecutor({ store: t.store, transport, workers: liveness, log, ...(i === 0 && { registry }) }));
     for (let i = 0; i < 2; i++) {
       workers.push(
-        await startWorkerHost({ workerId: `rl-${i}`, store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, limited, perTenant, slow]), capacity: 16, log, heartbeatIntervalMs: 1_000 }),
+        await startWorkerHost({ workerId: `rl-${i}`, store: t.store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions, limited, perTenant, slow]), capacity: 16, log, heartbeatIntervalMs: 1_000 }),
       );
     }
     await Promise.all(executors.map((e) => e.ready));
   }, 30_000);
 
-  afterAll(async () => {
-    for (const w of workers) await w.stop('test over');
-    for (const e of executors) await e.stop();
-    await transport?.close();
-    await store?.close();
-    await db?.drop();
-  });
-
   const handoffTimes = async (action: string, ids: Set<string>) =>
-    (await allEvents(store, [EXECUTION_STREAM_PREFIX]))
+    (await allEvents(t.store, [EXECUTION_STREAM_PREFIX]))
       .filter((e) => e.type === 'ExecutionHandedOff' && ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length)))
       .map((e) => ({ action, at: Date.parse((e.metadata as { occurredAt: string }).occurredAt), recordedAt: e.recordedAt.getTime() }));
 
@@ -86,11 +81,11 @@ describe('rate limits across executors', () => {
     expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(4_000);
 
     // Every handoff had its token: the bucket's grants, decided on one stream, cover them.
-    const grants = (await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === `${RATE_LIMIT_STREAM_PREFIX}test.limited`).map(asRateLimitEvent);
+    const grants = (await allEvents(t.store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === `${RATE_LIMIT_STREAM_PREFIX}test.limited`).map(asRateLimitEvent);
     expect(grants.reduce((n, g) => n + g.data.count, 0)).toBeGreaterThanOrEqual(handoffs.length);
     expect(new Set(grants.map((g) => g.metadata.by))).toEqual(new Set(['executor']));
     // The bucket's history replays through the machine as recorded.
-    const replayed = replayRateBucket('test.limited', await store.readStream(`${RATE_LIMIT_STREAM_PREFIX}test.limited`));
+    const replayed = replayRateBucket('test.limited', await t.store.readStream(`${RATE_LIMIT_STREAM_PREFIX}test.limited`));
     expect(replayed.divergences).toEqual([]);
     expect(replayed.granted).toBe(grants.reduce((n, g) => n + g.data.count, 0));
 
@@ -115,7 +110,7 @@ describe('rate limits across executors', () => {
     // More waiting than the workers have room for (2 × 16), all older than the others.
     const backlog = new Set<string>();
     for (let n = 0; n < 40; n++) backlog.add((await runtime.submit({ action: 'test.slow', input: { n, tenant: 'acme' } })).executionId);
-    await eventually('the slow bucket to be spent', async () => ((await allEvents(store, [RATE_LIMIT_STREAM_PREFIX])).some((e) => e.streamId.startsWith(`${RATE_LIMIT_STREAM_PREFIX}test.slow~`)) ? true : undefined), 10_000);
+    await eventually('the slow bucket to be spent', async () => ((await allEvents(t.store, [RATE_LIMIT_STREAM_PREFIX])).some((e) => e.streamId.startsWith(`${RATE_LIMIT_STREAM_PREFIX}test.slow~`)) ? true : undefined), 10_000);
     const others = new Set<string>();
     for (let n = 0; n < 10; n++) others.add((await runtime.submit({ action: 'core.noop', input: null })).executionId);
     await eventually('the unlimited executions to complete', async () => {

@@ -11,7 +11,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
 import { workflowStreamId } from '../../schemas/workflow-events.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { executionArchivePath, workflowArchivePath } from '../../src/retention/archive-file.ts';
 import { runRetention } from '../../src/retention/retention.ts';
 import { scheduleRetention, storedEventsGauge } from '../../src/retention/schedule.ts';
@@ -23,7 +22,7 @@ import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
 import { workflowKind } from '../../src/runtime/workflow-kind.ts';
 import { runBaton } from '../support/cli.ts';
 import { catchUpFully } from '../support/read-model.ts';
-import { createTestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 const deadline = () => new Date(Date.now() + 600_000).toISOString();
@@ -31,21 +30,14 @@ const deadline = () => new Date(Date.now() + 600_000).toISOString();
 const later = () => new Date(Date.now() + HOUR);
 
 describe('retention', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  let store: PostgresEventStore;
+  const t = useTestStore({ max: 8 });
   let runtime: ExecutionRuntime;
   let archiveDir: string;
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 8 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
+    runtime = createExecutionRuntime(t.store);
     archiveDir = await mkdtemp(path.join(os.tmpdir(), 'baton-archive-'));
   });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-    await rm(archiveDir, { recursive: true, force: true });
-  });
+  afterAll(() => rm(archiveDir, { recursive: true, force: true }));
 
   async function started(worker: string, o: { workflowId?: string } = {}): Promise<string> {
     const { executionId } = await runtime.submit({ action: 'core.noop', input: { n: Math.random() }, ...o });
@@ -66,10 +58,10 @@ describe('retention', () => {
   /** A workflow of `steps` one-step chain; `finish` of them done; ended when all are. */
   async function workflow(steps: string[], finish: number): Promise<{ id: string; executions: string[] }> {
     const id = randomUUID();
-    const workflows = createWorkflowRuntime(store);
+    const workflows = createWorkflowRuntime(t.store);
     const definition = { onFailure: 'fail-fast' as const, steps: steps.map((s, i) => ({ id: s, action: 'core.noop', dependsOn: i === 0 ? [] : [steps[i - 1]!] })) };
     const first = workflowKind.make({ type: 'WorkflowStarted', data: { definition } as never, by: 'executor' }, new Date().toISOString());
-    await store.append(workflowStreamId(id), [{ eventId: randomUUID(), type: first.type, data: first.data, metadata: first.metadata }], { expectedRevision: 'no_stream' });
+    await t.store.append(workflowStreamId(id), [{ eventId: randomUUID(), type: first.type, data: first.data, metadata: first.metadata }], { expectedRevision: 'no_stream' });
     const executions: string[] = [];
     for (const stepId of steps.slice(0, finish)) {
       const executionId = await completed('wf-worker', { workflowId: id });
@@ -81,8 +73,8 @@ describe('retention', () => {
     return { id, executions };
   }
 
-  const streamLength = async (streamId: string) => (await store.readStream(streamId)).length;
-  const row = async (id: string) => (await db.pool.query('SELECT status, revision FROM baton_read.executions WHERE execution_id = $1', [id])).rows[0] as { status: string; revision: string } | undefined;
+  const streamLength = async (streamId: string) => (await t.store.readStream(streamId)).length;
+  const row = async (id: string) => (await t.db.pool.query('SELECT status, revision FROM baton_read.executions WHERE execution_id = $1', [id])).rows[0] as { status: string; revision: string } | undefined;
 
   it('archives finished work and nothing else, and leaves a store and read model that verify', async () => {
     const done = [await completed('w1'), await completed('w1'), await completed('w2')];
@@ -90,15 +82,15 @@ describe('retention', () => {
     const { executionId: waiting } = await runtime.submit({ action: 'core.noop', input: null });
     const finishedWorkflow = await workflow(['a', 'b'], 2);
     const unfinishedWorkflow = await workflow(['a', 'b'], 1);
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
 
     // Break-it 1: the read model says an in-flight execution finished long ago.
     const liar = inFlight[0]!;
-    await db.pool.query("UPDATE baton_read.executions SET status = 'Completed', finished_at = now() - interval '1 day' WHERE execution_id = $1", [liar]);
+    await t.db.pool.query("UPDATE baton_read.executions SET status = 'Completed', finished_at = now() - interval '1 day' WHERE execution_id = $1", [liar]);
     // Break-it 2: an archive directory that cannot be created changes nothing.
     const blocker = path.join(archiveDir, 'not-a-dir');
     await writeFile(blocker, 'x');
-    await expect(runRetention({ pool: db.pool, store, olderThanMs: 60_000, archiveDir: path.join(blocker, 'archive'), now: later })).rejects.toThrow();
+    await expect(runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir: path.join(blocker, 'archive'), now: later })).rejects.toThrow();
     expect(await streamLength(executionStreamId(done[0]!))).toBe(6);
     // Break-it 3: a crash left a half-written archive file behind.
     await writeFile(executionArchivePath(archiveDir, done[1]!), '{"format": "baton.exec');
@@ -115,10 +107,10 @@ describe('retention', () => {
         }
       }
     })();
-    const dry = await runRetention({ pool: db.pool, store, olderThanMs: 60_000, archiveDir, now: later, dryRun: true });
+    const dry = await runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later, dryRun: true });
     expect(dry).toMatchObject({ executions: 5, workflows: 1, dryRun: true });
     expect(await streamLength(executionStreamId(done[0]!))).toBe(6);
-    const s = await runRetention({ pool: db.pool, store, olderThanMs: 60_000, archiveDir, now: later });
+    const s = await runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later });
     racing = false;
     await race;
 
@@ -132,28 +124,28 @@ describe('retention', () => {
     expect(await streamLength(workflowStreamId(finishedWorkflow.id))).toBe(0);
     for (const [id, n] of lengths) expect(await streamLength(executionStreamId(id)), id).toBe(n); // untouched, every racing append kept
     expect(await streamLength(workflowStreamId(unfinishedWorkflow.id))).toBe(3);
-    const archived = await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_archived_streams WHERE NOT pending_delete');
+    const archived = await t.db.pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_archived_streams WHERE NOT pending_delete');
     expect(Number(archived.rows[0]!.n)).toBe(6); // 5 executions and 1 workflow
     expect(JSON.parse(await readFile(workflowArchivePath(archiveDir, finishedWorkflow.id), 'utf8'))).toMatchObject({ workflowId: finishedWorkflow.id, executions: finishedWorkflow.executions });
 
     // Put the lie back (what the projector wrote), and bring the read model up to date.
-    await db.pool.query("UPDATE baton_read.executions SET status = 'Running', finished_at = NULL WHERE execution_id = $1", [liar]);
-    await catchUpFully(db.pool, store);
+    await t.db.pool.query("UPDATE baton_read.executions SET status = 'Running', finished_at = NULL WHERE execution_id = $1", [liar]);
+    await catchUpFully(t.db.pool, t.store);
 
     // A second run finds nothing more to do, and the in-flight ones can still finish.
-    const again = await runRetention({ pool: db.pool, store, olderThanMs: 60_000, archiveDir, now: later });
+    const again = await runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later });
     expect(again).toMatchObject({ executions: 0, workflows: 0 });
     for (const id of inFlight) await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: 1 }, by: `worker:${id === inFlight[0] ? 'w1' : 'w2'}` });
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
     expect((await row(liar))?.status).toBe('Completed');
 
     // The checks a user would run, as a user runs them.
     // Every id ever submitted is expected: the archived ones are not lost.
     const expectFile = path.join(archiveDir, 'expected.txt');
     await writeFile(expectFile, [...done, ...inFlight, waiting, ...finishedWorkflow.executions, ...unfinishedWorkflow.executions].join('\n'));
-    const verify = await runBaton(['verify', '--expect', expectFile], { databaseUrl: db.url });
+    const verify = await runBaton(['verify', '--expect', expectFile], { databaseUrl: t.db.url });
     expect(verify.code, verify.stdout + verify.stderr).toBe(0);
-    const projections = await runBaton(['projections', 'verify'], { databaseUrl: db.url });
+    const projections = await runBaton(['projections', 'verify'], { databaseUrl: t.db.url });
     expect(projections.code, projections.stdout + projections.stderr).toBe(0);
     for (const id of [...done, ...finishedWorkflow.executions]) {
       const replay = await runBaton(['replay', '--file', executionArchivePath(archiveDir, id), '--against', 'recorded'], { databaseUrl: null });
@@ -164,17 +156,17 @@ describe('retention', () => {
   it('runs on the executor\'s schedule (BATON_RETENTION), one executor at a time, and the gauge counts what is left', async () => {
     const id = await completed('w3');
     const keep = await started('w3');
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
     await new Promise((r) => setTimeout(r, 1_100)); // older than the smallest age, 1s
     const registry = new Registry();
-    storedEventsGauge(db.pool, registry, true);
+    storedEventsGauge(t.db.pool, registry, true);
     const before = (await registry.getSingleMetric('baton_eventstore_events')!.get()).values[0]!.value;
     const log = createLogger(loadConfig({ BATON_LOG_LEVEL: 'silent' }));
     const config = { olderThanMs: 1_000, archiveDir, intervalMs: 60_000 };
     // Two executors' schedules: both try at once, the lock lets one run.
-    const a = scheduleRetention({ pool: db.pool, store, config, log, registry, firstRunAfterMs: 10 });
+    const a = scheduleRetention({ pool: t.db.pool, store: t.store, config, log, registry, firstRunAfterMs: 10 });
     const other = new Registry();
-    const b = scheduleRetention({ pool: db.pool, store, config, log, registry: other, firstRunAfterMs: 10 });
+    const b = scheduleRetention({ pool: t.db.pool, store: t.store, config, log, registry: other, firstRunAfterMs: 10 });
     try {
       for (const until = Date.now() + 10_000; (await streamLength(executionStreamId(id))) > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
       expect(await streamLength(executionStreamId(id))).toBe(0);
@@ -192,21 +184,21 @@ describe('retention', () => {
 
   it('`baton retention run` archives from the command line (--dry-run first, --json), and `baton inspect` then reads the archive', async () => {
     const id = await completed('w4');
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
     await new Promise((r) => setTimeout(r, 1_100));
     const dir = path.join(archiveDir, 'cli');
-    const dry = await runBaton(['retention', 'run', '--older-than', '1s', '--archive', dir, '--dry-run', '--json'], { databaseUrl: db.url });
+    const dry = await runBaton(['retention', 'run', '--older-than', '1s', '--archive', dir, '--dry-run', '--json'], { databaseUrl: t.db.url });
     expect(dry.code, dry.stderr).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, executions: 1 });
     expect(await streamLength(executionStreamId(id))).toBe(6);
-    const run = await runBaton(['retention', 'run', '--older-than', '1s', '--archive', dir], { databaseUrl: db.url });
+    const run = await runBaton(['retention', 'run', '--older-than', '1s', '--archive', dir], { databaseUrl: t.db.url });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/^archived 1 executions and 0 workflows finished before .* \(6 events\) to /);
     expect(await streamLength(executionStreamId(id))).toBe(0);
-    const inspect = await runBaton(['inspect', id, '--json'], { databaseUrl: db.url });
+    const inspect = await runBaton(['inspect', id, '--json'], { databaseUrl: t.db.url });
     expect(inspect.code, inspect.stderr).toBe(0);
     expect(JSON.parse(inspect.stdout)).toMatchObject({ executionId: id, revision: 5, state: 'Completed' });
-    const bad = await runBaton(['retention', 'run', '--older-than', '90 days'], { databaseUrl: db.url });
+    const bad = await runBaton(['retention', 'run', '--older-than', '90 days'], { databaseUrl: t.db.url });
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/--older-than.*must be an age such as 90d/);
   }, 60_000);

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createExecutionRuntime, type ExecutionCommand, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import {
   AlreadyFinalError,
@@ -12,7 +11,7 @@ import {
 } from '../../src/errors.ts';
 import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
 import { MACHINE_VERSION, statusOf } from '../../actors/execution.machine.ts';
-import { createTestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 import { generateExecutionPaths } from '../support/execution-paths.ts';
 import { executionTimeline } from '../../src/replay/execution-history.ts';
 
@@ -22,17 +21,10 @@ const deadline = () => new Date(Date.now() + 30_000).toISOString();
 const commandOf = (e: ExecutionEvent): ExecutionCommand => ({ type: e.type, data: e.data, by: e.metadata.by } as ExecutionCommand);
 
 describe('execution runtime', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  let store: PostgresEventStore;
+  const t = useTestStore({ max: 30 });
   let runtime: ExecutionRuntime;
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 30 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
+    runtime = createExecutionRuntime(t.store);
   });
 
   async function scheduledOn(worker: string) {
@@ -74,7 +66,7 @@ describe('execution runtime', () => {
     await expect(runtime.dispatch(id, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' })).rejects.toBeInstanceOf(AlreadyFinalError);
     await expect(runtime.load(randomUUID())).rejects.toBeInstanceOf(NotFoundError);
     await expect(runtime.dispatch(randomUUID(), { type: 'SchedulingStarted', data: {}, by: 'executor' })).rejects.toBeInstanceOf(NotFoundError);
-    expect((await store.readStream(executionStreamId(id))).length).toBe(4);
+    expect((await t.store.readStream(executionStreamId(id))).length).toBe(4);
   });
 
   it('rejects malformed event data with an error naming the field', async () => {
@@ -87,7 +79,7 @@ describe('execution runtime', () => {
     expect((err as InvalidEventError).issues.map((i) => i.path).sort()).toEqual(['data.attempt', 'data.deadline']);
     await expect(runtime.submit({ action: '', input: 1 })).rejects.toThrow(/data\.action/);
     await expect(runtime.submit({ action: 'x', maxAttempts: 0 })).rejects.toThrow(/data\.maxAttempts/);
-    expect((await store.readStream(executionStreamId(executionId))).length).toBe(2);
+    expect((await t.store.readStream(executionStreamId(executionId))).length).toBe(2);
   });
 
   it('treats a retried command (same eventId) as already applied', async () => {
@@ -98,7 +90,7 @@ describe('execution runtime', () => {
     const again = await runtime.dispatch(id, start);
     expect(again.appended).toBe(false);
     expect(statusOf(again.snapshot)).toBe('Running');
-    expect((await store.readStream(executionStreamId(id))).length).toBe(4);
+    expect((await t.store.readStream(executionStreamId(id))).length).toBe(4);
   });
 
   it('keeps a valid, contiguous stream when conflicting commands race', async () => {
@@ -112,7 +104,7 @@ describe('execution runtime', () => {
     const ok = results.filter((r) => r.status === 'fulfilled');
     expect(ok.length).toBe(1);
     for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(Error);
-    const events = await store.readStream(executionStreamId(id));
+    const events = await t.store.readStream(executionStreamId(id));
     expect(events.map((e) => e.revision)).toEqual([0n, 1n, 2n, 3n]);
     expect(['ExecutionStarted', 'OwnershipReclaimed']).toContain(events[3]!.type);
     const loaded = await runtime.load(id); // folds cleanly
@@ -130,7 +122,7 @@ describe('execution runtime', () => {
       ),
     );
     expect(results.filter((r) => r.status === 'fulfilled').length).toBe(1);
-    const events = await store.readStream(executionStreamId(executionId));
+    const events = await t.store.readStream(executionStreamId(executionId));
     expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff']);
   });
 
@@ -141,7 +133,7 @@ describe('execution runtime', () => {
     expect(results.filter((r) => r.created).length).toBe(1);
     const again = await runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key });
     expect(again).toMatchObject({ executionId: results[0]!.executionId, created: false });
-    expect((await store.readStream(executionStreamId(again.executionId))).length).toBe(1);
+    expect((await t.store.readStream(executionStreamId(again.executionId))).length).toBe(1);
   });
 
   it('refuses the same idempotency key with a different request', async () => {
@@ -155,7 +147,7 @@ describe('execution runtime', () => {
   it('records whether a submission named its attempt limit or took the default', async () => {
     const defaulted = await runtime.submit({ action: 'core.echo', input: null });
     const own = await runtime.submit({ action: 'core.echo', input: null, maxAttempts: 3 });
-    const first = async (id: string) => (await store.readStream(executionStreamId(id)))[0]!.data;
+    const first = async (id: string) => (await t.store.readStream(executionStreamId(id)))[0]!.data;
     expect(await first(defaulted.executionId)).toMatchObject({ maxAttempts: 3, maxAttemptsIsDefault: true });
     expect(await first(own.executionId)).not.toHaveProperty('maxAttemptsIsDefault');
     expect(defaulted.snapshot.context.submittedMaxAttempts).toBeUndefined();
@@ -173,7 +165,7 @@ describe('execution runtime', () => {
     expect(paths.length).toBeGreaterThan(20);
     // A clock that reads each path event's own time, so contexts match exactly.
     let now = new Date(0);
-    const replaying = createExecutionRuntime(store, { clock: () => now });
+    const replaying = createExecutionRuntime(t.store, { clock: () => now });
     for (const path of paths) {
       const [requested, ...rest] = path.events as [ExecutionEvent & { type: 'ExecutionRequested' }, ...ExecutionEvent[]];
       now = new Date(requested.metadata.occurredAt);

@@ -3,11 +3,10 @@
 // schedule, and each tick is recorded once and starts exactly one execution; a tick recorded by
 // an executor that died before starting its target is started by the next host; manual
 // triggers, pause and the service's refusals.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { SCHEDULE_STREAM_PREFIX, scheduleStreamId } from '../../schemas/schedule-events.ts';
 import { builtinActions, createActionRegistry } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { InvalidInputError } from '../../src/input/errors.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
@@ -20,24 +19,23 @@ import { targetOf, tickKey } from '../../src/schedule/targets.ts';
 import { replaySchedule } from '../../src/schedule/schedule-replay.ts';
 import { createWorkflowRuntime, loadWorkflow } from '../../src/workflow/workflow-stream.ts';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
 
 const actions = createActionRegistry(builtinActions);
 
 describe('schedules', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore();
   let deps: ScheduleServiceDeps;
   const hosts: { host: ScheduleHost; stopFollower: () => Promise<void> }[] = [];
 
   function startHost(): ScheduleHost {
-    const schedules = createScheduleRuntime(store);
-    const executions = createExecutionRuntime(store);
-    const workflows = createWorkflowRuntime(store);
+    const schedules = createScheduleRuntime(t.store);
+    const executions = createExecutionRuntime(t.store);
+    const workflows = createWorkflowRuntime(t.store);
     const log = silentLogger();
-    const follower = followActors({ store, runtimes: [schedules, executions.actors, workflows], log, who: 'test' });
-    const host = startScheduleHost({ store, actors: { schedules, executions, workflows, follower }, log, sweepEveryMs: 1_000 });
+    const follower = followActors({ store: t.store, runtimes: [schedules, executions.actors, workflows], log, who: 'test' });
+    const host = startScheduleHost({ store: t.store, actors: { schedules, executions, workflows, follower }, log, sweepEveryMs: 1_000 });
     hosts.push({ host, stopFollower: () => follower.stop() });
     return host;
   }
@@ -50,19 +48,13 @@ describe('schedules', () => {
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-    deps = { store, schedules: createScheduleRuntime(store), executions: createExecutionRuntime(store), workflows: createWorkflowRuntime(store) };
+    deps = { store: t.store, schedules: createScheduleRuntime(t.store), executions: createExecutionRuntime(t.store), workflows: createWorkflowRuntime(t.store) };
   });
   afterEach(() => stopHosts());
-  afterAll(async () => {
-    await store?.close();
-    await db?.drop();
-  });
 
-  const scheduleEvents = async (id: string) => (await store.readStream(scheduleStreamId(id))).map(asScheduleEvent);
+  const scheduleEvents = async (id: string) => (await t.store.readStream(scheduleStreamId(id))).map(asScheduleEvent);
   const requestedFor = async (id: string) =>
-    (await allEvents(store, [EXECUTION_STREAM_PREFIX])).filter((e) => e.type === 'ExecutionRequested' && String((e.data as { idempotencyKey?: string }).idempotencyKey).startsWith(`schedule:${id}@`));
+    (await allEvents(t.store, [EXECUTION_STREAM_PREFIX])).filter((e) => e.type === 'ExecutionRequested' && String((e.data as { idempotencyKey?: string }).idempotencyKey).startsWith(`schedule:${id}@`));
 
   it('three hosts racing fire each tick once, each starting exactly one execution, and none is lost', async () => {
     const ready = [startHost(), startHost(), startHost()];
@@ -127,12 +119,12 @@ describe('schedules', () => {
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidInputError);
     expect((err as InvalidInputError).problems.map((p) => p.path)).toEqual(['timezone', 'cron', 'action', 'jitter', 'overlap', 'catchUp', 'startAt']);
-    expect(await store.readStream(scheduleStreamId('bad'))).toEqual([]);
+    expect(await t.store.readStream(scheduleStreamId('bad'))).toEqual([]);
     const again = await createSchedule({ ...deps, actions }, { id: 'same', every: '5m', action: 'core.noop' }, API_SCHEDULE_NAMES);
     const twice = await createSchedule({ ...deps, actions }, { id: 'same', every: '5m', action: 'core.noop' }, API_SCHEDULE_NAMES);
     expect([again.created, twice.created]).toEqual([true, false]);
     await expect(createSchedule({ ...deps, actions }, { id: 'same', every: '6m', action: 'core.noop' }, API_SCHEDULE_NAMES)).rejects.toThrow(/already used/);
-    expect((await allEvents(store, [SCHEDULE_STREAM_PREFIX])).filter((e) => e.streamId === scheduleStreamId('same'))).toHaveLength(1);
+    expect((await allEvents(t.store, [SCHEDULE_STREAM_PREFIX])).filter((e) => e.streamId === scheduleStreamId('same'))).toHaveLength(1);
   });
 
   it('overlap skip: no new run while the previous is unfinished (no worker here: it stays Requested)', async () => {
@@ -170,7 +162,7 @@ describe('schedules', () => {
     const fired = await eventually('a tick', async () => (await scheduleEvents('flow')).find((e) => e.type === 'ScheduleTickFired'), 10_000);
     if (fired.type !== 'ScheduleTickFired') throw new Error('not a tick');
     expect(fired.data.target.kind).toBe('workflow');
-    const w = await eventually('its workflow', () => loadWorkflow(store, fired.data.target.id).catch(() => undefined), 5_000);
+    const w = await eventually('its workflow', () => loadWorkflow(t.store, fired.data.target.id).catch(() => undefined), 5_000);
     expect(w.snapshot.context.definition.name).toBe('tick-flow');
   }, 20_000);
 

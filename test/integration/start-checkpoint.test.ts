@@ -2,8 +2,7 @@
 // executions live there and follows the store after it: finished executions are never loaded, a
 // restart continues the live ones, and a projector that lags (or never ran) costs only a longer
 // catch-up, never a skipped execution.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.ts';
 import type { Change } from '../../src/runtime/actor-runtime.ts';
 import { cancelExecution } from '../../src/runtime/cancel.ts';
@@ -16,20 +15,13 @@ import { startExecutor } from '../../src/executor/executor.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import { catchUpFully } from '../support/read-model.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 describe('starting from a checkpoint', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore();
   let writer: ExecutionRuntime;
   beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-    writer = createExecutionRuntime(store);
-  });
-  afterAll(async () => {
-    await store?.close();
-    await db?.drop();
+    writer = createExecutionRuntime(t.store);
   });
 
   const submit = async (n: number) => Promise.all(Array.from({ length: n }, async () => (await writer.submit({ action: 'core.noop', input: null })).executionId));
@@ -39,15 +31,15 @@ describe('starting from a checkpoint', () => {
 
   /** A host's follower as `startExecutorHost` makes it, and every execution change it hears. */
   async function startHost(o: { checkpoint: boolean }) {
-    const executions = createExecutionRuntime(store, { followsStore: true });
-    const workerStreams = createWorkerRuntime(store);
-    const runtimes = [executions.actors, workerStreams, createWorkflowRuntime(store)];
+    const executions = createExecutionRuntime(t.store, { followsStore: true });
+    const workerStreams = createWorkerRuntime(t.store);
+    const runtimes = [executions.actors, workerStreams, createWorkflowRuntime(t.store)];
     const heard: Change<unknown, unknown>[] = [];
     executions.onChange((c) => heard.push(c as Change<unknown, unknown>));
-    const startFrom = o.checkpoint ? () => readStartPoint(db.pool, runtimes.map((r) => r.kind.streamPrefix)) : undefined;
-    const follower = followActors({ store, runtimes, log: silentLogger(), who: 'test executor', ...(startFrom && { startFrom }) });
+    const startFrom = o.checkpoint ? () => readStartPoint(t.db.pool, runtimes.map((r) => r.kind.streamPrefix)) : undefined;
+    const follower = followActors({ store: t.store, runtimes, log: silentLogger(), who: 'test executor', ...(startFrom && { startFrom }) });
     // The executor's scheduling view is built from the same changes (no worker: nothing is placed).
-    const executor = startExecutor({ store, actors: { executions, workerStreams, follower }, transport: createPostgresWorkTransport(db.pool), workers: createLivenessStore(db.pool), log: silentLogger(), handleDeadLetters: false });
+    const executor = startExecutor({ store: t.store, actors: { executions, workerStreams, follower }, transport: createPostgresWorkTransport(t.db.pool), workers: createLivenessStore(t.db.pool), log: silentLogger(), handleDeadLetters: false });
     await executor.ready;
     const touched = new Set(heard.map((c) => c.id));
     return {
@@ -77,7 +69,7 @@ describe('starting from a checkpoint', () => {
     const finished = await submit(40);
     await finish(finished);
     const live = await submit(5);
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
 
     const host = await startHost({ checkpoint: true });
     try {
@@ -106,7 +98,7 @@ describe('starting from a checkpoint', () => {
 
   it('a lagging projector costs a longer catch-up, never a skipped execution', { timeout: 60_000 }, async () => {
     const liveBefore = await submit(4);
-    await catchUpFully(db.pool, store);
+    await catchUpFully(t.db.pool, t.store);
     // After the checkpoint, unprojected: two of the live ones end, new ones come (two end at once).
     await finish(liveBefore.slice(0, 2));
     const liveAfter = await submit(3);

@@ -2,13 +2,12 @@
 // request with its own outcome, idempotency keys inside a batch and across batches (the
 // library's own callers get a conflicting repeat as that item's outcome, not a refused batch).
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { IdempotencyKeyConflictError } from '../../src/errors.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime, type ExecutionRuntime, type SubmitOutcome } from '../../src/runtime/execution-runtime.ts';
-import { createTestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const ok = (o: SubmitOutcome) => {
   if (!o.ok) throw o.error;
@@ -16,21 +15,14 @@ const ok = (o: SubmitOutcome) => {
 };
 
 describe('submitMany', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
-  let store: PostgresEventStore;
+  const t = useTestStore({ max: 20 });
   let runtime: ExecutionRuntime;
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 20 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
+    runtime = createExecutionRuntime(t.store);
   });
 
   it('creates every request with one appendMany, in order, as submit would', async () => {
-    const appendMany = vi.spyOn(store, 'appendMany');
+    const appendMany = vi.spyOn(t.store, 'appendMany');
     const outcomes = await runtime.submitMany(Array.from({ length: 300 }, (_, i) => ({ action: 'core.echo', input: { i }, tags: { n: String(i % 7) } })));
     expect(appendMany).toHaveBeenCalledTimes(1);
     appendMany.mockRestore();
@@ -60,7 +52,7 @@ describe('submitMany', () => {
     expect(outcomes[2]).toMatchObject({ ok: false, error: expect.any(IdempotencyKeyConflictError) });
     expect((outcomes[2] as { error: Error }).error.message).toMatch(/differs in input from the batch's item 0/);
     expect(ok(outcomes[3]!).created).toBe(true);
-    expect(await store.readStream(executionStreamId(first.executionId))).toHaveLength(1);
+    expect(await t.store.readStream(executionStreamId(first.executionId))).toHaveLength(1);
 
     const later = await runtime.submitMany([{ action: 'core.echo', input: { n: 1 }, idempotencyKey: key }, { action: 'core.echo', input: { n: 3 }, idempotencyKey: key }]);
     expect(ok(later[0]!)).toMatchObject({ executionId: first.executionId, created: false, revision: 0n });
@@ -70,10 +62,10 @@ describe('submitMany', () => {
   });
 
   it('a request the event catalog refuses rejects the batch before anything is written', async () => {
-    const before = (await db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n;
+    const before = (await t.db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n;
     await expect(runtime.submitMany([{ action: 'core.noop' }, { action: 'core.noop', tags: { 'bad key': 'x' } }])).rejects.toThrow(/data\.tags\.bad key/);
     await expect(runtime.submitMany([{ action: 'core.noop' }, { action: '' }])).rejects.toThrow(/data\.action/);
-    expect((await db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n).toBe(before);
+    expect((await t.db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n).toBe(before);
   });
 
   it('an empty batch writes nothing', async () => {

@@ -2,12 +2,11 @@
 // during a deploy, with a real executor, worker hosts, Postgres event store and work queue in
 // this process: pinned submissions run on their fleet, unpinned ones on the newest, a retry stays
 // on its pinned version, a pin nobody offers waits with a reason, and every history replays.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../src/liveness/waiting-reason.ts';
@@ -19,7 +18,7 @@ import { createPostgresWorkTransport } from '../../src/transport/postgres/index.
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { eventually } from '../support/workflow-cluster.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { useTestStore } from '../support/test-store.ts';
 
 const RETRY = { maxAttempts: 3, initialIntervalMs: 10, multiplier: 1, maxIntervalMs: 10 };
 
@@ -42,8 +41,14 @@ function actionsAt(version: 1 | 2) {
 }
 
 describe('two worker fleets, v1 and v2, side by side', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
+  const t = useTestStore({
+    max: 20,
+    beforeClose: async () => {
+      for (const w of [...fleets.v1!, ...fleets.v2!]) await w.stop('test over');
+      await executor?.stop();
+      await transport?.close();
+    },
+  });
   let runtime: ExecutionRuntime;
   let liveness: LivenessStore;
   let transport: WorkTransport;
@@ -54,29 +59,20 @@ describe('two worker fleets, v1 and v2, side by side', () => {
   async function startFleet(version: 1 | 2): Promise<void> {
     for (const n of [1, 2]) {
       fleets[`v${version}`]!.push(
-        await startWorkerHost({ workerId: `v${version}-${n}`, store, runtime: createExecutionRuntime(store), transport, liveness, actions: actionsAt(version), capacity: 4, log, heartbeatIntervalMs: 1_000 }),
+        await startWorkerHost({ workerId: `v${version}-${n}`, store: t.store, runtime: createExecutionRuntime(t.store), transport, liveness, actions: actionsAt(version), capacity: 4, log, heartbeatIntervalMs: 1_000 }),
       );
     }
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase({ max: 20 });
-    store = createPostgresEventStore(db.pool);
-    runtime = createExecutionRuntime(store);
-    liveness = createLivenessStore(db.pool);
-    transport = createPostgresWorkTransport(db.pool);
-    executor = startExecutor({ store, transport, workers: liveness, log });
+    runtime = createExecutionRuntime(t.store);
+    liveness = createLivenessStore(t.db.pool);
+    transport = createPostgresWorkTransport(t.db.pool);
+    executor = startExecutor({ store: t.store, transport, workers: liveness, log });
     await executor.ready;
   });
-  afterAll(async () => {
-    for (const w of [...fleets.v1!, ...fleets.v2!]) await w.stop('test over');
-    await executor?.stop();
-    await transport?.close();
-    await store?.close();
-    await db?.drop();
-  });
 
-  const history = async (id: string) => (await store.readStream(executionStreamId(id))).map((e) => ({ type: e.type, data: e.data, by: (e.metadata as { by: string }).by }) as ExecutionEvent['data'] & { type: string; data: any; by: string });
+  const history = async (id: string) => (await t.store.readStream(executionStreamId(id))).map((e) => ({ type: e.type, data: e.data, by: (e.metadata as { by: string }).by }) as ExecutionEvent['data'] & { type: string; data: any; by: string });
   const finished = (id: string) =>
     eventually(`execution ${id} to finish`, async () => {
       const s = (await runtime.load(id, { fresh: true })).snapshot;
@@ -147,7 +143,7 @@ describe('two worker fleets, v1 and v2, side by side', () => {
   });
 
   it('every history replays against the machine versions that wrote it with no divergence', async () => {
-    const summary = await replayStore({ store, target: RECORDED_MACHINES });
+    const summary = await replayStore({ store: t.store, target: RECORDED_MACHINES });
     expect(summary.streams).toBeGreaterThan(20);
     expect(summary.divergences).toEqual([]);
   });
