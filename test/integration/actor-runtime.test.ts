@@ -86,6 +86,7 @@ describe('the actor runtime', () => {
   it('tells listeners once when the subscription reads its own append back before the append answers, wholly or in part', async () => {
     // A follower woken by the commit can read the events before the append's answer is handled
     // (28% of completions in a bench): here the store's answer waits until they were observed.
+    const store = t.store;
     let readBack: ((streamId: string) => Promise<void>) | undefined;
     const racing: PostgresEventStore = {
       ...store,
