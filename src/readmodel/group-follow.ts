@@ -116,6 +116,9 @@ export async function followGroup(o: {
   /** See MIN_READ_INTERVAL_MS. */
   minReadIntervalMs?: number;
 }): Promise<'stopped' | 'moved'> {
+  // An aborted signal fires no more abort events: one aborted already (the round ended while the
+  // caller re-read checkpoints) would leave the subscription open and this following for good.
+  if (o.signal.aborted) return 'stopped';
   const inner = new AbortController();
   const stop = () => inner.abort();
   o.signal.addEventListener('abort', stop, { once: true });

@@ -225,6 +225,10 @@ export function startProjector(o: ProjectorOptions): Projector {
           groups = await readGroups(current);
         }
         backoff.reset();
+        // stop() may have come while we read checkpoints or joined above: its abort event is gone,
+        // so a round started now would never end (nor stop() return). Nothing awaits from here on
+        // until the listener is added.
+        if (stopping.signal.aborted) break;
         const thisRound = (round = new AbortController());
         const stop = () => thisRound.abort();
         stopping.signal.addEventListener('abort', stop, { once: true });

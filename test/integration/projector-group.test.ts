@@ -234,6 +234,9 @@ describe('projector groups', () => {
 
   it('rebuilds a changed projection in the background while the others follow, then follows it too', async () => {
     await seed(3);
+    // An open transaction elsewhere on the server would hold these events back: the rebuild would
+    // find none, swap in empty (rightly: workers then follows from 0) and never wait at the gate.
+    await store.settled();
     await db.pool.query(`UPDATE baton_projection_checkpoints SET version = 0 WHERE projection = 'workers'`);
     let release = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
@@ -257,6 +260,21 @@ describe('projector groups', () => {
     }
     expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
   });
+
+  it('stops when stopped while it reads the checkpoints to start a round', async () => {
+    // stop() comes while run() awaits its first checkpoint reads: the round then starts after the
+    // abort event. A rebuild that finishes ends a round just as the read model is caught up, and
+    // a stop right then (this file's rebuild test, 1 run in 6–8) hung the same way.
+    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0 });
+    await projector.stop();
+  }, 10_000);
+
+  it('a follower given a signal aborted already applies nothing and returns', async () => {
+    await seed(2);
+    await store.settled();
+    expect(await followGroup({ pool: recording.pool, store, projections, from: 0n, signal: AbortSignal.abort() })).toBe('stopped');
+    for (const c of Object.values(await counts())) expect(c.applied).toBe(0);
+  }, 10_000);
 
   it('another writer moving a member: the group rolls back every member and applies nothing twice', async () => {
     await seed(4);
