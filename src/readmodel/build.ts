@@ -5,7 +5,7 @@ import { projections as allProjections, type Projection } from '../../projection
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { BatonError } from '../errors.ts';
 import { eventsOf } from './group-follow.ts';
-import { DEFAULT_BATCH_SIZE, readBatches } from './projector.ts';
+import { CATCH_UP_BATCH_SIZE, readBatches } from './projector.ts';
 import { eventSourceOf } from './event-source.ts';
 import { inTransaction } from './tables.ts';
 
@@ -53,7 +53,7 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
   // A checkpoint that followed in a group may stand at another projection's event
   // (group-follow.ts): to find it, read every projection's streams and apply only our own.
   const read = o.until === undefined ? o.projection : { streamPrefixes: [...new Set([...o.projection.streamPrefixes, ...allProjections.flatMap((p) => p.streamPrefixes)])] };
-  for await (const batch of readBatches(o.store, read, o.from, o.batchSize ?? DEFAULT_BATCH_SIZE)) {
+  for await (const batch of readBatches(o.store, read, o.from, o.batchSize ?? CATCH_UP_BATCH_SIZE)) {
     const stopAt = o.until === undefined ? -1 : batch.findIndex((e) => e.globalPosition === o.until);
     const upTo = stopAt >= 0 ? batch.slice(0, stopAt + 1) : batch;
     const events = read === o.projection ? upTo : eventsOf(o.projection, upTo);

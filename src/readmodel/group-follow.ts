@@ -18,7 +18,7 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { CATCH_UP_BATCH_SIZE, DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
@@ -38,6 +38,10 @@ export const unionOfPrefixes = (members: readonly Projection[]): string[] => [..
  * followers; at 500 per member, p50 330–360 ms and p99 1,800–2,000 ms (four followers: 2,400–3,400).
  */
 export const groupBatchSize = (members: readonly Projection[], batchSize = DEFAULT_BATCH_SIZE): number => batchSize * members.length;
+
+/** A catch-up's batch: CATCH_UP_BATCH_SIZE for the whole group, unless the caller set a size per member. */
+export const catchUpBatchSize = (members: readonly Projection[], batchSize: number | undefined): number =>
+  batchSize === undefined ? CATCH_UP_BATCH_SIZE : groupBatchSize(members, batchSize);
 
 export interface MemberResult {
   projection: Projection;
@@ -157,7 +161,7 @@ export async function followGroup(o: {
 async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<{ applied: number; moved: boolean }> {
   let position = o.from;
   let applied = 0;
-  for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, groupBatchSize(o.projections, o.batchSize))) {
+  for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, catchUpBatchSize(o.projections, o.batchSize))) {
     const shares = await applyGroupBatch(o.pool, o.projections, position, events, eventSourceOf(o.store, o.pool));
     if (!shares) return { applied, moved: true };
     for (const s of shares) logRefused(o.log, s.projection, s.result);
