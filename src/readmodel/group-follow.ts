@@ -18,7 +18,7 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { CATCH_UP_BATCH_SIZE, DEFAULT_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { CATCH_UP_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 
@@ -30,18 +30,17 @@ export const eventsOf = (p: Projection, events: readonly StoredEvent[]): StoredE
 export const unionOfPrefixes = (members: readonly Projection[]): string[] => [...new Set(members.flatMap((p) => p.streamPrefixes))];
 
 /**
- * A group's largest batch: `batchSize` for each member, the work its own follower's batch was.
- * The members' applies run one after another in one transaction, so a group at 500 fell behind
- * under load: in `baton bench` (10,000 executions, 50 at once, NATS, 1 worker) its ~470-event
- * batches took ~115 ms (executions 50, execution_events 19, workers 7 ms, the rest checkpoints,
- * NOTIFY, COMMIT) and the executions lag was p50 2,300–2,500 ms against 190–230 ms with four
- * followers; at 500 per member, p50 330–360 ms and p99 1,800–2,000 ms (four followers: 2,400–3,400).
+ * Most events in one batch of a group: CATCH_UP_BATCH_SIZE, or `batchSize` for each member when
+ * the caller sets one (tests). A live batch is smaller by itself (what arrived since the last read,
+ * at most MIN_READ_INTERVAL_MS apart); the limit counts when the group is behind. The members'
+ * applies run one after another in one transaction: at 500 events a batch, the group fell behind
+ * under load (`baton bench`, 10,000 executions, 50 at once: executions lag p50 2,300–2,500 ms); at
+ * 500 per member (2,000) p50 330–360 ms; at 5,000, 20,000 executions taken together with 2,000
+ * twice: lag p99 369 / 506 ms against 418 / 556, and a projector that was behind catches up
+ * 2–4 times faster (see CATCH_UP_BATCH_SIZE).
  */
-export const groupBatchSize = (members: readonly Projection[], batchSize = DEFAULT_BATCH_SIZE): number => batchSize * members.length;
-
-/** A catch-up's batch: CATCH_UP_BATCH_SIZE for the whole group, unless the caller set a size per member. */
-export const catchUpBatchSize = (members: readonly Projection[], batchSize: number | undefined): number =>
-  batchSize === undefined ? CATCH_UP_BATCH_SIZE : groupBatchSize(members, batchSize);
+export const batchLimit = (members: readonly Projection[], batchSize: number | undefined): number =>
+  batchSize === undefined ? CATCH_UP_BATCH_SIZE : batchSize * members.length;
 
 export interface MemberResult {
   projection: Projection;
@@ -127,7 +126,7 @@ export async function followGroup(o: {
   const stop = () => inner.abort();
   o.signal.addEventListener('abort', stop, { once: true });
   let position = o.from;
-  const batchSize = groupBatchSize(o.projections, o.batchSize);
+  const batchSize = batchLimit(o.projections, o.batchSize);
   try {
     const events = o.store.subscribe({
       after: o.from,
@@ -161,7 +160,7 @@ export async function followGroup(o: {
 async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<{ applied: number; moved: boolean }> {
   let position = o.from;
   let applied = 0;
-  for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, catchUpBatchSize(o.projections, o.batchSize))) {
+  for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, batchLimit(o.projections, o.batchSize))) {
     const shares = await applyGroupBatch(o.pool, o.projections, position, events, eventSourceOf(o.store, o.pool));
     if (!shares) return { applied, moved: true };
     for (const s of shares) logRefused(o.log, s.projection, s.result);

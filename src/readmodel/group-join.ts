@@ -17,7 +17,7 @@ import type { Projection } from '../../projections/projection.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { advanceCheckpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { applyGroupBatch, byName, catchUpBatchSize, unionOfPrefixes } from './group-follow.ts';
+import { applyGroupBatch, byName, batchLimit, unionOfPrefixes } from './group-follow.ts';
 import { inTransaction } from './tables.ts';
 import { logRefused, readBatches, type FollowHooks } from './projector.ts';
 
@@ -46,7 +46,7 @@ export async function joinGroupAt(o: {
   const prefixes = unionOfPrefixes([...o.members, ...o.targetMembers]);
   let position = o.from;
   let batches = 0;
-  for await (const batch of readBatches(o.store, { streamPrefixes: prefixes }, o.from, catchUpBatchSize(o.members, o.batchSize))) {
+  for await (const batch of readBatches(o.store, { streamPrefixes: prefixes }, o.from, batchLimit(o.members, o.batchSize))) {
     const at = batch.findIndex((e) => e.globalPosition === o.target);
     const events = at >= 0 ? batch.slice(0, at + 1) : batch;
     const shares = await applyGroupBatch(o.pool, o.members, position, events, eventSourceOf(o.store, o.pool));
