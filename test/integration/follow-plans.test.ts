@@ -128,6 +128,16 @@ describe('follow query plans at 0 and 100,000 events', () => {
       expect(read).toBe(60_000);
       // An index walk reads each entry about once (120 batches); the bitmap scans read ~3.6 million.
       expect(await indexReads()).toBeLessThan(before + 2 * 60_000);
+      // A narrow read (a prefix no event has) passes the 60,000 in a few statements, not one per event.
+      let statements = 0;
+      const counted = new Proxy(freshPool, { get: (pool, key) => (key === 'query' ? (...a: unknown[]) => (statements++, (pool.query as (...x: unknown[]) => unknown)(...a)) : Reflect.get(pool, key)) });
+      const narrow = createPostgresEventStore(counted);
+      try {
+        expect(await narrow.readAll({ after: START, limit: 1, streamPrefixes: ['nothing-'] })).toEqual([]);
+        expect(statements).toBeLessThanOrEqual(10);
+      } finally {
+        await narrow.close();
+      }
     } finally {
       await freshStore.close();
       await freshPool.end();
