@@ -37,7 +37,7 @@ export const unionOfPrefixes = (members: readonly Projection[]): string[] => [..
  * under load (`baton bench`, 10,000 executions, 50 at once: executions lag p50 2,300–2,500 ms); at
  * 500 per member (2,000) p50 330–360 ms; at 5,000, 20,000 executions taken together with 2,000
  * twice: lag p99 369 / 506 ms against 418 / 556, and a projector that was behind catches up
- * 2–4 times faster (see CATCH_UP_BATCH_SIZE).
+ * faster (see CATCH_UP_BATCH_SIZE).
  */
 export const batchLimit = (members: readonly Projection[], batchSize: number | undefined): number =>
   batchSize === undefined ? CATCH_UP_BATCH_SIZE : batchSize * members.length;

@@ -10,12 +10,12 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 export const DEFAULT_BATCH_SIZE = 500;
 /**
  * Events per batch while catching up (a new or rebuilt projection, a projector that was behind):
- * nobody waits for a row there, so only the cost per event counts, and per-batch costs (the read,
- * the transaction, the checkpoint, one statement per table) dominated at 500. `baton bench
- * projections` (120,000 events, one projection from 0, runs taken together), events/s at 500 /
- * 2,000 / 5,000: executions 11,354 / 18,460 / 23,869; execution_events 13,820 / 25,943 / 41,335;
- * workers 17,302 / 48,432 / 67,811. A batch of 5,000 is a few MB in memory and a transaction of
- * well under a second.
+ * nobody waits for a row there, so only the cost per event counts, and per-batch costs (the
+ * transaction, the checkpoint, one statement per table) are what 500 leaves. `baton bench
+ * projections` (120,000 events, one projection from 0, two runs each, taken together), events/s at
+ * 500 / 5,000: executions 24,819–28,801 / 28,641–31,758; execution_events 44,326–46,823 /
+ * 46,520–56,309; workers 83,176–87,523 / 116,450–140,100. A batch of 5,000 is a few MB in memory
+ * and a transaction of well under a second.
  */
 export const CATCH_UP_BATCH_SIZE = 5_000;
 /**
