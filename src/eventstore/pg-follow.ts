@@ -183,7 +183,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
     const rows: EventRow[] = [];
     for (let size = Math.max(o.limit, READ_ALL_SCAN); ; size = Math.min(size * 2, Math.max(o.limit, READ_ALL_MAX_SCAN))) {
       const scan = await scanFrom(cursor, size, prefixes);
-      rows.push(...scan.rows);
+      for (const row of scan.rows) rows.push(row); // not push(...rows): a large limit would overflow the stack
       if (rows.length >= o.limit || scan.scanned < size) return rows.slice(0, o.limit).map((row) => toStored(row));
       cursor = scan.end;
     }
