@@ -30,14 +30,17 @@ describe('hot-path statements read through indexes as history grows (appendMany,
     await db?.drop();
   });
 
-  /** Sequential scans of the events and streams tables so far. */
-  const tableScans = async () => {
-    // A backend sends its counters at most once a second: make the appending connection send them now.
+  /** Sequential scans so far of the named tables (`schema.table`). */
+  const seqScans = async (...tables: string[]) => {
+    // A backend sends its counters at most once a second: make the tests' one connection send them
+    // now (every query that touches the tables under test runs on it, the setup's too). It sends
+    // them when it next goes idle, so one more statement on it returns only after they are sent.
     await pool.query('SELECT pg_stat_force_next_flush()');
-    await db.pool.query('SELECT pg_stat_clear_snapshot()');
-    const r = await db.pool.query<{ n: string }>(`SELECT sum(seq_scan) AS n FROM pg_stat_user_tables WHERE relname IN ('baton_events', 'baton_streams')`);
+    await pool.query('SELECT 1');
+    const r = await db.pool.query<{ n: string }>(`SELECT coalesce(sum(seq_scan), 0) AS n FROM pg_stat_user_tables WHERE schemaname || '.' || relname = ANY($1::text[])`, [tables]);
     return Number(r.rows[0]!.n);
   };
+  const tableScans = () => seqScans('public.baton_events', 'public.baton_streams');
 
   it('reads only the named streams and event ids once the tables are large, whatever ran while they were small', async () => {
     // Many batches of a few streams on the near-empty table: a prepared statement would now hold a generic plan.
@@ -48,8 +51,8 @@ describe('hot-path statements read through indexes as history grows (appendMany,
     const early = Array.from({ length: 4 }, () => `plan-${randomUUID()}`);
     await store.appendMany(early.map((streamId) => ({ streamId, events: [newEvent()], expectedRevision: 'no_stream' as const })));
     // 50,000 streams more with an event each, written directly (no ANALYZE runs in between).
-    await db.pool.query(`INSERT INTO baton_streams (stream_id, revision, last_xid) SELECT 'bulk-' || g, 0, pg_current_xact_id() FROM generate_series(1, 50000) g`);
-    await db.pool.query(`INSERT INTO baton_events (event_id, stream_id, revision, type, data, metadata) SELECT gen_random_uuid(), 'bulk-' || g, 0, 'Bulk', '{}', '{}' FROM generate_series(1, 50000) g`);
+    await pool.query(`INSERT INTO baton_streams (stream_id, revision, last_xid) SELECT 'bulk-' || g, 0, pg_current_xact_id() FROM generate_series(1, 50000) g`);
+    await pool.query(`INSERT INTO baton_events (event_id, stream_id, revision, type, data, metadata) SELECT gen_random_uuid(), 'bulk-' || g, 0, 'Bulk', '{}', '{}' FROM generate_series(1, 50000) g`);
     const before = await tableScans();
     for (let i = 0; i < 5; i++) {
       const results = await store.appendMany(early.map((streamId) => ({ streamId, events: [newEvent()], expectedRevision: BigInt(i) })));
@@ -63,20 +66,16 @@ describe('hot-path statements read through indexes as history grows (appendMany,
     // growth): a join on the batch's positions read all of it per batch (a hash join over a seq scan:
     // 45 ms per batch at 40,000 events in `baton bench`, growing with history).
     const events = 'plan_events';
-    await db.pool.query(`CREATE TABLE ${events} (LIKE baton_events INCLUDING ALL) WITH (autovacuum_enabled = false)`);
+    await pool.query(`CREATE TABLE ${events} (LIKE baton_events INCLUDING ALL) WITH (autovacuum_enabled = false)`);
     const fill = (from: number, to: number) =>
-      db.pool.query(`INSERT INTO ${events} (global_position, event_id, stream_id, revision, type, data, metadata, transaction_id) OVERRIDING SYSTEM VALUE
+      pool.query(`INSERT INTO ${events} (global_position, event_id, stream_id, revision, type, data, metadata, transaction_id) OVERRIDING SYSTEM VALUE
                      SELECT g, gen_random_uuid(), 'execution-' || gen_random_uuid(), 0, 'ExecutionSubmitted', '{}', '{}', pg_current_xact_id() FROM generate_series($1::int, $2::int) g`, [from, to]);
     await fill(1, 1000);
-    await db.pool.query(`ANALYZE ${events}`);
+    await pool.query(`ANALYZE ${events}`);
     await fill(1001, 51000);
-    const batch = (await db.pool.query<{ global_position: string; stream_id: string }>(`SELECT global_position, stream_id FROM ${events} WHERE global_position > 49000`)).rows;
+    const batch = (await pool.query<{ global_position: string; stream_id: string }>(`SELECT global_position, stream_id FROM ${events} WHERE global_position > 49000`)).rows;
     expect(batch).toHaveLength(2000);
-    const scans = async () => {
-      await pool.query('SELECT pg_stat_force_next_flush()');
-      await db.pool.query('SELECT pg_stat_clear_snapshot()');
-      return Number((await db.pool.query<{ n: string }>(`SELECT seq_scan AS n FROM pg_stat_user_tables WHERE relname = $1`, [events])).rows[0]!.n);
-    };
+    const scans = () => seqScans(`public.${events}`);
     const before = await scans();
     const client = await pool.connect();
     try {
@@ -86,28 +85,24 @@ describe('hot-path statements read through indexes as history grows (appendMany,
       client.release();
     }
     expect(await scans()).toBe(before);
-    expect((await db.pool.query('SELECT count(*)::int AS n FROM baton_read.execution_events')).rows[0].n).toBe(2000);
+    expect((await pool.query('SELECT count(*)::int AS n FROM baton_read.execution_events')).rows[0].n).toBe(2000);
   });
 
   it('loads the executions a projector batch folds by index lookups, whatever the statistics say', async () => {
-    // A batch of 300 executions out of 20,000: reading the whole table looked cheaper to the planner than
-    // 300 lookups (it counts each as a random read), so every batch read it all, up to ~40,000 rows.
-    await db.pool.query(`CREATE SCHEMA plan_read; CREATE TABLE plan_read.executions (LIKE baton_read.executions INCLUDING ALL)`);
+    // A batch of 2,500 executions out of 5,000: reading the whole table looks cheaper to the planner than
+    // 2,500 lookups (it counts each as a random read), so every batch read it all (in `baton bench`,
+    // batches of ~200 read tables of up to ~40,000 rows).
     const fill = (n: number) =>
-      db.pool.query(`INSERT INTO plan_read.executions (execution_id, revision, status, action, owner, attempt, max_attempts, retry_pending, requested_at, updated_at, owners)
+      pool.query(`INSERT INTO baton_read.executions (execution_id, revision, status, action, owner, attempt, max_attempts, retry_pending, requested_at, updated_at, owners)
                      SELECT gen_random_uuid(), 4, 'Completed', 'core.noop', 'executor', 1, 3, false, now(), now(), '{}' FROM generate_series(1, $1::int)`, [n]);
-    await fill(20000);
-    await db.pool.query('ANALYZE plan_read.executions');
-    const ids = (await db.pool.query<{ id: string }>('SELECT execution_id AS id FROM plan_read.executions LIMIT 300')).rows.map((r) => r.id);
-    const scans = async () => {
-      await pool.query('SELECT pg_stat_force_next_flush()');
-      await db.pool.query('SELECT pg_stat_clear_snapshot()');
-      return Number((await db.pool.query<{ n: string }>(`SELECT seq_scan AS n FROM pg_stat_user_tables WHERE schemaname = 'plan_read' AND relname = 'executions'`)).rows[0]!.n);
-    };
+    await fill(5000);
+    await pool.query('ANALYZE baton_read.executions');
+    const ids = (await pool.query<{ id: string }>('SELECT execution_id AS id FROM baton_read.executions ORDER BY random() LIMIT 2500')).rows.map((r) => r.id);
+    const scans = () => seqScans('baton_read.executions');
     const before = await scans();
     const client = await pool.connect();
     try {
-      const rows = await loadExecutionRows(client, 'plan_read', [...ids, randomUUID()]);
+      const rows = await loadExecutionRows(client, 'baton_read', [...ids, randomUUID()]);
       expect([...rows.keys()].sort()).toEqual([...ids].sort());
     } finally {
       client.release();
