@@ -17,7 +17,7 @@ import type { Projection } from '../../projections/projection.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { advanceCheckpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { applyGroupBatch, byName, unionOfPrefixes } from './group-follow.ts';
+import { applyGroupBatch, batchLimit, byName, unionOfPrefixes } from './group-follow.ts';
 import { inTransaction } from './tables.ts';
 import { DEFAULT_BATCH_SIZE, logRefused, readBatches, type FollowHooks } from './projector.ts';
 
@@ -47,8 +47,7 @@ export async function joinGroupAt(o: {
   let position = o.from;
   let batches = 0;
   // Live-sized batches, not a catch-up's: the group waits while a join reads (JOIN_MAX_BATCHES of them).
-  const batchSize = (o.batchSize ?? DEFAULT_BATCH_SIZE) * o.members.length;
-  for await (const batch of readBatches(o.store, { streamPrefixes: prefixes }, o.from, batchSize)) {
+  for await (const batch of readBatches(o.store, { streamPrefixes: prefixes }, o.from, batchLimit(o.members, o.batchSize ?? DEFAULT_BATCH_SIZE))) {
     const at = batch.findIndex((e) => e.globalPosition === o.target);
     const events = at >= 0 ? batch.slice(0, at + 1) : batch;
     const shares = await applyGroupBatch(o.pool, o.members, position, events, eventSourceOf(o.store, o.pool));
