@@ -49,63 +49,11 @@ export type RoundRow =
 
 const modeOf = (e: ExpectedRevision) => (typeof e === 'bigint' ? 'exact' : e);
 
-// The advisory locks' class (the first of the two-int4 keys, a key space apart from the one-bigint
-// locks used elsewhere): hashtext('baton_streams').
-const STREAM_LOCK_CLASS = -1_543_916_604;
-
-const APPEND_MANY = `
-WITH req AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) WITH ORDINALITY AS r(stream_id, mode, expected, n, ord)
-),
-ev AS (
-  SELECT * FROM unnest($5::int[], $6::int[], $7::uuid[], $8::text[], $9::jsonb[], $10::jsonb[]) WITH ORDINALITY AS e(req, k, id, type, data, metadata, ord)
-),
-dup AS (
-  SELECT DISTINCT ev.req FROM ev JOIN baton_events b ON b.event_id = ev.id
-),
-locked AS (
-  SELECT s.stream_id, s.revision, s.last_xid FROM baton_streams s
-  WHERE s.stream_id = ANY($1::text[])
-    AND (SELECT count(*) FROM (SELECT pg_advisory_xact_lock(${STREAM_LOCK_CLASS}::int, k) FROM (SELECT DISTINCT hashtext(x) AS k FROM unnest($1::text[]) x) h ORDER BY k) a) >= 0
-  ORDER BY s.stream_id FOR UPDATE
-),
-moved AS (
-  UPDATE baton_streams s SET revision = s.revision + r.n, last_xid = pg_current_xact_id()
-  FROM req r, locked l
-  WHERE s.stream_id = r.stream_id AND l.stream_id = r.stream_id
-    AND r.ord NOT IN (SELECT req FROM dup)
-    AND (r.mode = 'any' OR (r.mode = 'exact' AND l.revision = r.expected))
-    AND l.last_xid <= pg_current_xact_id()
-  RETURNING r.ord, l.revision AS base
-),
-created AS (
-  INSERT INTO baton_streams AS s (stream_id, revision, last_xid)
-  SELECT r.stream_id, r.n - 1, pg_current_xact_id() FROM req r
-  WHERE r.mode IN ('no_stream', 'any')
-    AND r.stream_id NOT IN (SELECT stream_id FROM locked)
-    AND r.ord NOT IN (SELECT req FROM dup)
-  ORDER BY r.stream_id
-  ON CONFLICT (stream_id) DO NOTHING
-  RETURNING s.stream_id
-),
-ok AS (
-  SELECT ord, base FROM moved
-  UNION ALL
-  SELECT r.ord, -1 FROM created c JOIN req r ON r.stream_id = c.stream_id
-),
-ins AS (
-  INSERT INTO baton_events (event_id, stream_id, revision, type, data, metadata)
-  SELECT ev.id, r.stream_id, ok.base + ev.k, ev.type, ev.data, ev.metadata
-  FROM ev JOIN ok ON ok.ord = ev.req JOIN req r ON r.ord = ev.req
-  ORDER BY ev.ord
-  RETURNING stream_id, revision, global_position
-),
-written AS (
-  SELECT stream_id, max(revision) AS last_revision, max(global_position) AS last_position FROM ins GROUP BY stream_id
-)
-SELECT r.ord, w.last_revision, w.last_position, l.revision AS current_revision, (r.ord IN (SELECT req FROM dup)) AS has_dup
-FROM req r LEFT JOIN written w ON w.stream_id = r.stream_id LEFT JOIN locked l ON l.stream_id = r.stream_id
-ORDER BY r.ord`;
+// The statement itself is the function baton_append_many (migrations/0003_append_many_function.sql),
+// planned once per connection with lookups by key; its advisory locks' class (the first of the
+// two-int4 keys, a key space apart from the one-bigint locks used elsewhere) is
+// hashtext('baton_streams') = -1543916604.
+const APPEND_MANY = 'SELECT ord, last_revision, last_position, current_revision, has_dup FROM baton_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
 
 /**
  * One round: requests with distinct streams and distinct event ids (see splitRounds), already
@@ -116,25 +64,22 @@ export async function appendRound(client: pg.Pool | pg.ClientBase, requests: rea
   const evK: number[] = [];
   const ids: string[] = [];
   const types: string[] = [];
-  const data: string[] = [];
-  const metadata: string[] = [];
+  const data: unknown[] = [];
+  const metadata: unknown[] = [];
   requests.forEach((r, i) =>
     r.events.forEach((e, k) => {
       evReq.push(i + 1);
       evK.push(k + 1);
       ids.push(e.eventId);
       types.push(e.type);
-      data.push(JSON.stringify(e.data ?? null));
-      metadata.push(JSON.stringify(e.metadata ?? {}));
+      data.push(e.data ?? null);
+      metadata.push(e.metadata ?? {});
     }),
   );
-  // Unnamed, so planned for each call with its own arrays and the tables as they are now. As a
-  // prepared statement its generic plan was made on the first calls, while baton_streams was
-  // small: a sequential scan of every stream (for any batch size) that Postgres kept until the next
-  // ANALYZE. Measured with `baton bench submit` on a fresh database (2 cores): bulk batches of 500
-  // took 222 ms (p50) prepared against 33 ms unnamed; 4 in flight 8,071 → 25,668 submissions/s;
-  // single submits, 32 in flight, 4,700 → 7,802/s (planning costs less than the scan it saves).
+  // Named: parsed once per connection; the function keeps its plan (see the migration for why it
+  // can: on a store planned while empty, the plain statement read all of baton_streams per call).
   const r = await client.query<{ ord: string; last_revision: string | null; last_position: string | null; current_revision: string | null; has_dup: boolean }>({
+    name: 'baton_append_many',
     text: APPEND_MANY,
     values: [
       requests.map((q) => q.streamId),
@@ -145,8 +90,8 @@ export async function appendRound(client: pg.Pool | pg.ClientBase, requests: rea
       evK,
       ids,
       types,
-      data,
-      metadata,
+      JSON.stringify(data),
+      JSON.stringify(metadata),
     ],
   });
   return r.rows.map((row): RoundRow =>

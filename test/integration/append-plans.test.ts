@@ -80,7 +80,9 @@ describe('hot-path statements read through indexes as history grows (appendMany,
     const client = await pool.connect();
     try {
       const stored = batch.map((r) => ({ globalPosition: BigInt(r.global_position), streamId: r.stream_id }) as StoredEvent);
+      await client.query('BEGIN'); // as the projector applies: inside its transaction
       await executionEventsProjection.apply(client, 'baton_read', stored, { eventsTable: events });
+      await client.query('COMMIT');
     } finally {
       client.release();
     }
