@@ -4,7 +4,7 @@ import pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import type { BatchResult, EventSource, Projection } from './projection.ts';
-import { insertRowsIgnoringDuplicates, qualified, snakeCase } from './rows.ts';
+import { insertNewRows, insertRowsIgnoringDuplicates, qualified, snakeCase } from './rows.ts';
 
 export interface ExecutionEventRow {
   eventId: string;
@@ -58,6 +58,9 @@ export const executionEventsProjection: Projection = {
   },
 };
 
+/** A metadata field of `e` as text when it is a JSON string, else NULL. */
+const text = (field: string) => `CASE WHEN jsonb_typeof(e.metadata->'${field}') = 'string' THEN e.metadata->>'${field}' END`;
+
 /**
  * executionEventRow in SQL, for events that are rows of the same database: the events' data and
  * metadata never travel back and forth as JSON. In a 10,000-execution `baton bench` the JSON way
@@ -73,19 +76,21 @@ async function copyFromEventsTable(client: pg.ClientBase, table: string, source:
     executionIds.push(executionId);
   }
   if (positions.length === 0) return;
-  const text = (field: string) => `CASE WHEN jsonb_typeof(e.metadata->'${field}') = 'string' THEN e.metadata->>'${field}' END`;
-  await client.query(
-    `INSERT INTO ${table} (${EXECUTION_EVENT_COLUMNS.map((c) => pg.escapeIdentifier(c)).join(', ')})
-     SELECT e.event_id, k.execution_id, e.stream_id, e.revision, e.global_position, e.type, ${text('by')},
-            e.data, e.metadata,
-            -- Milliseconds, as the JSON way has them (a JS Date holds no more).
-            date_trunc('milliseconds', (${text('occurredAt')})::timestamptz), date_trunc('milliseconds', e.recorded_at)
-       FROM unnest($1::bigint[], $2::uuid[]) AS k(global_position, execution_id)
-       -- One index lookup per event (OFFSET 0 keeps the subquery apart, so the planner cannot make it
-       -- a hash join): as a join, whenever a batch was a few percent of the table or of what its
-       -- statistics said it held, Postgres read all of baton_events per batch (45 ms at 40,000 events).
-       CROSS JOIN LATERAL (SELECT * FROM ${source.eventsTable} e WHERE e.global_position = k.global_position OFFSET 0) e
-     ON CONFLICT DO NOTHING`,
-    [positions, executionIds],
-  );
+  const copy = (onConflict: string) =>
+    client.query(
+      `INSERT INTO ${table} (${EXECUTION_EVENT_COLUMNS.map((c) => pg.escapeIdentifier(c)).join(', ')})
+       SELECT e.event_id, k.execution_id, e.stream_id, e.revision, e.global_position, e.type, ${text('by')},
+              e.data, e.metadata,
+              -- Milliseconds, as the JSON way has them (a JS Date holds no more).
+              date_trunc('milliseconds', (${text('occurredAt')})::timestamptz), date_trunc('milliseconds', e.recorded_at)
+         FROM unnest($1::bigint[], $2::uuid[]) AS k(global_position, execution_id)
+         -- One index lookup per event (OFFSET 0 keeps the subquery apart, so the planner cannot make it
+         -- a hash join): as a join, whenever a batch was a few percent of the table or of what its
+         -- statistics said it held, Postgres read all of baton_events per batch (45 ms at 40,000 events).
+         CROSS JOIN LATERAL (SELECT * FROM ${source.eventsTable} e WHERE e.global_position = k.global_position OFFSET 0) e
+       ${onConflict}`,
+      [positions, executionIds],
+    );
+  // Events come once (the checkpoint moves in the same transaction), so a plain INSERT; a replayed one falls back.
+  await insertNewRows(client, () => copy(''), () => copy('ON CONFLICT DO NOTHING'));
 }

@@ -7,7 +7,7 @@ import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import { applyRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
 import { foldExecutionEvent, foldOfRow, rowOf, type ExecutionFold, type ExecutionRow } from './executions.ts';
 import type { BatchResult, Projection } from './projection.ts';
-import { fromColumns, qualified, selectRowsByKeys, snakeCase, upsertRows } from './rows.ts';
+import { fromColumns, insertNewRows, insertRows, qualified, selectRowsByKeys, snakeCase, upsertRows } from './rows.ts';
 
 const EXECUTION_BIGINTS = ['revision', 'run_ms', 'total_ms', 'stall_timeout_ms'];
 const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 'cancelled', 'timed_out', 'abandoned', 'retried'];
@@ -74,7 +74,12 @@ export const executionsProjection: Projection = {
       if (outcome.kind === 'applied') applied.add(id);
     }
     const rows = new Map([...changed].map((id) => [id, rowOf(folds.get(id)!)]));
-    await upsertRows(client, qualified(schema, 'executions'), ['execution_id'], EXECUTION_COLUMNS, [...rows.values()]);
+    const table = qualified(schema, 'executions');
+    const upsert = (r: ExecutionRow[]) => upsertRows(client, table, ['execution_id'], EXECUTION_COLUMNS, r);
+    // Rows the load did not find are new: a plain INSERT (rows.ts, insertNewRows), the rest upserted.
+    const fresh = [...rows.values()].filter((r) => !stored.has(r.executionId));
+    if (fresh.length > 0) await insertNewRows(client, () => insertRows(client, table, EXECUTION_COLUMNS, fresh, ''), () => upsert(fresh));
+    await upsert([...rows.values()].filter((r) => stored.has(r.executionId)));
     // Stats count status changes and new attempts, which compose: the batch's first row to its last says as much as each step.
     await applyStats(client, schema, [...applied].map((id) => ({ before: stored.get(id), after: rows.get(id)! })));
     return { changedExecutions: [...changed], refused };

@@ -40,7 +40,7 @@ export function fromColumns<T>(dbRow: Record<string, unknown>, bigintColumns: re
 }
 
 /** `INSERT … SELECT` of every row from one jsonb parameter, followed by `onConflict`. */
-async function insertRows(client: pg.ClientBase, table: string, columns: readonly string[], rows: readonly object[], onConflict: string): Promise<void> {
+export async function insertRows(client: pg.ClientBase, table: string, columns: readonly string[], rows: readonly object[], onConflict: string): Promise<void> {
   if (rows.length === 0) return;
   const list = columns.map((c) => pg.escapeIdentifier(c)).join(', ');
   await client.query(
@@ -58,6 +58,24 @@ export function upsertRows(client: pg.ClientBase, table: string, key: readonly s
 /** Insert rows; a row whose key already exists is left as it is (a replayed event). */
 export function insertRowsIgnoringDuplicates(client: pg.ClientBase, table: string, columns: readonly string[], rows: readonly object[]): Promise<void> {
   return insertRows(client, table, columns, rows, 'ON CONFLICT DO NOTHING');
+}
+
+/**
+ * Rows that should be new, inserted plainly (`insert`), inside a savepoint: if one exists after all
+ * (a unique violation: a replayed event), that insert is undone and `fallback` (the ON CONFLICT
+ * form) runs instead. Postgres's ON CONFLICT inserts speculatively, which cost here 470–535 ms per
+ * 100,000 timeline rows against 284 ms for a plain INSERT. Inside the caller's transaction.
+ */
+export async function insertNewRows(client: pg.ClientBase, insert: () => Promise<unknown>, fallback: () => Promise<unknown>): Promise<void> {
+  await client.query('SAVEPOINT baton_new_rows');
+  try {
+    await insert();
+  } catch (err) {
+    if ((err as { code?: string }).code !== '23505') throw err;
+    await client.query('ROLLBACK TO SAVEPOINT baton_new_rows');
+    await fallback();
+  }
+  await client.query('RELEASE SAVEPOINT baton_new_rows');
 }
 
 /**

@@ -16,6 +16,7 @@ import { eventSourceOf } from '../../src/readmodel/event-source.ts';
 import { sampleExecutionDrift } from '../../src/readmodel/drift.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/readmodel/notifications.ts';
 import { startProjector } from '../../src/readmodel/projector-host.ts';
+import { inTransaction } from '../../src/readmodel/tables.ts';
 import { applyGroupBatch } from '../../src/readmodel/group-follow.ts';
 import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
@@ -119,8 +120,11 @@ describe('projector', () => {
     const tables: Record<string, unknown[]> = {};
     for (const [schema, from] of [['copy_json', undefined], ['copy_sql', source]] as const) {
       await t.db.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.execution_events (LIKE baton_read.execution_events INCLUDING ALL)`);
-      // Twice: a replayed batch changes nothing either way.
-      for (let i = 0; i < 2; i++) await executionEventsProjection.apply(t.db.pool as unknown as pg.ClientBase, schema, events, from);
+      // Twice, in one transaction as the projector applies: a replayed batch changes nothing either
+      // way (the SQL copy's plain INSERT falls back to ON CONFLICT DO NOTHING without aborting it).
+      await inTransaction(t.db.pool, async (client) => {
+        for (let i = 0; i < 2; i++) await executionEventsProjection.apply(client, schema, events, from);
+      });
       tables[schema] = (await t.db.pool.query(`SELECT * FROM ${schema}.execution_events ORDER BY global_position`)).rows;
     }
     expect(tables['copy_sql']).toHaveLength(events.length);
