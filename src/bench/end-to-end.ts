@@ -11,6 +11,7 @@ import pino from 'pino';
 import { z } from 'zod';
 import type { NatsConnection } from 'nats';
 import { createActionRegistry, defineAction } from '../actions/index.ts';
+import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { projections } from '../../projections/index.ts';
 import { readCheckpoint } from '../readmodel/checkpoints.ts';
@@ -55,6 +56,8 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
 const round = (n: number) => Number(n.toFixed(2));
 
 export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: string }, o: EndToEndBenchOptions): Promise<EndToEndBenchResult> {
+  // Refused before a scratch database is made, with the message the hosts give (src/cli/hosts.ts).
+  if (o.transport === 'nats' && !o.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
   return withScratchDatabase(admin, 24, async ({ pool, url, postgresVersion }) => {
     // Submissions come from their own pool, as they would from API or CLI processes, so they
     // queue behind each other rather than in front of the executor's and workers' queries.
@@ -68,8 +71,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     let transport: WorkTransport;
     const suffix = randomUUID().slice(0, 8);
     if (o.transport === 'nats') {
-      if (!o.natsUrl) throw new Error('--transport nats needs BATON_NATS_URL');
-      nc = await connectNats(o.natsUrl);
+      nc = await connectNats(o.natsUrl!);
       transport = await createNatsWorkTransport(nc, { streamName: `BATON_BENCH_${suffix}`, subjectPrefix: `baton.bench.${suffix}` });
     } else {
       transport = createPostgresWorkTransport(pool);
@@ -143,7 +145,12 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       await hosts.stop();
       await projectorProcess?.stop();
       await transport.close();
-      await nc?.close();
+      // Its streams are the bench's own, as the scratch database is: gone with it, not left on the server.
+      if (nc) {
+        const jsm = await nc.jetstreamManager();
+        for (const stream of [`BATON_BENCH_${suffix}`, `BATON_BENCH_${suffix}_DLQ`]) await jsm.streams.delete(stream).catch(() => undefined);
+        await nc.close();
+      }
       await store.close();
       await clientStore.close();
       await clientPool.end();

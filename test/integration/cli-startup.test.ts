@@ -129,6 +129,30 @@ describe('the command line', () => {
     expect(stdout).not.toMatch(/baton\.js projector --metrics-port 0/);
   }, 120_000);
 
+  it('`bench --transport nats` deletes the JetStream streams it made, as it drops its scratch database', async () => {
+    const natsUrl = inject('natsUrl');
+    if (!natsUrl) throw new Error('this test needs NATS (BATON_NATS_URL)');
+    const { connect } = await import('nats');
+    const nc = await connect({ servers: natsUrl });
+    try {
+      const jsm = await nc.jetstreamManager();
+      const benchStreams = async () => (await jsm.streams.names().next()).filter((n) => n.startsWith('BATON_BENCH_'));
+      const before = new Set(await benchStreams());
+      const r = await runBaton(['bench', '--transport', 'nats', '--executions', '20', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--json'], { databaseUrl: db().url, env: { BATON_NATS_URL: natsUrl } });
+      expect(r.code, r.stderr).toBe(0);
+      expect((await benchStreams()).filter((n) => !before.has(n))).toEqual([]);
+    } finally {
+      await nc.close();
+    }
+  }, 120_000);
+
+  it('`bench --transport nats` without BATON_NATS_URL says what to set, before it makes a scratch database', async () => {
+    const r = await runBaton(['bench', '--transport', 'nats', '--executions', '10'], { databaseUrl: db().url, env: { BATON_NATS_URL: '' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^baton: --transport nats needs BATON_NATS_URL/m);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
+  }, 60_000);
+
   it('`bench eventstore --json` prints JSON (the option is the subcommand\'s, not `bench`\'s)', async () => {
     // Four streams: the default 64 would take 70 connections of a server other test files share.
     const r = await runBaton(['bench', 'eventstore', '--seconds', '1', '--large-history', '1000', '--streams', '4', '--json'], { databaseUrl: db().url });
