@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { gql } from '../api/api-harness.ts';
 import { eventually } from '../support/workflow-cluster.ts';
 import { ADMIN_TOKEN, DEAD_ACTION, POLL, READ_TOKEN, WORKER, openPage, screenshot, tabTo, useConsole, type WatchedPage } from './console-harness.ts';
+import { executionIdForKey } from '../../src/runtime/execution-runtime.ts';
 
 const c = useConsole({ tokens: true });
 const ids: Record<string, string> = {};
@@ -69,8 +70,8 @@ describe('executions', () => {
     await page.keyboard.press('Enter');
     await expect.poll(() => new URL(page.url()).searchParams.get('status'), POLL).toBe('Failed');
     await expect.poll(async () => (await page.getByTestId('execution-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id')))).includes(ids['fail']!), POLL).toBe(true);
-    const statuses = await page.locator('[data-testid="execution-row"] .badge').allTextContents();
-    expect(new Set(statuses)).toEqual(new Set(['Failed']));
+    // The unfiltered rows stay shown until the filtered answer replaces them (and hold `fail` too): wait for it.
+    await expect.poll(async () => new Set(await page.locator('[data-testid="execution-row"] .badge').allTextContents()), POLL).toEqual(new Set(['Failed']));
     expect(await page.locator(`[data-testid="execution-row"][data-id="${ids['echo']}"]`).count()).toBe(0);
 
     await tabTo(page, `[data-testid="execution-row"][data-id="${ids['fail']}"] a`);
@@ -94,12 +95,21 @@ describe('live updates', () => {
     expect(reloads).toBe(0);
 
     await tabTo(page, '[data-testid="live-toggle"]');
+    // Turning live off asks for nothing more: a last load then could show what came after.
+    let listQueries = 0;
+    page.on('request', (r) => void (r.postData()?.includes('query Executions(') && (listQueries += 1)));
     await page.keyboard.press('Space');
     expect(await page.getByTestId('live-toggle').isChecked()).toBe(false);
     await submit('unseen', 'core.sleep', { ms: 10 });
     await c().catchUp();
     await new Promise((r) => setTimeout(r, 4_000)); // longer than the live refresh
     expect(await page.locator(`[data-testid="execution-row"][data-id="${ids['unseen']}"]`).count()).toBe(0);
+    expect(listQueries).toBe(0);
+    // Back on: it loads at once and shows what came meanwhile.
+    await page.keyboard.press('Space');
+    expect(await page.getByTestId('live-toggle').isChecked()).toBe(true);
+    await page.locator(`[data-testid="execution-row"][data-id="${ids['unseen']}"]`).waitFor({ timeout: 1_500 }); // sooner than the 3 s poll: the load was immediate
+    expect(reloads).toBe(0);
     await done(w);
   });
 });
@@ -137,6 +147,20 @@ describe('the timeline, polished', () => {
     await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toMatch(/^(Requested|Scheduling|Scheduled|Running)$/);
     await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toBe('Completed');
     await expect.poll(() => w.page.getByTestId('revision-value').textContent(), POLL).toMatch(/^(\d+) \/ \1$/); // at the newest revision
+    await done(w);
+  });
+
+  it('shows an execution opened before it was projected once it is, without a reload', async () => {
+    const key = `opened-early-${Date.now()}`;
+    const id = executionIdForKey(key);
+    const w = await open(`?execution=${id}`);
+    await expect.poll(() => w.page.getByRole('status').textContent(), POLL).toContain(`No execution ${id}`);
+    let reloads = 0;
+    w.page.on('framenavigated', () => (reloads += 1));
+    const r = await admin(`mutation($key: String!) { submitExecution(action: "core.noop", input: null, idempotencyKey: $key) { executionId } }`, { key });
+    expect(r.data!.submitExecution.executionId).toBe(id);
+    await expect.poll(() => w.page.locator('.execution-status .badge').count(), POLL).toBe(1);
+    expect(reloads).toBe(0);
     await done(w);
   });
 

@@ -127,6 +127,13 @@ export function TimelinePage({ params }) {
   useEffect(() => {
     if (execution && liveRevision !== undefined && liveRevision !== execution.revision) setReloads((n) => n + 1);
   }, [liveRevision]);
+  // Not projected yet (a link opened right after its submit): ask again until it is.
+  const notYet = !timeline.loading && timeline.data != null && !execution;
+  useEffect(() => {
+    if (!notYet) return;
+    const timer = setTimeout(() => setReloads((n) => n + 1), LIVE_MS);
+    return () => clearTimeout(timer);
+  }, [notYet, reloads]);
   const last = execution ? execution.history.length - 1 : 0;
   const revision = Math.min(Math.max(Number.isNaN(parsed) ? last : parsed, 0), last);
   const select = (next) => navigate({ execution: id, revision: next }, { replace: true });

@@ -31,7 +31,8 @@ function useTokenGeneration() {
 
 /**
  * Run `run()` whenever `key` changes (null: not now), and every `pollMs` while `pollMs` is set
- * (live views: the data shown stays until the next answer replaces it).
+ * (live views: the data shown stays until the next answer replaces it). Turning polling off only
+ * stops it (no last load: a view switched off live keeps what it shows); turning it on loads at once.
  * @returns {{ loading: boolean, data?: any, error?: Error, reload: () => void }}
  */
 export function useQuery(run, key, { pollMs } = {}) {
@@ -40,10 +41,12 @@ export function useQuery(run, key, { pollMs } = {}) {
   const generation = useTokenGeneration();
   const runRef = useRef(run);
   runRef.current = run;
+  const pollRef = useRef(pollMs);
+  pollRef.current = pollMs;
+  const timerRef = useRef(undefined);
   useEffect(() => {
     if (key === null) return setResult({ loading: false });
     let current = true;
-    let timer;
     const once = (initial) => {
       if (initial) setResult((r) => ({ ...r, loading: true, error: undefined }));
       runRef.current().then(
@@ -54,15 +57,23 @@ export function useQuery(run, key, { pollMs } = {}) {
           setResult((r) => ({ loading: false, data: initial ? undefined : r.data, error }));
         },
       ).finally(() => {
-        if (current && pollMs) timer = setTimeout(() => once(false), pollMs);
+        if (current && pollRef.current) timerRef.current = setTimeout(() => once(false), pollRef.current);
       });
     };
     once(true);
     return () => {
       current = false;
-      clearTimeout(timer);
+      clearTimeout(timerRef.current);
     };
-  }, [key, bump, generation, pollMs]);
+  }, [key, bump, generation]);
+  const polled = useRef({ pollMs, key });
+  useEffect(() => {
+    const was = polled.current;
+    polled.current = { pollMs, key };
+    if (was.pollMs === pollMs) return; // the first render, or no change
+    if (!pollMs) clearTimeout(timerRef.current);
+    else if (!was.pollMs && was.key === key) setBump((n) => n + 1); // a new key loads anyway
+  }, [pollMs, key]);
   return { ...result, reload: () => setBump((n) => n + 1) };
 }
 
