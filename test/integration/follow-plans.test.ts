@@ -117,6 +117,8 @@ describe('follow query plans at 0 and 100,000 events', () => {
         const r = await fresh.pool.query<{ n: string }>(`SELECT idx_tup_read AS n FROM pg_stat_user_indexes WHERE indexrelname = 'baton_events_commit_order'`);
         return Number(r.rows[0]!.n);
       };
+      // Another test file's transaction open on the server would hold readAll back (the horizon).
+      await freshStore.settled();
       const before = await indexReads();
       let after = START;
       let read = 0;

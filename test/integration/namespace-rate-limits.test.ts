@@ -22,7 +22,7 @@ import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { useTestStore } from '../support/test-store.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
-import { busiestSecond } from '../support/busiest-second.ts';
+import { busiestSecond, tokenTimes } from '../support/busiest-second.ts';
 
 const RATE = 5;
 const one = defineAction({ name: 'test.ns-one', input: z.object({ n: z.number() }), run: () => null });
@@ -80,7 +80,9 @@ describe('namespace rate limits across executors', () => {
 
     const times = await handoffTimes(limited);
     expect(times.length).toBeGreaterThanOrEqual(15);
-    expect(busiestSecond(times)).toBe(RATE); // reached, never passed
+    // Never passed. (Reached is asked of the grants below: a handoff is stamped a moment after its
+    // token, and on a loaded machine the busiest second of handoffs held 4 once in CI.)
+    expect(busiestSecond(times)).toBeLessThanOrEqual(RATE);
     expect(Math.max(...times) - Math.min(...times)).toBeGreaterThanOrEqual(2_000); // 15 at 5 per second
     // The default namespace has no limit: its 15 are not spread out by team-a's.
     expect(busiestSecond(await handoffTimes(free))).toBeGreaterThan(RATE);
@@ -88,6 +90,8 @@ describe('namespace rate limits across executors', () => {
     const stream = `${RATE_LIMIT_STREAM_PREFIX}${namespaceRateBucket('team-a')}`;
     const grants = (await allEvents(t.store, [RATE_LIMIT_STREAM_PREFIX])).filter((e) => e.streamId === stream).map(asRateLimitEvent);
     expect(grants.reduce((n, g) => n + g.data.count, 0)).toBeGreaterThanOrEqual(times.length);
+    // With 15 waiting, the limiter granted the whole rate, and never more, in its busiest second.
+    expect(busiestSecond(tokenTimes(grants))).toBe(RATE);
     expect(replayRateBucket(namespaceRateBucket('team-a'), await t.store.readStream(stream)).divergences).toEqual([]);
   }, 45_000);
 });

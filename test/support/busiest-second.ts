@@ -8,3 +8,8 @@ export function busiestSecond(times: number[]): number {
   }
   return most;
 }
+
+/** One time (ms) per token a rate bucket granted: what busiestSecond counts for a limiter. */
+export function tokenTimes(grants: ReadonlyArray<{ data: { at: string; count: number } }>): number[] {
+  return grants.flatMap((g) => Array<number>(g.data.count).fill(Date.parse(g.data.at)));
+}
