@@ -292,5 +292,28 @@ describe.skipIf(!natsUrl)('nats', () => {
         await h.close();
       }
     });
+    it('provisions one stream for many transports opened at once, and names the stream that holds its subjects', async () => {
+      const h = await natsHarness();
+      try {
+        // Racing creates of the same stream all end with the one stream (each round a fresh stream).
+        const jsm = await h.nc.jetstreamManager();
+        for (let round = 0; round < 3; round++) {
+          await jsm.streams.delete(h.streamName).catch(() => undefined);
+          await Promise.all(Array.from({ length: 6 }, () => h.open({ ackWaitMs: 1_000 })));
+          expect((await jsm.streams.info(h.streamName)).config.subjects).toEqual([`${h.subjectPrefix}.>`]);
+        }
+        // Another stream holding the subjects is not ours to update: a clear error naming both.
+        const squatter = `${h.streamName}_OTHER`;
+        await jsm.streams.delete(h.streamName);
+        await jsm.streams.add({ name: squatter, subjects: [`${h.subjectPrefix}.>`] });
+        try {
+          await expect(h.open({ ackWaitMs: 1_000 })).rejects.toThrow(new RegExp(`cannot create JetStream stream ${h.streamName} \\(subjects ${h.subjectPrefix.replace('.', '\\.')}\\.>\\): .*overlap`));
+        } finally {
+          await jsm.streams.delete(squatter);
+        }
+      } finally {
+        await h.close();
+      }
+    });
   });
 });

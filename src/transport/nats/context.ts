@@ -39,6 +39,7 @@ export const FLUSH_TIMEOUT_MS = 2_000;
 export const JS_STREAM_NOT_FOUND = 10059;
 export const JS_CONSUMER_NOT_FOUND = 10014;
 export const JS_STREAM_NAME_IN_USE = 10058; // exists with a different configuration
+export const JS_STREAM_SUBJECT_OVERLAP = 10065; // another stream holds the subjects (or ours, created a moment ago by a racing process)
 export const JS_CONSUMER_ALREADY_EXISTS = 10148; // 2.10+: create refused because the config differs
 const JS_NO_MESSAGE_FOUND = 10037;
 const JS_SEQUENCE_NOT_FOUND = 10043; // deleting a message that is already gone

@@ -15,7 +15,7 @@
 import { AckPolicy, DeliverPolicy, DiscardPolicy, nanos, RetentionPolicy, StorageType } from 'nats';
 import type { ConsumerConfig, ConsumerInfo, StreamConfig } from 'nats';
 import { BatonError } from '../../errors.ts';
-import { apiErrorCode, JS_CONSUMER_ALREADY_EXISTS, JS_STREAM_NAME_IN_USE, JS_STREAM_NOT_FOUND, type NatsContext } from './context.ts';
+import { apiErrorCode, JS_CONSUMER_ALREADY_EXISTS, JS_STREAM_NAME_IN_USE, JS_STREAM_NOT_FOUND, JS_STREAM_SUBJECT_OVERLAP, type NatsContext } from './context.ts';
 
 /** The durable consumer every onDeadLetter subscriber of one dead-letter stream shares. */
 export const DEAD_LETTER_CONSUMER = 'dead-letters';
@@ -62,12 +62,24 @@ export function createProvisioning({ jsm, settings }: NatsContext): Provisioning
     duplicate_window: nanos(settings.duplicateWindowMs),
   };
 
+  const streamExists = (name: string): Promise<boolean> =>
+    jsm.streams.info(name).then(
+      () => true,
+      (err: unknown) => {
+        if (apiErrorCode(err) === JS_STREAM_NOT_FOUND) return false;
+        throw err;
+      },
+    );
+
   /** Create a stream, or bring an existing one's config up to date (idempotent; safe to race). */
   async function addOrUpdateStream(config: Partial<StreamConfig>, shape: string, option: string): Promise<void> {
     try {
       await jsm.streams.add(config);
     } catch (err) {
-      if (apiErrorCode(err) !== JS_STREAM_NAME_IN_USE) {
+      // A create racing another process's create of the same stream can be answered "subjects
+      // overlap" rather than "name in use" (seen once in the fault suite): ours exists, so update it.
+      const racedOurs = apiErrorCode(err) === JS_STREAM_SUBJECT_OVERLAP && (await streamExists(config.name!));
+      if (apiErrorCode(err) !== JS_STREAM_NAME_IN_USE && !racedOurs) {
         throw new BatonError(`cannot create JetStream stream ${config.name} (subjects ${config.subjects!.join(', ')}): ${(err as Error).message}`, { cause: err });
       }
       try {
