@@ -103,27 +103,11 @@ export const WORKING_SQL = `
   UPDATE baton_work_queue SET locked_until = now() + $3::float8 * interval '1 millisecond'
   WHERE message_id = $1 AND delivery_count = $2 AND locked_until IS NOT NULL AND exhausted_at IS NULL`;
 
-/**
- * Ack and term: both remove the row.
- *
- * This and RELEASE_SQL join the queue to a list of messages and also name them with
- * `q.message_id = ANY(...)`, an index condition whatever join the plan picks. Without it, the
- * generic plan of the ack, made while the queue was nearly empty, was a hash join over a seq scan
- * of the whole heap, dead rows included (the queue churns; only vacuum clears them): in a
- * 60,000-execution `baton bench` acks took 13.4 s of Postgres's 44.5 s (223 µs per message, 9 at
- * 20,000), growing with every message the queue had carried.
- */
-export const DELETE_SQL = `
-  DELETE FROM baton_work_queue q USING unnest($1::uuid[], $2::int[]) AS d(message_id, delivery_count)
-  WHERE q.message_id = d.message_id AND q.delivery_count = d.delivery_count
-    AND q.message_id = ANY($1::uuid[])`;
+/** Ack and term: both remove the row (a function: migrations/0003_ack_release_by_key.sql says why). */
+export const DELETE_SQL = 'SELECT baton_work_ack($1::uuid[], $2::int[])';
 
 /** Give back rows claimed by a consumer that began stopping before it could hand them over. */
-export const RELEASE_SQL = `
-  UPDATE baton_work_queue q SET locked_until = NULL, delivery_count = q.delivery_count - 1
-  FROM unnest($1::uuid[], $2::int[]) AS d(message_id, delivery_count)
-  WHERE q.message_id = d.message_id AND q.delivery_count = d.delivery_count
-    AND q.message_id = ANY($1::uuid[])`;
+export const RELEASE_SQL = 'SELECT baton_work_release($1::uuid[], $2::int[])';
 
 export const PUBLISH_SQL = `
   INSERT INTO baton_work_queue (message_id, worker_id, runtime, payload)
