@@ -129,6 +129,7 @@ export async function create(cfg: PeerConfig) {
     },
     async close() {
       await running?.stop();
+      if (variant === 'nats') await deleteNatsStreams(); // nothing of this run left on the server
       await clientStore.close();
       await adminNc?.close();
       await pool.end();

@@ -5,6 +5,7 @@ import { loadTestHarnessConfig } from '../../src/config.ts';
 import { createNatsWorkTransport, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats/index.ts';
 import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';
+import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const natsUrl = inject('natsUrl');
 if (!natsUrl) {
@@ -38,9 +39,7 @@ async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnectio
     },
     async close() {
       for (const t of opened) await t.close();
-      const jsm = await nc.jetstreamManager();
-      await jsm.streams.delete(streamName).catch(() => undefined);
-      await jsm.streams.delete(`${streamName}_DLQ`).catch(() => undefined);
+      await deleteWorkStreams(nc, streamName);
       await nc.close();
     },
   };

@@ -24,6 +24,7 @@ import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { useTestStore } from '../support/test-store.ts';
 import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
+import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const log = pino({ level: 'silent' });
 const natsUrl = inject('natsUrl');
@@ -83,6 +84,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
       for (const e of executors) await e.stop();
       for (const l of leases) await l.stop();
       await transport?.close();
+      if (nc) await deleteWorkStreams(nc, `CC_${run}`);
       await nc?.close();
     },
   });

@@ -23,6 +23,7 @@ import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { useTestStore } from '../support/test-store.ts';
 import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
+import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const natsUrl = inject('natsUrl');
 const nap = (ms: number, signal: AbortSignal) => sleep(ms, undefined, { signal }).catch(() => undefined);
@@ -59,6 +60,7 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
         await leases[i]!.stop();
       }
       await transport?.close();
+      if (nc) await deleteWorkStreams(nc, `PX_${run}`);
       await nc?.close();
     },
   });

@@ -2,6 +2,7 @@
 // harness drives it: enqueue, start a worker (the projector in a process of its own), see every
 // handler called, then nothing pending. With a harness knob (BATON_DIR) in the environment,
 // which `baton projector` would refuse as an unknown variable if it were passed on.
+import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { create } from '../../src/bench/peer-adapter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
@@ -51,6 +52,18 @@ describe.each(['postgres', ...(natsUrl ? ['nats'] : [])])('bench-peers adapter (
       }
     } finally {
       await adapter.close();
+    }
+    if (variant === 'nats') {
+      // Its streams are gone with it: runs leave nothing on the server.
+      const nc = await connect({ servers: natsUrl! });
+      try {
+        const jsm = await nc.jetstreamManager();
+        const names: string[] = [];
+        for await (const s of jsm.streams.list()) names.push(s.config.name);
+        expect(names.filter((n) => n.startsWith(`BATON_PEERS_${new URL(db.url).pathname.slice(1)}`))).toEqual([]);
+      } finally {
+        await nc.close();
+      }
     }
   }, 60_000);
 });

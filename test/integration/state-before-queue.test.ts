@@ -16,6 +16,7 @@ import { waitForFinal } from '../../src/cli/wait.ts';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { createTestDatabase } from '../support/test-db.ts';
+import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const natsUrl = inject('natsUrl');
 const log = pino({ level: 'silent' });
@@ -57,6 +58,7 @@ for (const kind of ['postgres', ...(natsUrl ? ['nats'] : [])] as const) {
       } finally {
         await worker.stop();
         await transport.close();
+        if (nc) await deleteWorkStreams(nc, `SBQ_${suffix}`);
         await nc?.close();
         await store.close();
         await db.drop();
