@@ -6,8 +6,10 @@
 //
 // Bounded: a final actor leaves at once (nothing moves it any more; only the revision it ended
 // at is kept a while, so its final event arriving again, from the subscription after this
-// process's own append, is recognised without a read), and past `maxEntries` the least recently
-// used one goes (a later read reloads it from the store).
+// process's own append, is recognised without a read), and past `maxEntries` one not used since
+// the eviction last passed it goes (a later read reloads it from the store): the clock
+// approximation of least-recently-used. A get only marks its entry; moving it to the back of the
+// Map on every get (delete + set) was 2.4% of the hosts' CPU in a 60,000-execution `baton bench`.
 
 export interface CachedSnapshot<S> {
   snapshot: S;
@@ -21,8 +23,13 @@ export const DEFAULT_MAX_CACHED = 200_000;
 /** Ended actors remembered by their last revision: far more than end between two events of a subscription. */
 const MAX_ENDED = 100_000;
 
+interface Entry<S> extends CachedSnapshot<S> {
+  /** Read since it was stored or since the eviction last passed it. */
+  used: boolean;
+}
+
 export class SnapshotCache<S> {
-  readonly #entries = new Map<string, CachedSnapshot<S>>();
+  readonly #entries = new Map<string, Entry<S>>();
   readonly #ended = new Map<string, bigint>();
 
   constructor(
@@ -36,11 +43,8 @@ export class SnapshotCache<S> {
 
   get(id: string): CachedSnapshot<S> | undefined {
     const entry = this.#entries.get(id);
-    if (entry) {
-      // Most recently used last, so the oldest is the first to go.
-      this.#entries.delete(id);
-      this.#entries.set(id, entry);
-    }
+    if (!entry) return undefined;
+    entry.used = true;
     return entry;
   }
 
@@ -54,8 +58,19 @@ export class SnapshotCache<S> {
       if (this.#ended.size > MAX_ENDED) this.#ended.delete(this.#ended.keys().next().value!);
       return;
     }
-    this.#entries.set(id, { snapshot, revision });
-    if (this.#entries.size > this.maxEntries) this.#entries.delete(this.#entries.keys().next().value!);
+    // Room first, so the entry being stored is never the one evicted; stored last, it is the newest.
+    if (this.#entries.size >= this.maxEntries) this.#evictOne();
+    this.#entries.set(id, { snapshot, revision, used: false });
+  }
+
+  /** The oldest entry not used since it was stored or last passed; a used one is passed (moved to the back, unmarked). */
+  #evictOne(): void {
+    for (const [id, entry] of this.#entries) {
+      this.#entries.delete(id);
+      if (!entry.used) return;
+      entry.used = false;
+      this.#entries.set(id, entry);
+    }
   }
 
   delete(id: string): void {
