@@ -25,7 +25,7 @@ describe('work queue statements as the queue churns', () => {
 
   // Named as consume.ts names them: after five runs Postgres may keep one generic plan per connection.
   const publish = (ids: string[], worker: string) =>
-    client.query({ name: 'publish', text: PUBLISH_SQL, values: [ids, ids.map(() => worker), ids.map(() => 'node'), ids.map(() => '{}')] });
+    client.query({ name: 'publish', text: PUBLISH_SQL, values: [ids, ids.map(() => worker), ids.map(() => 'node'), JSON.stringify(ids.map(() => ({})))] });
   const claim = async (worker: string, limit: number) =>
     (await client.query<{ message_id: string | null; delivery_count: number | null }>({ name: 'claim', text: CLAIM_SQL, values: [worker, limit, 5, 30_000] })).rows.filter((r) => r.message_id !== null);
   const ack = (rows: { message_id: string | null; delivery_count: number | null }[]) =>

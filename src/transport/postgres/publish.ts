@@ -17,7 +17,7 @@ export function createPublish({ pool, wakeups, assertOpen }: PostgresContext): (
         messages.map((m) => m.messageId),
         messages.map((m) => m.workerId),
         messages.map((m) => m.runtime),
-        messages.map((m) => JSON.stringify(m)),
+        JSON.stringify(messages),
       ],
     });
     wakeups.appended();
