@@ -49,8 +49,8 @@ export type RoundRow =
 
 const modeOf = (e: ExpectedRevision) => (typeof e === 'bigint' ? 'exact' : e);
 
-// The statement itself is the function baton_append_many (migrations/0003_append_many_function.sql,
-// as 0004_append_many_by_key.sql replaced it), planned once per connection with lookups by key; its advisory locks' class (the first of the
+// The statement itself is the function baton_append_many (migrations/0003_append_many_function.sql),
+// planned once per connection with lookups by key; its advisory locks' class (the first of the
 // two-int4 keys, a key space apart from the one-bigint locks used elsewhere) is
 // hashtext('baton_streams') = -1543916604.
 const APPEND_MANY = 'SELECT ord, last_revision, last_position, current_revision, has_dup FROM baton_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
