@@ -62,13 +62,11 @@ export function createProvisioning({ jsm, settings }: NatsContext): Provisioning
     duplicate_window: nanos(settings.duplicateWindowMs),
   };
 
+  // Not found, or not known (the lookup failed too): the create's own error is the one to report.
   const streamExists = (name: string): Promise<boolean> =>
     jsm.streams.info(name).then(
       () => true,
-      (err: unknown) => {
-        if (apiErrorCode(err) === JS_STREAM_NOT_FOUND) return false;
-        throw err;
-      },
+      () => false,
     );
 
   /** Create a stream, or bring an existing one's config up to date (idempotent; safe to race). */
