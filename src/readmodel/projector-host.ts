@@ -86,6 +86,12 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
   };
 }
 
+/** A follower's failure for problems() (which names the projection): a member's apply error without its own "projection x:" prefix. */
+function failureMessage(err: unknown): string {
+  const cause = err instanceof ProjectionApplyError ? err.cause : err;
+  return (cause as Error)?.message ?? String(cause);
+}
+
 /**
  * The database went away (Postgres connection and resource errors, a socket error): every member
  * would fail alike, so a group stays together and retries, rather than splitting.
@@ -145,7 +151,7 @@ export function startProjector(o: ProjectorOptions): Projector {
         if (failed && members.length > 1) {
           // One member cannot apply this batch (a poison event, a bug): the others must not stop
           // with it. It follows apart from here and retries alone; it joins again once it gets past.
-          failing.set(failed.name, ((err as ProjectionApplyError).cause as Error)?.message ?? String(err));
+          failing.set(failed.name, failureMessage(err));
           members = members.filter((p) => p !== failed);
           names = members.map((p) => p.name);
           backoff = backoffs.get(names[0]!)!;
@@ -153,7 +159,7 @@ export function startProjector(o: ProjectorOptions): Projector {
           apart(failed);
           continue;
         }
-        for (const name of failed ? [failed.name] : names) failing.set(name, (err as Error).message);
+        for (const name of failed ? [failed.name] : names) failing.set(name, failureMessage(err));
         log.error({ err, projections: names, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
         await backoff.wait(round.signal);
       }

@@ -232,6 +232,19 @@ describe('projector groups', () => {
     expect(await verifyReadModel({ pool: db.pool, store })).toMatchObject({ ok: true, differences: [] });
   });
 
+  it('names a projection that cannot apply a batch once in its problem, alone as in a group', async () => {
+    const poison: Projection = { ...workersProjection, apply: () => Promise.reject(new Error('poison: this batch cannot be applied')) };
+    // Alone from the start: a unit of one, whose failure once read "projection workers: projection workers: …".
+    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: [poison] });
+    try {
+      await seed(2);
+      await until('the problem to show', async () => projector.problems().length > 0);
+      expect(projector.problems()).toEqual(['projection workers: poison: this batch cannot be applied']);
+    } finally {
+      await projector.stop();
+    }
+  });
+
   it('rebuilds a changed projection in the background while the others follow, then follows it too', async () => {
     await seed(3);
     // An open transaction elsewhere on the server would hold these events back: the rebuild would
