@@ -111,7 +111,7 @@ export const RELEASE_SQL = 'SELECT baton_work_release($1::uuid[], $2::int[])';
 
 /**
  * The payloads come as one JSON array ($4), not as jsonb[]: an array literal of JSON texts escapes
- * every quote, and building it was ~8% of what the hosts' process allocated in `baton bench`.
+ * every quote, 164 MB of the 4.6 GB the hosts' process allocated in a 20,000-execution `baton bench`.
  */
 export const PUBLISH_SQL = `
   INSERT INTO baton_work_queue (message_id, worker_id, runtime, payload)
