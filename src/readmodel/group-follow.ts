@@ -137,7 +137,13 @@ export async function followGroup(o: {
     });
     const source = eventSourceOf(o.store, o.pool);
     for await (const batch of availableBatches(events, batchSize)) {
-      const shares = await applyGroupBatch(o.pool, o.projections, position, batch, source);
+      // On a failure too, end the subscription before the loop's cleanup, which waits for its
+      // pending read: at a quiet moment that read waits for the next event, and the failure with it
+      // (a projection that could not apply its batch went unreported and unretried until then).
+      const shares = await applyGroupBatch(o.pool, o.projections, position, batch, source).catch((err: unknown) => {
+        inner.abort();
+        throw err;
+      });
       if (!shares) {
         inner.abort(); // before the loop's cleanup, which waits for the subscription's pending read
         return 'moved';

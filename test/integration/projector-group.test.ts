@@ -235,10 +235,12 @@ describe('projector groups', () => {
   it('names a projection that cannot apply a batch once in its problem, alone as in a group', async () => {
     const poison: Projection = { ...workersProjection, apply: () => Promise.reject(new Error('poison: this batch cannot be applied')) };
     // Alone from the start: a unit of one, whose failure once read "projection workers: projection workers: …".
+    // One event and then quiet: the failure once waited for the subscription's next event to be
+    // reported at all (the read pending when the batch failed).
     const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: [poison] });
     try {
-      await seed(2);
-      await until('the problem to show', async () => projector.problems().length > 0);
+      await seed(0);
+      await until('the problem to show', async () => projector.problems().length > 0, 10_000);
       expect(projector.problems()).toEqual(['projection workers: poison: this batch cannot be applied']);
     } finally {
       await projector.stop();
