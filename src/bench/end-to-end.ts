@@ -16,7 +16,7 @@ import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { projections } from '../../projections/index.ts';
 import { readCheckpoint } from '../readmodel/checkpoints.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
-import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
+import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { table } from '../cli/format.ts';
@@ -147,8 +147,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       await transport.close();
       // Its streams are the bench's own, as the scratch database is: gone with it, not left on the server.
       if (nc) {
-        const jsm = await nc.jetstreamManager();
-        for (const stream of [`BATON_BENCH_${suffix}`, `BATON_BENCH_${suffix}_DLQ`]) await jsm.streams.delete(stream).catch(() => undefined);
+        await deleteNatsWorkStreams(nc, { streamName: `BATON_BENCH_${suffix}` });
         await nc.close();
       }
       await store.close();

@@ -21,7 +21,7 @@ import { createActionRegistry, defineAction } from '../actions/index.ts';
 import { migrateAll } from '../db/all-migrations.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { createExecutionRuntime, type SubmitRequest } from '../runtime/execution-runtime.ts';
-import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
+import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { jsonValue } from '../input/schemas.ts';
@@ -70,8 +70,7 @@ export async function create(cfg: PeerConfig) {
 
   async function deleteNatsStreams() {
     adminNc ??= await connectNats(natsUrl);
-    const jsm = await adminNc.jetstreamManager();
-    for (const name of [natsOptions.streamName, `${natsOptions.streamName}_DLQ`]) await jsm.streams.delete(name).catch(() => undefined);
+    await deleteNatsWorkStreams(adminNc, natsOptions);
   }
 
   let running: { stop(): Promise<void> } | undefined;

@@ -2,10 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { loadTestHarnessConfig } from '../../src/config.ts';
-import { createNatsWorkTransport, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats/index.ts';
+import { createNatsWorkTransport, deleteNatsWorkStreams, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats/index.ts';
 import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';
-import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const natsUrl = inject('natsUrl');
 if (!natsUrl) {
@@ -39,7 +38,7 @@ async function natsHarness(): Promise<WorkTransportHarness & { nc: NatsConnectio
     },
     async close() {
       for (const t of opened) await t.close();
-      await deleteWorkStreams(nc, streamName);
+      await deleteNatsWorkStreams(nc, { streamName });
       await nc.close();
     },
   };

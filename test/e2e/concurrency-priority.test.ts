@@ -16,7 +16,7 @@ import { createExecutorBeats } from '../../src/executor/partitions/executor-beat
 import { startPartitionLeases, type PartitionLeases } from '../../src/executor/partitions/leases.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { connectNats, createNatsWorkTransport } from '../../src/transport/nats/index.ts';
+import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../../src/transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
@@ -24,7 +24,6 @@ import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { useTestStore } from '../support/test-store.ts';
 import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
-import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const log = pino({ level: 'silent' });
 const natsUrl = inject('natsUrl');
@@ -84,7 +83,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
       for (const e of executors) await e.stop();
       for (const l of leases) await l.stop();
       await transport?.close();
-      if (nc) await deleteWorkStreams(nc, `CC_${run}`);
+      if (nc) await deleteNatsWorkStreams(nc, { streamName: `CC_${run}` });
       await nc?.close();
     },
   });

@@ -15,7 +15,7 @@ import { createExecutorBeats } from '../../src/executor/partitions/executor-beat
 import { startPartitionLeases, type PartitionLeases } from '../../src/executor/partitions/leases.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { connectNats, createNatsWorkTransport } from '../../src/transport/nats/index.ts';
+import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../../src/transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
@@ -23,7 +23,6 @@ import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { useTestStore } from '../support/test-store.ts';
 import { untilCompleted } from '../support/until-completed.ts';
 import { allEvents } from '../support/workflow-cluster.ts';
-import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const natsUrl = inject('natsUrl');
 const nap = (ms: number, signal: AbortSignal) => sleep(ms, undefined, { signal }).catch(() => undefined);
@@ -60,7 +59,7 @@ describe(`three partitioned executors (${natsUrl ? 'nats' : 'postgres'} transpor
         await leases[i]!.stop();
       }
       await transport?.close();
-      if (nc) await deleteWorkStreams(nc, `PX_${run}`);
+      if (nc) await deleteNatsWorkStreams(nc, { streamName: `PX_${run}` });
       await nc?.close();
     },
   });

@@ -7,7 +7,7 @@ import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
-import { connectNats, createNatsWorkTransport } from '../../src/transport/nats/index.ts';
+import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../../src/transport/nats/index.ts';
 import type { WorkTransport } from '../../src/transport/work-transport.ts';
 import { startExecutor } from '../../src/executor/executor.ts';
 import { startWorkerHost } from '../../src/worker/worker-host.ts';
@@ -16,7 +16,6 @@ import { waitForFinal } from '../../src/cli/wait.ts';
 import { statusOf } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { createTestDatabase } from '../support/test-db.ts';
-import { deleteWorkStreams } from '../support/nats-streams.ts';
 
 const natsUrl = inject('natsUrl');
 const log = pino({ level: 'silent' });
@@ -58,7 +57,7 @@ for (const kind of ['postgres', ...(natsUrl ? ['nats'] : [])] as const) {
       } finally {
         await worker.stop();
         await transport.close();
-        if (nc) await deleteWorkStreams(nc, `SBQ_${suffix}`);
+        if (nc) await deleteNatsWorkStreams(nc, { streamName: `SBQ_${suffix}` });
         await nc?.close();
         await store.close();
         await db.drop();

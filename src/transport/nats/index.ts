@@ -35,6 +35,17 @@ export {
   type NatsWorkTransportOptions,
 } from './context.ts';
 
+/**
+ * Delete the streams a transport with these options made, the work stream and its dead-letter
+ * stream (missing ones are skipped): for what made them for itself alone, a bench or a test run,
+ * once it is done.
+ */
+export async function deleteNatsWorkStreams(nc: NatsConnection, options: Pick<NatsWorkTransportOptions, 'streamName' | 'deadLetterStreamName'>): Promise<void> {
+  const { streamName, deadLetterStream } = compileNatsOptions(options);
+  const jsm = await nc.jetstreamManager();
+  for (const name of [streamName, deadLetterStream]) await jsm.streams.delete(name).catch(() => undefined);
+}
+
 export async function createNatsWorkTransport(nc: NatsConnection, options: NatsWorkTransportOptions = {}): Promise<WorkTransport> {
   const settings = compileNatsOptions(options);
   const log = options.log?.child({ component: 'work-transport', transport: 'nats', stream: settings.streamName });
