@@ -13,6 +13,7 @@ import { loadExecutionRows } from '../../projections/executions.projection.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
 import { newEvent } from '../contract/event-store.contract.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { flushedStat } from '../support/pg-stats.ts';
 
 describe('hot-path statements read through indexes as history grows (appendMany, the timeline copy)', () => {
   let db: TestDatabase;
@@ -31,23 +32,13 @@ describe('hot-path statements read through indexes as history grows (appendMany,
   });
 
   /** Sequential scans so far of the named tables (`schema.table`). */
-  const seqScans = async (...tables: string[]) => {
-    // A backend sends its counters at most once a second: make the tests' one connection send them
-    // now (every query that touches the tables under test runs on it, the setup's too). It sends
-    // them when it next goes idle, so one more statement on it returns only after they are sent.
-    await pool.query('SELECT pg_stat_force_next_flush()');
-    await pool.query('SELECT 1');
-    const r = await db.pool.query<{ n: string }>(`SELECT coalesce(sum(seq_scan), 0) AS n FROM pg_stat_user_tables WHERE schemaname || '.' || relname = ANY($1::text[])`, [tables]);
-    return Number(r.rows[0]!.n);
-  };
+  // Every query that touches the tables under test runs on the tests' one connection, the setup's too.
+  const seqScans = (...tables: string[]) =>
+    flushedStat(pool, db.pool, `SELECT coalesce(sum(seq_scan), 0) AS n FROM pg_stat_user_tables WHERE schemaname || '.' || relname = ANY($1::text[])`, [tables]);
   const tableScans = () => seqScans('public.baton_events', 'public.baton_streams');
   /** Index entries read so far from the event store's tables: a plan can read a whole index too. */
-  const indexReads = async () => {
-    await pool.query('SELECT pg_stat_force_next_flush()');
-    await pool.query('SELECT 1');
-    const r = await db.pool.query<{ n: string }>(`SELECT coalesce(sum(idx_tup_read), 0) AS n FROM pg_stat_user_indexes WHERE schemaname = 'public' AND relname IN ('baton_events', 'baton_streams')`);
-    return Number(r.rows[0]!.n);
-  };
+  const indexReads = () =>
+    flushedStat(pool, db.pool, `SELECT coalesce(sum(idx_tup_read), 0) AS n FROM pg_stat_user_indexes WHERE schemaname = 'public' AND relname IN ('baton_events', 'baton_streams')`);
 
   it('reads only the named streams and event ids once the tables are large, whatever ran while they were small', async () => {
     // Many batches of a few streams on the near-empty table: a prepared statement would now hold a generic plan.

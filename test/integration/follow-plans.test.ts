@@ -11,6 +11,7 @@ import { START, type StoredEvent, type SubscriptionOrder } from '../../src/event
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { newEvent } from '../contract/event-store.contract.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { flushedStat } from '../support/pg-stats.ts';
 
 const ROWS = 100_000;
 
@@ -111,12 +112,7 @@ describe('follow query plans at 0 and 100,000 events', () => {
           [b * 600, b * 600 + 599],
         );
       }
-      const indexReads = async () => {
-        await freshPool.query('SELECT pg_stat_force_next_flush()');
-        await freshPool.query('SELECT 1'); // the counters go when the connection is next idle: after this, they went
-        const r = await fresh.pool.query<{ n: string }>(`SELECT idx_tup_read AS n FROM pg_stat_user_indexes WHERE indexrelname = 'baton_events_commit_order'`);
-        return Number(r.rows[0]!.n);
-      };
+      const indexReads = () => flushedStat(freshPool, fresh.pool, `SELECT idx_tup_read AS n FROM pg_stat_user_indexes WHERE indexrelname = 'baton_events_commit_order'`);
       // Another test file's transaction open on the server would hold readAll back (the horizon).
       await freshStore.settled();
       const before = await indexReads();

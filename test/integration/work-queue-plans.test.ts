@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLAIM_SQL, DELETE_SQL, PUBLISH_SQL, RELEASE_SQL } from '../../src/transport/postgres/queue-sql.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { flushedStat } from '../support/pg-stats.ts';
 
 describe('work queue statements as the queue churns', () => {
   let db: TestDatabase;
@@ -32,12 +33,7 @@ describe('work queue statements as the queue churns', () => {
     client.query({ name: 'ack', text: DELETE_SQL, values: [rows.map((r) => r.message_id), rows.map((r) => r.delivery_count)] });
   const release = (rows: { message_id: string | null; delivery_count: number | null }[]) =>
     client.query({ name: 'release', text: RELEASE_SQL, values: [rows.map((r) => r.message_id), rows.map((r) => r.delivery_count)] });
-  const seqScans = async () => {
-    await client.query('SELECT pg_stat_force_next_flush()');
-    await client.query('SELECT 1'); // counters are sent when the connection next goes idle
-    const r = await db.pool.query<{ n: string }>(`SELECT seq_scan AS n FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname = 'baton_work_queue'`);
-    return Number(r.rows[0]!.n);
-  };
+  const seqScans = () => flushedStat(client, db.pool, `SELECT seq_scan AS n FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname = 'baton_work_queue'`);
 
   it('claims, acks and releases by key once the queue has carried many messages', async () => {
     // Many rounds on a small queue (a few pages, as under a light load): each statement has run often
