@@ -25,7 +25,9 @@
 // that index LIMIT n, full rows read in that walk, no join back), the held-back check reads only the
 // newest row, and readAll reads through the same scan as a `global` subscription. With plans cached at
 // 16 rows, at 100,000 rows: the held-back check 0.04 ms, each scan 0.06–0.3 ms
-// (test/integration/follow-plans.test.ts checks the plans' shape).
+// (test/integration/follow-plans.test.ts counts their reads). The `stream` scan is a function
+// planned once per connection: as a named statement it was re-planned on most calls, at twice the
+// cost of running it, on every wake-up of every host (see its migration).
 import type pg from 'pg';
 import { sleep } from '../async/sleep.ts';
 import { BatonError } from '../errors.ts';
@@ -138,24 +140,8 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
   async function streamScan(state: StreamState, limit: number, prefixes: string[] | null) {
     const r = await pool.query<EventRow & { scan_end: boolean; scanned: string | null; in_progress: string[] | null }>({
       name: 'baton_scan_committed',
-      text: `WITH scanned AS (
-               SELECT ${EVENT_COLUMNS} FROM baton_events
-               WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint)
-               ORDER BY transaction_id, global_position
-               LIMIT $3),
-             picked AS (
-               SELECT * FROM scanned
-               UNION ALL
-               SELECT ${EVENT_COLUMNS} FROM baton_events WHERE transaction_id = ANY($5::xid8[]))
-             SELECT ${EVENT_COLUMNS}, false AS scan_end, NULL::bigint AS scanned, NULL::text[] AS in_progress
-               FROM picked WHERE $4::text[] IS NULL OR stream_id LIKE ANY($4::text[])
-             UNION ALL
-             SELECT last.global_position, NULL, NULL, NULL, NULL, NULL, NULL, NULL, last.transaction_id, true,
-                    (SELECT count(*) FROM scanned),
-                    ARRAY(SELECT x::text FROM pg_snapshot_xip(pg_current_snapshot()) x)
-               FROM (SELECT NULL) one LEFT JOIN LATERAL (
-                 SELECT transaction_id, global_position FROM scanned ORDER BY transaction_id DESC, global_position DESC LIMIT 1) last ON true
-             ORDER BY scan_end, transaction_id, global_position`,
+      // A function (migrations/0004_stream_scan_function.sql): planned once per connection.
+      text: 'SELECT * FROM baton_scan_committed($1, $2, $3, $4, $5)',
       values: [state.xid, state.position.toString(), limit, prefixes, state.pending],
     });
     const marker = r.rows[r.rows.length - 1]!;
