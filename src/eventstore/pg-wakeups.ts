@@ -1,6 +1,7 @@
-// Wake-ups over Postgres LISTEN/NOTIFY: one LISTEN connection per instance, shared by every
-// waiter, and a notifier that coalesces NOTIFYs. Used by the event store (channel
-// `baton_events`, subscriptions) and the Postgres work queue (`baton_work`, consumers).
+// Wake-ups over Postgres LISTEN/NOTIFY: a channel on the pool's one LISTEN connection (shared by
+// every instance on the pool: src/db/shared-listen.ts), shared by every waiter, and a notifier
+// that coalesces NOTIFYs. Used by the event store (channel `baton_events`, subscriptions) and the
+// Postgres work queue (`baton_work`, consumers).
 //
 // Why NOTIFY is sent after the append's commit instead of inside it: a NOTIFY inside a
 // transaction takes a cluster-wide lock at commit, which serialises commits. Measured here
@@ -19,6 +20,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
 import { channelOf } from '../db/db-schema.ts';
+import { sharedListen, type ChannelListener } from '../db/shared-listen.ts';
 
 /** The event store's channel (the default). */
 export const NOTIFY_CHANNEL = 'baton_events';
@@ -39,12 +41,10 @@ export class PgWakeups implements Waiter {
   #seq = 0;
   #waiters = new Set<() => void>();
   #payloadListeners = new Set<(payload: string) => void>();
-  #listener: pg.PoolClient | undefined;
   #listening: Promise<void> | undefined;
   #notifyInFlight: Promise<void> | undefined;
   #notifyAgain = false;
   #closed = false;
-  #reconnectTimer: NodeJS.Timeout | undefined;
 
   /** The channel LISTENed and NOTIFYed: `channel`, suffixed with the pool's BATON_DB_SCHEMA if it has one (src/db/db-schema.ts). */
   readonly channel: string;
@@ -66,69 +66,33 @@ export class PgWakeups implements Waiter {
   /** Start listening (idempotent). Subscriptions call this before their first read. */
   ensureListening(): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    this.#listening ??= this.#listen().catch((err) => {
-      this.#listening = undefined;
-      this.log?.warn({ err, channel: this.channel }, 'LISTEN failed; waiters fall back to polling until it reconnects');
-      this.#scheduleReconnect();
-    });
+    this.#listening ??= sharedListen(this.pool, this.log)
+      .add(this.channel, this.#channelListener)
+      // Anything committed while we were not listening is found by the re-read this triggers.
+      .then(() => this.wake())
+      .catch((err) => {
+        this.#listening = undefined;
+        this.log?.warn({ err, channel: this.channel }, 'LISTEN failed; waiters fall back to polling until it reconnects');
+      });
     return this.#listening;
   }
 
-  async #listen(): Promise<void> {
-    const client = await this.pool.connect();
-    client.on('notification', (n) => {
+  readonly #channelListener: ChannelListener = {
+    notification: (payload) => {
       // Our own NOTIFY, echoed back: its waiters were woken directly when we sent it.
-      if (n.payload === this.#id) return;
+      if (payload === this.#id) return;
       this.wake();
       for (const l of [...this.#payloadListeners]) {
         try {
-          l(n.payload ?? '');
+          l(payload);
         } catch (err) {
           // Thrown inside pg's socket handler it would take the connection down.
           this.log?.error({ err, channel: this.channel }, 'notification payload listener threw; ignored');
         }
       }
-    });
-    // Stays attached for the client's life: pg emits 'error' on a client without a listener as
-    // an uncaught exception, and a client whose LISTEN failed may still emit one on its way out.
-    client.on('error', (err) => {
-      if (this.#listener !== client) return; // not (or no longer) the listening connection
-      this.log?.warn({ err, channel: this.channel }, 'LISTEN connection lost; reconnecting');
-      this.#dropListener(err);
-      this.#scheduleReconnect();
-    });
-    try {
-      await client.query(`LISTEN ${this.channel}`);
-    } catch (err) {
-      // The connection broke between connect and LISTEN (a terminated backend, a restart):
-      // give it back destroyed, or every reconnect attempt would keep one checked out.
-      client.removeAllListeners('notification');
-      client.release(err instanceof Error ? err : true);
-      throw err;
-    }
-    this.#listener = client;
-    // Anything committed while we were not listening is found by the re-read this triggers.
-    this.wake();
-  }
-
-  #dropListener(err?: Error): void {
-    const client = this.#listener;
-    this.#listener = undefined;
-    this.#listening = undefined;
-    if (client) {
-      client.removeAllListeners('notification');
-      client.release(err ?? true);
-    }
-  }
-
-  #scheduleReconnect(): void {
-    if (this.#closed || this.#reconnectTimer) return;
-    this.#reconnectTimer = setTimeout(() => {
-      this.#reconnectTimer = undefined;
-      void this.ensureListening();
-    }, 1000);
-    this.#reconnectTimer.unref();
-  }
+    },
+    relistened: () => this.wake(),
+  };
 
   /**
    * Also hand every NOTIFY payload on the channel to `listener` (call ensureListening() to start).
@@ -190,13 +154,9 @@ export class PgWakeups implements Waiter {
 
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#reconnectTimer);
     await this.#listening?.catch(() => undefined);
     await this.#notifyInFlight;
-    if (this.#listener) {
-      await this.#listener.query(`UNLISTEN ${this.channel}`).catch(() => undefined);
-      this.#dropListener();
-    }
+    await sharedListen(this.pool).remove(this.channel, this.#channelListener);
     this.#payloadListeners.clear();
     this.wake();
   }

@@ -96,4 +96,41 @@ describe('PgWakeups', () => {
     await until('the marker', () => heard.includes('marker'), 10_000);
     expect(mine.seq).toBe(mineBefore + 2);
   });
+
+  it('shares one LISTEN connection per pool across channels, and re-listens all of them when it is lost', { timeout: 20_000 }, async () => {
+    // Every NOTIFY wakes every backend that LISTENs in the database, whatever its channel: a host
+    // with a connection per channel paid that once per channel.
+    const pool = new pg.Pool({ connectionString: db().url, max: 6 });
+    cleanup.push(() => endPool(pool));
+    const channels = ['shared_a', 'shared_b', 'shared_c'];
+    const wakeups = channels.map((c) => new PgWakeups(pool, undefined, c));
+    for (const w of wakeups) cleanup.push(() => w.close());
+    const heard = new Map<string, string[]>(channels.map((c) => [c, []]));
+    wakeups.forEach((w, i) => w.onPayload((p) => heard.get(channels[i]!)!.push(p)));
+    await Promise.all(wakeups.map((w) => w.ensureListening()));
+    const other = db().pool;
+    const listening = async () =>
+      (await other.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`)).rows.map((r) => r.pid);
+    const [pid] = await listening();
+    expect(await listening()).toEqual([pid]);
+    expect(pool.totalCount - pool.idleCount, 'connections checked out of the pool').toBe(1);
+    for (const c of channels) await other.query(`SELECT pg_notify($1, 'first')`, [c]);
+    await until('every channel to hear its first notification', () => channels.every((c) => heard.get(c)!.includes('first')), 10_000);
+    expect(channels.map((c) => heard.get(c))).toEqual(channels.map(() => ['first'])); // each only its own
+
+    // The shared connection dies: all three are listened to again, and each instance is woken (a re-read).
+    const seqs = wakeups.map((w) => w.seq);
+    await other.query('SELECT pg_terminate_backend($1)', [pid]);
+    await until('every channel to hear again', async () => {
+      for (const c of channels) await other.query(`SELECT pg_notify($1, 'again')`, [c]);
+      return channels.every((c) => heard.get(c)!.includes('again'));
+    }, 10_000);
+    wakeups.forEach((w, i) => expect(w.seq).toBeGreaterThan(seqs[i]!));
+    expect((await listening()).length).toBe(1);
+
+    // Closing all gives the connection up.
+    for (const w of wakeups) await w.close();
+    expect(pool.totalCount - pool.idleCount).toBe(0);
+    await until('the LISTEN backend to end', async () => (await listening()).length === 0, 5_000);
+  });
 });
