@@ -255,6 +255,27 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
         expect((await store.readStream(s)).map((e) => e.type)).toEqual(['First', 'First', 'Second']);
       });
 
+      it('concurrent batches that share streams each store every request, one after the other per stream', async () => {
+        // 8 callers at once, each appending (any revision) to 12 of the same 30 streams, three times over.
+        const streams = Array.from({ length: 30 }, () => uniqueStream());
+        await store.appendMany(streams.map((s) => ({ streamId: s, events: events(1, 'Created'), expectedRevision: 'no_stream' as const })));
+        const picks = (caller: number, round: number) => Array.from({ length: 12 }, (_, k) => streams[(caller * 7 + round * 5 + k * 2) % 30]!);
+        const appended = new Map(streams.map((s) => [s, 1]));
+        const outcomes = await Promise.all(
+          Array.from({ length: 8 }, async (_, caller) => {
+            const all: AppendOutcome[] = [];
+            for (let round = 0; round < 3; round++) {
+              const mine = [...new Set(picks(caller, round))];
+              for (const s of mine) appended.set(s, appended.get(s)! + 1);
+              all.push(...(await store.appendMany(mine.map((s) => ({ streamId: s, events: events(1, `C${caller}`), expectedRevision: 'any' as const })))));
+            }
+            return all;
+          }),
+        );
+        outcomes.flat().forEach(okResult);
+        for (const s of streams) expect((await store.readStream(s)).map((e) => e.revision)).toEqual(Array.from({ length: appended.get(s)! }, (_, i) => BigInt(i)));
+      });
+
       it('readAll returns a batch with each stream in revision order, before anything appended after it', async () => {
         const prefix = `am${randomUUID().slice(0, 8)}`;
         const streams = Array.from({ length: 5 }, () => uniqueStream(prefix));
