@@ -3,7 +3,8 @@
 // is inserted, updated by its claim and deleted by its ack) and only vacuum clears the dead rows, so a
 // scan of the table costs what the queue has ever carried: in a 60,000-execution `baton bench` the
 // ack's generic plan was a hash join over a seq scan, 223 µs per message against 9 at 20,000.
-// Counts sequential scans (pg_stat), never time.
+// Counts sequential scans (pg_stat), never time. Also: claims and acks do not wait for their WAL
+// flush, publishes do.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,5 +66,33 @@ describe('work queue statements as the queue churns', () => {
     }
     expect(await seqScans()).toBe(before);
     expect((await client.query(`SELECT count(*)::int AS n FROM baton_work_queue WHERE worker_id = 'w'`)).rows[0].n).toBe(0);
+  });
+
+  it('claims and acks commit without waiting for their WAL flush; a publish waits for it', async () => {
+    // Losing a claim or an ack to a crash only redelivers (the event store fences the second
+    // delivery); losing a publish would lose work. Each statement runs in a transaction here, so
+    // the setting it leaves for its commit can be read before rolling back.
+    const commitMode = async (statement: () => Promise<unknown>) => {
+      await client.query('BEGIN');
+      try {
+        await statement();
+        return (await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit;
+      } finally {
+        await client.query('ROLLBACK');
+      }
+    };
+    // Whatever the server's default (the tests' embedded Postgres runs with it off).
+    await client.query('SET synchronous_commit = on');
+    const ids = [randomUUID(), randomUUID()];
+    expect(await commitMode(() => publish(ids, 'durability'))).toBe('on');
+    await publish(ids, 'durability');
+    expect(await commitMode(async () => expect(await claim('durability', 2)).toHaveLength(2))).toBe('off');
+    const claimed = await claim('durability', 2); // the claim above was rolled back
+    expect(claimed).toHaveLength(2);
+    expect(await commitMode(() => ack(claimed))).toBe('off');
+    await ack(claimed);
+    // Only for their own transactions: the connection's next statement waits for its flush again.
+    expect((await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('on');
+    expect((await client.query(`SELECT count(*)::int AS n FROM baton_work_queue WHERE worker_id = 'durability'`)).rows[0].n).toBe(0);
   });
 });

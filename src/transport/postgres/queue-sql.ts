@@ -50,6 +50,14 @@ export interface ClaimRow {
  * The subqueries in (3) read the snapshot from before (1), so the leases taken by (1) are added
  * separately: a stuck handler's message must be redelivered (or dead-lettered) when its lease
  * ends, not at the next safety poll.
+ *
+ * A claim commits without waiting for its WAL flush (`async_commit`: synchronous_commit off for
+ * its own transaction), as the ack does (migrations/0004_async_commit_acks.sql): a claim lost to a
+ * server crash only makes its message deliverable again, and the event store fences a second
+ * delivery. The worker's next append flushes the WAL written before it, the claim's included.
+ * Measured in `baton bench` (20,000 executions, Postgres queue): WAL flushes 6,222 → 3,875, and
+ * alternated with the build before, 1,638 / 1,875 / 1,853 → 1,953 / 1,849 / 2,055 executions/s,
+ * pickup p50 4.15 / 4.33 / 4.32 → 4.07 / 3.97 / 4.08 ms.
  */
 export const CLAIM_SQL = `
   WITH next AS MATERIALIZED (
@@ -62,7 +70,8 @@ export const CLAIM_SQL = `
   ), claimed AS (
     UPDATE baton_work_queue q
     SET locked_until = now() + $4::float8 * interval '1 millisecond', delivery_count = q.delivery_count + 1
-    FROM next WHERE q.message_id = next.message_id
+    FROM next, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+    WHERE q.message_id = next.message_id
     RETURNING q.message_id, q.payload, q.delivery_count
   ), idle AS (
     SELECT (SELECT count(*) FROM claimed) < $2 AS yes
