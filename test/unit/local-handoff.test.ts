@@ -1,14 +1,23 @@
 // Handing work over in process (src/transport/local-handoff.ts): who is offered what, and how the
 // transport's copy of a message run here is settled. End to end with a real executor, worker and
 // both transports: test/integration/local-handoff.test.ts.
+import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { handOverLocally, localRuns, openLocalInbox } from '../../src/transport/local-handoff.ts';
 import type { Delivery, WorkMessage, WorkTransport } from '../../src/transport/work-transport.ts';
-import { workMessage } from '../contract/work-transport.contract.ts';
 
 const log = pino({ level: 'silent' });
-const message = (workerId = 'w-1') => workMessage(workerId);
+const message = (workerId = 'w-1'): WorkMessage => ({
+  messageId: randomUUID(),
+  executionId: randomUUID(),
+  workerId,
+  runtime: 'node',
+  action: 'test.noop',
+  attempt: 1,
+  handoffRevision: '2',
+  publishedAt: new Date().toISOString(),
+});
 
 /** A transport copy of `m` that records how it was settled. */
 function copyOf(m: WorkMessage): Delivery & { settled: string[] } {
