@@ -31,7 +31,6 @@ import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDef
 import { SchedulingView } from './scheduling-view.ts';
 import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
-import { handOverLocally } from '../transport/local-handoff.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
@@ -227,8 +226,6 @@ export function startExecutor(o: ExecutorOptions): Executor {
     const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, inputOf);
     const messages = await handOff(placements);
     if (messages.length === 0) return;
-    // A worker of this process starts its messages now; every copy is published all the same (src/transport/local-handoff.ts).
-    handOverLocally(o.transport, traces.carried(messages));
     // Only after the handoffs are stored (state before queue). The next pass need not wait for
     // this publish (its handoffs are other executions): it commits while this one is in flight.
     while (publishing.size >= PUBLISHES_IN_FLIGHT) await Promise.race(publishing);

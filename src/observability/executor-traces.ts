@@ -28,8 +28,6 @@ export interface ExecutorTraces {
   observe(change: Change<ExecutionSnapshot, ExecutionEvent>): void;
   /** The spans of one handoff about to be decided; undefined without a provider. */
   handoff(o: { executionId: string; action: string; workerId: string }): HandoffTrace | undefined;
-  /** The messages, each carrying its handoff's trace context. */
-  carried(messages: WorkMessage[]): WorkMessage[];
   /** `transport`, whose published work messages carry their handoff's trace context. */
   publishing(transport: WorkTransport): WorkTransport;
 }
@@ -68,12 +66,6 @@ export function createExecutorTraces(o: { cached(executionId: string): { snapsho
     handoffs.delete(eventId);
     handoffOf.delete(executionId);
   }
-
-  const carry = (m: WorkMessage): WorkMessage => {
-    const fields = m.traceparent === undefined ? handoffs.get(m.messageId) : undefined;
-    return fields ? { ...m, ...fields } : m;
-  };
-  const carried = (messages: WorkMessage[]) => (handoffs.size === 0 ? messages : messages.map(carry));
 
   return {
     observe(change) {
@@ -114,9 +106,12 @@ export function createExecutorTraces(o: { cached(executionId: string): { snapsho
       };
     },
 
-    carried,
     publishing(transport) {
-      return { ...transport, publish: (messages) => transport.publish(carried(messages)) };
+      const carry = (m: WorkMessage): WorkMessage => {
+        const fields = m.traceparent === undefined ? handoffs.get(m.messageId) : undefined;
+        return fields ? { ...m, ...fields } : m;
+      };
+      return { ...transport, publish: (messages) => transport.publish(handoffs.size === 0 ? messages : messages.map(carry)) };
     },
   };
 }

@@ -73,7 +73,7 @@ export function validateConsume(workerId: string, handler: unknown, options: Con
   if (typeof handler !== 'function') throw new BatonError('consume: handler must be a function');
   if (!Number.isInteger(options?.concurrency) || options.concurrency < 1) {
     throw new BatonError(`consume: concurrency must be a positive integer, got ${String(options?.concurrency)}`);
-  }  if (options.besideRuns !== undefined && typeof options.besideRuns !== 'boolean') throw new BatonError(`consume: besideRuns must be true or false, got ${String(options.besideRuns)}`);
+  }
 }
 
 // ---- dead letters ----

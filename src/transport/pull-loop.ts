@@ -71,8 +71,6 @@ export interface PullLoopOptions {
    * open pulls expect nothing more). Omitted: one pull at a time.
    */
   overlapAt?: number;
-  /** Leave one free slot out of a pull that could take them all (ConsumeOptions.besideRuns). */
-  besideRuns?: boolean;
 }
 
 const logBackOff = (log: Logger | undefined, end: { why: string; err?: unknown }, retryInMs: number): void => {
@@ -82,8 +80,8 @@ const logBackOff = (log: Logger | undefined, end: { why: string; err?: unknown }
 
 const failedPull = (err: unknown): PullEnd => ({ next: 'back-off', why: 'pull failed; retrying', err });
 
-/** Feed `handler` from `source`, at most `concurrency` deliveries at a time, until stop(); runBeside as Consumer says. */
-export function runPullLoop(source: PullSource, o: PullLoopOptions): { stop(): Promise<void>; runBeside(task: () => Promise<void>): boolean } {
+/** Feed `handler` from `source`, at most `concurrency` deliveries at a time, until stop(). */
+export function runPullLoop(source: PullSource, o: PullLoopOptions): { stop(): Promise<void> } {
   const slots = new HandlerSlots();
   const stopping = new AbortController();
   const pulls = new Set<Promise<void>>();
@@ -98,7 +96,7 @@ export function runPullLoop(source: PullSource, o: PullLoopOptions): { stop(): P
     const free = o.concurrency - slots.count - requested;
     if (free <= 0) return;
     if (pulls.size > 0 && (o.overlapAt === undefined || (requested > 0 && free < o.overlapAt))) return;
-    startPull(o.besideRuns && free > 1 ? free - 1 : free);
+    startPull(free);
   }
 
   function startPull(n: number): void {
@@ -151,11 +149,6 @@ export function runPullLoop(source: PullSource, o: PullLoopOptions): { stop(): P
   pump();
 
   return {
-    runBeside(task) {
-      if (stopping.signal.aborted || o.concurrency - slots.count - requested <= 0) return false;
-      slots.start(task);
-      return true;
-    },
     stop: once(async () => {
       stopping.abort();
       await pause;

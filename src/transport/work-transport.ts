@@ -50,23 +50,11 @@ export interface Delivery {
 export interface ConsumeOptions {
   /** Most deliveries handled at once; the transport fetches no more than the free slots. */
   concurrency: number;
-  /**
-   * This consumer also runs work handed over in its process (Consumer.runBeside): a pull that
-   * could take every free slot leaves one, so a long-polling pull (JetStream's) does not hold
-   * them all while the worker waits.
-   */
-  besideRuns?: boolean;
 }
 
 export interface Consumer {
   /** Stop fetching; resolves when every delivery already handed to the handler has finished. */
   stop(): Promise<void>;
-  /**
-   * Run `task` in a free slot of this consumer, counted against its concurrency as a delivery
-   * is: for work that reached the worker another way (handed over in its own process,
-   * src/transport/local-handoff.ts). False, and nothing run, when no slot is free or it is stopping.
-   */
-  runBeside(task: () => Promise<void>): boolean;
 }
 
 /**

@@ -15,12 +15,11 @@ import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
 import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore, type WorkerLiveness } from '../liveness/liveness-store.ts';
 import { isAlive } from '../process/identity.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
-import type { Consumer, Delivery, WorkTransport } from '../transport/work-transport.ts';
+import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
 import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
 import { batcherFor } from './dispatch-batcher.ts';
-import { localRuns, openLocalInbox } from '../transport/local-handoff.ts';
 import { traceRun } from '../observability/tracing.ts';
 
 export interface WorkerHostOptions {
@@ -151,30 +150,28 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   heartbeat.start();
   await heartbeat.beatNow(); // visible to executors before the first message can arrive
 
-  const run = (delivery: Delivery) =>
-    traceRun(delivery, () => runDelivery(delivery, {
-      workerId,
-      runtime: o.runtime,
-      appends: batcherFor(o.runtime),
-      actions: o.actions,
-      log,
-      shutdown: shutdown.signal,
-      running,
-      cancellers,
-      startToCloseMs: o.startToCloseMs,
-      onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
-      onFinished: (outcome) => {
-        metrics?.runs.inc({ worker: workerId, outcome });
-        // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
-        if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
-      },
-    }));
-  // Work the executor of this process hands over directly (src/transport/local-handoff.ts); its transport copy is settled by that run.
-  const local = localRuns(run, log);
-  const consumer: Consumer = await o.transport.consume(workerId, async (delivery) => {
-    if (!(await local.settleCopy(delivery))) await run(delivery);
-  }, { concurrency: capacity, besideRuns: true });
-  const closeInbox = openLocalInbox(o.transport, workerId, (message) => !draining && local.take(message, (task) => consumer.runBeside(task)));
+  const consumer: Consumer = await o.transport.consume(
+    workerId,
+    (delivery) =>
+      traceRun(delivery, () => runDelivery(delivery, {
+        workerId,
+        runtime: o.runtime,
+        appends: batcherFor(o.runtime),
+        actions: o.actions,
+        log,
+        shutdown: shutdown.signal,
+        running,
+        cancellers,
+        startToCloseMs: o.startToCloseMs,
+        onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
+        onFinished: (outcome) => {
+          metrics?.runs.inc({ worker: workerId, outcome });
+          // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
+          if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
+        },
+      })),
+    { concurrency: capacity },
+  );
   const signals = await o.transport.onSignal(workerId, (signal) => {
     const cancelRun = cancellers.get(signal.executionId);
     if (cancelRun) return cancelRun(signal.attempt, signal.reason);
@@ -190,7 +187,6 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     stop(reason = 'stopped') {
       stopping ??= (async () => {
         draining = true;
-        closeInbox();
         log.info({ inFlight: running.size, reason }, 'draining: no new work; finishing what runs');
         await heartbeat.beatNow(); // executors stop scheduling to it, even while it announces itself again below
         await lifecycle.record('WorkerDraining', { reason });

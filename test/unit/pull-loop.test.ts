@@ -124,59 +124,6 @@ describe('runPullLoop', () => {
     expect(all.every((m) => source.settlements.of(m).join() === 'ack')).toBe(true);
   });
 
-  it('runBeside runs a task in a free slot, counted against concurrency, and refuses when none is free or it stops', async () => {
-    const source = new MemorySource();
-    const held = gate();
-    let running = 0;
-    let peak = 0;
-    const handler = async (d: Delivery) => {
-      peak = Math.max(peak, ++running);
-      await held.promise;
-      running--;
-      await d.ack();
-    };
-    const loop = runPullLoop(source, { concurrency: 3, log: undefined, handler });
-    // The first pull found nothing: it asks for nothing more while the loop waits.
-    await until('the first pull', () => source.asked.length === 1);
-    await new Promise((r) => setTimeout(r, 5));
-    const beside = gate();
-    let besideRan = 0;
-    expect(loop.runBeside(async () => (besideRan++, await beside.promise))).toBe(true);
-    expect(besideRan).toBe(1);
-    source.push(...Array.from({ length: 5 }, message));
-    // Two slots are left for the source: the task holds the third.
-    await until('two deliveries running', () => running === 2);
-    await new Promise((r) => setTimeout(r, 10));
-    expect(running).toBe(2);
-    expect(Math.max(...source.asked.slice(1))).toBeLessThanOrEqual(2);
-    expect(loop.runBeside(async () => undefined)).toBe(false); // full
-    beside.open();
-    await until('the freed slot taken by a delivery', () => running === 3);
-    held.open();
-    await until('all delivered', () => source.queue.length === 0 && running === 0);
-    expect(peak).toBe(3);
-    const stopping = loop.stop();
-    expect(loop.runBeside(async () => undefined)).toBe(false);
-    await stopping;
-  });
-
-  it('with besideRuns, a pull that could take every free slot leaves one for runBeside', async () => {
-    const source = new MemorySource();
-    const loop = runPullLoop(source, { concurrency: 4, besideRuns: true, log: undefined, handler: (d) => d.ack() });
-    await until('the first pull', () => source.asked.length === 1);
-    expect(source.asked[0]).toBe(3);
-    const done = gate();
-    expect(loop.runBeside(() => done.promise)).toBe(true);
-    done.open();
-    await loop.stop();
-    // A lone slot is pulled for as usual: besideRuns never stops a consumer of one from pulling.
-    const one = new MemorySource();
-    const single = runPullLoop(one, { concurrency: 1, besideRuns: true, log: undefined, handler: (d) => d.ack() });
-    await until('the first pull', () => one.asked.length === 1);
-    expect(one.asked[0]).toBe(1);
-    await single.stop();
-  });
-
   it('pulls one at a time unless told to overlap; with overlapAt it opens another pull for enough free slots', async () => {
     // Pulls that stay open until ended (or the loop stops), like JetStream long polls; the first
     // hands over `firstHandsOver(max)` messages at once.

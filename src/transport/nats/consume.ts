@@ -82,13 +82,12 @@ export function createConsumers(
     const source = await jetStreamSource(workerId, clog);
     // This consumer's pulls are what make JetStream give up on a message: hear it here.
     const unwatch = watchAdvisories(settings.consumerName(workerId));
-    const loop = runPullLoop(source, { concurrency: o.concurrency, besideRuns: o.besideRuns === true, handler, log: clog, overlapAt: Math.max(1, Math.floor(o.concurrency / 4)) });
-    const stoppable = running.add(async () => {
+    const loop = runPullLoop(source, { concurrency: o.concurrency, handler, log: clog, overlapAt: Math.max(1, Math.floor(o.concurrency / 4)) });
+    return running.add(async () => {
       await loop.stop();
       await flushWithin(nc, FLUSH_TIMEOUT_MS); // the handlers' acks reach the server
       unwatch();
     });
-    return { stop: stoppable.stop, runBeside: loop.runBeside };
   }
 
   async function depth(workerId?: string): Promise<number> {

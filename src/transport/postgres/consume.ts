@@ -138,12 +138,11 @@ export function createConsumers(ctx: PostgresContext): ConsumePart {
       },
     };
 
-    const loop = runPullLoop(source, { concurrency: o.concurrency, besideRuns: o.besideRuns === true, handler, log: clog });
-    const stoppable = running.add(async () => {
+    const loop = runPullLoop(source, { concurrency: o.concurrency, handler, log: clog });
+    return running.add(async () => {
       await loop.stop();
       await deletes.idle();
     });
-    return { stop: stoppable.stop, runBeside: loop.runBeside };
   }
 
   async function depth(workerId?: string): Promise<number> {
