@@ -33,6 +33,8 @@ export interface EndToEndBenchOptions {
   /** `process`: a `baton projector` of its own, as deployed (docker-compose.yml); `in-process`: as `baton dev` runs it. */
   projector: 'process' | 'in-process';
   natsUrl?: string;
+  /** Handoffs to the in-process workers start in the same append, without the transport (src/worker/eager-dispatch.ts). */
+  eagerDispatch: boolean;
   latencySamples: number;
   progress: (line: string) => void;
 }
@@ -44,6 +46,8 @@ export interface EndToEndBenchResult {
   executions: number;
   workers: number;
   concurrency: number;
+  /** Whether eager dispatch was on, and how many runs (both phases) started in their handoff's append: counted, not assumed. */
+  eagerDispatch: { on: boolean; runsStartedWithHandoff: number; runs: number };
   seconds: number;
   executionsPerSec: number;
   eventsPerSec: number;
@@ -91,7 +95,12 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
     const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
     const projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
-    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process' });
+    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch });
+    // Every event reaches the shared runtime's listeners once, whether appended here or read back.
+    let runs = 0;
+    const stopCountingStarts = hosts.executions.onChange((change) => {
+      if (change.events.some((c) => c.event.type === 'ExecutionStarted')) runs++;
+    });
     try {
       o.progress(`[1/2] pickup latency at light load: ${o.latencySamples} executions, one at a time …`);
       const pickups: number[] = [];
@@ -126,6 +135,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       await counting;
       const seconds = (performance.now() - t0) / 1000;
       stopCounting();
+      stopCountingStarts();
       const lag = (await lags.stop()).sort((a, b) => a - b);
       const events = (await countEvents()) - eventsBefore; // measured, not assumed
       return {
@@ -135,6 +145,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         executions: o.executions,
         workers: o.workers,
         concurrency: capacity * o.workers,
+        eagerDispatch: { on: o.eagerDispatch, runsStartedWithHandoff: hosts.eagerRuns(), runs },
         seconds: round(seconds),
         executionsPerSec: Math.round(o.executions / seconds),
         eventsPerSec: Math.round(events / seconds),
@@ -160,6 +171,9 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
 export function printEndToEndBench(r: EndToEndBenchResult): string {
   return [
     `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}`,
+    r.eagerDispatch.on
+      ? `eager dispatch on: ${r.eagerDispatch.runsStartedWithHandoff.toLocaleString('en')} of ${r.eagerDispatch.runs.toLocaleString('en')} runs started in their handoff's append, without the transport (--eager-dispatch off measures the transport)`
+      : 'eager dispatch off: every run went through the transport',
     '',
     table(
       ['EXECUTIONS', 'SECONDS', 'EXECUTIONS/S', 'EVENTS/S'],

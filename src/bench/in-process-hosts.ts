@@ -13,6 +13,7 @@ import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execut
 import { followActors } from '../runtime/follow-actors.ts';
 import { createWorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
+import { LocalWorkers } from '../worker/eager-dispatch.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createWorkflowRuntime } from '../workflow/workflow-stream.ts';
@@ -22,6 +23,8 @@ export interface InProcessHosts {
   executions: ExecutionRuntime;
   workers: WorkerHost[];
   projector: Projector | undefined;
+  /** Runs the executor handed to these workers with their start, without the transport (0 when eager dispatch is off). */
+  eagerRuns(): number;
   stop(): Promise<void>;
 }
 
@@ -35,19 +38,22 @@ export async function startInProcessHosts(o: {
   capacity: number;
   log: Logger;
   projector?: boolean;
+  /** Whether the executor starts handoffs to these workers in the same append (src/worker/eager-dispatch.ts), as `baton dev` does by default. */
+  eagerDispatch?: boolean;
 }): Promise<InProcessHosts> {
   const runtime = createExecutionRuntime(o.store);
   const workerStreams = createWorkerRuntime(o.store);
   const workflows = createWorkflowRuntime(o.store);
   const liveness = createLivenessStore(o.pool);
+  const localWorkers = o.eagerDispatch === false ? undefined : new LocalWorkers();
   const follower = followActors({ store: o.store, runtimes: [runtime.actors, workerStreams, workflows], log: o.log, who: 'executor' });
-  const executor = startExecutor({ store: o.store, actors: { executions: runtime, workerStreams, follower }, transport: o.transport, workers: liveness, log: o.log });
+  const executor = startExecutor({ store: o.store, actors: { executions: runtime, workerStreams, follower }, transport: o.transport, workers: liveness, log: o.log, localWorkers });
   const orchestrator = startOrchestrator({ store: o.store, actors: { executions: runtime, workflows, follower }, log: o.log });
   await Promise.all([executor.ready, orchestrator.ready]);
   const projector = o.projector ? startProjector({ pool: o.pool, store: o.store, log: o.log }) : undefined;
   const workers = await Promise.all(
     o.workerIds.map((workerId) =>
-      startWorkerHost({ workerId, store: o.store, runtime, workerStreams, transport: o.transport, liveness, actions: o.actions, capacity: o.capacity, log: o.log }),
+      startWorkerHost({ workerId, store: o.store, runtime, workerStreams, transport: o.transport, liveness, actions: o.actions, capacity: o.capacity, log: o.log, localWorkers }),
     ),
   );
   let stopping: Promise<void> | undefined;
@@ -55,6 +61,7 @@ export async function startInProcessHosts(o: {
     executions: runtime,
     workers,
     projector,
+    eagerRuns: () => localWorkers?.runs ?? 0,
     stop: () =>
       (stopping ??= (async () => {
         await Promise.all(workers.map((w) => w.stop('bench finished')));

@@ -10,7 +10,10 @@
 //                 child process as `baton dev` composes them (in-process-hosts.ts), and the
 //                 projector in a `baton projector` process of its own, as deployments run it
 //                 (docker-compose.yml); BATON_PEER_PROJECTOR=in-process puts it in the worker
-//                 child too. Action `bench.peer` calls handler(input)
+//                 child too. Handoffs to that worker start in the same append, without the
+//                 transport, as in `baton dev` (src/worker/eager-dispatch.ts);
+//                 BATON_EAGER_DISPATCH=off sends every run through the transport.
+//                 Action `bench.peer` calls handler(input)
 //   pending()   = executions whose last event left them in a non-final state (metadata.stateAfter)
 //   clear()     = TRUNCATE of Baton's tables (the read model's too, checkpoints back to 0), and
 //                 this run's JetStream streams
@@ -25,6 +28,7 @@ import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { jsonValue } from '../input/schemas.ts';
+import { onOff } from '../config-values.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
 
@@ -111,7 +115,7 @@ export async function create(cfg: PeerConfig) {
       ]);
       const inProcessProjector = process.env.BATON_PEER_PROJECTOR === 'in-process';
       const projector = inProcessProjector ? undefined : await startProjectorProcess(cfg.pgUrl);
-      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector });
+      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: onOff.parse(process.env.BATON_EAGER_DISPATCH) });
       let stopping: Promise<void> | undefined;
       running = {
         stop: () =>

@@ -23,6 +23,7 @@ import type { HealthServer } from '../observability/http.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
+import { LocalWorkers } from '../worker/eager-dispatch.ts';
 import { startWorkerHost, type WorkerHost } from '../worker/worker-host.ts';
 import type { Projector } from '../readmodel/projector-host.ts';
 import type { ApiServer } from '../api/server.ts';
@@ -36,6 +37,8 @@ export interface HostEnvironment extends Environment {
   transport: WorkTransport;
   transportKind: TransportKind;
   registry: Registry;
+  /** This process's worker hosts, for its executor's eager dispatch (BATON_EAGER_DISPATCH, on by default); undefined when off. */
+  localWorkers: LocalWorkers | undefined;
   close(): Promise<void>;
 }
 
@@ -91,6 +94,7 @@ export async function openHostEnvironment(o: {
     transport,
     transportKind: kind,
     registry,
+    localWorkers: config.eagerDispatch ? new LocalWorkers() : undefined,
     // Every step runs even when one before it failed: the last one stops an embedded Postgres
     // this process owns, which must not outlive it.
     close: () => closeAll(log, [() => transport.close(), () => nc?.drain(), () => env.close()]),
@@ -166,6 +170,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     timeoutGraceMs: Math.max(1_000, t.heartbeatIntervalMs * 2),
     namespaceConcurrency: env.config.namespaceConcurrency,
     namespaceRateLimits: env.config.namespaceRateLimits,
+    localWorkers: env.localWorkers,
   });
   const workflows = startOrchestrator({
     store: env.store,
@@ -219,6 +224,7 @@ export function startWorker(
     startToCloseMs: t.startToCloseMs,
     shutdownTimeoutMs: o.shutdownTimeoutMs ?? t.shutdownTimeoutMs,
     ...(o.namespaces !== undefined && { namespaces: o.namespaces }),
+    localWorkers: env.localWorkers,
   });
 }
 

@@ -204,6 +204,7 @@ const bench = program
   .addOption(new Option('--latency-samples <n>', 'executions submitted one at a time for pickup latency').argParser(positiveInt).default(200))
   .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
   .addOption(new Option('--projector <where>', 'the projector in a `baton projector` process of its own, as deployed, or in this process as `baton dev` runs it').choices(['process', 'in-process']).default('process'))
+  .addOption(new Option('--eager-dispatch <switch>', 'start handoffs to the in-process workers in the same append, without the transport, as `baton dev` does (off: every run goes through the transport); default BATON_EAGER_DISPATCH, on').choices(['on', 'off']))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).endToEndBenchCommand(o));
 bench

@@ -32,6 +32,7 @@ import { SchedulingView } from './scheduling-view.ts';
 import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
+import type { LocalWorkers } from '../worker/eager-dispatch.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
 
@@ -85,6 +86,8 @@ export interface ExecutorOptions {
   namespaceConcurrency?: Readonly<Record<string, number>>;
   /** BATON_NAMESPACE_RATE_LIMIT: at most this many handoffs of a namespace per second or minute. */
   namespaceRateLimits?: Readonly<Record<string, RateLimitPolicy>>;
+  /** The worker hosts of this process: a handoff to one of them starts in the same append and runs at once (src/worker/eager-dispatch.ts). */
+  localWorkers?: LocalWorkers;
 }
 
 export interface Executor {
@@ -244,7 +247,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
 
   /**
    * Append the placements' handoffs, HANDOFFS_PER_APPEND to one appendMany, each decided on the
-   * cached snapshot (no load), and say what to publish: the handoffs that were stored.
+   * cached snapshot (no load), and say what to publish: the handoffs that were stored, except those
+   * a worker of this process started in the same append and now runs (eager dispatch).
    */
   async function handOff(placements: Admitted[]): Promise<WorkMessage[]> {
     const messages: WorkMessage[] = [];
@@ -252,7 +256,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
       const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId, actionVersion, notAfter }) => {
         const handoffEventId = randomUUID();
         const policy = view.policyOf(execution.action);
-        const made = { attempt: 0 };
+        const intake = o.localWorkers?.intake(workerId);
+        const made = { attempt: 0, eager: false };
         const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
         const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] | undefined => {
           // Too long after its rate-limit grant: the token lapses (rate-limits.ts); a later pass grants another.
@@ -260,12 +265,16 @@ export function startExecutor(o: ExecutorOptions): Executor {
           const c = s!.context;
           made.attempt = c.attempt;
           const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();
+          const version = handoffVersion(execution.version, actionVersion);
+          const started = intake?.start({ action: c.action, attempt: c.attempt, actionVersion: version.actionVersion, cancelRequested: c.cancelRequested !== undefined });
+          made.eager = started !== undefined;
           return [
             { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...handoffVersion(execution.version, actionVersion) }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...version }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+            ...(started ? [{ type: 'ExecutionStarted', data: started, by: `worker:${workerId}` } as const] : []),
           ];
         };
-        return { execution, workerId, handoffEventId, made, trace, request: { id: execution.executionId, commands } };
+        return { execution, workerId, handoffEventId, made, trace, intake, request: { id: execution.executionId, commands } };
       });
       const outcomes = await runtime.actors.dispatchMany(chunk.map((h) => h.request));
       for (const [i, h] of chunk.entries()) {
@@ -281,8 +290,13 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const r = outcome.value;
         h.trace?.end({ attempt: h.made.attempt, handedOff: r.appended });
         if (!r.appended) continue;
-        const handoff = { handoffEventId: h.handoffEventId, executionId, workerId: h.workerId, action: h.execution.action, attempt: h.made.attempt, handoffRevision: r.revision };
-        messages.push(workMessage(handoff, runtimeOf(h.execution.action), now(), r.snapshot));
+        const eager = h.made.eager && h.intake;
+        // The handoff's revision: the last event's, or the one before the start stored with it.
+        const handoff = { handoffEventId: h.handoffEventId, executionId, workerId: h.workerId, action: h.execution.action, attempt: h.made.attempt, handoffRevision: eager ? r.revision - 1n : r.revision };
+        if (eager) {
+          eager.run({ ...workMessage(handoff, runtimeOf(h.execution.action), now()), ...h.trace?.fields }, { snapshot: r.snapshot, revision: r.revision });
+          metrics?.scheduled.inc();
+        } else messages.push(workMessage(handoff, runtimeOf(h.execution.action), now(), r.snapshot));
       }
     }
     return messages;

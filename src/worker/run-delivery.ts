@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { TAG_LIMITS, tagsProblems } from '../input/tags.ts';
 import type { Logger } from 'pino';
 import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
-import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry } from '../actions/index.ts';
+import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry, type AnyActionDefinition } from '../actions/index.ts';
 import { DEFAULT_ACTION_VERSION } from '../input/action-versions.ts';
 import { describeProblem, refuseAny, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
@@ -18,7 +18,9 @@ import { restoreExecution } from '../runtime/carried-execution.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Delivery } from '../transport/work-transport.ts';
 import type { DispatchBatcher } from './dispatch-batcher.ts';
-import type { ErrorInfo } from '../../schemas/events.ts';
+import type { ErrorInfo, ExecutionEvent } from '../../schemas/events.ts';
+
+type ExecutionStartedData = Extract<ExecutionEvent, { type: 'ExecutionStarted' }>['data'];
 
 export interface RunDeliveryDeps {
   workerId: string;
@@ -199,17 +201,9 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
     await delivery.term();
     return;
   }
-  // The start-to-close deadline travels in ExecutionStarted: the history says which limit applies.
-  const startToCloseMs = action?.timeoutMs ?? deps.startToCloseMs ?? 10 * 60_000;
-  const deadline = new Date(Date.now() + startToCloseMs).toISOString();
   let started;
   try {
-    const stall = action?.stallTimeoutMs;
-    started = await append(
-      message.executionId,
-      { type: 'ExecutionStarted', data: { attempt: ctx.attempt, deadline, ...(stall !== undefined && { stallTimeoutMs: stall }), ...(action?.version !== undefined && { actionVersion: action.version }) }, by: me },
-      { known: loaded },
-    );
+    started = await append(message.executionId, { type: 'ExecutionStarted', data: startedData(ctx.attempt, action, deps.startToCloseMs), by: me }, { known: loaded });
   } catch (err) {
     if (err instanceof RejectedCommandError) {
       // Started from a remembered state: what the store holds now decides what to do instead.
@@ -222,6 +216,34 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
     }
     throw err;
   }
+  await runStarted(delivery, deps, started);
+}
+
+/**
+ * ExecutionStarted's data for a run of `action` (undefined: not offered here) starting now. The
+ * start-to-close deadline travels in it: the history says which limit applies.
+ */
+export function startedData(attempt: number, action: AnyActionDefinition | undefined, defaultStartToCloseMs = 10 * 60_000): ExecutionStartedData {
+  const deadline = new Date(Date.now() + (action?.timeoutMs ?? defaultStartToCloseMs)).toISOString();
+  const stall = action?.stallTimeoutMs;
+  return { attempt, deadline, ...(stall !== undefined && { stallTimeoutMs: stall }), ...(action?.version !== undefined && { actionVersion: action.version }) };
+}
+
+/**
+ * The run of a delivery whose ExecutionStarted is stored (`started`: the state it left): run the
+ * action, append the outcome, ack. Also where an eager dispatch (eager-dispatch.ts) begins, whose
+ * start the executor stored with the handoff.
+ */
+export async function runStarted(delivery: Delivery, deps: RunDeliveryDeps, started: { snapshot: ExecutionSnapshot; revision: bigint }): Promise<void> {
+  const { message } = delivery;
+  const { workerId, runtime } = deps;
+  const me = `worker:${workerId}` as const;
+  const log = deps.log.child({ executionId: message.executionId, attempt: message.attempt });
+  const append: Pick<DispatchBatcher, 'dispatch'>['dispatch'] = deps.appends ? (...a) => deps.appends!.dispatch(...a) : (...a) => runtime.dispatch(...a);
+  const ctx = started.snapshot.context;
+  const action = deps.actions.get(ctx.action);
+  // Set by every start (startedData); the fallback only satisfies the type.
+  const deadline = ctx.deadline ?? startedData(ctx.attempt, action, deps.startToCloseMs).deadline!;
   deps.running.add(message.executionId);
   deps.onStarted?.(Date.now() - Date.parse(ctx.requestedAt));
   let known = { snapshot: started.snapshot, revision: started.revision };

@@ -18,7 +18,8 @@ import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
 import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
-import { cancelHeldExecution, runDelivery } from './run-delivery.ts';
+import { cancelHeldExecution, runDelivery, type RunDeliveryDeps } from './run-delivery.ts';
+import { eagerIntake, type LocalWorkers } from './eager-dispatch.ts';
 import { batcherFor } from './dispatch-batcher.ts';
 import { traceRun } from '../observability/tracing.ts';
 
@@ -43,6 +44,8 @@ export interface WorkerHostOptions {
   shutdownTimeoutMs?: number;
   /** The namespaces whose executions it runs (announced in WorkerStarted); undefined: every namespace. */
   namespaces?: readonly string[];
+  /** This process's worker hosts, for an executor here to dispatch to eagerly (eager-dispatch.ts); undefined: work comes through the transport only. */
+  localWorkers?: LocalWorkers;
 }
 
 /** A live process already runs a worker with this id; nothing was announced. */
@@ -150,28 +153,27 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   heartbeat.start();
   await heartbeat.beatNow(); // visible to executors before the first message can arrive
 
-  const consumer: Consumer = await o.transport.consume(
+  const deps: RunDeliveryDeps = {
     workerId,
-    (delivery) =>
-      traceRun(delivery, () => runDelivery(delivery, {
-        workerId,
-        runtime: o.runtime,
-        appends: batcherFor(o.runtime),
-        actions: o.actions,
-        log,
-        shutdown: shutdown.signal,
-        running,
-        cancellers,
-        startToCloseMs: o.startToCloseMs,
-        onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
-        onFinished: (outcome) => {
-          metrics?.runs.inc({ worker: workerId, outcome });
-          // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
-          if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
-        },
-      })),
-    { concurrency: capacity },
-  );
+    runtime: o.runtime,
+    appends: batcherFor(o.runtime),
+    actions: o.actions,
+    log,
+    shutdown: shutdown.signal,
+    running,
+    cancellers,
+    startToCloseMs: o.startToCloseMs,
+    onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
+    onFinished: (outcome) => {
+      metrics?.runs.inc({ worker: workerId, outcome });
+      // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
+      if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
+    },
+  };
+  const consumer: Consumer = await o.transport.consume(workerId, (delivery) => traceRun(delivery, () => runDelivery(delivery, deps)), { concurrency: capacity });
+  /** Runs an executor of this process started with their handoffs (eager-dispatch.ts). */
+  const eagerRuns = new Set<Promise<void>>();
+  const unregister = o.localWorkers?.register(workerId, eagerIntake({ deps, actions: o.actions, accepting: () => !draining, runs: eagerRuns, log }));
   const signals = await o.transport.onSignal(workerId, (signal) => {
     const cancelRun = cancellers.get(signal.executionId);
     if (cancelRun) return cancelRun(signal.attempt, signal.reason);
@@ -196,7 +198,9 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
           shutdown.abort(new Error(`worker ${workerId} shutdown timeout`));
         }, timeoutMs);
         grace.unref();
+        unregister?.();
         await consumer.stop();
+        while (eagerRuns.size > 0) await Promise.all(eagerRuns);
         await signals.stop();
         clearTimeout(grace);
         await heartbeat.stop();

@@ -121,7 +121,8 @@ describe('the command line', () => {
     const r = await runBaton(['bench', '--executions', '60', '--latency-samples', '3', '--concurrency', '6', '--workers', '1', '--json'], { databaseUrl: db().url });
     expect(r.code, r.stderr).toBe(0);
     const result = JSON.parse(r.stdout) as { projector: string; executions: number; executionsPerSec: number; pickupMs: { samples: number }; projectionLagMs: { samples: number } };
-    expect(result).toMatchObject({ projector: 'process', executions: 60, pickupMs: { samples: 3 } });
+    // Eager dispatch on by default, as in `baton dev`: every run (60 and 3 pickup samples) started in its handoff's append.
+    expect(result).toMatchObject({ projector: 'process', executions: 60, pickupMs: { samples: 3 }, eagerDispatch: { on: true, runsStartedWithHandoff: 63, runs: 63 } });
     expect(result.executionsPerSec).toBeGreaterThan(0);
     // The lag sampler read the checkpoints the projector process moved.
     expect(result.projectionLagMs.samples).toBeGreaterThan(0);
@@ -138,8 +139,10 @@ describe('the command line', () => {
       const jsm = await nc.jetstreamManager();
       const benchStreams = async () => (await jsm.streams.names().next()).filter((n) => n.startsWith('BATON_BENCH_'));
       const before = new Set(await benchStreams());
-      const r = await runBaton(['bench', '--transport', 'nats', '--executions', '20', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--json'], { databaseUrl: db().url, env: { BATON_NATS_URL: natsUrl } });
+      // Eager dispatch off: every run through JetStream.
+      const r = await runBaton(['bench', '--transport', 'nats', '--eager-dispatch', 'off', '--executions', '20', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--json'], { databaseUrl: db().url, env: { BATON_NATS_URL: natsUrl } });
       expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ transport: 'NATS JetStream', eagerDispatch: { on: false, runsStartedWithHandoff: 0, runs: 22 } });
       expect((await benchStreams()).filter((n) => !before.has(n))).toEqual([]);
     } finally {
       await nc.close();

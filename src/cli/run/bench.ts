@@ -11,9 +11,10 @@ import { toJson } from '../format.ts';
 
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 
-export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; transport: 'nats' | 'postgres'; projector: 'process' | 'in-process'; json?: boolean }): Promise<void> {
+export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; transport: 'nats' | 'postgres'; projector: 'process' | 'in-process'; eagerDispatch?: 'on' | 'off'; json?: boolean }): Promise<void> {
   await withContext(async (ctx) => {
-    const result = await runEndToEndBench(ctx, { ...o, natsUrl: ctx.config.natsUrl, progress });
+    const eagerDispatch = o.eagerDispatch === undefined ? ctx.config.eagerDispatch : o.eagerDispatch === 'on';
+    const result = await runEndToEndBench(ctx, { ...o, eagerDispatch, natsUrl: ctx.config.natsUrl, progress });
     console.log(o.json ? toJson(result) : printEndToEndBench(result));
   });
 }
