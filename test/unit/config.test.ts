@@ -24,6 +24,7 @@ describe('loadConfig', () => {
       timeouts: DEFAULT_TIMEOUTS,
       apiLimits: DEFAULT_API_LIMITS,
       apiIntrospection: true,
+      eagerDispatch: true,
       httpAllow: [],
       namespace: 'default',
       dbSchema: undefined,
