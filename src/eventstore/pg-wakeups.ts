@@ -12,6 +12,9 @@
 // own NOTIFY (its payload is the sender's id), which would only cost each of them another read;
 // other processes (and other instances in this one) still wake on it. A lost NOTIFY (crash between commit and
 // notify, listener reconnecting) only delays delivery until the subscriber's fallback poll.
+// One exception: an append with no other append of its store in flight carries its own NOTIFY
+// (postgres.ts): at light load there is no commit of ours for it to hold up, and it saves a
+// statement on the way to the other processes.
 //
 // A channel may also carry data (the work transport's worker signals, `baton_signals`): onPayload
 // hands each NOTIFY's payload to listeners, over the same LISTEN connection and reconnects.
@@ -61,6 +64,11 @@ export class PgWakeups implements Waiter {
 
   get seq(): number {
     return this.#seq;
+  }
+
+  /** This instance's NOTIFY payload, for a statement that sends its own NOTIFY (then call wake(), not appended()). */
+  get payload(): string {
+    return this.#id;
   }
 
   /** Start listening (idempotent). Subscriptions call this before their first read. */

@@ -175,6 +175,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   let passAgain = false;
   let retryTimer: NodeJS.Timeout | undefined;
   let safetyTimer: NodeJS.Timeout | undefined;
+  /** Executions whose eager start the machine refused: their next handoff goes through the transport. */
+  const refusedEager = new Set<string>();
   /** Publishes of passes that ended: the next pass commits its handoffs meanwhile. */
   const publishing = new Set<Promise<void>>();
 
@@ -256,7 +258,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId, actionVersion, notAfter }) => {
         const handoffEventId = randomUUID();
         const policy = view.policyOf(execution.action);
-        const intake = o.localWorkers?.intake(workerId);
+        const intake = refusedEager.has(execution.executionId) ? undefined : o.localWorkers?.intake(workerId);
         const made = { attempt: 0, eager: false };
         const trace = traces.handoff({ executionId: execution.executionId, action: execution.action, workerId });
         const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] | undefined => {
@@ -282,13 +284,19 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const executionId = h.execution.executionId;
         if (!outcome.ok) {
           h.trace?.end({ handedOff: false, ...(!(outcome.error instanceof RejectedCommandError) && { error: outcome.error }) });
+          if (h.made.eager && outcome.error instanceof RejectedCommandError && outcome.error.eventType === 'ExecutionStarted') {
+            // The machine refused the worker's start (a bug, if ever): hand it off through the transport next pass, where the worker decides alone.
+            refusedEager.add(executionId);
+            log.error({ executionId, err: outcome.error }, 'eager start refused; scheduling it through the transport');
+          }
           // Another executor scheduled it, or it was cancelled: its change reaches the view.
-          if (outcome.error instanceof RejectedCommandError) log.debug({ executionId, err: outcome.error.message }, 'not scheduled: state moved on');
+          else if (outcome.error instanceof RejectedCommandError) log.debug({ executionId, err: outcome.error.message }, 'not scheduled: state moved on');
           else log.error({ executionId, err: outcome.error }, 'scheduling failed; will retry');
           continue;
         }
         const r = outcome.value;
         h.trace?.end({ attempt: h.made.attempt, handedOff: r.appended });
+        refusedEager.delete(executionId);
         if (!r.appended) continue;
         const eager = h.made.eager && h.intake;
         // The handoff's revision: the last event's, or the one before the start stored with it.

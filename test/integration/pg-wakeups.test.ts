@@ -1,8 +1,11 @@
 // PgWakeups against the real Postgres: a LISTEN that fails after its connection was taken from
-// the pool must give that connection back, or every reconnect attempt leaks one.
+// the pool must give that connection back, or every reconnect attempt leaks one. And how the
+// event store's appends NOTIFY: a lone one inside its own statement, overlapping ones after.
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
 import { PgWakeups } from '../../src/eventstore/pg-wakeups.ts';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { useTestDatabase } from '../support/test-db.ts';
 
 const db = useTestDatabase();
@@ -132,5 +135,40 @@ describe('PgWakeups', () => {
     for (const w of wakeups) await w.close();
     expect(pool.totalCount - pool.idleCount).toBe(0);
     await until('the LISTEN backend to end', async () => (await listening()).length === 0, 5_000);
+  });
+
+  it('a lone append NOTIFYs inside its own statement (one statement, one commit); appends that overlap NOTIFY after their commit', { timeout: 15_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: db().url, max: 8 });
+    cleanup.push(() => endPool(pool));
+    // Every statement the store sends, as the real pool runs it.
+    const texts: string[] = [];
+    const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
+    pool.query = ((...args: unknown[]) => {
+      const q = args[0];
+      texts.push(typeof q === 'string' ? q : (q as { text: string }).text);
+      return query(...args);
+    }) as typeof pool.query;
+    const store = createPostgresEventStore(pool);
+    cleanup.push(() => store.close());
+    const listener = new pg.Client({ connectionString: db().url });
+    await listener.connect();
+    cleanup.push(() => listener.end());
+    const heard: number[] = [];
+    listener.on('notification', (n) => n.channel === 'baton_events' && heard.push(n.processId));
+    await listener.query('LISTEN baton_events');
+    const event = () => [{ eventId: randomUUID(), type: 'Probe', data: {}, metadata: {} }];
+
+    texts.length = 0;
+    await store.append(`probe-${randomUUID()}`, event(), { expectedRevision: 'no_stream' });
+    expect(texts).toHaveLength(1);
+    expect(texts[0]).toMatch(/INSERT INTO baton_events[\s\S]*pg_notify\(/);
+    await until('the append to wake a listener elsewhere', () => heard.length === 1, 10_000);
+
+    texts.length = 0;
+    await Promise.all(Array.from({ length: 40 }, () => store.append(`probe-${randomUUID()}`, event(), { expectedRevision: 'no_stream' })));
+    const batches = texts.filter((t) => t.includes('baton_append_many('));
+    expect(batches.length).toBeGreaterThan(0);
+    expect(batches.filter((t) => t.includes('pg_notify'))).toEqual([]);
+    expect(texts.some((t) => /^SELECT pg_notify\('baton_events'/.test(t.trim()))).toBe(true);
   });
 });
