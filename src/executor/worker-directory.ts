@@ -32,11 +32,15 @@ export function fitForWork(w: LiveWorker, status: WorkerStatus | undefined, stal
 /**
  * The directory as the scheduling pass reads it: one query per `maxAgeMs` at most instead of one
  * per pass (a pass runs per burst of changes; at light load that query was one of the ~8 round
- * trips between a submit and the action's start). Ages are carried forward by the local clock.
- * `invalidate` when a worker's own events say it changed (started, draining, stopped), so a new
- * worker gets work at once.
+ * trips between a submit and the action's start). Ages are carried forward by the local clock, so
+ * a worker that stopped beating still goes stale on time. Past `maxAgeMs` the list is asked again
+ * in the background while the pass goes on with the one held, up to `staleLimitMs`: a pass that
+ * waited for that query paid a round trip every `maxAgeMs` (at 50 submissions/s, one pickup in
+ * twelve). `invalidate` when a worker's own events say it changed (started, draining, stopped):
+ * the next pass then waits for a fresh list, so a new worker gets work at once and a draining
+ * one none.
  */
-export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: () => number = Date.now): WorkerDirectory & { invalidate(): void } {
+export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: () => number = Date.now, staleLimitMs = 4 * maxAgeMs): WorkerDirectory & { invalidate(): void } {
   let held: { at: number; workers: LiveWorker[] } | undefined;
   let inFlight: Promise<LiveWorker[]> | undefined;
   let generation = 0;
@@ -47,19 +51,28 @@ export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: (
     if (asked === generation) held = { at, workers };
     return workers;
   }
+  function asking(): Promise<LiveWorker[]> {
+    if (inFlight) return inFlight;
+    const asked: Promise<LiveWorker[]> = refresh().finally(() => {
+      if (inFlight === asked) inFlight = undefined;
+    });
+    return (inFlight = asked);
+  }
   return {
     async list() {
       const t = now();
-      if (held && t - held.at < maxAgeMs) {
+      if (held) {
         const passed = t - held.at;
-        return held.workers.map((w) => ({ ...w, ageMs: w.ageMs + passed }));
+        // In the background: a failure shows in the pass that next has to wait for a list.
+        if (passed >= maxAgeMs) asking().catch(() => undefined);
+        if (passed < staleLimitMs) return held.workers.map((w) => ({ ...w, ageMs: w.ageMs + passed }));
       }
-      inFlight ??= refresh().finally(() => (inFlight = undefined));
-      return inFlight;
+      return asking();
     },
     invalidate() {
       generation++;
       held = undefined;
+      inFlight = undefined; // a query asked before the change may not show it
     },
   };
 }

@@ -1,5 +1,6 @@
-// The scheduling pass's view of the liveness table: one query per maxAgeMs, ages carried forward,
-// and a worker's own change (invalidate) asks again at once.
+// The scheduling pass's view of the liveness table: one query per maxAgeMs, asked again in the
+// background while the held list serves (up to a stale limit), ages carried forward, and a
+// worker's own change (invalidate) asks again at once.
 import { describe, expect, it } from 'vitest';
 import { cachedDirectory, type LiveWorker, type WorkerDirectory } from '../../src/executor/worker-directory.ts';
 
@@ -21,8 +22,36 @@ describe('cachedDirectory', () => {
     expect(await cached.list()).toEqual([worker('w1', 110)]);
     expect(d.queries()).toBe(1);
     t += 150;
+    // Past maxAgeMs: the pass goes on with the list held (aged), while it is asked again.
+    expect(await cached.list()).toEqual([worker('w1', 260)]);
+    expect(d.queries()).toBe(2);
+    await new Promise((r) => setTimeout(r, 0));
     expect((await cached.list()).map((w) => w.workerId)).toEqual(['w1', 'w2']);
     expect(d.queries()).toBe(2);
+  });
+
+  it('waits for a fresh list once the one held is older than the stale limit, and after a failed refresh', async () => {
+    let t = 0;
+    let fail = false;
+    let queries = 0;
+    const inner: WorkerDirectory = {
+      list: async () => {
+        queries++;
+        if (fail) throw new Error('liveness table unreachable');
+        return [worker('w1')];
+      },
+    };
+    const cached = cachedDirectory(inner, 250, () => t, 1_000);
+    await cached.list();
+    fail = true;
+    t = 600; // stale: asked in the background, which fails; the held list still serves
+    expect(await cached.list()).toEqual([worker('w1', 600)]);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(queries).toBe(2);
+    t = 1_000; // past the stale limit: the pass waits for the query, and hears of its failure
+    await expect(cached.list()).rejects.toThrow(/unreachable/);
+    fail = false;
+    expect(await cached.list()).toEqual([worker('w1', 0)]);
   });
 
   it('asks again at once after invalidate (a worker started), and concurrent passes share one query', async () => {
@@ -35,5 +64,19 @@ describe('cachedDirectory', () => {
     cached.invalidate();
     expect((await cached.list()).map((w) => w.workerId)).toEqual(['w1', 'w2']);
     expect(d.queries()).toBe(2);
+  });
+
+  it('does not answer a pass after invalidate with a query asked before it', async () => {
+    let release!: () => void;
+    const answers = [new Promise<LiveWorker[]>((r) => (release = () => r([worker('w1')]))), Promise.resolve([worker('w1'), worker('w2')])];
+    let queries = 0;
+    const cached = cachedDirectory({ list: () => answers[queries++]! }, 250, () => 0);
+    const before = cached.list(); // in flight, from before the change
+    cached.invalidate(); // w2 started
+    const after = cached.list();
+    release();
+    expect((await before).map((w) => w.workerId)).toEqual(['w1']);
+    expect((await after).map((w) => w.workerId)).toEqual(['w1', 'w2']);
+    expect(queries).toBe(2);
   });
 });
