@@ -132,12 +132,26 @@ function knownAtHandoff(delivery: Delivery, runtime: ExecutionRuntime): { snapsh
   return snapshot && { snapshot, revision: handoffRevision };
 }
 
+/** What both halves of a run (before and after its start) append as, log with and append through. */
+interface RunContext {
+  me: `worker:${string}`;
+  log: Logger;
+  append: Pick<DispatchBatcher, 'dispatch'>['dispatch'];
+}
+
+function runContext(deps: RunDeliveryDeps, message: Delivery['message']): RunContext {
+  return {
+    me: `worker:${deps.workerId}`,
+    log: deps.log.child({ executionId: message.executionId, attempt: message.attempt }),
+    append: deps.appends ? (...a) => deps.appends!.dispatch(...a) : (...a) => deps.runtime.dispatch(...a),
+  };
+}
+
 export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fromStore = false): Promise<void> {
   const { message } = delivery;
   const { workerId, runtime } = deps;
-  const me = `worker:${workerId}` as const;
-  const log = deps.log.child({ executionId: message.executionId, attempt: message.attempt });
-  const append: Pick<DispatchBatcher, 'dispatch'>['dispatch'] = deps.appends ? (...a) => deps.appends!.dispatch(...a) : (...a) => runtime.dispatch(...a);
+  const context = runContext(deps, message);
+  const { me, log, append } = context;
 
   let loaded;
   try {
@@ -216,7 +230,7 @@ export async function runDelivery(delivery: Delivery, deps: RunDeliveryDeps, fro
     }
     throw err;
   }
-  await runStarted(delivery, deps, started);
+  await runStarted(delivery, deps, started, context);
 }
 
 /**
@@ -234,12 +248,14 @@ export function startedData(attempt: number, action: AnyActionDefinition | undef
  * action, append the outcome, ack. Also where an eager dispatch (eager-dispatch.ts) begins, whose
  * start the executor stored with the handoff.
  */
-export async function runStarted(delivery: Delivery, deps: RunDeliveryDeps, started: { snapshot: ExecutionSnapshot; revision: bigint }): Promise<void> {
+export async function runStarted(
+  delivery: Delivery,
+  deps: RunDeliveryDeps,
+  started: { snapshot: ExecutionSnapshot; revision: bigint },
+  { me, log, append }: RunContext = runContext(deps, delivery.message),
+): Promise<void> {
   const { message } = delivery;
   const { workerId, runtime } = deps;
-  const me = `worker:${workerId}` as const;
-  const log = deps.log.child({ executionId: message.executionId, attempt: message.attempt });
-  const append: Pick<DispatchBatcher, 'dispatch'>['dispatch'] = deps.appends ? (...a) => deps.appends!.dispatch(...a) : (...a) => runtime.dispatch(...a);
   const ctx = started.snapshot.context;
   const action = deps.actions.get(ctx.action);
   // Set by every start (startedData); the fallback only satisfies the type.
