@@ -2,8 +2,8 @@
 // of the executor's own process carries that worker's ExecutionStarted in the same append (one
 // transaction) and runs without a work message; a worker of another process still gets its work
 // through the transport; a draining worker takes none and its drain waits for the eager runs it
-// holds; a cancel request reaches an eager run; and a start the worker can no longer run is handed
-// back, never left Running.
+// holds; a cancel request reaches an eager run; a start the worker can no longer run is handed
+// back, never left Running; and a start the machine refuses falls back to the transport.
 import pino from 'pino';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -164,6 +164,25 @@ describe('eager dispatch', () => {
     expect(intake.start({ ...candidate, action: 'eg.remote' })).toBeUndefined();
     expect(intake.start({ ...candidate, actionVersion: 2 })).toBeUndefined();
     expect(intake.start({ ...candidate, cancelRequested: true })).toBeUndefined();
+  });
+
+  it('an eager start the machine refuses sends that execution through the transport on the next pass; nothing refused is stored', async () => {
+    // An intake whose start names another attempt: the machine refuses the whole handoff (a bug, if it ever happened).
+    const unregister = localWorkers.register('eg-remote', {
+      start: (c) => ({ attempt: c.attempt + 7, deadline: new Date(Date.now() + 60_000).toISOString() }),
+      run: () => {
+        throw new Error('a refused start must never run');
+      },
+    });
+    try {
+      const { executionId } = await runtime.submit({ action: 'eg.remote', input: null });
+      const events = await until(executionId, last('ExecutionCompleted'));
+      expect(types(events)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+      expect(events[3]).toMatchObject({ data: { attempt: 1 }, metadata: { by: 'worker:eg-remote' } });
+      expect(published.has(executionId)).toBe(true);
+    } finally {
+      unregister();
+    }
   });
 
   it('a draining worker takes no eager work, and its drain waits for the eager runs it holds', async () => {
