@@ -6,14 +6,18 @@
 // step. A stepper builds that scope once per machine, from a real input, and hands it to the
 // machine's own `getInitialSnapshot` / `transition` (public ActorLogic methods): the same
 // microsteps, the same snapshots, ~3 µs a step. Like xstate's, its scope executes no actions
-// (our machines only `assign`, which xstate applies inside the transition itself).
-import { createActor, type ActorScope, type AnyStateMachine, type EventFromLogic, type InputFrom, type SnapshotFrom } from 'xstate';
+// (our machines only `assign`, which xstate applies inside the transition itself). A flat machine
+// (all of ours) steps without xstate's macrostep at all (flat-steps.ts), on the same definition.
+import { createActor, type ActorScope, type AnyMachineSnapshot, type AnyStateMachine, type EventFromLogic, type EventObject, type InputFrom, type SnapshotFrom } from 'xstate';
+import { flatSteps } from './flat-steps.ts';
 
 export interface Stepper<M extends AnyStateMachine> {
   /** The snapshot a new actor of `machine` starts in, for `input`. */
   initial(input: InputFrom<M>): SnapshotFrom<M>;
   /** The snapshot after `event`; `snapshot` itself when no transition takes it (ask `snapshot.can(event)` first). */
   next(snapshot: SnapshotFrom<M>, event: EventFromLogic<M>): SnapshotFrom<M>;
+  /** Whether steps go through flat-steps.ts (the machine is flat) rather than xstate's macrostep. */
+  readonly flat: boolean;
   /** The snapshot as plain JSON (xstate's persisted form), for a snapshot store. */
   persist(snapshot: SnapshotFrom<M>): unknown;
   /** A snapshot back from `persist`'s JSON, through the machine's own restoreSnapshot. */
@@ -37,9 +41,16 @@ export function stepperOf<M extends AnyStateMachine>(machine: M, sampleInput: In
     stopChild: () => {},
     actionExecutor: () => {},
   };
+  const flat = flatSteps(machine, scope as unknown as ActorScope<AnyMachineSnapshot, EventObject>);
   return {
-    initial: (input) => machine.getInitialSnapshot(scope, input) as SnapshotFrom<M>,
-    next: (snapshot, event) => machine.transition(snapshot, event, scope) as SnapshotFrom<M>,
+    flat: flat !== undefined,
+    initial: (input) => (flat ? flat.initial(input) : machine.getInitialSnapshot(scope, input)) as SnapshotFrom<M>,
+    // xstate selects by the snapshot's own machine; one made by another (an older version carried
+    // over) and xstate's internal events take xstate's own step.
+    next: (snapshot, event) =>
+      (flat && (snapshot as AnyMachineSnapshot).machine === machine && !event.type.startsWith('xstate.')
+        ? flat.next(snapshot as AnyMachineSnapshot, event)
+        : machine.transition(snapshot, event, scope)) as SnapshotFrom<M>,
     persist: (snapshot) => machine.getPersistedSnapshot(snapshot),
     restore: (persisted) => machine.restoreSnapshot(persisted as Parameters<M['restoreSnapshot']>[0], scope) as SnapshotFrom<M>,
   };
