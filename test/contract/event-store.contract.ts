@@ -459,6 +459,22 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       expect(got.length).toBe(3 + 8 * 4);
     });
 
+    it('delivers in stream order each event as readStream and readAll give it: data, metadata and time', async () => {
+      const prefix = `sd${randomUUID().slice(0, 8)}`;
+      const s = uniqueStream(prefix);
+      const written = [
+        { eventId: randomUUID(), type: 'Nested', data: { list: [1, 'two', { three: null }], text: 'üñí\u00e9 "quoted"', n: 1.5 }, metadata: { by: 'executor', occurredAt: '2026-01-01T00:00:00.000Z' } },
+        { eventId: randomUUID(), type: 'Scalar', data: 'just a string', metadata: { by: 'worker:w1' } },
+      ];
+      await store.append(s, written, { expectedRevision: 'no_stream' });
+      const followed = await collect(store, START, [prefix], (got) => got.length >= 2, 5000, 'stream');
+      const plain = (e: StoredEvent) => ({ eventId: e.eventId, streamId: e.streamId, revision: e.revision, globalPosition: e.globalPosition, type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt });
+      expect(followed.map(plain)).toEqual((await store.readStream(s)).map(plain));
+      expect(followed.map(plain)).toEqual((await store.readAll({ after: START, limit: 10, streamPrefixes: [prefix] })).map(plain));
+      expect(followed.map((e) => e.data)).toEqual(written.map((w) => w.data));
+      expect(followed[0]!.recordedAt).toBeInstanceOf(Date);
+    });
+
     it('resumes a stream-order subscription exactly where the last batch handled ended', async () => {
       const prefix = `sr${randomUUID().slice(0, 8)}`;
       const s = uniqueStream(prefix);
