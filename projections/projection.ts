@@ -28,6 +28,15 @@ export interface EventSource {
   eventsTable: string;
 }
 
+/**
+ * What a projection may keep from one batch to the next of the same follow (src/readmodel/
+ * group-follow.ts): what it wrote, so the next batch need not read it back. The follow makes it
+ * and drops it whenever that could be stale: when another writer moved the checkpoint, when a
+ * batch failed (its transaction rolled back), and when the follow ends. Without one (a rebuild,
+ * a test), a projection reads what it needs.
+ */
+export type BatchMemory = Map<string, unknown>;
+
 export interface Projection {
   /** Checkpoint key and the name `baton projections rebuild <name>` takes. Never rename. */
   readonly name: string;
@@ -38,5 +47,5 @@ export interface Projection {
   /** CREATE statements with unqualified names; run with search_path at the target schema. */
   readonly ddl: URL;
   /** Apply a batch (in commit order) to the tables in `schema`, inside the caller's transaction. */
-  apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult>;
+  apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource, memory?: BatchMemory): Promise<BatchResult>;
 }

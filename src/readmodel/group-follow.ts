@@ -12,7 +12,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { projections as allProjections } from '../../projections/index.ts';
-import type { BatchResult, EventSource, Projection } from '../../projections/projection.ts';
+import type { BatchMemory, BatchResult, EventSource, Projection } from '../../projections/projection.ts';
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
@@ -61,6 +61,20 @@ export class ProjectionApplyError extends Error {
   }
 }
 
+/**
+ * The members' BatchMemory (projections/projection.ts) for one follow or catch-up: made with it,
+ * and so dropped with it. Each ends on a failed batch (thrown) or a moved checkpoint (returned),
+ * so a memory never outlives a batch that did not commit or a write by anyone else.
+ */
+export class Memories {
+  readonly #byName = new Map<string, BatchMemory>();
+  of(p: Projection): BatchMemory {
+    let memory = this.#byName.get(p.name);
+    if (!memory) this.#byName.set(p.name, (memory = new Map()));
+    return memory;
+  }
+}
+
 /** Members in name order: every mover of several checkpoints takes their row locks in this order. */
 export const byName = (members: readonly Projection[]): Projection[] => [...members].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
@@ -69,7 +83,14 @@ export const byName = (members: readonly Projection[]): Projection[] => [...memb
  * last event, in one transaction. Returns null, having written nothing, when any member's
  * checkpoint was no longer at `expected`.
  */
-export async function applyGroupBatch(pool: pg.Pool, members: readonly Projection[], expected: bigint, events: readonly StoredEvent[], source?: EventSource): Promise<MemberResult[] | null> {
+export async function applyGroupBatch(
+  pool: pg.Pool,
+  members: readonly Projection[],
+  expected: bigint,
+  events: readonly StoredEvent[],
+  source?: EventSource,
+  memories?: Memories,
+): Promise<MemberResult[] | null> {
   const last = events[events.length - 1]!;
   // Checkpoints in name order, all before any row: two movers of overlapping sets take the row
   // locks in one order (no deadlock), and a rebuild's swap, which locks one checkpoint and then
@@ -88,7 +109,7 @@ export async function applyGroupBatch(pool: pg.Pool, members: readonly Projectio
     for (const s of shares) {
       if (s.events.length === 0) continue;
       try {
-        s.result = await s.projection.apply(client, schema, s.events, source);
+        s.result = await s.projection.apply(client, schema, s.events, source, memories?.of(s.projection));
       } catch (err) {
         throw new ProjectionApplyError(s.projection.name, err);
       }
@@ -136,11 +157,12 @@ export async function followGroup(o: {
       minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
     });
     const source = eventSourceOf(o.store, o.pool);
+    const memories = new Memories();
     for await (const batch of availableBatches(events, batchSize)) {
       // On a failure too, end the subscription before the loop's cleanup, which waits for its
       // pending read: at a quiet moment that read waits for the next event, and the failure with it
       // (a projection that could not apply its batch went unreported and unretried until then).
-      const shares = await applyGroupBatch(o.pool, o.projections, position, batch, source).catch((err: unknown) => {
+      const shares = await applyGroupBatch(o.pool, o.projections, position, batch, source, memories).catch((err: unknown) => {
         inner.abort();
         throw err;
       });
@@ -166,8 +188,9 @@ export async function followGroup(o: {
 async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: readonly Projection[]; from: bigint; log?: Logger; batchSize?: number }): Promise<{ applied: number; moved: boolean }> {
   let position = o.from;
   let applied = 0;
+  const memories = new Memories();
   for await (const events of readBatches(o.store, { streamPrefixes: unionOfPrefixes(o.projections) }, position, batchLimit(o.projections, o.batchSize))) {
-    const shares = await applyGroupBatch(o.pool, o.projections, position, events, eventSourceOf(o.store, o.pool));
+    const shares = await applyGroupBatch(o.pool, o.projections, position, events, eventSourceOf(o.store, o.pool), memories);
     if (!shares) return { applied, moved: true };
     for (const s of shares) logRefused(o.log, s.projection, s.result);
     applied += events.length;
