@@ -8,7 +8,7 @@
 // snapshot here, and 12% of all CPU of `baton bench` (hosts and projector, each folding every
 // execution once). This takes ~1 µs. The rules stay the machine's, read from its definition:
 // nothing here knows an event type, a guard or a state name. A machine with anything else gets
-// xstate's own steps (flatSteps returns undefined), and test/unit/stepper.test.ts checks both
+// xstate's own steps (flatSteps returns undefined), and test/unit/flat-steps.test.ts checks both
 // give the same snapshots on every generated path, refusals included.
 import type { ActorScope, AnyMachineSnapshot, AnyStateMachine, EventObject } from 'xstate';
 
