@@ -36,8 +36,8 @@ interface StateNodeLike {
   history: unknown;
   output: unknown;
   invoke: unknown[];
-  config: { after?: unknown; invoke?: unknown };
-  transitions: Map<string, { actions: unknown[]; target?: readonly StateNodeLike[]; reenter: boolean }[]>;
+  config: { after?: unknown };
+  transitions: Map<string, { actions: unknown[]; target?: readonly StateNodeLike[] }[]>;
 }
 
 const noSpawn = (): never => {

@@ -43,9 +43,10 @@ interface Written {
 
 /**
  * Executions remembered between batches at most. An execution is forgotten once final (nothing
- * moves it on) and otherwise oldest first; one forgotten is read back like any other. Under load
- * the ones remembered are those between their request and their end: `baton bench` runs 64 at a
- * time with a backlog of at most a few thousand.
+ * moves it on) and otherwise oldest first; one forgotten is read back like any other. The ones
+ * remembered are those between their request and their end: `baton bench` submits its 20,000 in
+ * ~4 s and runs ~1,500 a second, a backlog of up to ~15,000. An entry is the row (39 columns) and
+ * the snapshot it was made from.
  */
 const REMEMBERED = 20_000;
 

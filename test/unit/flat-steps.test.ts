@@ -39,7 +39,7 @@ function expectSameStep(machine: AnyStateMachine, stepper: Stepper<AnyStateMachi
   return stepped;
 }
 
-/** Every event of `alphabet` on every snapshot, and walks of `walks` from the first snapshot. */
+/** Every event of `alphabet` on every snapshot; how many of those steps took a transition. */
 function expectSameSteps(machine: AnyStateMachine, stepper: Stepper<AnyStateMachine>, snapshots: readonly AnyMachineSnapshot[], alphabet: readonly EventObject[]): number {
   let taken = 0;
   for (const snapshot of snapshots) {
