@@ -63,7 +63,11 @@ export interface ExecutionRow {
   tags: Record<string, string>;
 }
 
-const canonicalTime = (t: string): string => new Date(t).toISOString();
+// What toISOString gives; most times here are already in it (the runtime writes them so), and
+// passing them through costs 0.02 µs against 0.6 µs for a Date round trip: that was 1.5% of the
+// projector's samples in `baton bench`. Event times were validated when they were appended.
+const ISO_UTC = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+const canonicalTime = (t: string): string => (t.length === 24 && ISO_UTC.test(t) ? t : new Date(t).toISOString());
 const time = (t: string | undefined | null): string | null => (t ? canonicalTime(t) : null);
 const between = (from: string | null, to: string | null): number | null =>
   from && to ? Date.parse(to) - Date.parse(from) : null;
