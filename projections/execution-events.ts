@@ -1,5 +1,5 @@
 // The `execution_events` projection: the timeline of every execution, one row per event.
-// The fold is a plain mapping; the event id is the key, so a replayed event changes nothing.
+// The fold is a plain mapping; (execution, revision) is the key, so a replayed event changes nothing.
 import pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
@@ -46,9 +46,10 @@ export const EXECUTION_EVENT_COLUMNS = ['eventId', 'executionId', 'streamId', 'r
 
 export const executionEventsProjection: Projection = {
   name: 'execution_events',
-  version: 1,
+  // 2: keyed by (execution_id, revision) instead of event_id (execution-events.sql).
+  version: 2,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
-  tables: [{ name: 'execution_events', key: ['event_id'] }],
+  tables: [{ name: 'execution_events', key: ['execution_id', 'revision'] }],
   ddl: new URL('./execution-events.sql', import.meta.url),
   async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult> {
     const table = qualified(schema, 'execution_events');
