@@ -15,7 +15,7 @@
 //   wait on other applications' transactions to see new work.
 import type { Logger } from 'pino';
 import { Backoff } from '../async/backoff.ts';
-import { START, type EventStore, type StoredEvent, type SubscriptionOrder, type SubscriptionResume } from './event-store.ts';
+import { START, type AppendOrigin, type EventStore, type StoredEvent, type SubscriptionOrder, type SubscriptionResume } from './event-store.ts';
 
 export interface FollowOptions {
   store: EventStore;
@@ -30,6 +30,8 @@ export interface FollowOptions {
   batchSize?: number;
   /** What the follower needs once caught up (see the header). Default `global`. */
   order?: SubscriptionOrder;
+  /** `stream` order: appenders that apply their own events for the caller (SubscribeOptions.appliedBy). */
+  appliedBy?: ReadonlySet<AppendOrigin>;
 }
 
 export interface FollowHandlers {
@@ -76,7 +78,7 @@ export async function catchUpAndFollow(o: FollowOptions, h: FollowHandlers): Pro
           await h.onCaughtUp?.(after);
         }
       }
-      const live = o.store.subscribe({ after, streamPrefixes: o.streamPrefixes, signal: o.signal, order: o.order ?? 'global', resume });
+      const live = o.store.subscribe({ after, streamPrefixes: o.streamPrefixes, signal: o.signal, order: o.order ?? 'global', resume, ...(o.appliedBy && { appliedBy: o.appliedBy }) });
       for await (const event of live) if (!(await handle(event))) return;
     } catch (err) {
       if (o.signal.aborted) break;

@@ -9,7 +9,7 @@
 // transaction, nor are they in flight at once: the second waits for the first's outcome, so it
 // behaves exactly as if the two were made one after the other (it sees the first's revision or
 // conflicts with it), in the order they were called.
-import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision, NewEvent } from './event-store.ts';
+import type { AppendOptions, AppendOrigin, AppendOutcome, AppendRequest, AppendResult, NewEvent } from './event-store.ts';
 
 export interface GroupCommitOptions {
   /** Most appends in one transaction. Default DEFAULT_MAX_BATCH (256, measured: see there). */
@@ -35,12 +35,13 @@ export const DEFAULT_MAX_IN_FLIGHT = 4;
 
 interface Pending {
   request: AppendRequest;
+  origin: AppendOrigin | undefined;
   resolve(result: AppendResult): void;
   reject(error: Error): void;
 }
 
 export class GroupCommitter {
-  readonly #commit: (requests: readonly AppendRequest[]) => Promise<AppendOutcome[]>;
+  readonly #commit: (requests: readonly AppendRequest[], o: { origin?: AppendOrigin }) => Promise<AppendOutcome[]>;
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   #queue: Pending[] = [];
@@ -48,15 +49,15 @@ export class GroupCommitter {
   /** Streams with an append in a transaction in flight. */
   #busy = new Set<string>();
 
-  constructor(commit: (requests: readonly AppendRequest[]) => Promise<AppendOutcome[]>, o: GroupCommitOptions = {}) {
+  constructor(commit: (requests: readonly AppendRequest[], o: { origin?: AppendOrigin }) => Promise<AppendOutcome[]>, o: GroupCommitOptions = {}) {
     this.#commit = commit;
     this.#maxBatch = o.maxBatch ?? DEFAULT_MAX_BATCH;
     this.#maxInFlight = o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
   }
 
-  append(streamId: string, events: NewEvent[], options: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+  append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     return new Promise<AppendResult>((resolve, reject) => {
-      this.#queue.push({ request: { streamId, events, expectedRevision: options.expectedRevision }, resolve, reject });
+      this.#queue.push({ request: { streamId, events, expectedRevision: options.expectedRevision }, origin: options.origin, resolve, reject });
       this.#pump();
     });
   }
@@ -94,7 +95,12 @@ export class GroupCommitter {
 
   async #send(batch: Pending[]): Promise<void> {
     try {
-      const outcomes = await this.#commit(batch.map((p) => p.request));
+      // One appender's batch wakes as that appender's append; a mixed one as anyone's.
+      const origin = batch.every((p) => p.origin === batch[0]!.origin) ? batch[0]!.origin : undefined;
+      const outcomes = await this.#commit(
+        batch.map((p) => p.request),
+        origin === undefined ? {} : { origin },
+      );
       batch.forEach((p, i) => {
         const o = outcomes[i];
         if (!o) p.reject(new Error('group commit: the store returned no outcome for this append'));

@@ -32,7 +32,7 @@ import pg from 'pg';
 import { sleep } from '../async/sleep.ts';
 import { BatonError } from '../errors.ts';
 import type { ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
-import type { Waiter } from './pg-wakeups.ts';
+import type { PgWakeups, Waiter } from './pg-wakeups.ts';
 
 export interface EventRow {
   global_position: string;
@@ -139,7 +139,7 @@ export const prefixPatterns = (prefixes?: readonly string[]) =>
 
 const xidLess = (a: string, b: string) => BigInt(a) < BigInt(b);
 
-export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListening(): Promise<void> }, idlePollMs: number) {
+export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 'ensureListening' | 'alarm'>, idlePollMs: number) {
   async function cursorAfter(position: bigint): Promise<Cursor> {
     if (position === 0n) return { xid: '0', position: 0n };
     // An event retention removed keeps its place (baton_removed_positions, pg-delete-stream.ts):
@@ -281,18 +281,24 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & { ensureListenin
     // A fresh start from `after` (a gapless position, or START) has nothing pending behind it.
     resume.state ??= { ...(await cursorAfter(o.after)), pending: [] } satisfies StreamState;
     await wakeups.ensureListening();
-    while (!o.signal?.aborted) {
-      const seq = wakeups.seq;
-      const { rows, next, scanned } = await streamScan(resume.state as StreamState, batchSize, prefixes);
-      for (const row of rows) {
-        yield new LazyStoredEvent(row);
-        if (o.signal?.aborted) return;
+    // Not rung by the appends of the subscriber's own appenders (appliedBy): it has their events.
+    const alarm = wakeups.alarm(o.appliedBy);
+    try {
+      while (!o.signal?.aborted) {
+        alarm.reset();
+        const { rows, next, scanned } = await streamScan(resume.state as StreamState, batchSize, prefixes);
+        for (const row of rows) {
+          yield new LazyStoredEvent(row);
+          if (o.signal?.aborted) return;
+        }
+        // Every row of the batch was handled (the subscriber asked for the next): move on.
+        resume.state = next;
+        if (scanned === batchSize) continue;
+        // Pending transactions notify when they commit (ours do); the poll is the safety net.
+        await alarm.wait(idlePollMs, o.signal);
       }
-      // Every row of the batch was handled (the subscriber asked for the next): move on.
-      resume.state = next;
-      if (scanned === batchSize) continue;
-      // Pending transactions notify when they commit (ours do); the poll is the safety net.
-      await wakeups.waitSince(seq, idlePollMs, o.signal);
+    } finally {
+      alarm.close();
     }
   }
 

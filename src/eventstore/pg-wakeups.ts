@@ -16,12 +16,17 @@
 // (postgres.ts): at light load there is no commit of ours for it to hold up, and it saves a
 // statement on the way to the other processes.
 //
+// A local wake-up names its appender when it knows one (AppendOrigin in event-store.ts): an alarm
+// (a `stream` subscription's) that the appender applies its own events for is not rung by it, so
+// the executor's follower no longer reads back, batch after batch, what its own runtime appended.
+//
 // A channel may also carry data (the work transport's worker signals, `baton_signals`): onPayload
 // hands each NOTIFY's payload to listeners, over the same LISTEN connection and reconnects.
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
+import type { AppendOrigin } from './event-store.ts';
 import { channelOf } from '../db/db-schema.ts';
 import { sharedListen, type ChannelListener } from '../db/shared-listen.ts';
 
@@ -38,11 +43,22 @@ export interface Waiter {
   waitSince(seq: number, timeoutMs: number, signal?: AbortSignal): Promise<void>;
 }
 
+/**
+ * One subscriber's wake-up flag: rung by every local wake-up except those of the appenders it is
+ * quiet for, and by every NOTIFY. Reset before a read; wait after it (at once if rung meanwhile).
+ */
+export interface Alarm {
+  reset(): void;
+  wait(timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  close(): void;
+}
+
 export class PgWakeups implements Waiter {
   /** Sent as the payload of this instance's NOTIFYs, so that its own listener can ignore them. */
   readonly #id = randomUUID();
   #seq = 0;
   #waiters = new Set<() => void>();
+  #alarms = new Set<{ quietFor: ReadonlySet<AppendOrigin>; ring(): void }>();
   #payloadListeners = new Set<(payload: string) => void>();
   #listening: Promise<void> | undefined;
   #notifyInFlight: Promise<void> | undefined;
@@ -111,17 +127,50 @@ export class PgWakeups implements Waiter {
     return () => this.#payloadListeners.delete(listener);
   }
 
-  /** Wake every local subscription. */
-  wake(): void {
+  /** Wake every local subscription (but alarms quiet for `origin`, the appender, if named). */
+  wake(origin?: AppendOrigin): void {
     this.#seq++;
     const waiters = [...this.#waiters];
     this.#waiters.clear();
     for (const w of waiters) w();
+    for (const a of this.#alarms) if (origin === undefined || !a.quietFor.has(origin)) a.ring();
   }
 
-  /** Called after a write commits (an append, a publish): wake local waiters now, other processes via NOTIFY. */
-  appended(): void {
-    this.wake();
+  /** An alarm quiet for the appenders in `quietFor` (see Alarm); close() it when done. */
+  alarm(quietFor: ReadonlySet<AppendOrigin> = new Set()): Alarm {
+    let rung = false;
+    let ringNow: (() => void) | undefined;
+    const entry = {
+      quietFor,
+      ring: () => {
+        rung = true;
+        ringNow?.();
+      },
+    };
+    this.#alarms.add(entry);
+    return {
+      reset: () => void (rung = false),
+      wait: (timeoutMs, signal) => {
+        if (rung || signal?.aborted || this.#closed) return Promise.resolve();
+        return new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', done);
+            ringNow = undefined;
+            resolve();
+          };
+          const timer = setTimeout(done, timeoutMs);
+          signal?.addEventListener('abort', done, { once: true });
+          ringNow = done;
+        });
+      },
+      close: () => void this.#alarms.delete(entry),
+    };
+  }
+
+  /** Called after a write commits (an append, a publish): wake local waiters now (see wake), other processes via NOTIFY. */
+  appended(origin?: AppendOrigin): void {
+    this.wake(origin);
     if (this.#closed) return;
     if (this.#notifyInFlight) {
       this.#notifyAgain = true;

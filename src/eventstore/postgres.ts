@@ -32,12 +32,14 @@ import type {
   ExpectedRevision,
   NewEvent,
   StoredEvent,
+  AppendOptions,
+  AppendOrigin,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
 import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-follow.ts';
 import { validateAppend } from './append-validation.ts';
 import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
-import { appendManyPostgres, earlierAppend, readStoredIds } from './pg-append-many.ts';
+import { appendManyPostgres, earlierAppend, readStoredIds, type AppendManyDeps } from './pg-append-many.ts';
 import { deleteStreamWithin } from './pg-delete-stream.ts';
 import { createPostgresSnapshotStore } from './snapshots.ts';
 
@@ -185,7 +187,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
   }
 
   /** One append, its own statement (and transaction). */
-  async function appendAlone(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
+  async function appendAlone(streamId: string, events: NewEvent[], o: AppendOptions): Promise<AppendResult> {
     validateAppend(streamId, events, o.expectedRevision);
     for (let attempt = 1; ; attempt++) {
       let failure: unknown;
@@ -193,8 +195,11 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
         const alone = statementsInFlight === 0;
         const result = await counted(() => runAppend(pool, streamId, events, o.expectedRevision, alone));
         if (result !== 'refused') {
-          if (alone) wakeups.wake(); // other processes heard the statement's own NOTIFY
-          else wakeups.appended();
+          // Other processes heard a lone statement's own NOTIFY. Locally it wakes every follower,
+          // its appender's too: the store is otherwise idle, and the events read now are not read
+          // later on the way to the next pickup (that cost 0.1–0.3 ms of pickup p50 at 50/s).
+          if (alone) wakeups.wake();
+          else wakeups.appended(o.origin);
           return result;
         }
         failure = await explainRefusal(pool, streamId, o.expectedRevision);
@@ -224,12 +229,17 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return r.rows.map((row) => toStored(row, streamId));
   }
 
-  const appendManyDeps = { pool, appendOne: (r: AppendRequest) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision }), appended: () => wakeups.appended(), ...(log && { log }) };
+  const appendManyDeps = (origin: AppendOrigin | undefined): AppendManyDeps => ({
+    pool,
+    appendOne: (r: AppendRequest) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision, origin }),
+    appended: () => wakeups.appended(origin),
+    ...(log && { log }),
+  });
   // A batch's statements count as in flight; a batch of one is a lone append (appendManyPostgres).
-  const appendMany = (requests: readonly AppendRequest[]) =>
-    requests.length > 1 ? counted(() => appendManyPostgres(appendManyDeps, requests)) : appendManyPostgres(appendManyDeps, requests);
+  const appendMany = (requests: readonly AppendRequest[], o: { origin?: AppendOrigin } = {}) =>
+    requests.length > 1 ? counted(() => appendManyPostgres(appendManyDeps(o.origin), requests)) : appendManyPostgres(appendManyDeps(o.origin), requests);
   const committer = options.groupCommit === false ? undefined : new GroupCommitter(appendMany, options.groupCommit);
-  const append = async (streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> => {
+  const append = async (streamId: string, events: NewEvent[], o: AppendOptions): Promise<AppendResult> => {
     // Refuse a malformed append at once, with the message every adapter gives, not from a batch.
     validateAppend(streamId, events, o.expectedRevision);
     return committer ? committer.append(streamId, events, o) : appendAlone(streamId, events, o);

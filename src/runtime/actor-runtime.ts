@@ -17,7 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
-import type { AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
+import type { AppendOrigin, AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type ActorKind, type Command, type DomainEvent } from './actor-kind.ts';
 import { dispatchMany, type DispatchOutcome, type DispatchRequest } from './dispatch-many.ts';
 import { SnapshotCache } from './snapshot-cache.ts';
@@ -116,6 +116,11 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
   cached(id: string): { snapshot: S; revision: bigint } | undefined;
   /** A follower caught up and keeps this runtime current from now on: loads may answer from the cache (see followsStore). */
   followed(): void;
+  /**
+   * The token this runtime's appends carry (AppendOrigin): it applies them itself (recordOwn), so
+   * a follower that feeds it need not be woken to read them back.
+   */
+  readonly origin: AppendOrigin;
 }
 
 export function createActorRuntime<S extends AnyMachineSnapshot, E extends DomainEvent>(
@@ -129,6 +134,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
   let followsStore = options.followsStore ?? false;
   const listeners = new Set<(change: Change<S, E>) => void>();
   const snapshots = streamSnapshots(store, kind, options.snapshotEvery);
+  const origin: AppendOrigin = { appender: `${kind.name} runtime` };
 
   /** Every listener hears every change, even when one before it throws (a bug there must not starve the others); the first error is rethrown. */
   function emit(change: Change<S, E>): void {
@@ -284,7 +290,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       }
       const { snapshot, decided } = d;
       try {
-        const r = await store.append(kind.streamId(id), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision ?? 'no_stream' });
+        const r = await store.append(kind.streamId(id), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision ?? 'no_stream', origin });
         return recordOwn(id, before, { snapshot, decided, eventIds }, r);
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt <= maxConflictRetries) {
@@ -335,7 +341,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     kind,
     load,
     dispatch,
-    dispatchMany: (requests) => dispatchMany({ kind, store, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests),
+    dispatchMany: (requests) => dispatchMany({ kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests),
     observe,
     onChange(listener) {
       listeners.add(listener);
@@ -343,5 +349,6 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     },
     cached: (id) => cache.get(id),
     followed: () => void (followsStore = true),
+    origin,
   };
 }

@@ -6,7 +6,7 @@
 // own actor; fixed commands go on with the event ids first made, so a stored try is recognised.
 // One actor's requests are applied in the order given.
 import type { AnyMachineSnapshot } from 'xstate';
-import type { AppendRequest, AppendResult, EventStore, NewEvent } from '../eventstore/event-store.ts';
+import type { AppendOrigin, AppendRequest, AppendResult, EventStore, NewEvent } from '../eventstore/event-store.ts';
 import { WrongExpectedRevisionError } from '../errors.ts';
 import type { ActorKind, Command, DomainEvent } from './actor-kind.ts';
 import type { Commands, CommandsFor, Dispatched, Loaded } from './actor-runtime.ts';
@@ -28,6 +28,8 @@ type Decided<S, E> = { snapshot: S; decided: E[]; eventIds: string[] };
 export interface BatchParts<S extends AnyMachineSnapshot, E extends DomainEvent> {
   kind: ActorKind<S, E>;
   store: EventStore;
+  /** The runtime's AppendOrigin. */
+  origin: AppendOrigin;
   cache: SnapshotCache<S>;
   prepare(id: string, commands: Command<E> | Command<E>[]): { events: E[]; eventIds: string[] };
   decideAll(id: string, before: S | undefined, events: E[]): { ok: true; snapshot: S; decided: E[] } | { ok: false; error: Error };
@@ -49,7 +51,7 @@ function settle<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: un
 }
 
 export async function dispatchMany<S extends AnyMachineSnapshot, E extends DomainEvent>(rt: BatchParts<S, E>, requests: readonly DispatchRequest<S, E>[]): Promise<DispatchOutcome<S>[]> {
-const { kind, store, cache, prepare, decideAll, recordOwn, toNew, dispatch } = rt;
+  const { kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch } = rt;
   const outcomes = new Array<DispatchOutcome<S>>(requests.length);
   /** Requests that go on alone after the batch, with fixed commands as first made (same event ids: a stored retry is recognised). */
   const alone: { at: number; commands: Commands<S, E> }[] = [];
@@ -91,7 +93,7 @@ const { kind, store, cache, prepare, decideAll, recordOwn, toNew, dispatch } = r
     batch.push({ at, before, d: { ...d, eventIds: prepared.eventIds }, request: { streamId: kind.streamId(id), events, expectedRevision: start.revision ?? 'no_stream' }, commands: again });
   }
   if (batch.length > 0) {
-    const results = await store.appendMany(batch.map((b) => b.request)).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
+    const results = await store.appendMany(batch.map((b) => b.request), { origin }).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
     for (const [i, b] of batch.entries()) {
       const r = results[i]!;
       if (r.ok) outcomes[b.at] = settle(() => recordOwn(requests[b.at]!.id, b.before, b.d, r.result));

@@ -96,7 +96,8 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
     catchUpAndFollow(
       // Per-stream order is all the runtimes need (each folds its own streams): `stream` order, so
       // new work is seen as soon as it commits, not after other applications' transactions end.
-      { store: o.store, streamPrefixes: runtimes.map((r) => r.kind.streamPrefix), signal: ac.signal, log: o.log, who: o.who, order: 'stream', after },
+      // Each runtime applies its own appends itself (recordOwn): they need not wake this follower.
+      { store: o.store, streamPrefixes: runtimes.map((r) => r.kind.streamPrefix), signal: ac.signal, log: o.log, who: o.who, order: 'stream', after, appliedBy: new Set(runtimes.map((r) => r.origin)) },
       {
         onEvent,
         onCaughtUp: () => {

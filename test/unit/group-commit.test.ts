@@ -8,12 +8,13 @@ const ev = (n = 1) => Array.from({ length: n }, (_, i) => ({ eventId: `00000000-
 
 /** A commit function whose transactions stay in flight until the test ends them. */
 function controlledStore() {
-  const calls: { requests: readonly AppendRequest[]; finish(outcomes?: AppendOutcome[] | Error): void }[] = [];
+  const calls: { requests: readonly AppendRequest[]; origin: object | undefined; finish(outcomes?: AppendOutcome[] | Error): void }[] = [];
   const revisions = new Map<string, bigint>();
-  const commit = (requests: readonly AppendRequest[]) =>
+  const commit = (requests: readonly AppendRequest[], o: { origin?: object } = {}) =>
     new Promise<AppendOutcome[]>((resolve, reject) => {
       calls.push({
         requests,
+        origin: o.origin,
         finish(given) {
           if (given instanceof Error) return reject(given);
           resolve(
@@ -57,6 +58,27 @@ describe('GroupCommitter', () => {
     expect(calls[1]!.requests.map((r) => r.streamId)).toEqual(['b', 'c', 'd']);
     calls[1]!.finish();
     expect((await Promise.all(rest)).map((r) => r.nextExpectedRevision)).toEqual([1n, 1n, 1n]);
+  });
+
+  it('names the appender of a transaction only when all its appends have the same one', async () => {
+    const { calls, commit } = controlledStore();
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
+    const [mine, theirs] = [{ appender: 'mine' }, { appender: 'theirs' }];
+    const all = [c.append('a', ev(), { expectedRevision: 'no_stream', origin: mine })];
+    all.push(...['b', 'c'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream', origin: mine })));
+    calls[0]!.finish();
+    await tick();
+    all.push(...['d', 'e'].map((s, i) => c.append(s, ev(), { expectedRevision: 'no_stream', ...(i === 0 ? { origin: mine } : { origin: theirs }) })));
+    all.push(c.append('f', ev(), { expectedRevision: 'no_stream' }));
+    calls[1]!.finish();
+    await tick();
+    calls[2]!.finish();
+    await Promise.all(all);
+    expect(calls.map((x) => [x.requests.map((r) => r.streamId).join(''), x.origin])).toEqual([
+      ['a', mine],
+      ['bc', mine],
+      ['def', undefined], // mixed, or one of them unnamed: anyone's
+    ]);
   });
 
   it('bounds a batch at maxBatch; the rest goes in the next transaction', async () => {

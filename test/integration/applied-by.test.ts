@@ -1,0 +1,137 @@
+// A `stream` subscription is not woken by the appends of the appenders it lists in `appliedBy`
+// (they apply their own events to what it keeps) when they overlap others, as under load; a lone
+// append and everyone else's wake it. On the real Postgres, with the follower's idle poll at a
+// minute, so only a wake-up can deliver in time.
+// Then the same through the actor runtime: a follower fed by runtime A is not woken by A's
+// dispatches, yet hears runtime B's (another runtime on the same store) at once.
+import pg from 'pg';
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { followActors } from '../../src/runtime/follow-actors.ts';
+import { useTestDatabase } from '../support/test-db.ts';
+
+const db = useTestDatabase();
+const IDLE_POLL_MS = 60_000;
+// How long a delivery that no wake-up asked for must stay away: far above a wake-up's few ms.
+const QUIET_MS = 400;
+
+const event = () => ({ eventId: randomUUID(), type: 'Probe', data: {}, metadata: {} });
+
+async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('appliedBy: appenders whose appends do not wake a stream subscription', () => {
+  const cleanup: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const fn of cleanup.splice(0).reverse()) await fn();
+  });
+
+  /** A store on a pool of its own; `scans()` counts the stream-order reads it has made. */
+  async function openStore() {
+    const pool = new pg.Pool({ connectionString: db().url, max: 6 });
+    let scans = 0;
+    const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
+    pool.query = ((...args: unknown[]) => {
+      const q = args[0];
+      if (typeof q === 'object' && q !== null && (q as { name?: string }).name === 'baton_scan_committed') scans++;
+      return query(...args);
+    }) as typeof pool.query;
+    const store = createPostgresEventStore(pool, { idlePollMs: IDLE_POLL_MS });
+    cleanup.push(async () => {
+      await store.close();
+      await pool.end();
+    });
+    return Object.assign(store, { scans: () => scans });
+  }
+
+  /** Collects what a subscription delivers, from the start. */
+  function collect(store: Awaited<ReturnType<typeof openStore>>, o: { prefix: string; appliedBy?: ReadonlySet<object> }) {
+    const ac = new AbortController();
+    const got: StoredEvent[] = [];
+    const running = (async () => {
+      for await (const e of store.subscribe({ after: START, streamPrefixes: [o.prefix], order: 'stream', signal: ac.signal, ...(o.appliedBy && { appliedBy: o.appliedBy }) })) got.push(e);
+    })();
+    cleanup.push(async () => {
+      ac.abort();
+      await running;
+    });
+    return got;
+  }
+
+  it('appends of a listed appender that overlap others wait for the next wake-up; a lone append or anyone else’s wakes at once, and all come in order', { timeout: 20_000 }, async () => {
+    const store = await openStore();
+    const prefix = `ab-${randomUUID().slice(0, 8)}-`;
+    const mine = { appender: 'mine' };
+    const quiet = collect(store, { prefix, appliedBy: new Set([mine]) });
+    const everyone = collect(store, { prefix });
+    await store.append(`${prefix}warm`, [event()], { expectedRevision: 'no_stream', origin: { appender: 'another' } });
+    await until('both to start', () => quiet.length === 1 && everyone.length === 1);
+
+    // A batch of several appends (as under load) by `mine`: only the other subscription wakes.
+    const batch = async (streams: string[]) =>
+      store.appendMany(
+        streams.map((s) => ({ streamId: `${prefix}${s}`, events: [event(), event()], expectedRevision: 'no_stream' as const })),
+        { origin: mine },
+      );
+    await batch(['b', 'c']);
+    await until('the subscription without appliedBy to get them', () => everyone.length === 5);
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    expect(quiet.map((e) => e.streamId), 'delivered without a wake-up').toEqual([`${prefix}warm`]);
+
+    // Anyone else's append (here one naming no appender) wakes it: everything comes, in stream order.
+    await store.append(`${prefix}x`, [event()], { expectedRevision: 'no_stream' });
+    await until('the quiet subscription to catch up', () => quiet.length === 6);
+    expect(quiet.filter((e) => e.streamId === `${prefix}c`).map((e) => e.revision)).toEqual([0n, 1n]);
+
+    // A lone append (nothing else of the store in flight) wakes every follower, its appender's too:
+    // the store is idle, so they read it now rather than on the way to the next pickup.
+    await batch(['d', 'e']);
+    await store.append(`${prefix}a`, [event()], { expectedRevision: 'no_stream', origin: mine });
+    await until('the lone append to wake it', () => quiet.length === 11);
+    expect(new Set(quiet.map((e) => e.eventId)).size).toBe(11);
+    expect(quiet.map((e) => e.eventId).sort()).toEqual(everyone.map((e) => e.eventId).sort());
+  });
+
+  it('a follower fed by a runtime is not woken by that runtime’s dispatches, and hears another runtime’s at once', { timeout: 20_000 }, async () => {
+    const store = await openStore();
+    const a = createExecutionRuntime(store);
+    const b = createExecutionRuntime(store);
+    const follower = followActors({ store, runtimes: [a.actors], log: pino({ level: 'silent' }), who: 'test' });
+    cleanup.push(() => follower.stop());
+    await follower.ready;
+    const heard: { id: string; source: string; revisions: bigint[] }[] = [];
+    a.actors.onChange((c) => heard.push({ id: c.id, source: c.source, revisions: c.events.map((e) => e.revision) }));
+
+    // Submitted through B: A's follower is woken and A hears it.
+    const { executionId } = await b.submit({ action: 'noop', input: null });
+    await until('A to hear B’s submission', () => heard.some((h) => h.id === executionId));
+    expect(heard).toEqual([{ id: executionId, source: 'observed', revisions: [0n] }]);
+
+    // A moves two on itself in one batch (as its executor does under load): A hears each once, as
+    // its own, and its follower does not read them back (no read of the store) until something
+    // else wakes it: B's next submission.
+    const second = await b.submit({ action: 'noop', input: null });
+    await until('A to hear B’s second submission', () => heard.some((h) => h.id === second.executionId));
+    heard.length = 0;
+    const scans = store.scans();
+    const start = { type: 'SchedulingStarted', data: {}, by: 'executor' } as never;
+    const outcomes = await a.actors.dispatchMany([executionId, second.executionId].map((id) => ({ id, commands: start })));
+    expect(outcomes.map((o) => o.ok)).toEqual([true, true]);
+    expect(heard).toEqual([executionId, second.executionId].map((id) => ({ id, source: 'own', revisions: [1n] })));
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    expect(store.scans(), 'reads of the store after A’s own dispatches').toBe(scans);
+    const third = await b.submit({ action: 'noop', input: null });
+    await until('A to hear B’s third submission', () => heard.some((h) => h.id === third.executionId));
+    expect(store.scans()).toBeGreaterThan(scans);
+    expect(heard.slice(2)).toEqual([{ id: third.executionId, source: 'observed', revisions: [0n] }]);
+  });
+});
