@@ -91,20 +91,31 @@ export function percentile(histogram: Record<string, number>, q: number): number
  * same change twice is the caller's to prevent (the executions fold skips duplicate events).
  */
 export function applyRowChange(stats: ActionStatsRow, before: ExecutionRow | undefined, after: ExecutionRow): ActionStatsRow {
-  const next: ActionStatsRow = { ...stats, durationHistogram: stats.durationHistogram };
-  if (!before) next.requested += 1;
+  const next = copyStats(stats);
+  countRowChange(next, before, after);
+  return next;
+}
+
+/** A copy `countRowChange` may change without touching `stats`. */
+const copyStats = (stats: ActionStatsRow): ActionStatsRow => ({ ...stats, durationHistogram: { ...stats.durationHistogram } });
+
+/**
+ * applyRowChange on `stats` itself, for a caller that copied them once for many changes: a copy
+ * per change (the histogram's too) was 3.7% of the projector's samples in `baton bench`.
+ */
+export function countRowChange(stats: ActionStatsRow, before: ExecutionRow | undefined, after: ExecutionRow): void {
+  if (!before) stats.requested += 1;
   // Every execution starts at attempt 1; counted from there, a batch's first row to its last counts as each step does.
   const attemptBefore = before?.attempt ?? 1;
-  if (after.attempt > attemptBefore) next.retried += after.attempt - attemptBefore;
+  if (after.attempt > attemptBefore) stats.retried += after.attempt - attemptBefore;
   const from = before ? bucketOfStatus[before.status] : undefined;
   const to = bucketOfStatus[after.status];
-  if (from === to) return next;
+  if (from === to) return;
   // queued and running are gauges (leave one, enter another); final counters only ever rise.
-  if (from === 'queued' || from === 'running') next[from] -= 1;
-  if (to) next[to] += 1;
+  if (from === 'queued' || from === 'running') stats[from] -= 1;
+  if (to) stats[to] += 1;
   if (after.status === 'Completed' && after.runMs !== null) {
     const bucket = String(durationBucket(after.runMs));
-    next.durationHistogram = { ...stats.durationHistogram, [bucket]: (stats.durationHistogram[bucket] ?? 0) + 1 };
+    stats.durationHistogram[bucket] = (stats.durationHistogram[bucket] ?? 0) + 1;
   }
-  return next;
 }

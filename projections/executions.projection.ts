@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
-import { applyRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
+import { countRowChange, emptyActionStats, type ActionStatsRow } from './action-stats.ts';
 import { foldExecutionEvent, foldOfRow, rowOf, type ExecutionFold, type ExecutionRow } from './executions.ts';
 import { isFinal } from '../actors/execution.machine.ts';
 import type { BatchMemory, BatchResult, Projection } from './projection.ts';
@@ -122,9 +122,12 @@ async function applyStats(client: pg.ClientBase, schema: string, changes: { befo
   const table = qualified(schema, 'action_stats');
   const actions = [...new Set(changes.map((c) => c.after.action))];
   const rows = await selectRowsByKeys(client, table, 'action', 'text', actions);
+  // Read fresh for this batch, so counted in place (countRowChange), not copied per change.
   const stats = new Map(rows.map((row) => [row['action'] as string, actionStatsFromDb(row)]));
   for (const { before, after } of changes) {
-    stats.set(after.action, applyRowChange(stats.get(after.action) ?? emptyActionStats(after.action), before, after));
+    let row = stats.get(after.action);
+    if (!row) stats.set(after.action, (row = emptyActionStats(after.action)));
+    countRowChange(row, before, after);
   }
   await upsertRows(client, table, ['action'], STATS_COLUMNS, [...stats.values()]);
 }
