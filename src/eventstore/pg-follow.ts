@@ -77,20 +77,21 @@ const UNREAD: unknown = Symbol('unread');
 const JSONB_OID = 3802;
 const TIMESTAMPTZ_OID = 1184;
 const parseTime = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as (text: string) => Date;
-/** The stream scan's types: jsonb and timestamptz columns come as their text, for LazyStoredEvent. */
+/** The scans' types: jsonb and timestamptz columns come as their text, for LazyStoredEvent. */
 const TEXT_OF_JSON_AND_TIME: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
     oid === JSONB_OID || oid === TIMESTAMPTZ_OID ? (text: string) => text : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
 };
 
-/** An EventRow as the stream scan reads it: JSON and time as their text (TEXT_OF_JSON_AND_TIME). */
+/** An EventRow as the scans read it: JSON and time as their text (TEXT_OF_JSON_AND_TIME). */
 type TextRow = Omit<EventRow, 'data' | 'metadata' | 'recorded_at'> & { data: string; metadata: string; recorded_at: string };
 
 /**
- * A stored event from a `stream` scan whose data, metadata and time are parsed from their text when
- * first read. The hosts' follower reads back every event its own process appended, which their
+ * A stored event from a subscription's scan whose data, metadata and time are parsed from their
+ * text when first read. The hosts' follower reads back events its own process appended, which their
  * cache already holds (actor-runtime.ts, observe), and passes them over unread: the protocol
- * parse fell from 1.84 to 1.2–1.5 s of the hosts' ~10.7 s busy in a 20,000-execution `baton bench`. A class: an object literal with getters is built
+ * parse fell from 1.84 to 1.2–1.5 s of the hosts' ~10.7 s busy in a 20,000-execution `baton bench`.
+ * The projector reads every event's data but few events' times (parsing them all was 3% of it). A class: an object literal with getters is built
  * through V8's slow path, ~1.9 µs an event here (as much as parsing it), a class instance ~0.26 µs.
  * Its getters live on the prototype, so read it by property (every consumer does): a spread would
  * not copy them; JSON.stringify (logs) goes through toJSON.
@@ -133,6 +134,10 @@ class LazyStoredEvent implements StoredEvent {
   }
 }
 
+/** A scanned row as a plain StoredEvent, parsed now (readAll's callers may copy or spread events). */
+const parsedStored = (row: TextRow): StoredEvent =>
+  toStored({ ...row, data: JSON.parse(row.data), metadata: JSON.parse(row.metadata) as Record<string, unknown>, recorded_at: parseTime(row.recorded_at) });
+
 /** `LIKE` patterns for stream prefixes, with LIKE's wildcards escaped. */
 export const prefixPatterns = (prefixes?: readonly string[]) =>
   prefixes && prefixes.length > 0 ? prefixes.map((p) => p.replace(/[\\%_]/g, (c) => `\\${c}`) + '%') : null;
@@ -163,8 +168,8 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
    * held-back check was a second round trip after every short scan, about as many statements as
    * the scans themselves (1,663 of 9,766 in a 3,000-execution `baton bench`).
    */
-  async function scanFrom(cursor: Cursor, limit: number, prefixes: string[] | null): Promise<{ rows: EventRow[]; end: Cursor; scanned: number; held: boolean }> {
-    const r = await pool.query<EventRow & { scan_end: boolean; scanned: string | null; held: boolean | null }>({
+  async function scanFrom(cursor: Cursor, limit: number, prefixes: string[] | null): Promise<{ rows: TextRow[]; end: Cursor; scanned: number; held: boolean }> {
+    const r = await pool.query<TextRow & { scan_end: boolean; scanned: string | null; held: boolean | null }>({
       name: 'baton_scan_all',
       text: `WITH scanned AS (
                SELECT ${EVENT_COLUMNS} FROM baton_events
@@ -183,6 +188,8 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
                          SELECT transaction_id, global_position FROM scanned ORDER BY transaction_id DESC, global_position DESC LIMIT 1) last ON true) e
              ORDER BY scan_end, transaction_id, global_position`,
       values: [cursor.xid, cursor.position.toString(), limit, prefixes ?? ['%']],
+      // As text: readAll parses each row (parsedStored), the subscription when read (LazyStoredEvent).
+      types: TEXT_OF_JSON_AND_TIME,
     });
     const marker = r.rows[r.rows.length - 1]!;
     return {
@@ -228,11 +235,11 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
     if (!Number.isInteger(o.limit) || o.limit < 1) throw new BatonError('readAll: limit must be a positive integer');
     const prefixes = prefixPatterns(o.streamPrefixes);
     let cursor = await cursorAfter(o.after);
-    const rows: EventRow[] = [];
+    const rows: TextRow[] = [];
     for (let size = Math.max(o.limit, READ_ALL_SCAN); ; size = Math.min(size * 2, Math.max(o.limit, READ_ALL_MAX_SCAN))) {
       const scan = await scanFrom(cursor, size, prefixes);
       for (const row of scan.rows) rows.push(row); // not push(...rows): a large limit would overflow the stack
-      if (rows.length >= o.limit || scan.scanned < size) return rows.slice(0, o.limit).map((row) => toStored(row));
+      if (rows.length >= o.limit || scan.scanned < size) return rows.slice(0, o.limit).map(parsedStored);
       cursor = scan.end;
     }
   }
@@ -253,7 +260,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
       const seq = wakeups.seq; // read before querying, so a wake-up during the query is not lost
       const { rows, end, scanned, held } = await scanFrom(cursor, batchSize, prefixes);
       for (const row of rows) {
-        yield toStored(row);
+        yield new LazyStoredEvent(row);
         if (o.signal?.aborted) return;
       }
       cursor = end;

@@ -459,7 +459,7 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       expect(got.length).toBe(3 + 8 * 4);
     });
 
-    it('delivers in stream order each event as readStream and readAll give it: data, metadata and time', async () => {
+    it('delivers in stream order and in commit order each event as readStream and readAll give it: data, metadata and time', async () => {
       const prefix = `sd${randomUUID().slice(0, 8)}`;
       const s = uniqueStream(prefix);
       const written = [
@@ -470,11 +470,14 @@ export function eventStoreContract(name: string, makeHarness: () => Promise<Even
       const followed = await collect(store, START, [prefix], (got) => got.length >= 2, 5000, 'stream');
       const plain = (e: StoredEvent) => ({ eventId: e.eventId, streamId: e.streamId, revision: e.revision, globalPosition: e.globalPosition, type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt });
       expect(followed.map(plain)).toEqual((await store.readStream(s)).map(plain));
-      // readAll holds events back while an older transaction anywhere on the server is open (another
-      // test file's, when they run side by side): wait until it returns everything committed.
+      // readAll and commit order hold events back while an older transaction anywhere on the server
+      // is open (another test file's, when they run side by side): wait until it has ended.
       await store.settled?.();
+      const inCommitOrder = await collect(store, START, [prefix], (got) => got.length >= 2, 5000, 'global');
       expect(followed.map(plain)).toEqual((await store.readAll({ after: START, limit: 10, streamPrefixes: [prefix] })).map(plain));
+      expect(inCommitOrder.map(plain)).toEqual(followed.map(plain));
       expect(followed.map((e) => e.data)).toEqual(written.map((w) => w.data));
+      expect(inCommitOrder[1]!.recordedAt).toBeInstanceOf(Date);
       expect(followed[0]!.recordedAt).toBeInstanceOf(Date);
     });
 
