@@ -19,11 +19,18 @@ export const camelCase = memo((s) => s.replace(/_([a-z])/g, (_, c: string) => c.
 /** `"schema"."table"`, quoted, for a schema name the projector chose. */
 export const qualified = (schema: string, table: string) => `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(table)}`;
 
-/** Fold row → JSON object keyed by column name. */
-export function toColumns(row: object): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k in row) out[snakeCase(k)] = (row as Record<string, unknown>)[k];
-  return out;
+/**
+ * Fold rows → JSON objects keyed by `columns` (the rows' camelCase fields, snake_cased), built in
+ * the columns' order: one shape for every row, and no name lookup per field (a `for…in` with a
+ * lookup per key was 4% of the projector's samples in `baton bench`).
+ */
+function toColumns(rows: readonly object[], columns: readonly string[]): Record<string, unknown>[] {
+  const fields = columns.map((c) => [c, camelCase(c)] as const);
+  return rows.map((row) => {
+    const out: Record<string, unknown> = {};
+    for (const [column, field] of fields) out[column] = (row as Record<string, unknown>)[field];
+    return out;
+  });
 }
 
 /**
@@ -45,7 +52,7 @@ export async function insertRows(client: pg.ClientBase, table: string, columns: 
   const list = columns.map((c) => pg.escapeIdentifier(c)).join(', ');
   await client.query(
     `INSERT INTO ${table} (${list}) SELECT ${list} FROM jsonb_populate_recordset(NULL::${table}, $1::jsonb) ${onConflict}`,
-    [JSON.stringify(rows.map(toColumns))],
+    [JSON.stringify(toColumns(rows, columns))],
   );
 }
 
