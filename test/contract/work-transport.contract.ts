@@ -25,6 +25,7 @@ import type {
   WorkTransport,
   WorkTransportOptions,
 } from '../../src/transport/work-transport.ts';
+import { until } from '../support/until.ts';
 
 export interface WorkTransportHarness {
   /**
@@ -158,13 +159,6 @@ async function allDeadLetters(t: WorkTransport, pageSize = 50): Promise<DeadLett
 }
 
 /** Resolve once `check` holds (polled); fail after timeoutMs naming what was awaited. */
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (let delayMs = 5; !(await check()); delayMs = Math.min(delayMs * 2, 100)) {
-    if (performance.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${what}`);
-    await sleep(delayMs);
-  }
-}
 
 /** A promise the test resolves by hand (to hold a handler open). */
 function gate(): { promise: Promise<void>; open: () => void } {

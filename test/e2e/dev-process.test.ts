@@ -11,6 +11,9 @@ import { reapAbandonedEmbeddedPostgres } from '../../src/db/embedded.ts';
 import { isAlive } from '../../src/process/identity.ts';
 import { batonProcesses, type BatonProcess } from '../support/baton-processes.ts';
 import { runBaton } from '../support/cli.ts';
+import { until as untilEvery } from '../support/until.ts';
+
+const until = (what: string, probe: () => boolean | Promise<boolean>, ms: number) => untilEvery(what, probe, ms, { everyMs: 100 });
 
 // No BATON_DATABASE_URL: the embedded default. Short drains, so the tests stay short.
 const { start, killAll } = batonProcesses(() => ({ BATON_DATABASE_URL: '', BATON_NATS_URL: '', BATON_SHUTDOWN_TIMEOUT: '2s' }));
@@ -34,13 +37,6 @@ function dev(name: string, dir: string, args: string[] = [], env: Record<string,
 const ctrlC = (p: BatonProcess) => process.kill(-p.proc.pid!, 'SIGINT');
 const postmasterPid = async (dir: string) => Number((await fs.readFile(path.join(dir, 'postgres', 'postmaster.pid'), 'utf8')).split('\n')[0]);
 
-async function until(what: string, probe: () => boolean | Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** `baton …` run in `dir` against its dev's embedded Postgres. */
 const cli = (dir: string, args: string[]) => runBaton(args, { databaseUrl: null, cwd: dir, env: { BATON_DATA_DIR: dir, BATON_NATS_URL: '' } });

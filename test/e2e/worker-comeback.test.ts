@@ -9,14 +9,8 @@ import { workerStreamId } from '../../schemas/worker-events.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { batonProcesses, type BatonProcess } from '../support/baton-processes.ts';
 import { useTestStore } from '../support/test-store.ts';
+import { until } from '../support/until.ts';
 
-async function until(what: string, check: () => Promise<boolean>, ms: number, detail: () => string = () => ''): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}\n${detail()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('a lost worker that comes back (real processes, SIGSTOP / SIGCONT / SIGTERM)', () => {
   const natsUrl = inject('natsUrl');
@@ -44,14 +38,14 @@ describe('a lost worker that comes back (real processes, SIGSTOP / SIGCONT / SIG
   /** Started, beating (so an executor can see it go stale) and handling signals. */
   async function startedWorker(id: string): Promise<BatonProcess> {
     const w = start(id, ['worker', '--id', id, '--capacity', '2', '--transport', transport, '--metrics-port', '0']);
-    await until(`${id} to run`, async () => w.output.join('').includes('"msg":"worker running"'), 30_000, diagnostics);
-    await until(`${id} to beat`, async () => ((await t.db.pool.query('SELECT 1 FROM baton_worker_liveness WHERE worker_id = $1', [id])).rowCount ?? 0) > 0, 10_000, diagnostics);
+    await until(`${id} to run`, async () => w.output.join('').includes('"msg":"worker running"'), 30_000, { everyMs: 50, detail: diagnostics });
+    await until(`${id} to beat`, async () => ((await t.db.pool.query('SELECT 1 FROM baton_worker_liveness WHERE worker_id = $1', [id])).rowCount ?? 0) > 0, 10_000, { everyMs: 50, detail: diagnostics });
     return w;
   }
 
   async function pausedUntilLost(w: BatonProcess, id: string): Promise<void> {
     w.proc.kill('SIGSTOP');
-    await until(`${id} declared lost`, async () => (await workerEvents(id)).at(-1) === 'WorkerLost', 20_000, diagnostics);
+    await until(`${id} declared lost`, async () => (await workerEvents(id)).at(-1) === 'WorkerLost', 20_000, { everyMs: 50, detail: diagnostics });
   }
 
   async function exitCode(w: BatonProcess): Promise<number | null> {
@@ -71,11 +65,11 @@ describe('a lost worker that comes back (real processes, SIGSTOP / SIGCONT / SIG
     const w = await startedWorker(id);
     await pausedUntilLost(w, id);
     w.proc.kill('SIGCONT');
-    await until(`${id} to announce itself again`, async () => (await workerEvents(id)).slice(-2).join() === 'WorkerLost,WorkerStarted', 15_000, diagnostics);
+    await until(`${id} to announce itself again`, async () => (await workerEvents(id)).slice(-2).join() === 'WorkerLost,WorkerStarted', 15_000, { everyMs: 50, detail: diagnostics });
 
     const runtime = createExecutionRuntime(t.store);
     const { executionId } = await runtime.submit({ action: 'core.echo', input: { back: true } });
-    await until('the execution to complete', async () => (await t.store.readStream(executionStreamId(executionId))).at(-1)?.type === 'ExecutionCompleted', 20_000, diagnostics);
+    await until('the execution to complete', async () => (await t.store.readStream(executionStreamId(executionId))).at(-1)?.type === 'ExecutionCompleted', 20_000, { everyMs: 50, detail: diagnostics });
     const events = await t.store.readStream(executionStreamId(executionId));
     expect(events.find((e) => e.type === 'ExecutionStarted')?.metadata.by).toBe(`worker:${id}`);
 

@@ -13,6 +13,7 @@ import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { followActors } from '../../src/runtime/follow-actors.ts';
 import { useTestDatabase } from '../support/test-db.ts';
+import { until } from '../support/until.ts';
 
 const db = useTestDatabase();
 const IDLE_POLL_MS = 60_000;
@@ -21,13 +22,6 @@ const QUIET_MS = 400;
 
 const event = () => ({ eventId: randomUUID(), type: 'Probe', data: {}, metadata: {} });
 
-async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('appliedBy: appenders whose appends do not wake a stream subscription', () => {
   const cleanup: (() => Promise<void>)[] = [];

@@ -13,14 +13,10 @@ import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { followActors } from '../../src/runtime/follow-actors.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { until as untilWithin } from '../support/until.ts';
 
-async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = (what: string, check: () => boolean, ms = 10_000) => untilWithin(what, check, ms);
+
 
 describe('followers while a write transaction is open in another database', () => {
   let db: TestDatabase;

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { PgWakeups } from '../../src/eventstore/pg-wakeups.ts';
 import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { useTestDatabase } from '../support/test-db.ts';
+import { until } from '../support/until.ts';
 
 const db = useTestDatabase();
 
@@ -23,13 +24,6 @@ async function endPool(pool: pg.Pool): Promise<void> {
   }
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('PgWakeups', () => {
   const cleanup: (() => Promise<void>)[] = [];

@@ -18,16 +18,12 @@ import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { until as untilEvery } from '../support/until.ts';
+
+const until = (what: string, probe: () => Promise<boolean>, ms = 20_000) => untilEvery(what, probe, ms, { everyMs: 20 });
 
 const deadline = () => new Date(Date.now() + 30_000).toISOString();
 
-async function until(what: string, probe: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** What a projector's transactions did: checkpoint rows moved and NOTIFYs sent, per COMMIT. */
 interface Txn {

@@ -11,6 +11,7 @@ import { sleep } from '../../src/async/sleep.ts';
 import { repeatEvery } from '../../src/transport/background.ts';
 import { PULL_AGAIN, repeatPulls, runPullLoop, type PullEnd, type Pulled, type PullSource } from '../../src/transport/pull-loop.ts';
 import type { Delivery, WorkMessage } from '../../src/transport/work-transport.ts';
+import { until } from '../support/until.ts';
 
 const message = (): WorkMessage => ({
   messageId: randomUUID(),
@@ -77,13 +78,6 @@ class MemorySource implements PullSource {
 }
 
 /** Resolve once `check` holds; fail after `ms` naming what was awaited. */
-async function until(what: string, check: () => boolean, ms = 2_000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error(`waited ${ms} ms for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
 
 function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void;
