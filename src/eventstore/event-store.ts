@@ -108,12 +108,13 @@ export interface SubscribeOptions {
 }
 
 /**
- * Who appends, for wake-ups inside this process only: an opaque token (an actor runtime passes
- * itself, src/runtime/actor-runtime.ts). A `stream` subscription that lists it in `appliedBy` is not
- * woken by that appender's commits, because the appender applies its own events to what the
- * subscriber keeps; it still reads them, with the next read anything else wakes it for or at its
- * idle poll. Nothing else changes: other subscriptions and other processes are woken as always.
- * Stores that push events (EventStoreDB) ignore it.
+ * Who appends, for wake-ups inside this process only: an opaque token (each actor runtime has
+ * one, `ActorRuntime.origin`). A `stream` subscription that lists it in `appliedBy` is not woken by
+ * that appender's commits, because the appender applies its own events to what the subscriber
+ * keeps; it still reads them, with the next read anything else wakes it for or at its idle poll.
+ * The Postgres store still wakes it for a lone append (nothing else of the store in flight), whose
+ * events it may as well read at once. Nothing else changes: other subscriptions and other
+ * processes are woken as always. Stores that push events (EventStoreDB) ignore it.
  */
 export type AppendOrigin = object;
 

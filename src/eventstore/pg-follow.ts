@@ -89,12 +89,13 @@ type TextRow = Omit<EventRow, 'data' | 'metadata' | 'recorded_at'> & { data: str
 /**
  * A stored event from a subscription's scan whose data, metadata and time are parsed from their
  * text when first read. The hosts' follower reads back events its own process appended, which their
- * cache already holds (actor-runtime.ts, observe), and passes them over unread: the protocol
- * parse fell from 1.84 to 1.2–1.5 s of the hosts' ~10.7 s busy in a 20,000-execution `baton bench`.
- * The projector reads every event's data but few events' times (parsing them all was 3% of it). A class: an object literal with getters is built
- * through V8's slow path, ~1.9 µs an event here (as much as parsing it), a class instance ~0.26 µs.
- * Its getters live on the prototype, so read it by property (every consumer does): a spread would
- * not copy them; JSON.stringify (logs) goes through toJSON.
+ * cache already holds (actor-runtime.ts, observe), and passes them over unread: the protocol parse
+ * fell from 1.84 to 1.2–1.5 s of the hosts' ~10.7 s busy in a 20,000-execution `baton bench`. The
+ * projector reads every event's data but few events' times (parsing them all was 3% of it).
+ * A class: an object literal with getters is built through V8's slow path, ~1.9 µs an event here
+ * (as much as parsing it), a class instance ~0.26 µs. Its getters live on the prototype, so read
+ * it by property (every consumer does): a spread would not copy them; JSON.stringify (logs) goes
+ * through toJSON. readAll returns plain parsed objects instead (parsedStored): its callers may.
  */
 class LazyStoredEvent implements StoredEvent {
   readonly eventId: string;
