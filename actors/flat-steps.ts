@@ -136,7 +136,8 @@ export function flatSteps(machine: AnyStateMachine, scope: ActorScope<AnyMachine
         // No state change: xstate copies the snapshot only when an assign ran.
         return context === snapshot.context ? snapshot : ({ ...snapshot, context } as AnyMachineSnapshot);
       }
-      return { ...enter(target, context), children: snapshot.children, historyValue: snapshot.historyValue } as AnyMachineSnapshot;
+      // One copy of the target's shape (enter() would make fresh children and history to replace).
+      return { ...shapes.get(target)!, context, children: snapshot.children, historyValue: snapshot.historyValue } as AnyMachineSnapshot;
     },
   };
 }
