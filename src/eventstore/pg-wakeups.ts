@@ -53,6 +53,25 @@ export interface Alarm {
   close(): void;
 }
 
+/**
+ * Resolves at the first of: `attach`'s wake-up calling `done`, `timeoutMs`, the signal aborting.
+ * `attach` registers `done` and returns how to unregister it; nothing is left behind either way.
+ */
+function wakeOrTimeout(timeoutMs: number, signal: AbortSignal | undefined, attach: (done: () => void) => () => void): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      detach();
+      resolve();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    signal?.addEventListener('abort', done, { once: true });
+    const detach = attach(done);
+  });
+}
+
 export class PgWakeups implements Waiter {
   /** Sent as the payload of this instance's NOTIFYs, so that its own listener can ignore them. */
   readonly #id = randomUUID();
@@ -150,20 +169,13 @@ export class PgWakeups implements Waiter {
     this.#alarms.add(entry);
     return {
       reset: () => void (rung = false),
-      wait: (timeoutMs, signal) => {
-        if (rung || signal?.aborted || this.#closed) return Promise.resolve();
-        return new Promise<void>((resolve) => {
-          const done = () => {
-            clearTimeout(timer);
-            signal?.removeEventListener('abort', done);
-            ringNow = undefined;
-            resolve();
-          };
-          const timer = setTimeout(done, timeoutMs);
-          signal?.addEventListener('abort', done, { once: true });
-          ringNow = done;
-        });
-      },
+      wait: (timeoutMs, signal) =>
+        rung || this.#closed
+          ? Promise.resolve()
+          : wakeOrTimeout(timeoutMs, signal, (done) => {
+              ringNow = done;
+              return () => (ringNow = undefined);
+            }),
       close: () => void this.#alarms.delete(entry),
     };
   }
@@ -195,17 +207,10 @@ export class PgWakeups implements Waiter {
   }
 
   waitSince(seq: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    if (seq !== this.#seq || signal?.aborted || this.#closed) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        this.#waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, timeoutMs);
-      signal?.addEventListener('abort', done, { once: true });
+    if (seq !== this.#seq || this.#closed) return Promise.resolve();
+    return wakeOrTimeout(timeoutMs, signal, (done) => {
       this.#waiters.add(done);
+      return () => this.#waiters.delete(done);
     });
   }
 
