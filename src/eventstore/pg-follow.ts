@@ -135,9 +135,8 @@ class LazyStoredEvent implements StoredEvent {
   }
 }
 
-/** A scanned row as a plain StoredEvent, parsed now (readAll's callers may copy or spread events). */
-const parsedStored = (row: TextRow): StoredEvent =>
-  toStored({ ...row, data: JSON.parse(row.data), metadata: JSON.parse(row.metadata) as Record<string, unknown>, recorded_at: parseTime(row.recorded_at) });
+/** A scanned row as a plain StoredEvent, parsed now (readAll's callers may copy or spread events): the lazy event's own parse, taken whole. */
+const parsedStored = (row: TextRow): StoredEvent => new LazyStoredEvent(row).toJSON();
 
 /** `LIKE` patterns for stream prefixes, with LIKE's wildcards escaped. */
 export const prefixPatterns = (prefixes?: readonly string[]) =>
