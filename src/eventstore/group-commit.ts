@@ -97,10 +97,7 @@ export class GroupCommitter {
     try {
       // One appender's batch wakes as that appender's append; a mixed one as anyone's.
       const origin = batch.every((p) => p.origin === batch[0]!.origin) ? batch[0]!.origin : undefined;
-      const outcomes = await this.#commit(
-        batch.map((p) => p.request),
-        origin === undefined ? {} : { origin },
-      );
+      const outcomes = await this.#commit(batch.map((p) => p.request), { origin });
       batch.forEach((p, i) => {
         const o = outcomes[i];
         if (!o) p.reject(new Error('group commit: the store returned no outcome for this append'));

@@ -236,8 +236,10 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     ...(log && { log }),
   });
   // A batch's statements count as in flight; a batch of one is a lone append (appendManyPostgres).
-  const appendMany = (requests: readonly AppendRequest[], o: { origin?: AppendOrigin } = {}) =>
-    requests.length > 1 ? counted(() => appendManyPostgres(appendManyDeps(o.origin), requests)) : appendManyPostgres(appendManyDeps(o.origin), requests);
+  const appendMany = (requests: readonly AppendRequest[], o: { origin?: AppendOrigin } = {}) => {
+    const deps = appendManyDeps(o.origin);
+    return requests.length > 1 ? counted(() => appendManyPostgres(deps, requests)) : appendManyPostgres(deps, requests);
+  };
   const committer = options.groupCommit === false ? undefined : new GroupCommitter(appendMany, options.groupCommit);
   const append = async (streamId: string, events: NewEvent[], o: AppendOptions): Promise<AppendResult> => {
     // Refuse a malformed append at once, with the message every adapter gives, not from a batch.
