@@ -27,11 +27,24 @@ export async function createProjectionTables(client: pg.ClientBase, schema: stri
   await client.query('SET LOCAL search_path TO DEFAULT');
 }
 
+export interface TransactionOptions {
+  /**
+   * false: COMMIT returns without waiting for its WAL to reach disk (synchronous_commit off for
+   * this transaction only). For what can be derived again: a crash of Postgres may then take back
+   * the last fraction of a second of such commits, each whole. No durable write can depend on one
+   * taken back: WAL is flushed in order, so a writer that read it and then committed durably
+   * flushed it too.
+   */
+  durable?: boolean;
+}
+
 /** Run `fn` in a transaction on one client; roll back on any error. */
-export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, o: TransactionOptions = {}): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query('BEGIN');
+    // One round trip either way: the setting is LOCAL, so it ends with the transaction and never
+    // reaches the pool's next user of this connection.
+    await client.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

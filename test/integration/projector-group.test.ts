@@ -29,6 +29,8 @@ const deadline = () => new Date(Date.now() + 30_000).toISOString();
 interface Txn {
   checkpoints: number;
   notifies: number;
+  /** What the server said synchronous_commit was inside it, asked just before COMMIT. */
+  synchronousCommit?: string;
 }
 
 /** A pool that records each transaction its clients commit (the projector's only writes), and the executions rows it reads back. */
@@ -41,8 +43,15 @@ function recordingPool(url: string) {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
       const text = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string } | undefined)?.text ?? '');
-      if (text === 'BEGIN') open = { checkpoints: 0, notifies: 0 };
-      else if (text === 'COMMIT' && open) committed.push(open);
+      if (text.startsWith('BEGIN')) open = { checkpoints: 0, notifies: 0 };
+      else if (text === 'COMMIT' && open) {
+        const txn = open;
+        committed.push(txn);
+        return (query('SHOW synchronous_commit') as Promise<pg.QueryResult<{ synchronous_commit: string }>>).then((r) => {
+          txn.synchronousCommit = r.rows[0]!.synchronous_commit;
+          return query(...args);
+        });
+      }
       else if (text === 'ROLLBACK') open = undefined;
       else if (open && text.includes('UPDATE baton_projection_checkpoints')) open.checkpoints++;
       else if (open && text.includes('pg_notify')) open.notifies++;
@@ -146,6 +155,11 @@ describe('projector groups', () => {
     expect(txns.length).toBeGreaterThan(0);
     expect(txns.every((t) => t.checkpoints === projections.length)).toBe(true);
     expect(txns.every((t) => t.notifies <= 1)).toBe(true);
+    // Derived rows commit without waiting for their WAL flush (group-follow.ts says why)…
+    expect(new Set(txns.map((t) => t.synchronousCommit))).toEqual(new Set(['off']));
+    // …and only they: the setting ends with the transaction, the pool's connections keep the server's.
+    const after = await recording.pool.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
+    expect(after.rows[0]!.synchronous_commit).toBe('on');
     const batches = await batchesOf(registry);
     expect(batches.executions).toBeGreaterThan(0);
     expect(txns.length).toBeLessThan(Object.values(batches).reduce((a, b) => a + b, 0));
