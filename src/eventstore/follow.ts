@@ -52,34 +52,52 @@ export async function catchUpAndFollow(o: FollowOptions, h: FollowHandlers): Pro
   let caughtUp = false;
   // A `stream` subscription's place, kept by the store across resubscriptions.
   const resume: SubscriptionResume = {};
-  /** Handle one event, retrying it after the backoff until it is handled (or we stop). */
-  const handle = async (event: StoredEvent): Promise<boolean> => {
-    for (;;) {
-      try {
-        await h.onEvent(event);
-        after = event.globalPosition;
-        backoff.reset();
-        return true;
-      } catch (err) {
-        if (o.signal.aborted) return false;
-        o.log.error({ err, retryInMs: backoff.nextMs, streamId: event.streamId, revision: Number(event.revision) }, `${o.who} could not handle an event; trying it again`);
-        await backoff.wait(o.signal);
-        if (o.signal.aborted) return false;
-      }
+  const handled = (event: StoredEvent): true => {
+    after = event.globalPosition;
+    backoff.reset();
+    return true;
+  };
+  /**
+   * Handle one event, retrying it after the backoff until it is handled (false: we stopped). A
+   * handler that returns no promise is not awaited: most events a busy host reads are its own
+   * appends, passed over at once, and two promises per event were ~7% of its allocations.
+   */
+  const handle = (event: StoredEvent): boolean | Promise<boolean> => {
+    try {
+      const pending = h.onEvent(event);
+      if (pending === undefined) return handled(event);
+      return pending.then(
+        () => handled(event),
+        (err: unknown) => retry(event, err),
+      );
+    } catch (err) {
+      return retry(event, err);
     }
+  };
+  const retry = async (event: StoredEvent, err: unknown): Promise<boolean> => {
+    if (o.signal.aborted) return false;
+    o.log.error({ err, retryInMs: backoff.nextMs, streamId: event.streamId, revision: Number(event.revision) }, `${o.who} could not handle an event; trying it again`);
+    await backoff.wait(o.signal);
+    return !o.signal.aborted && handle(event);
   };
   while (!o.signal.aborted) {
     try {
       while (!caughtUp && !o.signal.aborted) {
         const batch = await o.store.readAll({ after, limit: o.batchSize ?? 5_000, streamPrefixes: o.streamPrefixes });
-        for (const event of batch) if (!(await handle(event))) return;
+        for (const event of batch) {
+          const ok = handle(event);
+          if (!(ok === true || (ok !== false && (await ok)))) return;
+        }
         if (batch.length === 0) {
           caughtUp = true;
           await h.onCaughtUp?.(after);
         }
       }
       const live = o.store.subscribe({ after, streamPrefixes: o.streamPrefixes, signal: o.signal, order: o.order ?? 'global', resume, ...(o.appliedBy && { appliedBy: o.appliedBy }) });
-      for await (const event of live) if (!(await handle(event))) return;
+      for await (const event of live) {
+        const ok = handle(event);
+        if (!(ok === true || (ok !== false && (await ok)))) return;
+      }
     } catch (err) {
       if (o.signal.aborted) break;
       o.log.error({ err, retryInMs: backoff.nextMs }, `${o.who} lost the event store; resuming after the last event handled`);

@@ -110,6 +110,8 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
   dispatchMany(requests: readonly DispatchRequest<S, E>[]): Promise<DispatchOutcome<S>[]>;
   /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners (the change, unless it came from a read of the whole stream). */
   observe(stored: StoredEvent): Promise<Change<S, E> | undefined>;
+  /** Whether observe would pass `stored` over, applied already (no I/O): a follower's check before it pays for observe's promise. */
+  applied(stored: StoredEvent): boolean;
   /** Listen to every change of every actor of this kind this process sees; returns the unsubscribe. */
   onChange(listener: (change: Change<S, E>) => void): () => void;
   /** What the cache holds for `id` now, if anything (no I/O). */
@@ -302,13 +304,19 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     }
   }
 
-  async function observe(stored: StoredEvent): Promise<Change<S, E> | undefined> {
+  function applied(stored: StoredEvent): boolean {
     const id = kind.idOf(stored.streamId);
-    if (id === undefined) return undefined;
+    if (id === undefined) return true;
     const held = cache.get(id);
-    if (held && stored.revision <= held.revision) return undefined; // applied already (our own append, or a load)
+    if (held && stored.revision <= held.revision) return true; // our own append, or a load
     const ended = cache.endedAt(id);
-    if (ended !== undefined && stored.revision <= ended) return undefined; // its end, seen already
+    return ended !== undefined && stored.revision <= ended; // its end, seen already
+  }
+
+  async function observe(stored: StoredEvent): Promise<Change<S, E> | undefined> {
+    if (applied(stored)) return undefined;
+    const id = kind.idOf(stored.streamId)!;
+    const held = cache.get(id);
     let before: S | undefined;
     if (held && stored.revision === held.revision + 1n) before = held.snapshot;
     else if (stored.revision === 0n) before = kind.empty?.(id);
@@ -343,6 +351,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     dispatch,
     dispatchMany: (requests) => dispatchMany({ kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests),
     observe,
+    applied,
     onChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

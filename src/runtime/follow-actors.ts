@@ -43,10 +43,16 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
   let caughtUp!: () => void;
   const ready = new Promise<void>((resolve) => (caughtUp = resolve));
 
-  async function onEvent(event: StoredEvent): Promise<void> {
+  // Most events a busy host reads back it has applied already (its runtimes' own appends): those
+  // are passed over without a promise (catchUpAndFollow awaits only what returns one).
+  function onEvent(event: StoredEvent): Promise<void> | undefined {
     const runtime = runtimes.find((r) => r.kind.idOf(event.streamId) !== undefined);
+    return runtime === undefined || runtime.applied(event) ? undefined : observe(runtime, event);
+  }
+
+  async function observe(runtime: AnyActorRuntime, event: StoredEvent): Promise<void> {
     try {
-      await runtime?.observe(event);
+      await runtime.observe(event);
     } catch (err) {
       // One stream the machine cannot fold must not stop the host from following the others.
       if (!(err instanceof UnfoldableEventError)) throw err;
