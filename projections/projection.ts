@@ -46,6 +46,13 @@ export interface Projection {
   readonly tables: readonly ProjectionTable[];
   /** CREATE statements with unqualified names; run with search_path at the target schema. */
   readonly ddl: URL;
+  /**
+   * For a projection of one table that only maps events to rows: the SELECT over the events table
+   * (named as the caller's connection names it) that gives that table's rows. Where the events
+   * share the read model's database (an EventSource), the table is then this view and keeps no
+   * rows of its own, and apply is given that source and writes nothing (src/readmodel/tables.ts).
+   */
+  readonly storeView?: (eventsTable: string) => string;
   /** Apply a batch (in commit order) to the tables in `schema`, inside the caller's transaction. */
   apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource, memory?: BatchMemory): Promise<BatchResult>;
 }

@@ -3,6 +3,7 @@
 // Batch readers take many ids at once: the per-request DataLoaders (loaders.ts) call them.
 import pg from 'pg';
 import { readModelSchemaOf } from '../db/db-schema.ts';
+import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { EXECUTION_EVENT_COLUMNS } from '../../projections/execution-events.ts';
 import { EXECUTION_COLUMNS, actionStatsFromDb, executionRowFromDb } from '../../projections/executions.projection.ts';
 import { STALLED_SQL, type ExecutionRow } from '../../projections/executions.ts';
@@ -13,6 +14,12 @@ import type { ExecutionCursor } from './cursor.ts';
 
 const EXECUTIONS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'executions');
 const EXECUTION_EVENTS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'execution_events');
+/**
+ * One execution's timeline rows, by both its keys: the table form is read by execution_id (its
+ * key), the view of the events table (projections/execution-events.ts) by stream_id (the store's
+ * index), and each key names the same rows. OFFSET 0 where it is used keeps a lookup per key.
+ */
+const TIMELINE_OF = (id: string) => `execution_id = ${id} AND stream_id = '${EXECUTION_STREAM_PREFIX}' || ${id}::text`;
 const WORKERS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'workers');
 const ACTION_STATS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'action_stats');
 // Unqualified like the liveness store's own queries: it lives wherever the migrations put it.
@@ -71,9 +78,12 @@ export async function findWholeValues(
   }
   const pairs = keys.map((k) => k.split(':'));
   const r = await pool.query(
-    `SELECT e.execution_id::text || ':' || e.revision AS key, e.${column} AS value
+    `SELECT x.id::text || ':' || x.revision AS key, e.value
        FROM unnest($1::uuid[], $2::bigint[]) AS x(id, revision)
-       JOIN ${EXECUTION_EVENTS(pool)} e ON e.execution_id = x.id AND e.revision = x.revision`,
+       CROSS JOIN LATERAL (
+         SELECT ${column} AS value FROM ${EXECUTION_EVENTS(pool)}
+          WHERE ${TIMELINE_OF('x.id')} AND revision = x.revision OFFSET 0
+       ) e`,
     [pairs.map((p) => p[0]), pairs.map((p) => p[1])],
   );
   return new Map(r.rows.map((row) => [row.key as string, row.value]));
@@ -180,7 +190,7 @@ export async function listEvents(
     `SELECT ${cappedColumns(EXECUTION_EVENT_COLUMNS, EVENT_LARGE_COLUMNS, '$5')} FROM unnest($1::uuid[]) AS x(id)
        CROSS JOIN LATERAL (
          SELECT * FROM ${EXECUTION_EVENTS(pool)}
-          WHERE execution_id = x.id AND revision >= $2
+          WHERE ${TIMELINE_OF('x.id')} AND revision >= $2
           ORDER BY revision LIMIT $3
        ) e
       ORDER BY e.execution_id, e.revision

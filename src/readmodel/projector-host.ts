@@ -18,6 +18,8 @@ import { ProjectionApplyError, followGroup, groupByPosition } from './group-foll
 import { joinGroupAt } from './group-join.ts';
 import { sampleExecutionDrift } from './drift.ts';
 import { rebuildProjection } from './rebuild.ts';
+import { eventSourceOf } from './event-source.ts';
+import { formOf, liveFormOf } from './tables.ts';
 import { Backoff } from '../async/backoff.ts';
 
 export interface ProjectorOptions {
@@ -104,6 +106,8 @@ function connectionLost(err: unknown): boolean {
 
 export function startProjector(o: ProjectorOptions): Projector {
   const list = o.projections ?? allProjections;
+  const schema = readModelSchemaOf(o.pool);
+  const source = eventSourceOf(o.store, o.pool);
   const log = o.log;
   const metrics = projectorMetrics(o, list);
   const stopping = new AbortController();
@@ -186,12 +190,13 @@ export function startProjector(o: ProjectorOptions): Projector {
   let round: AbortController | undefined;
   let rebuilding: Promise<void> | undefined;
 
-  /** Rebuild aside, one after another, projections whose version changed; the others follow meanwhile. */
-  async function rebuildChanged(changed: { projection: Projection; from: number }[]): Promise<void> {
-    for (const { projection: p, from } of changed) {
+  /** Rebuild aside, one after another, projections whose version (or form) changed; the others follow meanwhile. */
+  async function rebuildChanged(changed: { projection: Projection; from: number; form?: 'view' | 'table' }[]): Promise<void> {
+    for (const { projection: p, from, form } of changed) {
       if (stopping.signal.aborted) return;
       try {
-        log.info({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding aside');
+        if (form) log.info({ projection: p.name, to: form }, `projection's table becomes a ${form} with this event store: rebuilding aside`);
+        else log.info({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding aside');
         await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
         failing.delete(p.name);
       } catch (err) {
@@ -223,9 +228,13 @@ export function startProjector(o: ProjectorOptions): Projector {
     while (!stopping.signal.aborted) {
       try {
         const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
-        const changed = list.flatMap((p, i) => (checkpoints[i]!.version === p.version ? [] : [{ projection: p, from: checkpoints[i]!.version }]));
-        const current = list.filter((p, i) => checkpoints[i]!.version === p.version);
-        let groups = groupByPosition(current, checkpoints.filter((c, i) => list[i]!.version === c.version));
+        // A projection whose live table is not the form this store gives it (a view of the events, or
+        // a table: tables.ts, formOf) is rebuilt like one whose version changed.
+        const misformed = await Promise.all(list.map(async (p) => (p.storeView && (await liveFormOf(o.pool, schema, p)) !== formOf(p, source) ? formOf(p, source) : undefined)));
+        const isCurrent = (p: Projection, i: number) => checkpoints[i]!.version === p.version && misformed[i] === undefined;
+        const changed = list.flatMap((p, i) => (isCurrent(p, i) ? [] : [{ projection: p, from: checkpoints[i]!.version, form: misformed[i] }]));
+        const current = list.filter(isCurrent);
+        let groups = groupByPosition(current, checkpoints.filter((_, i) => isCurrent(list[i]!, i)));
         if (groups.length > 1) {
           await joinApart(groups);
           groups = await readGroups(current);

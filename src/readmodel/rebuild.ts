@@ -9,7 +9,8 @@ import type { EventStore } from '../eventstore/event-store.ts';
 import { START } from '../eventstore/event-store.ts';
 import { buildInto, type BuildProgress } from './build.ts';
 import { readCheckpoint } from './checkpoints.ts';
-import { createProjectionTables, inTransaction } from './tables.ts';
+import { eventSourceOf } from './event-source.ts';
+import { createProjectionTables, dropProjectionTables, inTransaction } from './tables.ts';
 
 export interface RebuildResult {
   projection: string;
@@ -44,12 +45,14 @@ export async function rebuildProjection(o: {
   const aside = schemaOfPool === undefined ? `baton_rebuild_${p.name}` : `${schemaOfPool}_rebuild_${p.name}`;
   const live = readModelSchemaOf(o.pool);
   const started = performance.now();
+  // Where the events share this database, a projection with a storeView is rebuilt as that view.
+  const source = eventSourceOf(o.store, o.pool);
   return withNamedLock(o.pool, aside, async () => {
     // A rebuild that died half-way left its aside schema: start it afresh.
     await inTransaction(o.pool, async (client) => {
       await client.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(aside)} CASCADE`);
       await client.query(`CREATE SCHEMA ${pg.escapeIdentifier(aside)}`);
-      await createProjectionTables(client, aside, p);
+      await createProjectionTables(client, aside, p, source);
     });
     o.log?.info({ projection: p.name, schema: aside }, 'rebuilding aside');
     const built = await buildInto({ ...o, schema: aside, from: START });
@@ -57,8 +60,8 @@ export async function rebuildProjection(o: {
       // Holding the checkpoint row stops the live projector between batches while we swap.
       await readCheckpoint(client, p.name, { lock: true });
       const tail = await buildInto({ ...o, schema: aside, from: built.position, client });
+      await dropProjectionTables(client, live, p); // a view, when the form changed with the store
       for (const t of p.tables) {
-        await client.query(`DROP TABLE IF EXISTS ${pg.escapeIdentifier(live)}.${pg.escapeIdentifier(t.name)}`);
         await client.query(`ALTER TABLE ${pg.escapeIdentifier(aside)}.${pg.escapeIdentifier(t.name)} SET SCHEMA ${pg.escapeIdentifier(live)}`);
       }
       const events = built.events + tail.events;

@@ -4,6 +4,7 @@
 import fs from 'node:fs/promises';
 import pg from 'pg';
 import { projections, type Projection } from '../../projections/index.ts';
+import type { EventSource } from '../../projections/projection.ts';
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { BatonError } from '../errors.ts';
 
@@ -20,8 +21,41 @@ export function checkSchemaName(schema: string): string {
   return schema;
 }
 
-/** Create a projection's tables in `schema` (which must exist), inside the caller's transaction. */
-export async function createProjectionTables(client: pg.ClientBase, schema: string, p: Projection): Promise<void> {
+/** Whether a projection's table is a view of the events (see Projection.storeView), given where the events are. */
+export const formOf = (p: Projection, source: EventSource | undefined): 'view' | 'table' => (p.storeView && source ? 'view' : 'table');
+
+/** What the live relation of a projection is now: its first table's kind in `schema`. */
+export async function liveFormOf(client: pg.Pool | pg.ClientBase, schema: string, p: Projection): Promise<'view' | 'table' | undefined> {
+  const r = await client.query<{ relkind: string }>(
+    'SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2',
+    [schema, p.tables[0]!.name],
+  );
+  const kind = r.rows[0]?.relkind;
+  return kind === undefined ? undefined : kind === 'v' ? 'view' : 'table';
+}
+
+/** Drop a projection's relations in `schema`, tables or views. */
+export async function dropProjectionTables(client: pg.ClientBase, schema: string, p: Projection): Promise<void> {
+  for (const t of p.tables) {
+    const name = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(t.name)}`;
+    await client.query(t === p.tables[0] && (await liveFormOf(client, schema, p)) === 'view' ? `DROP VIEW ${name}` : `DROP TABLE IF EXISTS ${name}`);
+  }
+}
+
+/**
+ * Create a projection's tables in `schema` (which must exist), inside the caller's transaction:
+ * from its DDL, or, where the events share this database (`source`) and it has a storeView, as
+ * that view. A DELETE on the view deletes nothing: the events are the store's (retention removes
+ * them there), never the read model's to remove.
+ */
+export async function createProjectionTables(client: pg.ClientBase, schema: string, p: Projection, source?: EventSource): Promise<void> {
+  if (formOf(p, source) === 'view') {
+    // Made before search_path moves: the events table is named as the pool's connections name it.
+    const view = `${pg.escapeIdentifier(checkSchemaName(schema))}.${pg.escapeIdentifier(p.tables[0]!.name)}`;
+    await client.query(`CREATE VIEW ${view} AS ${p.storeView!(source!.eventsTable)}`);
+    await client.query(`CREATE RULE keep_events AS ON DELETE TO ${view} DO INSTEAD NOTHING`);
+    return;
+  }
   await client.query(`SET LOCAL search_path TO ${pg.escapeIdentifier(checkSchemaName(schema))}`);
   await client.query(await ddlOf(p));
   await client.query('SET LOCAL search_path TO DEFAULT');

@@ -16,7 +16,10 @@ import { eventSourceOf } from '../../src/readmodel/event-source.ts';
 import { sampleExecutionDrift } from '../../src/readmodel/drift.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/readmodel/notifications.ts';
 import { startProjector } from '../../src/readmodel/projector-host.ts';
-import { inTransaction } from '../../src/readmodel/tables.ts';
+import { createProjectionTables, inTransaction } from '../../src/readmodel/tables.ts';
+import { listEvents } from '../../src/api/read-model-queries.ts';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import type { EventStore } from '../../src/eventstore/event-store.ts';
 import { applyGroupBatch } from '../../src/readmodel/group-follow.ts';
 import { rebuildProjection } from '../../src/readmodel/rebuild.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
@@ -127,10 +130,15 @@ describe('projector', () => {
       });
       tables[schema] = (await t.db.pool.query(`SELECT * FROM ${schema}.execution_events ORDER BY global_position`)).rows;
     }
+    // The view of the events that serves the timeline where they share the database (storeView).
+    await t.db.pool.query(`DROP SCHEMA IF EXISTS copy_view CASCADE; CREATE SCHEMA copy_view`);
+    await inTransaction(t.db.pool, (client) => createProjectionTables(client, 'copy_view', executionEventsProjection, source));
+    tables['copy_view'] = (await t.db.pool.query(`SELECT * FROM copy_view.execution_events ORDER BY global_position`)).rows;
     expect(tables['copy_sql']).toHaveLength(events.length);
     expect(tables['copy_sql']).toEqual(tables['copy_json']);
+    expect(tables['copy_view']).toEqual(tables['copy_json']);
     // Compared by Postgres too: JS Dates would hide a microsecond apart.
-    for (const [a, b] of [['copy_sql', 'copy_json'], ['copy_json', 'copy_sql']]) {
+    for (const [a, b] of [['copy_sql', 'copy_json'], ['copy_json', 'copy_sql'], ['copy_view', 'copy_json'], ['copy_json', 'copy_view']]) {
       expect((await t.db.pool.query(`SELECT * FROM ${a}.execution_events EXCEPT ALL SELECT * FROM ${b}.execution_events`)).rows).toEqual([]);
     }
   });
@@ -167,5 +175,40 @@ describe('projector', () => {
       await listener.end();
     }
     expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true });
+  });
+
+  it('serves the timeline as a table where the events are elsewhere, and as a view of them where they share its database', async () => {
+    const relkind = async () => (await t.db.pool.query(`SELECT relkind FROM pg_class WHERE oid = 'baton_read.execution_events'::regclass`)).rows[0]?.relkind as string;
+    const timeline = async () => (await listEvents(t.db.pool, [ids.completed!], { fromRevision: 0, limit: 100, total: 100, valueCap: 1_000_000 })).get(ids.completed!)!;
+    const stored = await t.store.readStream(`execution-${ids.completed}`);
+    const served = async (store: EventStore) => {
+      expect((await timeline()).map((r) => [r.revision, r.type, r.eventId])).toEqual(stored.map((e) => [Number(e.revision), e.type, e.eventId]));
+      expect(await verifyReadModel({ pool: t.db.pool, store })).toMatchObject({ ok: true, differences: [] });
+    };
+    // The events elsewhere (as EventStoreDB would be: another pool here): a table, filled from them.
+    const otherPool = new pg.Pool({ connectionString: t.db.url, max: 4 });
+    const elsewhere = createPostgresEventStore(otherPool);
+    let projector = startProjector({ pool: t.db.pool, store: elsewhere, log, driftIntervalMs: 0 });
+    try {
+      await until('the table', async () => (await relkind()) === 'r' && (await timeline()).length === stored.length);
+      await served(elsewhere);
+    } finally {
+      await projector.stop();
+      await elsewhere.close();
+      await otherPool.end();
+    }
+    // The store on the projector's own pool: that table becomes a view of the events.
+    projector = startProjector({ pool: t.db.pool, store: t.store, log, driftIntervalMs: 0 });
+    try {
+      await until('the view', async () => (await relkind()) === 'v');
+      await served(t.store);
+      // What retention (or anyone) deletes through the view stays in the store.
+      const count = async () => (await t.db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n as number;
+      const before = await count();
+      expect((await t.db.pool.query('DELETE FROM baton_read.execution_events')).rowCount).toBe(0);
+      expect(await count()).toBe(before);
+    } finally {
+      await projector.stop();
+    }
   });
 });
