@@ -102,8 +102,9 @@ export async function applyGroupBatch(
   // projector then applies again from the checkpoint that survived. A durable commit here
   // waited for its own WAL flush, and at light load that flush fell on the pickup path: the
   // projector's commit of a submit raced the executor's handoff commit for the disk. Measured
-  // in `baton bench` (1,000 submits one at a time, two runs each): pickup p95 / p99 4.9–5.2 /
-  // 8.2–8.4 ms durable, 4.1–4.2 / 7.3–7.4 ms not (p50 1.8 against 1.7); throughput unchanged.
+  // in `baton bench` (1,000 submits one at a time, four runs each, alternated): pickup p95 / p99
+  // 5.0–5.3 / 7.8–8.4 ms durable, 4.3–5.1 / 7.5–8.1 ms not (lower in every pair for p95, three of
+  // four for p99; p50 1.7–2.0 ms either way); throughput unchanged.
   return inTransaction(pool, async (client) => {
     const shares = ordered.map((p) => ({ projection: p, events: eventsOf(p, events), result: NOTHING }));
     for (const s of shares) {
