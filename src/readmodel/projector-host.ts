@@ -20,6 +20,7 @@ import { sampleExecutionDrift } from './drift.ts';
 import { rebuildProjection } from './rebuild.ts';
 import { eventSourceOf } from './event-source.ts';
 import { formOf, liveFormOf } from './tables.ts';
+import { turnTablesIntoViews } from './store-views.ts';
 import { Backoff } from '../async/backoff.ts';
 
 export interface ProjectorOptions {
@@ -227,9 +228,10 @@ export function startProjector(o: ProjectorOptions): Projector {
     const backoff = new Backoff();
     while (!stopping.signal.aborted) {
       try {
+        await turnTablesIntoViews(o.pool, list, source, log);
         const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
-        // A projection whose live table is not the form this store gives it (a view of the events, or
-        // a table: tables.ts, formOf) is rebuilt like one whose version changed.
+        // A projection whose live table is not the form this store gives it (a view of the events
+        // turns back into a table: store-views.ts) is rebuilt like one whose version changed.
         const misformed = await Promise.all(list.map(async (p) => (p.storeView && (await liveFormOf(o.pool, schema, p)) !== formOf(p, source) ? formOf(p, source) : undefined)));
         const isCurrent = (p: Projection, i: number) => checkpoints[i]!.version === p.version && misformed[i] === undefined;
         const changed = list.flatMap((p, i) => (isCurrent(p, i) ? [] : [{ projection: p, from: checkpoints[i]!.version, form: misformed[i] }]));

@@ -1,0 +1,34 @@
+// A projection with a storeView (projections/projection.ts) is a view of the events where they
+// share the read model's database, and a table elsewhere (tables.ts, formOf). Turning its table
+// into the view needs no events read: the view holds every event at once, so the swap is one
+// short transaction and the checkpoint stays where it was (the projection keeps following with
+// its group). The other way, a table must be filled from the events: the projector rebuilds it
+// aside as for a version change (projector-host.ts).
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { EventSource, Projection } from '../../projections/projection.ts';
+import { readModelSchemaOf } from '../db/db-schema.ts';
+import { readCheckpoint } from './checkpoints.ts';
+import { createProjectionTables, dropProjectionTables, formOf, inTransaction, liveFormOf } from './tables.ts';
+
+/** Replace with their views the live tables of projections that are views with this store; returns their names. */
+export async function turnTablesIntoViews(pool: pg.Pool, list: readonly Projection[], source: EventSource | undefined, log?: Logger): Promise<string[]> {
+  const schema = readModelSchemaOf(pool);
+  const turned: string[] = [];
+  for (const p of list) {
+    if (formOf(p, source) !== 'view' || (await liveFormOf(pool, schema, p)) !== 'table') continue;
+    const done = await inTransaction(pool, async (client) => {
+      // Holding the checkpoint row: a projector's batch (or a rebuild's swap) waits, and then finds the view.
+      await readCheckpoint(client, p.name, { lock: true });
+      if ((await liveFormOf(client, schema, p)) !== 'table') return false; // another process did it meanwhile
+      await dropProjectionTables(client, schema, p);
+      await createProjectionTables(client, schema, p, source);
+      return true;
+    });
+    if (done) {
+      turned.push(p.name);
+      log?.info({ projection: p.name }, "projection's table replaced by a view of the events (they are in this database)");
+    }
+  }
+  return turned;
+}
