@@ -63,6 +63,8 @@ export async function removeFromReadModel(client: pg.ClientBase, histories: Read
   if (histories.size === 0) return;
   const ids = [...histories.keys()];
   await client.query(`DELETE FROM ${qualified(schema, 'executions')} WHERE execution_id = ANY($1::uuid[])`, [ids]);
+  // A view of the events where they share this database (tables.ts): the delete does nothing there,
+  // and the events go with their stream.
   await client.query(`DELETE FROM ${qualified(schema, 'execution_events')} WHERE execution_id = ANY($1::uuid[])`, [ids]);
   const { stats, workers } = contributions([...histories.values()]);
 
