@@ -21,6 +21,7 @@ import { eventSourceOf } from './event-source.ts';
 import { CATCH_UP_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
+import { turnTablesIntoViews } from './store-views.ts';
 
 /** The events of a batch that a projection follows (the store matches prefixes the same way). */
 export const eventsOf = (p: Projection, events: readonly StoredEvent[]): StoredEvent[] =>
@@ -225,6 +226,8 @@ export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; p
  */
 export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; log?: Logger; projections?: readonly Projection[]; batchSize?: number }): Promise<void> {
   const list = o.projections ?? allProjections;
+  // In the form the projector keeps them (a timeline of events in this database is a view of them).
+  await turnTablesIntoViews(o.pool, list, eventSourceOf(o.store, o.pool), o.log);
   for (let restarts = 0; restarts < 100; restarts++) {
     const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
     let moved = false;
