@@ -29,8 +29,17 @@ const requested: string[] = [];
 const completed: string[] = [];
 let running: string;
 
+/**
+ * "Newest first" orders by the request's time (milliseconds), then by id: two submits within one
+ * millisecond would be listed by their random ids, not in the order they came.
+ */
+async function submitApart(action: string): Promise<string> {
+  await new Promise((resolve) => setTimeout(resolve, 2));
+  return (await runtime.submit({ action })).executionId;
+}
+
 async function start(action: string, workerId: string): Promise<string> {
-  const { executionId } = await runtime.submit({ action });
+  const executionId = await submitApart(action);
   const deadline = new Date(Date.now() + 600_000).toISOString();
   await runtime.dispatch(executionId, [
     { type: 'SchedulingStarted', data: {}, by: 'executor' },
@@ -42,7 +51,7 @@ async function start(action: string, workerId: string): Promise<string> {
 
 beforeAll(async () => {
   runtime = createExecutionRuntime(createPostgresEventStore(db().pool));
-  for (let i = 0; i < 5; i++) requested.push((await runtime.submit({ action: 'core.noop' })).executionId);
+  for (let i = 0; i < 5; i++) requested.push(await submitApart('core.noop'));
   for (let i = 0; i < 2; i++) {
     const id = await start('core.echo', 'w1');
     await runtime.dispatch(id, { type: 'ExecutionCompleted', data: { result: { i } }, by: 'worker:w1' });

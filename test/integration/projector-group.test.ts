@@ -67,14 +67,19 @@ describe('projector groups', () => {
   let store: PostgresEventStore;
   let runtime: ExecutionRuntime;
   let recording: ReturnType<typeof recordingPool>;
+  let projectorStore: PostgresEventStore;
 
   beforeEach(async () => {
     db = await createTestDatabase({ max: 12 });
     store = createPostgresEventStore(db.pool);
     runtime = createExecutionRuntime(store);
     recording = recordingPool(db.url);
+    // The projector's store on the projector's pool, as `baton projector` has it: the events are then
+    // in the read model's database for it too (the timeline a view of them), as for the helpers below.
+    projectorStore = createPostgresEventStore(recording.pool);
   });
   afterEach(async () => {
+    await projectorStore.close();
     await recording.pool.end();
     await store.close();
     await db.drop();
@@ -119,7 +124,7 @@ describe('projector groups', () => {
   async function joinThenFollow(o: { seedAfter: number; batchSize?: number }): Promise<void> {
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
-    const projector = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0, ...(o.batchSize !== undefined && { batchSize: o.batchSize }) });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log, driftIntervalMs: 0, ...(o.batchSize !== undefined && { batchSize: o.batchSize }) });
     try {
       await until('the join', async () => lines.some((l) => l.includes('brought level with the group')));
       await seed(o.seedAfter);
@@ -135,7 +140,7 @@ describe('projector groups', () => {
 
   it('on a fresh database follows all four projections as one group, one transaction per batch', async () => {
     const registry = new Registry();
-    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), registry, driftIntervalMs: 0 });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log: pino({ level: 'silent' }), registry, driftIntervalMs: 0 });
     try {
       await seed(30);
       await until('the read model to catch up', caughtUp);
@@ -176,7 +181,7 @@ describe('projector groups', () => {
     const before = await counts();
     expect(before.workers!.applied).toBe(before.workers!.stored);
     expect(before.executions!.position).toBe(0n);
-    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0 });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log: pino({ level: 'silent' }), driftIntervalMs: 0 });
     try {
       await seed(12);
       await until('the read model to catch up', caughtUp);
@@ -225,7 +230,7 @@ describe('projector groups', () => {
       apply: (...args) => (poisoned ? Promise.reject(new Error('poison: this batch cannot be applied')) : workersProjection.apply(...args)),
     };
     const list = projections.map((p) => (p.name === 'workers' ? poison : p));
-    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: list, regroupIntervalMs: 300 });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: list, regroupIntervalMs: 300 });
     try {
       await seed(6);
       await until('the executions projection to catch up while the workers projection fails', async () => {
@@ -249,7 +254,7 @@ describe('projector groups', () => {
     // Alone from the start: a unit of one, whose failure once read "projection workers: projection workers: …".
     // One event and then quiet: the failure once waited for the subscription's next event to be
     // reported at all (the read pending when the batch failed).
-    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: [poison] });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: [poison] });
     try {
       await seed(0);
       await until('the problem to show', async () => projector.problems().length > 0, 10_000);
@@ -270,7 +275,7 @@ describe('projector groups', () => {
     // The rebuild's aside build waits at the gate; live applies do not.
     const slowWorkers: Projection = { ...workersProjection, apply: async (client, schema, events) => (schema === 'baton_read' || (await gate), workersProjection.apply(client, schema, events)) };
     const list = projections.map((p) => (p.name === 'workers' ? slowWorkers : p));
-    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: list });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log: pino({ level: 'silent' }), driftIntervalMs: 0, projections: list });
     try {
       await seed(3);
       await until('the others to catch up while workers rebuilds', async () => {
@@ -292,20 +297,20 @@ describe('projector groups', () => {
     // stop() comes while run() awaits its first checkpoint reads: the round then starts after the
     // abort event. A rebuild that finishes ends a round just as the read model is caught up, and
     // a stop right then (this file's rebuild test, 1 run in 6–8) hung the same way.
-    const projector = startProjector({ pool: recording.pool, store, log: pino({ level: 'silent' }), driftIntervalMs: 0 });
+    const projector = startProjector({ pool: recording.pool, store: projectorStore, log: pino({ level: 'silent' }), driftIntervalMs: 0 });
     await projector.stop();
   }, 10_000);
 
   it('a follower given a signal aborted already applies nothing and returns', async () => {
     await seed(2);
     await store.settled();
-    expect(await followGroup({ pool: recording.pool, store, projections, from: 0n, signal: AbortSignal.abort() })).toBe('stopped');
+    expect(await followGroup({ pool: recording.pool, store: projectorStore, projections, from: 0n, signal: AbortSignal.abort() })).toBe('stopped');
     for (const c of Object.values(await counts())) expect(c.applied).toBe(0);
   }, 10_000);
 
   it('does not read back the executions rows it wrote itself, batch after batch, and they equal a rebuild', async () => {
     const ac = new AbortController();
-    const following = followGroup({ pool: recording.pool, store, projections, from: 0n, signal: ac.signal, batchSize: 3 });
+    const following = followGroup({ pool: recording.pool, store: projectorStore, projections, from: 0n, signal: ac.signal, batchSize: 3 });
     try {
       // In steps, each caught up before the next: every execution's events span several batches.
       const worker = `w-${randomUUID().slice(0, 8)}`;
@@ -339,7 +344,7 @@ describe('projector groups', () => {
     await store.settled();
     await catchUpProjection({ pool: db.pool, store, projection: projections.find((p) => p.name === 'executions')! });
     expect((await counts()).executions!.position).not.toBe(0n);
-    const outcome = await followGroup({ pool: recording.pool, store, projections, from: 0n, signal: AbortSignal.timeout(10_000) });
+    const outcome = await followGroup({ pool: recording.pool, store: projectorStore, projections, from: 0n, signal: AbortSignal.timeout(10_000) });
     expect(outcome).toBe('moved');
     // execution_events is moved before executions (name order): its move was rolled back too.
     const stale = await counts();
@@ -351,7 +356,7 @@ describe('projector groups', () => {
     // Live: two projectors at once, and a third writer moving executions alone meanwhile.
     const lines: string[] = [];
     const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
-    const one = startProjector({ pool: recording.pool, store, log, driftIntervalMs: 0 });
+    const one = startProjector({ pool: recording.pool, store: projectorStore, log, driftIntervalMs: 0 });
     const two = startProjector({ pool: db.pool, store, log, driftIntervalMs: 0 });
     try {
       for (let round = 0; round < 4; round++) {
