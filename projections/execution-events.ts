@@ -57,8 +57,8 @@ export const executionEventsProjection: Projection = {
   async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult> {
     const table = qualified(schema, 'execution_events');
     if (!source) await insertRowsIgnoringDuplicates(client, table, EXECUTION_EVENT_COLUMNS, events.map(executionEventRow).filter((r) => r !== undefined));
-    // A view of the events (storeView) has them all already; a table made before the projector
-    // turned it into one (src/readmodel/tables.ts) is copied into from them.
+    // A view of the events (storeView) has them all already; a table the projector has not yet
+    // replaced by the view (src/readmodel/store-views.ts) is copied into from them.
     else if (!(await isView(client, schema, 'execution_events'))) await copyFromEventsTable(client, table, source, events);
     return { changedExecutions: [], refused: [] };
   },

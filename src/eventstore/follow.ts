@@ -60,7 +60,8 @@ export async function catchUpAndFollow(o: FollowOptions, h: FollowHandlers): Pro
   /**
    * Handle one event, retrying it after the backoff until it is handled (false: we stopped). A
    * handler that returns no promise is not awaited: most events a busy host reads are its own
-   * appends, passed over at once, and two promises per event were ~7% of its allocations.
+   * appends, passed over at once, and their promises were 135 of the 1,976 MB it allocated per
+   * 20,000 executions in `baton bench` (60 of 1,848 MB after).
    */
   const handle = (event: StoredEvent): boolean | Promise<boolean> => {
     try {

@@ -196,7 +196,7 @@ export function startProjector(o: ProjectorOptions): Projector {
     for (const { projection: p, from, form } of changed) {
       if (stopping.signal.aborted) return;
       try {
-        if (form) log.info({ projection: p.name, to: form }, `projection's table becomes a ${form} with this event store: rebuilding aside`);
+        if (form) log.info({ projection: p.name, to: form }, `projection's view of the events becomes a ${form} (this event store is elsewhere): rebuilding aside`);
         else log.info({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding aside');
         await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
         failing.delete(p.name);
