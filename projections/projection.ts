@@ -56,3 +56,7 @@ export interface Projection {
   /** Apply a batch (in commit order) to the tables in `schema`, inside the caller's transaction. */
   apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource, memory?: BatchMemory): Promise<BatchResult>;
 }
+
+/** The events of a batch that a projection follows (the store matches prefixes the same way). */
+export const eventsOf = (p: Projection, events: readonly StoredEvent[]): StoredEvent[] =>
+  events.filter((e) => p.streamPrefixes.some((prefix) => e.streamId.startsWith(prefix)));

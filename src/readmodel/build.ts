@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { projections as allProjections, type Projection } from '../../projections/index.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { BatonError } from '../errors.ts';
-import { eventsOf } from './group-follow.ts';
+import { eventsOf } from '../../projections/projection.ts';
 import { CATCH_UP_BATCH_SIZE, readBatches } from './projector.ts';
 import { eventSourceOf } from './event-source.ts';
 import { inTransaction } from './tables.ts';

@@ -12,7 +12,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { projections as allProjections } from '../../projections/index.ts';
-import type { BatchMemory, BatchResult, EventSource, Projection } from '../../projections/projection.ts';
+import { eventsOf, type BatchMemory, type BatchResult, type EventSource, type Projection } from '../../projections/projection.ts';
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
@@ -21,11 +21,8 @@ import { eventSourceOf } from './event-source.ts';
 import { CATCH_UP_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
-import { turnTablesIntoViews } from './store-views.ts';
-
-/** The events of a batch that a projection follows (the store matches prefixes the same way). */
-export const eventsOf = (p: Projection, events: readonly StoredEvent[]): StoredEvent[] =>
-  events.filter((e) => p.streamPrefixes.some((prefix) => e.streamId.startsWith(prefix)));
+import { alignStoreViews } from './store-views.ts';
+import { rebuildProjection } from './rebuild.ts';
 
 /** Every stream prefix of the members, each once. */
 export const unionOfPrefixes = (members: readonly Projection[]): string[] => [...new Set(members.flatMap((p) => p.streamPrefixes))];
@@ -227,7 +224,7 @@ export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; p
 export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; log?: Logger; projections?: readonly Projection[]; batchSize?: number }): Promise<void> {
   const list = o.projections ?? allProjections;
   // In the form the projector keeps them (a timeline of events in this database is a view of them).
-  await turnTablesIntoViews(o.pool, list, eventSourceOf(o.store, o.pool), o.log);
+  for (const p of await alignStoreViews(o.pool, list, eventSourceOf(o.store, o.pool), o.log)) await rebuildProjection({ ...o, projection: p });
   for (let restarts = 0; restarts < 100; restarts++) {
     const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
     let moved = false;

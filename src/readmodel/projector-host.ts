@@ -19,8 +19,7 @@ import { joinGroupAt } from './group-join.ts';
 import { sampleExecutionDrift } from './drift.ts';
 import { rebuildProjection } from './rebuild.ts';
 import { eventSourceOf } from './event-source.ts';
-import { formOf, liveFormOf } from './tables.ts';
-import { turnTablesIntoViews } from './store-views.ts';
+import { alignStoreViews } from './store-views.ts';
 import { Backoff } from '../async/backoff.ts';
 
 export interface ProjectorOptions {
@@ -107,7 +106,6 @@ function connectionLost(err: unknown): boolean {
 
 export function startProjector(o: ProjectorOptions): Projector {
   const list = o.projections ?? allProjections;
-  const schema = readModelSchemaOf(o.pool);
   const source = eventSourceOf(o.store, o.pool);
   const log = o.log;
   const metrics = projectorMetrics(o, list);
@@ -192,11 +190,11 @@ export function startProjector(o: ProjectorOptions): Projector {
   let rebuilding: Promise<void> | undefined;
 
   /** Rebuild aside, one after another, projections whose version (or form) changed; the others follow meanwhile. */
-  async function rebuildChanged(changed: { projection: Projection; from: number; form?: 'view' | 'table' }[]): Promise<void> {
-    for (const { projection: p, from, form } of changed) {
+  async function rebuildChanged(changed: { projection: Projection; from: number; toTable: boolean }[]): Promise<void> {
+    for (const { projection: p, from, toTable } of changed) {
       if (stopping.signal.aborted) return;
       try {
-        if (form) log.info({ projection: p.name, to: form }, `projection's view of the events becomes a ${form} (this event store is elsewhere): rebuilding aside`);
+        if (toTable) log.info({ projection: p.name }, "projection's view of the events becomes a table (this event store is elsewhere): rebuilding aside");
         else log.info({ projection: p.name, from, to: p.version }, 'projection version changed: rebuilding aside');
         await rebuildProjection({ pool: o.pool, store: o.store, projection: p, log, batchSize: o.batchSize });
         failing.delete(p.name);
@@ -228,13 +226,12 @@ export function startProjector(o: ProjectorOptions): Projector {
     const backoff = new Backoff();
     while (!stopping.signal.aborted) {
       try {
-        await turnTablesIntoViews(o.pool, list, source, log);
+        // A view of the events whose events are elsewhere now is rebuilt as a table, like a
+        // projection whose version changed (store-views.ts); a table becomes its view at once.
+        const toTable = await alignStoreViews(o.pool, list, source, log);
         const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
-        // A projection whose live table is not the form this store gives it (a view of the events
-        // turns back into a table: store-views.ts) is rebuilt like one whose version changed.
-        const misformed = await Promise.all(list.map(async (p) => (p.storeView && (await liveFormOf(o.pool, schema, p)) !== formOf(p, source) ? formOf(p, source) : undefined)));
-        const isCurrent = (p: Projection, i: number) => checkpoints[i]!.version === p.version && misformed[i] === undefined;
-        const changed = list.flatMap((p, i) => (isCurrent(p, i) ? [] : [{ projection: p, from: checkpoints[i]!.version, form: misformed[i] }]));
+        const isCurrent = (p: Projection, i: number) => checkpoints[i]!.version === p.version && !toTable.has(p);
+        const changed = list.flatMap((p, i) => (isCurrent(p, i) ? [] : [{ projection: p, from: checkpoints[i]!.version, toTable: toTable.has(p) }]));
         const current = list.filter(isCurrent);
         let groups = groupByPosition(current, checkpoints.filter((_, i) => isCurrent(list[i]!, i)));
         if (groups.length > 1) {

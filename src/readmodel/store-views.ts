@@ -11,13 +11,22 @@ import { readModelSchemaOf } from '../db/db-schema.ts';
 import { readCheckpoint } from './checkpoints.ts';
 import { createProjectionTables, dropProjectionTables, formOf, inTransaction, liveFormOf } from './tables.ts';
 
-/** Replace with their views the live tables of projections that are views with this store; returns their names. */
-export async function turnTablesIntoViews(pool: pg.Pool, list: readonly Projection[], source: EventSource | undefined, log?: Logger): Promise<string[]> {
+/**
+ * Bring the live relations of projections with a storeView into the form this store gives them:
+ * a table becomes its view at once; returns the projections whose view must be rebuilt as a table.
+ */
+export async function alignStoreViews(pool: pg.Pool, list: readonly Projection[], source: EventSource | undefined, log?: Logger): Promise<Set<Projection>> {
   const schema = readModelSchemaOf(pool);
-  const turned: string[] = [];
+  const toRebuild = new Set<Projection>();
   for (const p of list) {
-    if (formOf(p, source) !== 'view' || (await liveFormOf(pool, schema, p)) !== 'table') continue;
-    const done = await inTransaction(pool, async (client) => {
+    if (!p.storeView) continue;
+    const live = await liveFormOf(pool, schema, p);
+    if (live === formOf(p, source)) continue;
+    if (formOf(p, source) === 'table') {
+      toRebuild.add(p);
+      continue;
+    }
+    const turned = await inTransaction(pool, async (client) => {
       // Holding the checkpoint row: a projector's batch (or a rebuild's swap) waits, and then finds the view.
       await readCheckpoint(client, p.name, { lock: true });
       if ((await liveFormOf(client, schema, p)) !== 'table') return false; // another process did it meanwhile
@@ -25,10 +34,7 @@ export async function turnTablesIntoViews(pool: pg.Pool, list: readonly Projecti
       await createProjectionTables(client, schema, p, source);
       return true;
     });
-    if (done) {
-      turned.push(p.name);
-      log?.info({ projection: p.name }, "projection's table replaced by a view of the events (they are in this database)");
-    }
+    if (turned) log?.info({ projection: p.name }, "projection's table replaced by a view of the events (they are in this database)");
   }
-  return turned;
+  return toRebuild;
 }
