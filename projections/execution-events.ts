@@ -5,7 +5,7 @@
 import pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
-import type { BatchResult, EventSource, Projection } from './projection.ts';
+import type { BatchMemory, BatchResult, EventSource, Projection } from './projection.ts';
 import { insertNewRows, insertRowsIgnoringDuplicates, qualified, snakeCase } from './rows.ts';
 
 export interface ExecutionEventRow {
@@ -54,19 +54,27 @@ export const executionEventsProjection: Projection = {
   tables: [{ name: 'execution_events', key: ['execution_id', 'revision'] }],
   ddl: new URL('./execution-events.sql', import.meta.url),
   storeView: timelineOfEvents,
-  async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource): Promise<BatchResult> {
+  async apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource, memory?: BatchMemory): Promise<BatchResult> {
     const table = qualified(schema, 'execution_events');
     if (!source) await insertRowsIgnoringDuplicates(client, table, EXECUTION_EVENT_COLUMNS, events.map(executionEventRow).filter((r) => r !== undefined));
     // A view of the events (storeView) has them all already; a table the projector has not yet
     // replaced by the view (src/readmodel/store-views.ts) is copied into from them.
-    else if (!(await isView(client, schema, 'execution_events'))) await copyFromEventsTable(client, table, source, events);
+    else if (!(await isView(client, schema, memory))) await copyFromEventsTable(client, table, source, events);
     return { changedExecutions: [], refused: [] };
   },
 };
 
-async function isView(client: pg.ClientBase, schema: string, name: string): Promise<boolean> {
-  const r = await client.query(`SELECT 1 FROM pg_views WHERE schemaname = $1 AND viewname = $2`, [schema, name]);
-  return r.rowCount === 1;
+/**
+ * Whether the timeline in `schema` is the view, asked once per follow (its memory keeps the
+ * answer; a table another process turned into the view meanwhile fails one batch, which ends the
+ * follow and its memory, and the next asks again).
+ */
+async function isView(client: pg.ClientBase, schema: string, memory: BatchMemory | undefined): Promise<boolean> {
+  const known = memory?.get(schema) as boolean | undefined;
+  if (known !== undefined) return known;
+  const view = (await client.query(`SELECT 1 FROM pg_views WHERE schemaname = $1 AND viewname = 'execution_events'`, [schema])).rowCount === 1;
+  memory?.set(schema, view);
+  return view;
 }
 
 /**
