@@ -31,6 +31,8 @@ interface Txn {
   notifies: number;
   /** What the server said synchronous_commit was inside it, asked just before COMMIT. */
   synchronousCommit?: string;
+  /** The same, asked on the same connection just after COMMIT. */
+  synchronousCommitAfter?: string;
 }
 
 /** A pool that records each transaction its clients commit (the projector's only writes), and the executions rows it reads back. */
@@ -47,10 +49,13 @@ function recordingPool(url: string) {
       else if (text === 'COMMIT' && open) {
         const txn = open;
         committed.push(txn);
-        return (query('SHOW synchronous_commit') as Promise<pg.QueryResult<{ synchronous_commit: string }>>).then((r) => {
-          txn.synchronousCommit = r.rows[0]!.synchronous_commit;
-          return query(...args);
-        });
+        const show = () => (query('SHOW synchronous_commit') as Promise<pg.QueryResult<{ synchronous_commit: string }>>).then((r) => r.rows[0]!.synchronous_commit);
+        return (async () => {
+          txn.synchronousCommit = await show();
+          const result = await query(...args);
+          txn.synchronousCommitAfter = await show();
+          return result;
+        })();
       }
       else if (text === 'ROLLBACK') open = undefined;
       else if (open && text.includes('UPDATE baton_projection_checkpoints')) open.checkpoints++;
@@ -162,9 +167,8 @@ describe('projector groups', () => {
     expect(txns.every((t) => t.notifies <= 1)).toBe(true);
     // Derived rows commit without waiting for their WAL flush (group-follow.ts says why)…
     expect(new Set(txns.map((t) => t.synchronousCommit))).toEqual(new Set(['off']));
-    // …and only they: the setting ends with the transaction, the pool's connections keep the server's.
-    const after = await recording.pool.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
-    expect(after.rows[0]!.synchronous_commit).toBe('on');
+    // …and only they: the setting ends with the transaction, each connection keeps the server's.
+    expect(new Set(txns.map((t) => t.synchronousCommitAfter))).toEqual(new Set(['on']));
     const batches = await batchesOf(registry);
     expect(batches.executions).toBeGreaterThan(0);
     expect(txns.length).toBeLessThan(Object.values(batches).reduce((a, b) => a + b, 0));
