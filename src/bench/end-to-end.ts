@@ -11,6 +11,8 @@ import pino from 'pino';
 import { z } from 'zod';
 import type { NatsConnection } from 'nats';
 import { createActionRegistry, defineAction } from '../actions/index.ts';
+import { nodeFlagsInUse } from './deployed-node.ts';
+import { onInterrupt } from './interrupt.ts';
 import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { projections } from '../../projections/index.ts';
@@ -43,6 +45,8 @@ export interface EndToEndBenchResult {
   transport: string;
   projector: 'process' | 'in-process';
   postgres: string;
+  /** The Node flags of the measured process that size its young generation (src/bench/deployed-node.ts). */
+  nodeFlags: string[];
   executions: number;
   workers: number;
   concurrency: number;
@@ -73,10 +77,13 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const store = createPostgresEventStore(pool);
     let nc: NatsConnection | undefined;
     let transport: WorkTransport;
+    let removeStreamsIfInterrupted = () => {};
     const suffix = randomUUID().slice(0, 8);
     if (o.transport === 'nats') {
       nc = await connectNats(o.natsUrl!);
       transport = await createNatsWorkTransport(nc, { streamName: `BATON_BENCH_${suffix}`, subjectPrefix: `baton.bench.${suffix}` });
+      const natsClient = nc;
+      removeStreamsIfInterrupted = onInterrupt(() => deleteNatsWorkStreams(natsClient, { streamName: `BATON_BENCH_${suffix}` }));
     } else {
       transport = createPostgresWorkTransport(pool);
     }
@@ -142,6 +149,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         transport: o.transport === 'nats' ? 'NATS JetStream' : 'Postgres work queue',
         projector: o.projector,
         postgres: postgresVersion,
+        nodeFlags: nodeFlagsInUse(),
         executions: o.executions,
         workers: o.workers,
         concurrency: capacity * o.workers,
@@ -158,6 +166,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       await transport.close();
       // Its streams are the bench's own, as the scratch database is: gone with it, not left on the server.
       if (nc) {
+        removeStreamsIfInterrupted();
         await deleteNatsWorkStreams(nc, { streamName: `BATON_BENCH_${suffix}` });
         await nc.close();
       }
@@ -170,7 +179,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
 
 export function printEndToEndBench(r: EndToEndBenchResult): string {
   return [
-    `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}`,
+    `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}, Node ${r.nodeFlags.join(' ') || 'with its default young generation'}`,
     r.eagerDispatch.on
       ? `eager dispatch on: ${r.eagerDispatch.runsStartedWithHandoff.toLocaleString('en')} of ${r.eagerDispatch.runs.toLocaleString('en')} runs started in their handoff's append, without the transport (--eager-dispatch off measures the transport)`
       : 'eager dispatch off: every run went through the transport',

@@ -4,27 +4,18 @@
 // starts the work. Measured in `baton bench` (10,000 executions, NATS, 2 cores): the projector
 // was ~40% of the one-process layout's CPU.
 import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { isConfigVariable } from '../config.ts';
 import { BatonError } from '../errors.ts';
+import { DEPLOYED_NODE_FLAGS, packageRoot } from './deployed-node.ts';
+import { onInterrupt } from './interrupt.ts';
 
 const READY_TIMEOUT_MS = 30_000;
-// The young generation the image gives every host (Dockerfile: NODE_OPTIONS), so the projector
-// measured is the one deployed. Measured in `baton bench` (20,000 executions, 2026-11-25): the
-// projector's garbage collection took 648 ms of its samples with Node's default, 366 ms with this.
-const DEPLOYED_NODE_FLAGS = ['--max-semi-space-size=64'];
+// The projector runs with the young generation the image gives every host (deployed-node.ts).
+// Measured in `baton bench` (20,000 executions, 2026-11-25): the projector's garbage collection
+// took 648 ms of its samples with Node's default, 366 ms with it.
 const STOP_TIMEOUT_MS = 10_000;
-
-/** The package's root: the nearest directory above this module with bin/baton.js (sources and dist/ alike). */
-function packageRoot(): string {
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'bin', 'baton.js'))) return dir;
-    if (path.dirname(dir) === dir) throw new BatonError('cannot find bin/baton.js above the benchmark module');
-  }
-}
 
 /**
  * This process's environment without the BATON_* variables that are not Baton's configuration (a
@@ -46,6 +37,8 @@ export async function startProjectorProcess(databaseUrl: string): Promise<Projec
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const killIfInterrupted = onInterrupt(() => child.kill('SIGKILL'));
+  void exited.then(killIfInterrupted);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString()).slice(-2_000)));
   const ready = new Promise<void>((resolve) => {

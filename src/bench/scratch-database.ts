@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { migrateAll } from '../db/all-migrations.ts';
+import { onInterrupt } from './interrupt.ts';
 
 export async function withScratchDatabase<T>(
   admin: { pool: pg.Pool; databaseUrl: string },
@@ -14,6 +15,8 @@ export async function withScratchDatabase<T>(
   url.pathname = `/${name}`;
   const postgresVersion = (await admin.pool.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
   await admin.pool.query(`CREATE DATABASE ${name}`);
+  const drop = () => admin.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  const dropIfInterrupted = onInterrupt(drop);
   const pool = new pg.Pool({ connectionString: url.toString(), max: poolSize });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE … FORCE
   try {
@@ -21,6 +24,7 @@ export async function withScratchDatabase<T>(
     return await fn({ pool, url: url.toString(), postgresVersion });
   } finally {
     await pool.end();
-    await admin.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await drop();
+    dropIfInterrupted();
   }
 }

@@ -120,15 +120,45 @@ describe('the command line', () => {
   it('`bench` runs the projector in a `baton projector` process of its own, which it stops', async () => {
     const r = await runBaton(['bench', '--executions', '60', '--latency-samples', '3', '--concurrency', '6', '--workers', '1', '--json'], { databaseUrl: db().url });
     expect(r.code, r.stderr).toBe(0);
-    const result = JSON.parse(r.stdout) as { projector: string; executions: number; executionsPerSec: number; pickupMs: { samples: number }; projectionLagMs: { samples: number } };
+    const result = JSON.parse(r.stdout) as { projector: string; nodeFlags: string[]; executions: number; executionsPerSec: number; pickupMs: { samples: number }; projectionLagMs: { samples: number } };
     // Eager dispatch on by default, as in `baton dev`: every run (60 and 3 pickup samples) started in its handoff's append.
     expect(result).toMatchObject({ projector: 'process', executions: 60, pickupMs: { samples: 3 }, eagerDispatch: { on: true, runsStartedWithHandoff: 63, runs: 63 } });
     expect(result.executionsPerSec).toBeGreaterThan(0);
+    // Started without a young-generation flag, the bench ran itself again in Node as the image runs hosts.
+    expect(result.nodeFlags).toEqual(['--max-semi-space-size=64']);
     // The lag sampler read the checkpoints the projector process moved.
     expect(result.projectionLagMs.samples).toBeGreaterThan(0);
     const { stdout } = await run('ps', ['-eo', 'args']);
     expect(stdout).not.toMatch(/baton\.js projector --metrics-port 0/);
   }, 120_000);
+
+  it('`bench` stopped by Ctrl-C or SIGTERM leaves no projector process and no scratch database behind', async () => {
+    const { spawn } = await import('node:child_process');
+    const scratch = async () => (await db().pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'baton_bench_%'")).rows.map((r) => r.datname).sort();
+    const projectors = async () => (await run('ps', ['-eo', 'args'])).stdout.split('\n').filter((l) => /baton\.js projector --metrics-port 0/.test(l));
+    const before = await scratch();
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const { BATON_DATABASE_URL: _url, ...rest } = process.env;
+      const child = spawn(process.execPath, [path.join(ROOT, 'bin/baton.js'), 'bench', '--executions', '1000000', '--latency-samples', '1'], {
+        env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => void (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      // Interrupted mid-run: its projector started, its database made, its throughput phase going.
+      for (const deadline = Date.now() + 60_000; !stderr.includes('[2/2]'); ) {
+        if (Date.now() > deadline) throw new Error(`the bench did not reach its throughput phase: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect((await scratch()).length).toBeGreaterThan(before.length);
+      child.kill(signal);
+      expect(await exited, stderr).toBe(signal === 'SIGINT' ? 130 : 143);
+      expect(stderr).toContain(`baton bench: ${signal}: removing what the benchmark made`);
+      expect(await scratch()).toEqual(before);
+      expect(await projectors()).toEqual([]);
+    }
+  }, 180_000);
 
   it('`bench --transport nats` deletes the JetStream streams it made, as it drops its scratch database', async () => {
     const natsUrl = inject('natsUrl');
