@@ -6,7 +6,7 @@ import pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionIdOfStream } from '../schemas/events.ts';
 import type { StoredEvent } from '../src/eventstore/event-store.ts';
 import type { BatchMemory, BatchResult, EventSource, Projection } from './projection.ts';
-import { insertNewRows, insertRowsIgnoringDuplicates, qualified, snakeCase } from './rows.ts';
+import { insertNewRows, insertRowsIgnoringDuplicates, qualified, relationKind, snakeCase } from './rows.ts';
 
 export interface ExecutionEventRow {
   eventId: string;
@@ -72,7 +72,7 @@ export const executionEventsProjection: Projection = {
 async function isView(client: pg.ClientBase, schema: string, memory: BatchMemory | undefined): Promise<boolean> {
   const known = memory?.get(schema) as boolean | undefined;
   if (known !== undefined) return known;
-  const view = (await client.query(`SELECT 1 FROM pg_views WHERE schemaname = $1 AND viewname = 'execution_events'`, [schema])).rowCount === 1;
+  const view = (await relationKind(client, schema, 'execution_events')) === 'view';
   memory?.set(schema, view);
   return view;
 }

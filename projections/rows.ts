@@ -19,6 +19,16 @@ export const camelCase = memo((s) => s.replace(/_([a-z])/g, (_, c: string) => c.
 /** `"schema"."table"`, quoted, for a schema name the projector chose. */
 export const qualified = (schema: string, table: string) => `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(table)}`;
 
+/** What `schema.name` is now: a table, a view (the read model keeps both: src/readmodel/tables.ts), or nothing. */
+export async function relationKind(client: pg.Pool | pg.ClientBase, schema: string, name: string): Promise<'view' | 'table' | undefined> {
+  const r = await client.query<{ relkind: string }>(
+    'SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2',
+    [schema, name],
+  );
+  const kind = r.rows[0]?.relkind;
+  return kind === undefined ? undefined : kind === 'v' ? 'view' : 'table';
+}
+
 /**
  * Fold rows → JSON objects keyed by `columns` (the rows' camelCase fields, snake_cased), built in
  * the columns' order: one shape for every row, and no name lookup per field (a `for…in` with a

@@ -5,6 +5,7 @@ import fs from 'node:fs/promises';
 import pg from 'pg';
 import { projections, type Projection } from '../../projections/index.ts';
 import type { EventSource } from '../../projections/projection.ts';
+import { relationKind } from '../../projections/rows.ts';
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { BatonError } from '../errors.ts';
 
@@ -25,14 +26,7 @@ export function checkSchemaName(schema: string): string {
 export const formOf = (p: Projection, source: EventSource | undefined): 'view' | 'table' => (p.storeView && source ? 'view' : 'table');
 
 /** What the live relation of a projection is now: its first table's kind in `schema`. */
-export async function liveFormOf(client: pg.Pool | pg.ClientBase, schema: string, p: Projection): Promise<'view' | 'table' | undefined> {
-  const r = await client.query<{ relkind: string }>(
-    'SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2',
-    [schema, p.tables[0]!.name],
-  );
-  const kind = r.rows[0]?.relkind;
-  return kind === undefined ? undefined : kind === 'v' ? 'view' : 'table';
-}
+export const liveFormOf = (client: pg.Pool | pg.ClientBase, schema: string, p: Projection) => relationKind(client, schema, p.tables[0]!.name);
 
 /** Drop a projection's relations in `schema`, tables or views. */
 export async function dropProjectionTables(client: pg.ClientBase, schema: string, p: Projection): Promise<void> {
