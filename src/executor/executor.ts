@@ -29,6 +29,7 @@ import { createRateLimits, type Admitted } from './rate-limits.ts';
 import type { RateLimitPolicy } from '../../schemas/worker-events.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
+import { EndingRuns } from './ending-runs.ts';
 import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
@@ -144,10 +145,12 @@ export function startExecutor(o: ExecutorOptions): Executor {
     runtimeOf,
   });
 
+  const ending = new EndingRuns();
   // --- what changed: every execution and worker change, once (own appends and observed events)
   const unsubscribe = [
     runtime.onChange((change) => {
       traces.observe(change);
+      ending.drop(change.id);
       const handoff = view.handoffOf(change.id);
       const { unblocks, terminal } = view.applyExecution(change);
       if (handoff && !view.handoffOf(change.id)) monitor.handoffGone(handoff.handoffEventId);
@@ -168,6 +171,16 @@ export function startExecutor(o: ExecutorOptions): Executor {
       kick();
       if (change.events.some((c) => c.event.type === 'WorkerStarted')) monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
     }),
+    // A local worker's run ended: its slot takes the next execution while the outcome is stored.
+    ...(o.localWorkers
+      ? [
+          o.localWorkers.onRunEnded((workerId, executionId, recorded) => {
+            if (view.holderOf(executionId) !== workerId || !ending.add(executionId, workerId)) return;
+            void recorded.finally(() => ending.drop(executionId));
+            kick();
+          }),
+        ]
+      : []),
   ];
 
   // --- the scheduling pass: coalesced, so a burst of changes causes one pass, not one per change
@@ -223,7 +236,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
       now: now(),
       queue: view.queue,
       workers,
-      loadOf: (id) => view.loadOf(id),
+      loadOf: (id) => view.loadOf(id) - ending.of(id),
       freeSlots,
       admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf),
       namespaceRoom: (ns) => namespaceRoom(o.namespaceConcurrency, ns, view.heldInNamespace(ns)),

@@ -348,6 +348,11 @@ export class SchedulingView {
     return runs.filter((r) => r.deadline !== null && Date.parse(r.deadline) + graceMs <= now);
   }
 
+  /** The worker whose load counts the execution now (handed off to it or running on it), if any. */
+  holderOf(executionId: string): string | undefined {
+    return this.#entries.get(executionId)?.heldBy;
+  }
+
   /** What a worker holds: handed off to it, or running on it. */
   heldBy(workerId: string): { executionId: string; attempt: number }[] {
     return [...this.#held()].filter(([, e]) => e.heldBy === workerId).map(([id, e]) => ({ executionId: id, attempt: e.snapshot.context.attempt }));

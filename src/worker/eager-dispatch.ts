@@ -47,7 +47,19 @@ export interface EagerIntake {
 /** The worker hosts of one process, by id: where the executor finds an intake for a placement. */
 export class LocalWorkers {
   readonly #intakes = new Map<string, EagerIntake>();
+  readonly #endings = new Set<(workerId: string, executionId: string, recorded: Promise<void>) => void>();
   #runs = 0;
+
+  /** A run of worker `workerId` ended its action; `recorded` settles once its outcome is stored or given up (src/executor/ending-runs.ts). */
+  runEnded(workerId: string, executionId: string, recorded: Promise<void>): void {
+    for (const listener of this.#endings) listener(workerId, executionId, recorded);
+  }
+
+  /** Hears every runEnded; returns what stops it. */
+  onRunEnded(listener: (workerId: string, executionId: string, recorded: Promise<void>) => void): () => void {
+    this.#endings.add(listener);
+    return () => this.#endings.delete(listener);
+  }
 
   /** Adds a worker's intake; returns what removes it (a stopped worker takes nothing). */
   register(workerId: string, intake: EagerIntake): () => void {

@@ -37,6 +37,8 @@ export interface RunDeliveryDeps {
   appends?: Pick<DispatchBatcher, 'dispatch'>;
   onStarted?: (pickupMs: number) => void;
   onFinished?: (outcome: 'completed' | 'failed' | 'timed-out' | 'cancelled' | 'lost' | 'released') => void;
+  /** A run's action ended and its outcome (or release) is being stored; `recorded` resolves when that is done or given up. */
+  onActionEnded?: (executionId: string, recorded: Promise<void>) => void;
   /** Append ExecutionProgressed at most this often per run (ms). */
   progressEveryMs?: number;
   /** start-to-close limit of a run whose action sets none (ms). Default 10 minutes. */
@@ -355,6 +357,8 @@ export async function runStarted(
 
   // One event id for every try: a try whose commit went unanswered is recognised by the next.
   const endEventId = randomUUID();
+  let recorded!: () => void;
+  deps.onActionEnded?.(message.executionId, new Promise<void>((resolve) => (recorded = resolve)));
   try {
     if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed') {
       // Stopped by our own shutdown, not by the action: hand the baton back for another worker.
@@ -376,6 +380,7 @@ export async function runStarted(
     deps.onFinished?.('lost');
   } finally {
     deps.running.delete(message.executionId);
+    recorded();
   }
   await delivery.ack();
 }
