@@ -1,9 +1,11 @@
 // Runs of this process's workers whose action has ended and whose outcome is being stored: the
 // executor places the next execution on their slot now, instead of after the outcome's commit
 // comes back and the next scheduling pass has run. The next handoff's append then goes to the
-// store while the outcome's is in flight (the group committer often puts both in one
-// transaction), and a slot no longer sits empty for an outcome append, a pass and a handoff
-// append in turn.
+// store while the outcome's is in flight (two transactions at once), and a slot no longer sits
+// empty for an outcome append, a pass and a handoff append in turn. Measured through ../shared/bench-peers (10,000 no-op jobs, C=50, four runs of
+// each build, alternated): JetStream 3,606–4,288 → 4,147–4,457 jobs/s (means 4,014 → 4,290),
+// Postgres queue 3,382–4,192 → 3,575–4,553 (3,842 → 4,161); `baton bench`, three pairs,
+// 3,438–3,596 → 3,617–3,739 executions/s.
 //
 // Only the placement's room per worker sees this; the history does not: the outcome and the
 // handoff are each decided by the machine as before. Nothing runs beyond capacity, because the
