@@ -7,21 +7,33 @@
 // Postgres queue 3,382–4,192 → 3,575–4,553 (3,842 → 4,161); `baton bench`, three pairs,
 // 3,438–3,596 → 3,617–3,739 executions/s.
 //
-// Only the placement's room per worker sees this; the history does not: the outcome and the
-// handoff are each decided by the machine as before. Nothing runs beyond capacity, because the
-// ended run's action no longer runs. Should its outcome not be stored (refused, or a failure the
-// worker gives up on), the run counts again once `recorded` settles: until that execution's
-// next change reaches the view, the placement may see its worker one over capacity and
-// places nothing more there.
+// The history still never shows a worker holding more than its capacity: a handoff placed on such
+// a slot goes through the worker's own batcher (src/worker/dispatch-batcher.ts) after the ended
+// run's outcome, in the same transaction or a later one, so the outcome comes first in the
+// store's order. Both are decided by the machine as before. Only when that outcome is not stored
+// (refused because the execution moved on meanwhile, or a failure the worker retries later) can
+// the handoff come first; the run then counts again once `recorded` settles, and until that
+// execution's next change the placement sees its worker one over capacity and places nothing
+// more there. Only a worker whose outcomes go through the executor's own execution runtime (one
+// process's hosts: `baton dev`, an embedded worker with its executor, the benchmarks) is freed
+// early; any other keeps its slot until its outcome's change arrives.
+import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
+import type { DispatchOutcome, DispatchRequest } from '../runtime/dispatch-many.ts';
+import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { ExecutionEvent } from '../../schemas/events.ts';
+import { batcherFor } from '../worker/dispatch-batcher.ts';
+
 export class EndingRuns {
   readonly #workerOf = new Map<string, string>();
-  readonly #perWorker = new Map<string, number>();
+  readonly #onWorker = new Map<string, Set<string>>();
 
   /** The run of `executionId` on `workerId` ended; returns false when it is counted already. */
   add(executionId: string, workerId: string): boolean {
     if (this.#workerOf.has(executionId)) return false;
     this.#workerOf.set(executionId, workerId);
-    this.#perWorker.set(workerId, (this.#perWorker.get(workerId) ?? 0) + 1);
+    let ids = this.#onWorker.get(workerId);
+    if (!ids) this.#onWorker.set(workerId, (ids = new Set()));
+    ids.add(executionId);
     return true;
   }
 
@@ -30,13 +42,37 @@ export class EndingRuns {
     const workerId = this.#workerOf.get(executionId);
     if (workerId === undefined) return;
     this.#workerOf.delete(executionId);
-    const n = this.#perWorker.get(workerId)! - 1;
-    if (n > 0) this.#perWorker.set(workerId, n);
-    else this.#perWorker.delete(workerId);
+    const ids = this.#onWorker.get(workerId)!;
+    ids.delete(executionId);
+    if (ids.size === 0) this.#onWorker.delete(workerId);
   }
 
   /** Ended runs on `workerId` that the view still counts in its load. */
   of(workerId: string): number {
-    return this.#perWorker.get(workerId) ?? 0;
+    return this.#onWorker.get(workerId)?.size ?? 0;
   }
+
+  /** Their executions: a handoff to `workerId` is stored after their outcomes, never before. */
+  on(workerId: string): string[] {
+    return [...(this.#onWorker.get(workerId) ?? [])];
+  }
+}
+
+type HandoffRequest = DispatchRequest<ExecutionSnapshot, ExecutionEvent>;
+
+/**
+ * A pass's handoffs: those to a worker with ended runs through that worker's batcher, after
+ * their outcomes; the rest in one dispatchMany of their own. Outcomes in the order given.
+ */
+export async function dispatchHandoffs(runtime: ExecutionRuntime, handoffs: readonly { request: HandoffRequest; after: readonly string[] }[]): Promise<DispatchOutcome<ExecutionSnapshot>[]> {
+  const outcomes = new Array<DispatchOutcome<ExecutionSnapshot>>(handoffs.length);
+  const direct = [...handoffs.keys()].filter((i) => handoffs[i]!.after.length === 0);
+  const batcher = direct.length < handoffs.length ? batcherFor(runtime) : undefined;
+  await Promise.all([
+    runtime.actors.dispatchMany(direct.map((i) => handoffs[i]!.request)).then((r) => r.forEach((o, k) => (outcomes[direct[k]!] = o))),
+    ...handoffs.map(async (h, i) => {
+      if (h.after.length > 0) outcomes[i] = await batcher!.dispatchAfter(h.request, h.after);
+    }),
+  ]);
+  return outcomes;
 }

@@ -29,7 +29,7 @@ import { createRateLimits, type Admitted } from './rate-limits.ts';
 import type { RateLimitPolicy } from '../../schemas/worker-events.ts';
 import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
-import { EndingRuns } from './ending-runs.ts';
+import { EndingRuns, dispatchHandoffs } from './ending-runs.ts';
 import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
@@ -174,9 +174,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
     // A local worker's run ended: its slot takes the next execution while the outcome is stored.
     ...(o.localWorkers
       ? [
-          o.localWorkers.onRunEnded((workerId, executionId, recorded) => {
-            if (view.holderOf(executionId) !== workerId || !ending.add(executionId, workerId)) return;
-            void recorded.finally(() => ending.drop(executionId));
+          o.localWorkers.onRunEnded((run) => {
+            if (run.runtime !== runtime || view.holderOf(run.executionId) !== run.workerId || !ending.add(run.executionId, run.workerId)) return;
+            void run.recorded.finally(() => ending.drop(run.executionId));
             kick();
           }),
         ]
@@ -289,9 +289,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
             ...(started ? [{ type: 'ExecutionStarted', data: started, by: `worker:${workerId}` } as const] : []),
           ];
         };
-        return { execution, workerId, handoffEventId, made, trace, intake, request: { id: execution.executionId, commands } };
+        return { execution, workerId, handoffEventId, made, trace, intake, request: { id: execution.executionId, commands }, after: ending.on(workerId) };
       });
-      const outcomes = await runtime.actors.dispatchMany(chunk.map((h) => h.request));
+      const outcomes = await dispatchHandoffs(runtime, chunk);
       for (const [i, h] of chunk.entries()) {
         const outcome = outcomes[i]!;
         const executionId = h.execution.executionId;

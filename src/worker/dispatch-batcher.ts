@@ -6,7 +6,12 @@
 // batches are being stored, until one of them is. Each request keeps its own outcome: a conflict for one
 // execution is that execution's alone (the runtime reloads and decides it again by itself).
 // Callers ack a delivery only after the request that recorded it resolved, i.e. after its commit.
+// A request may name executions it goes `after` (the executor's handoff to a slot whose run just
+// ended, src/executor/ending-runs.ts): it is stored in the same batch as their requests, after
+// them, or in a later batch once theirs settled, never before.
 import type { DispatchResult, ExecutionCommand, ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import type { DispatchOutcome, DispatchRequest } from '../runtime/dispatch-many.ts';
+import type { ExecutionEvent } from '../../schemas/events.ts';
 import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 
 /**
@@ -26,13 +31,14 @@ export const MAX_BATCH = 256;
 export const MAX_IN_FLIGHT = 4;
 
 type Known = { snapshot: ExecutionSnapshot; revision: bigint };
+type Request = DispatchRequest<ExecutionSnapshot, ExecutionEvent>;
 
 interface Pending {
   id: string;
-  commands: ExecutionCommand | ExecutionCommand[];
-  known: Known | undefined;
-  resolve(r: DispatchResult): void;
-  reject(err: unknown): void;
+  request: Request;
+  /** Executions whose requests, queued or in flight, are stored first (see the top). */
+  after: readonly string[];
+  settle(outcome: DispatchOutcome<ExecutionSnapshot>): void;
 }
 
 export class DispatchBatcher {
@@ -50,8 +56,16 @@ export class DispatchBatcher {
 
   /** As ExecutionRuntime.dispatch (fixed commands only), stored with whatever else is asked meanwhile. */
   dispatch(executionId: string, commands: ExecutionCommand | ExecutionCommand[], o: { known?: Known } = {}): Promise<DispatchResult> {
-    return new Promise<DispatchResult>((resolve, reject) => {
-      this.#queue.push({ id: executionId, commands, known: o.known, resolve, reject });
+    return this.dispatchAfter({ id: executionId, commands, ...(o.known && { known: o.known }) }, []).then((outcome) => {
+      if (!outcome.ok) throw outcome.error;
+      return { executionId, snapshot: outcome.value.snapshot, revision: outcome.value.revision, appended: outcome.value.appended };
+    });
+  }
+
+  /** One request, stored after the requests of `after` (in their batch or a later one); its outcome as dispatchMany gives it. */
+  dispatchAfter(request: Request, after: readonly string[]): Promise<DispatchOutcome<ExecutionSnapshot>> {
+    return new Promise((settle) => {
+      this.#queue.push({ id: request.id, request, after, settle });
       if (this.#scheduled || this.#inFlight >= this.maxInFlight) return; // a batch in flight takes it when it is stored
       // One turn of the event loop, for the requests made with this one (one fetch's deliveries).
       this.#scheduled = true;
@@ -62,33 +76,39 @@ export class DispatchBatcher {
     });
   }
 
+  /** Whether a request for `executionId` is queued or being stored: asked for, not yet settled. */
+  holds(executionId: string): boolean {
+    return this.#busy.has(executionId) || this.#queue.some((p) => p.id === executionId);
+  }
+
   #pump(): void {
     while (this.#inFlight < this.maxInFlight && this.#queue.length > 0) {
       const batch: Pending[] = [];
       const rest: Pending[] = [];
+      const queued = new Set(this.#queue.map((p) => p.id));
+      const taken = new Set<string>();
+      // Stored first: in this batch already, or neither waiting nor in flight.
+      const settledOrTaken = (id: string) => taken.has(id) || (!queued.has(id) && !this.#busy.has(id));
       for (const p of this.#queue) {
-        if (batch.length < this.maxBatch && !this.#busy.has(p.id)) {
+        if (batch.length < this.maxBatch && !this.#busy.has(p.id) && p.after.every(settledOrTaken)) {
           batch.push(p);
+          taken.add(p.id);
           this.#busy.add(p.id);
         } else rest.push(p);
       }
       this.#queue = rest;
       if (batch.length === 0) return;
       this.#inFlight++;
-      void this.#send(batch);
+        void this.#send(batch);
     }
   }
 
   async #send(batch: Pending[]): Promise<void> {
     try {
-      const outcomes = await this.runtime.actors.dispatchMany(batch.map((p) => ({ id: p.id, commands: p.commands, ...(p.known && { known: p.known }) })));
-      for (const [i, p] of batch.entries()) {
-        const o = outcomes[i]!;
-        if (o.ok) p.resolve({ executionId: p.id, snapshot: o.value.snapshot, revision: o.value.revision, appended: o.value.appended });
-        else p.reject(o.error);
-      }
-    } catch (err) {
-      for (const p of batch) p.reject(err);
+      const outcomes = await this.runtime.actors.dispatchMany(batch.map((p) => p.request));
+      for (const [i, p] of batch.entries()) p.settle(outcomes[i]!);
+    } catch (error) {
+      for (const p of batch) p.settle({ ok: false, error });
     } finally {
       this.#inFlight--;
       for (const p of batch) this.#busy.delete(p.id);

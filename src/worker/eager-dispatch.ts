@@ -20,6 +20,7 @@
 import type { Logger } from 'pino';
 import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import type { ActionRegistry } from '../actions/index.ts';
+import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { DEFAULT_ACTION_VERSION } from '../input/action-versions.ts';
 import { traceRun } from '../observability/tracing.ts';
 import type { Delivery, WorkMessage } from '../transport/work-transport.ts';
@@ -44,19 +45,29 @@ export interface EagerIntake {
   run(message: WorkMessage, started: { snapshot: ExecutionSnapshot; revision: bigint }): void;
 }
 
+/** A run whose action ended while its outcome is being stored. */
+export interface EndedRun {
+  workerId: string;
+  executionId: string;
+  /** Settles once the outcome is stored or given up. */
+  recorded: Promise<void>;
+  /** The runtime whose batcher (dispatch-batcher.ts) stores the outcome. */
+  runtime: ExecutionRuntime;
+}
+
 /** The worker hosts of one process, by id: where the executor finds an intake for a placement. */
 export class LocalWorkers {
   readonly #intakes = new Map<string, EagerIntake>();
-  readonly #endings = new Set<(workerId: string, executionId: string, recorded: Promise<void>) => void>();
+  readonly #endings = new Set<(run: EndedRun) => void>();
   #runs = 0;
 
-  /** A run of worker `workerId` ended its action; `recorded` settles once its outcome is stored or given up (src/executor/ending-runs.ts). */
-  runEnded(workerId: string, executionId: string, recorded: Promise<void>): void {
-    for (const listener of this.#endings) listener(workerId, executionId, recorded);
+  /** A run of one of these workers ended its action (src/executor/ending-runs.ts). */
+  runEnded(run: EndedRun): void {
+    for (const listener of this.#endings) listener(run);
   }
 
   /** Hears every runEnded; returns what stops it. */
-  onRunEnded(listener: (workerId: string, executionId: string, recorded: Promise<void>) => void): () => void {
+  onRunEnded(listener: (run: EndedRun) => void): () => void {
     this.#endings.add(listener);
     return () => this.#endings.delete(listener);
   }

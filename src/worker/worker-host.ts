@@ -164,7 +164,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     cancellers,
     startToCloseMs: o.startToCloseMs,
     onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
-    ...(o.localWorkers && { onActionEnded: (executionId: string, recorded: Promise<void>) => o.localWorkers!.runEnded(workerId, executionId, recorded) }),
+    ...(o.localWorkers && { onActionEnded: (executionId: string, recorded: Promise<void>) => o.localWorkers!.runEnded({ workerId, executionId, recorded, runtime: o.runtime }) }),
     onFinished: (outcome) => {
       metrics?.runs.inc({ worker: workerId, outcome });
       // Fenced: perhaps declared lost while it ran (the check is one read of its stream).
