@@ -357,8 +357,10 @@ export async function runStarted(
 
   // One event id for every try: a try whose commit went unanswered is recognised by the next.
   const endEventId = randomUUID();
+  // Built whether or not anyone hears of it: `?.()` would skip evaluating the promise, and the resolver with it.
   let recorded!: () => void;
-  deps.onActionEnded?.(message.executionId, new Promise<void>((resolve) => (recorded = resolve)));
+  const outcomeRecorded = new Promise<void>((resolve) => (recorded = resolve));
+  deps.onActionEnded?.(message.executionId, outcomeRecorded);
   try {
     if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed') {
       // Stopped by our own shutdown, not by the action: hand the baton back for another worker.
