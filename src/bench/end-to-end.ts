@@ -25,6 +25,7 @@ import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
 import { withScratchDatabase } from './scratch-database.ts';
+import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 export interface EndToEndBenchOptions {
   executions: number;
@@ -69,7 +70,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
   return withScratchDatabase(admin, 24, async ({ pool, url, postgresVersion }) => {
     // Submissions come from their own pool, as they would from API or CLI processes, so they
     // queue behind each other rather than in front of the executor's and workers' queries.
-    const clientPool = new pg.Pool({ connectionString: url, max: 8 });
+    const clientPool = new pg.Pool({ connectionString: url, max: 8, ...KEEP_IDLE_CONNECTIONS });
     clientPool.on('error', () => undefined); // idle clients dropped by DROP DATABASE … FORCE
     const clientStore = createPostgresEventStore(clientPool);
     const client = createExecutionRuntime(clientStore);

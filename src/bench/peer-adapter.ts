@@ -31,6 +31,7 @@ import { jsonValue } from '../input/schemas.ts';
 import { onOff } from '../config-values.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
+import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 const ACTION = 'bench.peer';
 const PENDING_SQL = `
@@ -63,7 +64,7 @@ export async function create(cfg: PeerConfig) {
   const log = pino({ level: process.env.BATON_LOG_LEVEL ?? 'silent' });
 
   // Submits come from their own pool, as from an API or CLI process.
-  const pool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_SUBMIT_POOL ?? 10) });
+  const pool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_SUBMIT_POOL ?? 10), ...KEEP_IDLE_CONNECTIONS });
   const check = new pg.Pool({ connectionString: cfg.pgUrl, max: 1 });
   pool.on('error', () => undefined);
   check.on('error', () => undefined);
@@ -99,7 +100,7 @@ export async function create(cfg: PeerConfig) {
       return rows[0]!.n;
     },
     async startWorker({ concurrency, handler }: { concurrency: number; handler: (payload: unknown) => Promise<void> }) {
-      const wpool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_POOL ?? 24) });
+      const wpool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_POOL ?? 24), ...KEEP_IDLE_CONNECTIONS });
       wpool.on('error', () => undefined);
       const store = createPostgresEventStore(wpool);
       let nc: Awaited<ReturnType<typeof connectNats>> | undefined;

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { migrateAll } from '../db/all-migrations.ts';
 import { onInterrupt } from './interrupt.ts';
+import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 export async function withScratchDatabase<T>(
   admin: { pool: pg.Pool; databaseUrl: string },
@@ -17,7 +18,7 @@ export async function withScratchDatabase<T>(
   await admin.pool.query(`CREATE DATABASE ${name}`);
   const drop = () => admin.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   const dropIfInterrupted = onInterrupt(drop);
-  const pool = new pg.Pool({ connectionString: url.toString(), max: poolSize });
+  const pool = new pg.Pool({ connectionString: url.toString(), max: poolSize, ...KEEP_IDLE_CONNECTIONS });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE … FORCE
   try {
     await migrateAll(pool);

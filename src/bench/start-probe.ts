@@ -16,6 +16,7 @@ import { createWorkerRuntime } from '../runtime/worker-kind.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { createWorkflowRuntime } from '../workflow/workflow-stream.ts';
+import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 export interface StartProbeResult {
   readyMs: number;
@@ -32,7 +33,7 @@ const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
 async function main(): Promise<void> {
   const [url, mode, verbose] = process.argv.slice(2);
   const began = performance.now();
-  const pool = new pg.Pool({ connectionString: url, max: 8 });
+  const pool = new pg.Pool({ connectionString: url, max: 8, ...KEEP_IDLE_CONNECTIONS });
   const store = createPostgresEventStore(pool);
   // `verbose`: the host's own log lines (where its start spends its time) on stderr.
   const log = verbose === 'verbose' ? pino({ level: 'info' }, pino.destination(2)) : silentLogger();

@@ -8,6 +8,7 @@ import { migrateAll } from './all-migrations.ts';
 import { createSchemaPool } from './db-schema.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { transientReason, waitForDatabase } from './wait.ts';
+import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
 
 /** The database server could not be reached or refused us; the message names the URL (no password) and its source. */
 export class DatabaseUnavailableError extends BatonError {}
@@ -58,6 +59,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
       max: options.max ?? 10,
       application_name: options.applicationName ?? 'baton',
       connectionTimeoutMillis: 10_000,
+      ...KEEP_IDLE_CONNECTIONS,
     },
     config.dbSchema,
   );

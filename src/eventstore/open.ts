@@ -10,6 +10,7 @@ import { BatonError, ConfigError } from '../errors.ts';
 import type { EventStore } from './event-store.ts';
 import { createEventStoreDbEventStore } from './eventstoredb.ts';
 import { countEvents, createPostgresEventStore } from './postgres.ts';
+import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 export type EventStoreKind = 'postgres' | 'eventstoredb';
 
@@ -62,7 +63,7 @@ export async function openEventStoreByUrl(url: string, o: OpenEventStoreOptions 
     const store = createEventStoreDbEventStore(url, o.log ? { log: o.log } : {});
     return { kind, label, store, close: () => store.close() };
   }
-  const pool = new pg.Pool({ connectionString: url, max: o.poolSize ?? 4, application_name: o.applicationName ?? 'baton', connectionTimeoutMillis: 10_000 });
+  const pool = new pg.Pool({ connectionString: url, max: o.poolSize ?? 4, application_name: o.applicationName ?? 'baton', connectionTimeoutMillis: 10_000, ...KEEP_IDLE_CONNECTIONS });
   pool.on('error', (err) => o.log?.warn({ err }, 'idle Postgres connection lost'));
   try {
     await pool.query('SELECT 1').catch((err: unknown) => {

@@ -177,6 +177,20 @@ describe('openDatabase', () => {
     }
   });
 
+  it('keeps an idle connection past the 10 s after which node-postgres would close it (src/db/pool-settings.ts)', { timeout: 30_000 }, async () => {
+    const opened = await openDatabase(loadConfig({ BATON_DATABASE_URL: db().url }), silentLogger());
+    const backend = async () => (await opened.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    try {
+      const before = await backend();
+      await new Promise((r) => setTimeout(r, 11_000));
+      expect(opened.pool.totalCount).toBeGreaterThan(0);
+      // The same server process: the next query found its connection open, not a new one.
+      expect(await backend()).toBe(before);
+    } finally {
+      await opened.close();
+    }
+  });
+
   it('names the URL without its password, and the variable, when the server is unreachable', async () => {
     // One try: waiting for the server is test/integration/db-wait.test.ts's subject.
     const config = loadConfig({ BATON_DATABASE_URL: 'postgres://baton:s3cret@127.0.0.1:1/baton', BATON_DB_WAIT: '0' });
