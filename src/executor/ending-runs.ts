@@ -1,11 +1,14 @@
 // Runs of this process's workers whose action has ended and whose outcome is being stored: the
 // executor places the next execution on their slot now, instead of after the outcome's commit
-// comes back and the next scheduling pass has run. The next handoff's append then goes to the
-// store while the outcome's is in flight (two transactions at once), and a slot no longer sits
-// empty for an outcome append, a pass and a handoff append in turn. Measured through ../shared/bench-peers (10,000 no-op jobs, C=50, four runs of
-// each build, alternated): JetStream 3,606–4,288 → 4,147–4,457 jobs/s (means 4,014 → 4,290),
-// Postgres queue 3,382–4,192 → 3,575–4,553 (3,842 → 4,161); `baton bench`, three pairs,
-// 3,438–3,596 → 3,617–3,739 executions/s.
+// comes back and the next scheduling pass has run. The next handoff is then stored with the
+// outcome (in its transaction when the pass queues it before the outcome's batch leaves, else in
+// the batch right after it), and a slot no longer sits empty for the outcome's commit, a pass
+// and a handoff append in turn. Measured through ../shared/bench-peers (10,000 no-op jobs, C=50,
+// four runs of each build, alternated), with the handoff not yet ordered after the outcome:
+// JetStream 3,606–4,288 → 4,147–4,457 jobs/s (means 4,014 → 4,290), Postgres queue 3,382–4,192 →
+// 3,575–4,553 (3,842 → 4,161). Ordered (2026-11-28, a slower machine, 10,000-execution drains of
+// the peers' Postgres-queue setup, three of each alternated): not freed early 1,833–1,981/s (mean
+// 1,896), freed early unordered 1,743–2,335 (2,031), freed early and ordered 1,945–2,162 (2,048).
 //
 // The history still never shows a worker holding more than its capacity: a handoff placed on such
 // a slot goes through the worker's own batcher (src/worker/dispatch-batcher.ts) after the ended
