@@ -99,7 +99,7 @@ export class DispatchBatcher {
       this.#queue = rest;
       if (batch.length === 0) return;
       this.#inFlight++;
-        void this.#send(batch);
+      void this.#send(batch);
     }
   }
 
