@@ -6,6 +6,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { ActionRegistry } from '../actions/registry.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import { warmUp } from '../process/warm-up.ts';
 import { startExecutor } from '../executor/executor.ts';
 import { createLivenessStore } from '../liveness/liveness-store.ts';
 import { startProjector, type Projector } from '../readmodel/projector-host.ts';
@@ -41,6 +42,7 @@ export async function startInProcessHosts(o: {
   /** Whether the executor starts handoffs to these workers in the same append (src/worker/eager-dispatch.ts), as `baton dev` does by default. */
   eagerDispatch?: boolean;
 }): Promise<InProcessHosts> {
+  await warmUp(o.store, o.log);
   const runtime = createExecutionRuntime(o.store);
   const workerStreams = createWorkerRuntime(o.store);
   const workflows = createWorkflowRuntime(o.store);

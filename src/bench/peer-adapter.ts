@@ -10,7 +10,8 @@
 //                 child process as `baton dev` composes them (in-process-hosts.ts), and the
 //                 projector in a `baton projector` process of its own, as deployments run it
 //                 (docker-compose.yml); BATON_PEER_PROJECTOR=in-process puts it in the worker
-//                 child too. Handoffs to that worker start in the same append, without the
+//                 child too, =none leaves it out (to see what it costs; the issue's figures
+//                 are always taken with it). Handoffs to that worker start in the same append, without the
 //                 transport, as in `baton dev` (src/worker/eager-dispatch.ts);
 //                 BATON_EAGER_DISPATCH=off sends every run through the transport.
 //                 Action `bench.peer` calls handler(input)
@@ -115,7 +116,7 @@ export async function create(cfg: PeerConfig) {
         defineAction({ name: ACTION, input: jsonValue(), run: async (input) => { await handler(input); return null; } }),
       ]);
       const inProcessProjector = process.env.BATON_PEER_PROJECTOR === 'in-process';
-      const projector = inProcessProjector ? undefined : await startProjectorProcess(cfg.pgUrl);
+      const projector = inProcessProjector || process.env.BATON_PEER_PROJECTOR === 'none' ? undefined : await startProjectorProcess(cfg.pgUrl);
       const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: onOff.parse(process.env.BATON_EAGER_DISPATCH) });
       let stopping: Promise<void> | undefined;
       running = {

@@ -14,6 +14,7 @@ import { startPartitionLeases } from '../executor/partitions/leases.ts';
 import { followActors } from '../runtime/follow-actors.ts';
 import { readStartPoint } from '../runtime/start-point.ts';
 import { openEnvironment, type Environment } from './environment.ts';
+import { warmUp } from '../process/warm-up.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { scheduleRetention, storedEventsGauge } from '../retention/schedule.ts';
 import { startScheduleHost } from '../schedule/schedule-host.ts';
@@ -88,6 +89,7 @@ export async function openHostEnvironment(o: {
     await closeAll(log, [() => nc?.close(), () => env.close()]);
     throw err;
   }
+  await warmUp(env.store, log);
   return {
     ...env,
     liveness: createLivenessStore(db.pool),

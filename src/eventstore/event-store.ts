@@ -178,5 +178,11 @@ export interface EventStore {
   readonly deletedStreamsStayInReadAll?: boolean;
   /** Where snapshots of long streams are kept (./snapshots.ts); absent when this store has none. */
   readonly snapshots?: SnapshotStore;
+  /**
+   * Make the connections a host is about to use ready, writing nothing, so that its first
+   * executions run as fast as the rest (the Postgres store prepares its statements: postgres.ts).
+   * Absent where there is nothing to prepare.
+   */
+  warmUp?(): Promise<void>;
   close(): Promise<void>;
 }

@@ -142,6 +142,9 @@ const parsedStored = (row: TextRow): StoredEvent => new LazyStoredEvent(row).toJ
 export const prefixPatterns = (prefixes?: readonly string[]) =>
   prefixes && prefixes.length > 0 ? prefixes.map((p) => p.replace(/[\\%_]/g, (c) => `\\${c}`) + '%') : null;
 
+/** The largest xid8: a cursor no transaction is past. */
+const MAX_XID8 = '18446744073709551615';
+
 const xidLess = (a: string, b: string) => BigInt(a) < BigInt(b);
 
 export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 'ensureListening' | 'alarm'>, idlePollMs: number) {
@@ -205,8 +208,8 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
    * cursor, the rows of the pending transactions, both filtered by prefix, and one last row with
    * where the scan ended, how many it scanned, and the transactions still in progress.
    */
-  async function streamScan(state: StreamState, limit: number, prefixes: string[] | null) {
-    const r = await pool.query<TextRow & { scan_end: boolean; scanned: string | null; in_progress: string[] | null }>({
+  async function streamScan(state: StreamState, limit: number, prefixes: string[] | null, client: pg.Pool | pg.ClientBase = pool) {
+    const r = await client.query<TextRow & { scan_end: boolean; scanned: string | null; in_progress: string[] | null }>({
       name: 'baton_scan_committed',
       // A function (migrations/0004_stream_scan_function.sql): planned once per connection.
       text: 'SELECT * FROM baton_scan_committed($1, $2, $3, $4, $5)',
@@ -311,6 +314,8 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
 
   return {
     readAll,
+    /** Run the `stream` scan once on `client` (warmUp in postgres.ts): from past any transaction, so it reads nothing. */
+    warmScan: async (client: pg.ClientBase) => void (await streamScan({ xid: MAX_XID8, position: 0n, pending: [] }, 1, null, client)),
     subscribe: (o: SubscribeOptions): AsyncGenerator<StoredEvent> => (o.order === 'stream' ? subscribeStreamOrder(o) : subscribeGlobal(o)),
   };
 }
