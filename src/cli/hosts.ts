@@ -58,6 +58,9 @@ export function hostBase(component: string): HostBase {
   return { config, log, registry };
 }
 
+/** The host components that schedule or run executions, and warm up before their first (src/process/warm-up.ts). */
+const RUNS_EXECUTIONS = new Set(['executor', 'worker', 'dev']);
+
 /**
  * Open everything a host needs. The transport defaults to NATS when BATON_NATS_URL is set.
  * A database that refuses connections is waited for (BATON_DB_WAIT, default: for good).
@@ -89,7 +92,8 @@ export async function openHostEnvironment(o: {
     await closeAll(log, [() => nc?.close(), () => env.close()]);
     throw err;
   }
-  await warmUp(env.store, log);
+  // Only hosts that run executions: the projector's and the API's statements are others.
+  if (RUNS_EXECUTIONS.has(o.component)) await warmUp(env.store, log);
   return {
     ...env,
     liveness: createLivenessStore(db.pool),
