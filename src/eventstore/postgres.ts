@@ -258,10 +258,10 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
    * A new connection pays for each statement the first time it runs it: measured here, connecting
    * 17–19 ms, the first baton_append_many 22–24 ms (the function's plans) and 1.1–1.4 ms after,
    * the first stream scan 3.3–4.0 ms and 0.8–0.9 after, the first lone append ~10 ms: the first
-   * pickups after a host started paid them (15–70 ms each, against ~3 ms warm). Each statement here is one a host runs at light
-   * load, made to change nothing: an empty appendMany, a scan from past every transaction, and the
-   * lone append with and without its NOTIFY to a stream that does not exist (refused; the NOTIFY
-   * only wakes other processes' followers once).
+   * pickups after a host started paid them (15–70 ms each, against ~3 ms warm). Each statement here
+   * is one a host runs at light load, made to change nothing: an empty appendMany, a scan from past
+   * every transaction, and the lone append with and without its NOTIFY to a stream that does not
+   * exist (refused; the NOTIFY only wakes other processes' followers once).
    */
   async function warmConnection(client: pg.ClientBase): Promise<void> {
     await appendRound(client, []);
