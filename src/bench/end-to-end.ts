@@ -25,6 +25,7 @@ import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
 import { withScratchDatabase } from './scratch-database.ts';
+import { startCpuAccounting, type CpuSplit } from './cpu-accounting.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 export interface EndToEndBenchOptions {
@@ -59,6 +60,8 @@ export interface EndToEndBenchResult {
   pickupMs: { samples: number; p50: number; p95: number; p99: number; max: number };
   /** The executions projection's lag while the throughput phase ran (age of the oldest event it had not applied), sampled every 100 ms. */
   projectionLagMs: { samples: number; p50: number; p99: number; max: number };
+  /** CPU per execution in the throughput phase, by process (Linux only): where the time went. */
+  cpuPerExecution: CpuSplit | undefined;
 }
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
@@ -136,12 +139,14 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       const countEvents = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
       const eventsBefore = await countEvents();
       const lags = sampleProjectionLag(clientStore, clientPool);
+      const cpu = startCpuAccounting(projectorProcess?.pid);
       const t0 = performance.now();
       for (let i = 0; i < o.executions; i += 500) {
         await Promise.all(Array.from({ length: Math.min(500, o.executions - i) }, () => client.submit({ action: 'bench.noop', input: null })));
       }
       await counting;
       const seconds = (performance.now() - t0) / 1000;
+      const cpuPerExecution = cpu.stop(o.executions);
       stopCounting();
       stopCountingStarts();
       const lag = (await lags.stop()).sort((a, b) => a - b);
@@ -160,6 +165,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         eventsPerSec: Math.round(events / seconds),
         pickupMs: { samples: pickups.length, p50: round(percentile(pickups, 0.5)), p95: round(percentile(pickups, 0.95)), p99: round(percentile(pickups, 0.99)), max: round(pickups[pickups.length - 1] ?? NaN) },
         projectionLagMs: { samples: lag.length, p50: round(percentile(lag, 0.5)), p99: round(percentile(lag, 0.99)), max: round(lag[lag.length - 1] ?? NaN) },
+        cpuPerExecution,
       };
     } finally {
       await hosts.stop();
@@ -193,7 +199,15 @@ export function printEndToEndBench(r: EndToEndBenchResult): string {
     table(['PICKUP (submit → action starts)', 'P50 MS', 'P95 MS', 'P99 MS', 'MAX MS'], [[`${r.pickupMs.samples} at light load`, String(r.pickupMs.p50), String(r.pickupMs.p95), String(r.pickupMs.p99), String(r.pickupMs.max)]]),
     '',
     table(['PROJECTION LAG (executions, during the throughput run)', 'P50 MS', 'P99 MS', 'MAX MS'], [[`${r.projectionLagMs.samples} samples`, String(r.projectionLagMs.p50), String(r.projectionLagMs.p99), String(r.projectionLagMs.max)]]),
+    ...(r.cpuPerExecution ? ['', cpuTable(r.cpuPerExecution, r.projector)] : []),
   ].join('\n');
+}
+
+function cpuTable(c: CpuSplit, projector: 'process' | 'in-process'): string {
+  const rows: string[][] = [[projector === 'in-process' ? 'this process: submits, hosts, projector' : 'this process: submits, executor, workers', String(c.thisProcessUs)]];
+  if (c.projectorUs !== undefined) rows.push(['the projector process', String(c.projectorUs)]);
+  rows.push(['Postgres, NATS and the rest of the machine', String(c.restUs)], ['machine total', String(c.totalUs)]);
+  return table(['CPU PER EXECUTION (throughput run)', 'µS'], rows);
 }
 
 /**
