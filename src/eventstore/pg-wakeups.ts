@@ -27,6 +27,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
 import type { AppendOrigin } from './event-store.ts';
+import { ASYNC_COMMIT } from '../db/async-commit.ts';
 import { channelOf } from '../db/db-schema.ts';
 import { sharedListen, type ChannelListener } from '../db/shared-listen.ts';
 
@@ -197,7 +198,9 @@ export class PgWakeups implements Waiter {
     do {
       this.#notifyAgain = false;
       try {
-        await this.pool.query({ name: `baton_notify_${this.channel}`, text: `SELECT pg_notify('${this.channel}', $1)`, values: [this.#id] });
+        // A NOTIFY's transaction gets an xid, so its commit would wait for a WAL flush of its own;
+        // nothing in it needs to survive a crash.
+        await this.pool.query({ name: `baton_notify_${this.channel}`, text: `SELECT pg_notify('${this.channel}', $1), ${ASYNC_COMMIT}`, values: [this.#id] });
       } catch (err) {
         // Waiters elsewhere will still catch up on their fallback poll.
         this.log?.warn({ err, channel: this.channel }, 'NOTIFY failed');

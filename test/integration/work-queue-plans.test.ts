@@ -3,8 +3,8 @@
 // is inserted, updated by its claim and deleted by its ack) and only vacuum clears the dead rows, so a
 // scan of the table costs what the queue has ever carried: in a 60,000-execution `baton bench` the
 // ack's generic plan was a hash join over a seq scan, 223 µs per message against 9 at 20,000.
-// Counts sequential scans (pg_stat), never time. Also: claims and acks do not wait for their WAL
-// flush, publishes do.
+// Counts sequential scans (pg_stat), never time. Also: claims, acks and publishes do not wait for
+// their WAL flush, and a publish wakes the consumers of other processes itself.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,7 +27,7 @@ describe('work queue statements as the queue churns', () => {
 
   // Named as consume.ts names them: after five runs Postgres may keep one generic plan per connection.
   const publish = (ids: string[], worker: string) =>
-    client.query({ name: 'publish', text: PUBLISH_SQL, values: [ids, ids.map(() => worker), ids.map(() => 'node'), JSON.stringify(ids.map(() => ({})))] });
+    client.query({ name: 'publish', text: PUBLISH_SQL, values: [ids, ids.map(() => worker), ids.map(() => 'node'), JSON.stringify(ids.map(() => ({}))), 'baton_work_test', 'publisher-1'] });
   const claim = async (worker: string, limit: number) =>
     (await client.query<{ message_id: string | null; delivery_count: number | null }>({ name: 'claim', text: CLAIM_SQL, values: [worker, limit, 5, 30_000] })).rows.filter((r) => r.message_id !== null);
   const ack = (rows: { message_id: string | null; delivery_count: number | null }[]) =>
@@ -68,10 +68,11 @@ describe('work queue statements as the queue churns', () => {
     expect((await client.query(`SELECT count(*)::int AS n FROM baton_work_queue WHERE worker_id = 'w'`)).rows[0].n).toBe(0);
   });
 
-  it('claims and acks commit without waiting for their WAL flush; a publish waits for it', async () => {
+  it('claims, acks and publishes commit without waiting for their WAL flush; a publish notifies', async () => {
     // Losing a claim or an ack to a crash only redelivers (the event store fences the second
-    // delivery); losing a publish would lose work. Each statement runs in a transaction here, so
-    // the setting it leaves for its commit can be read before rolling back.
+    // delivery); a lost publish is published again by the executor, whose handoff was flushed
+    // before it. Each statement runs in a transaction here, so the setting it leaves for its
+    // commit can be read before rolling back.
     const commitMode = async (statement: () => Promise<unknown>) => {
       await client.query('BEGIN');
       try {
@@ -84,8 +85,17 @@ describe('work queue statements as the queue churns', () => {
     // Whatever the server's default (the tests' embedded Postgres runs with it off).
     await client.query('SET synchronous_commit = on');
     const ids = [randomUUID(), randomUUID()];
-    expect(await commitMode(() => publish(ids, 'durability'))).toBe('on');
-    await publish(ids, 'durability');
+    expect(await commitMode(() => publish(ids, 'durability'))).toBe('off');
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    try {
+      await listener.query('LISTEN baton_work_test');
+      const heard = new Promise<string | undefined>((resolve) => listener.once('notification', (n) => resolve(n.payload)));
+      await publish(ids, 'durability');
+      expect(await heard).toBe('publisher-1');
+    } finally {
+      await listener.end();
+    }
     expect(await commitMode(async () => expect(await claim('durability', 2)).toHaveLength(2))).toBe('off');
     const claimed = await claim('durability', 2); // the claim above was rolled back
     expect(claimed).toHaveLength(2);

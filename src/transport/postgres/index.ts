@@ -2,8 +2,9 @@
 // baton_work_queue (migrations/0001_work_queue.sql), assembled from its parts.
 //
 // Wake-ups: a publish (or a nak, or a consumer stopping with rows it had claimed) wakes consumers
-// in this process directly and other processes with a NOTIFY on `baton_work`, coalesced and sent
-// after the commit (never inside it; src/eventstore/pg-wakeups.ts has the figures).
+// in this process directly and other processes with a NOTIFY on `baton_work`: a publish's inside
+// its own statement, which commits without waiting for a flush (./queue-sql.ts says why), the
+// others coalesced and sent after their commit (src/eventstore/pg-wakeups.ts has the figures).
 //
 // The parts, one concern each: ./queue-sql.ts (the queue's statements, and why they are shaped
 // so), ./publish.ts, ./consume.ts (claims, leases and acks, on the shared ../pull-loop.ts),

@@ -1,5 +1,6 @@
 // Publishing to the Postgres work queue: one INSERT for the whole batch (a message already queued
-// is left as it is: idempotent per messageId), then a wake-up for the consumers.
+// is left as it is: idempotent per messageId) that also NOTIFYs the consumers of other processes;
+// those of this one are woken directly once it committed.
 import { validateForPublish } from '../internal.ts';
 import type { WorkMessage } from '../work-transport.ts';
 import type { PostgresContext } from './context.ts';
@@ -18,8 +19,10 @@ export function createPublish({ pool, wakeups, assertOpen }: PostgresContext): (
         messages.map((m) => m.workerId),
         messages.map((m) => m.runtime),
         JSON.stringify(messages),
+        wakeups.channel,
+        wakeups.payload,
       ],
     });
-    wakeups.appended();
+    wakeups.wake();
   };
 }

@@ -1,6 +1,7 @@
 // The Postgres work queue's statements on baton_work_queue (migrations/0001_work_queue.sql),
 // for publishing, consuming and giving up on messages; the figures behind their shape are
 // beside each.
+import { ASYNC_COMMIT } from '../../db/async-commit.ts';
 import type { WorkMessage } from '../work-transport.ts';
 
 /**
@@ -23,17 +24,16 @@ export const MOVE_TO_DEAD_LETTERS = `
     RETURNING 1
   )`.trim();
 
-/**
- * In a claim's and an ack's statement: their transaction commits without waiting for its WAL flush
- * (synchronous_commit off until that commit; a function's SET clause would end with the function).
- * A claim or an ack lost to a server crash only makes its message deliverable again, and the event
- * store fences a second delivery, as it does for JetStream's fire-and-forget acks; a publish, which
- * must not be lost, still waits, and so do appends. The next of those flushes the WAL written
- * before it, the claim's and the ack's included. Measured in `baton bench` (20,000 executions,
- * Postgres queue): WAL flushes 6,222 → 3,875, and alternated with the build before, 1,638 / 1,875 /
- * 1,853 → 1,953 / 1,849 / 2,055 executions/s, pickup p50 4.15 / 4.33 / 4.32 → 4.07 / 3.97 / 4.08 ms.
+/*
+ * Claims, acks and publishes commit without waiting for their WAL flush (ASYNC_COMMIT). A claim or
+ * an ack lost to a server crash only makes its message deliverable again, and the event store
+ * fences a second delivery, as it does for JetStream's fire-and-forget acks; a lost publish is
+ * published again (PUBLISH_SQL). Appends still wait: the next of them flushes the WAL written
+ * before it, these statements' included. Measured in `baton bench` (20,000 executions, Postgres
+ * queue), for claims and acks: WAL flushes 6,222 → 3,875, and alternated with the build before,
+ * 1,638 / 1,875 / 1,853 → 1,953 / 1,849 / 2,055 executions/s, pickup p50 4.15 / 4.33 / 4.32 →
+ * 4.07 / 3.97 / 4.08 ms.
  */
-const ASYNC_COMMIT = `set_config('synchronous_commit', 'off', true)`;
 
 export interface ClaimRow {
   message_id: string | null;
@@ -127,11 +127,24 @@ export const RELEASE_SQL = 'SELECT baton_work_release($1::uuid[], $2::int[])';
 /**
  * The payloads come as one JSON array ($4), not as jsonb[]: an array literal of JSON texts escapes
  * every quote, 164 MB of the 4.6 GB the hosts' process allocated in a 20,000-execution `baton bench`.
+ *
+ * The statement also wakes the consumers of other processes ($5 channel, $6 payload) and commits
+ * without waiting for its WAL flush (ASYNC_COMMIT): a work message is a doorbell, not a record.
+ * The handoff it rings for was appended, flushed, before it; a message lost to a server crash
+ * is published again by the executor's monitor (republishAfterMs), as one JetStream lost is; and
+ * the worker's ExecutionStarted, appended before the action runs, flushes the WAL written before
+ * it, this INSERT's included. With the flush and a NOTIFY of its own after it, a publish waited
+ * for two WAL flushes in a row on the light-load path from submit to action start. NOTIFY inside
+ * a commit serializes committers on a cluster-wide lock held through their flush
+ * (src/eventstore/pg-wakeups.ts), which an asynchronous commit does not wait for.
  */
 export const PUBLISH_SQL = `
-  INSERT INTO baton_work_queue (message_id, worker_id, runtime, payload)
-  SELECT * FROM ROWS FROM (unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]), jsonb_array_elements($4::jsonb))
-  ON CONFLICT (message_id) DO NOTHING`;
+  WITH queued AS (
+    INSERT INTO baton_work_queue (message_id, worker_id, runtime, payload)
+    SELECT * FROM ROWS FROM (unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]), jsonb_array_elements($4::jsonb))
+    ON CONFLICT (message_id) DO NOTHING
+  )
+  SELECT pg_notify($5, $6), ${ASYNC_COMMIT}`;
 
 /** Exhausted messages are not waiting for anyone, so they are not counted. */
 export const DEPTH_SQL = `

@@ -2,7 +2,7 @@
 // payload `{ workerId, signal }` (../internal.ts encodes it and keeps it under NOTIFY's 8000 bytes).
 //
 // Sending is one `SELECT pg_notify(...)` outside any transaction, so it is delivered when that
-// statement commits. A NOTIFY takes a cluster-wide lock at commit (src/eventstore/pg-wakeups.ts
+// statement commits (without waiting for a WAL flush: a signal is not a record). A NOTIFY takes a cluster-wide lock at commit (src/eventstore/pg-wakeups.ts
 // has the cost), which is fine here: the executor rings about once a second per execution being
 // cancelled.
 //
@@ -13,6 +13,7 @@
 // while the connection is down or reconnecting is lost: acceptable, the sender rings again.
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { ASYNC_COMMIT } from '../../db/async-commit.ts';
 import { BatonError } from '../../errors.ts';
 import { PgWakeups } from '../../eventstore/pg-wakeups.ts';
 import { decodeSignal, deliverSignal, encodeSignal, validateSignalSubscription } from '../internal.ts';
@@ -37,7 +38,7 @@ export class PgSignals {
   async send(workerId: string, signal: WorkerSignal): Promise<void> {
     const payload = encodeSignal(workerId, signal);
     try {
-      await this.pool.query({ name: 'baton_signal_send', text: `SELECT pg_notify('${this.#listener.channel}', $1)`, values: [payload] });
+      await this.pool.query({ name: 'baton_signal_send', text: `SELECT pg_notify('${this.#listener.channel}', $1), ${ASYNC_COMMIT}`, values: [payload] });
     } catch (err) {
       throw new BatonError(`sendSignal to worker ${workerId} failed: ${(err as Error).message}`, { cause: err });
     }
