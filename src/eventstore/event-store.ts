@@ -184,5 +184,14 @@ export interface EventStore {
    * Absent where there is nothing to prepare.
    */
   warmUp?(): Promise<void>;
+  /**
+   * Events another process (or another store instance) just committed, heard with its wake-up
+   * before any read: a head start for a `stream`-order follower, which may apply them at once if
+   * they follow what it holds, and still reads them (and every other event) as before. Only some
+   * appends are heard (the Postgres store's lone appends whose events fit in a NOTIFY); order
+   * across calls is not guaranteed. Absent where a store has no such channel. Returns the
+   * unsubscribe.
+   */
+  onAppendHeard?(listener: (events: StoredEvent[]) => void): () => void;
   close(): Promise<void>;
 }

@@ -9,7 +9,7 @@
 // clients against 10,182/s without. So appends never notify; the notifier sends at most one
 // NOTIFY in flight per process and one more if appends committed meanwhile. Subscribers in the
 // same process are woken directly, without a round trip, and ignore the echo of this instance's
-// own NOTIFY (its payload is the sender's id), which would only cost each of them another read;
+// own NOTIFY (its payload begins with the sender's id), which would only cost each of them another read;
 // other processes (and other instances in this one) still wake on it. A lost NOTIFY (crash between commit and
 // notify, listener reconnecting) only delays delivery until the subscriber's fallback poll.
 // One exception: an append with no other append of its store in flight carries its own NOTIFY
@@ -29,6 +29,7 @@ import { BatonError } from '../errors.ts';
 import type { AppendOrigin } from './event-store.ts';
 import { ASYNC_COMMIT } from '../db/async-commit.ts';
 import { channelOf } from '../db/db-schema.ts';
+import { senderOf } from './pg-append-hints.ts';
 import { sharedListen, type ChannelListener } from '../db/shared-listen.ts';
 
 /** The event store's channel (the default). */
@@ -124,7 +125,7 @@ export class PgWakeups implements Waiter {
   readonly #channelListener: ChannelListener = {
     notification: (payload) => {
       // Our own NOTIFY, echoed back: its waiters were woken directly when we sent it.
-      if (payload === this.#id) return;
+      if (senderOf(payload) === this.#id) return;
       this.wake();
       for (const l of [...this.#payloadListeners]) {
         try {

@@ -39,6 +39,7 @@ import type {
 import { PgWakeups } from './pg-wakeups.ts';
 import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-follow.ts';
 import { validateAppend } from './append-validation.ts';
+import { appendHint, heardEvents, hintedPayloadSql } from './pg-append-hints.ts';
 import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
 import { appendManyPostgres, appendRound, earlierAppend, readStoredIds, type AppendManyDeps } from './pg-append-many.ts';
 import { deleteStreamWithin } from './pg-delete-stream.ts';
@@ -149,21 +150,18 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
       FROM stream, unnest($3::uuid[], $4::text[], $5::jsonb[], $6::jsonb[]) WITH ORDINALITY AS e(id, type, data, metadata, ord)
       ORDER BY e.ord
       RETURNING revision, global_position)
-    SELECT max(revision) AS last_revision, max(global_position) AS last_position${notify ? `, pg_notify($${mode === 'exact' ? 8 : 7}, $${mode === 'exact' ? 9 : 8})` : ''} FROM ins`;
+    SELECT max(revision) AS last_revision, max(global_position) AS last_position${notify ? `, ${notifySql(mode === 'exact' ? 8 : 7)}` : ''} FROM ins`;
+  // The NOTIFY carries the events when they fit (./pg-append-hints.ts): parameters channel, sender, hint.
+  const notifySql = (first: number) => `pg_notify($${first}, ${hintedPayloadSql(`$${first + 1}`, `$${first + 2}`)})`;
 
   /** `notify`: the statement also NOTIFYs the store's channel (sent at its commit). */
   async function runAppend(client: pg.ClientBase | pg.Pool, streamId: string, events: NewEvent[], expected: ExpectedRevision, notify = false): Promise<AppendResult | 'refused'> {
     const mode = typeof expected === 'bigint' ? 'exact' : expected;
-    const values: unknown[] = [
-      streamId,
-      events.length,
-      events.map((e) => e.eventId),
-      events.map((e) => e.type),
-      events.map((e) => JSON.stringify(e.data ?? null)),
-      events.map((e) => JSON.stringify(e.metadata ?? {})),
-    ];
+    const dataTexts = events.map((e) => JSON.stringify(e.data ?? null));
+    const metadataTexts = events.map((e) => JSON.stringify(e.metadata ?? {}));
+    const values: unknown[] = [streamId, events.length, events.map((e) => e.eventId), events.map((e) => e.type), dataTexts, metadataTexts];
     if (mode === 'exact') values.push(String(expected));
-    if (notify) values.push(wakeups.channel, wakeups.payload);
+    if (notify) values.push(wakeups.channel, wakeups.payload, appendHint(streamId, events, dataTexts, metadataTexts));
     const r = await client.query<{ last_revision: string | null; last_position: string | null }>({
       name: `baton_append_${mode}${notify ? '_notify' : ''}`,
       text: appendStatement(mode, notify),
@@ -283,6 +281,13 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     appendMany,
     appendWithin,
     notifyAppended: () => wakeups.appended(),
+    onAppendHeard(listener) {
+      void wakeups.ensureListening();
+      return wakeups.onPayload((payload) => {
+        const events = heardEvents(payload);
+        if (events) listener(events);
+      });
+    },
     async settled(o = {}) {
       const target = (await pool.query<{ x: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x')).rows[0]!.x;
       const deadline = Date.now() + (o.timeoutMs ?? 30_000);

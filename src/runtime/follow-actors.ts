@@ -98,6 +98,23 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
     }
   }
 
+  /**
+   * Events another process committed, heard before the follower reads them (EventStore.onAppendHeard):
+   * applied at once when they follow what the runtime holds (or start a stream it does not hold),
+   * as the follower would apply them; the follower still reads them, and finds them applied. Any
+   * other is left to the follower (a gap, or a stream it would have to load first).
+   */
+  function heard(events: StoredEvent[]): void {
+    for (const event of events) {
+      const runtime = runtimes.find((r) => r.kind.idOf(event.streamId) !== undefined);
+      if (runtime === undefined || runtime.applied(event)) continue;
+      const held = runtime.cached(runtime.kind.idOf(event.streamId)!);
+      if (held ? event.revision !== held.revision + 1n : event.revision !== 0n) return;
+      observe(runtime, event).catch((err: unknown) => o.log.warn({ err, streamId: event.streamId }, `${o.who}: could not apply an event heard before reading it; the follower reads it`));
+    }
+  }
+  let stopHearing: (() => void) | undefined;
+
   const following = start().then((after) =>
     catchUpAndFollow(
       // Per-stream order is all the runtimes need (each folds its own streams): `stream` order, so
@@ -108,6 +125,8 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
         onEvent,
         onCaughtUp: () => {
           for (const r of runtimes) r.followed();
+          // Only once caught up: before, a stream's earlier events may not be applied yet.
+          if (!ac.signal.aborted) stopHearing ??= o.store.onAppendHeard?.(heard);
           caughtUp();
         },
       },
@@ -117,6 +136,7 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
     ready,
     async stop() {
       ac.abort();
+      stopHearing?.();
       await following;
     },
   };
