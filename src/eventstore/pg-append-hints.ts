@@ -9,14 +9,19 @@
 //
 //   <sender id> \n <recorded_at> \n <revision>:<position>,… \n {"s":<stream id>,"e":[[id,type,data,metadata],…]}
 //
-// NOTIFY payloads must stay under 8,000 bytes: an append whose events do not fit sends the sender's
+// NOTIFY payloads must stay under 8,000 bytes (a longer one fails the statement, the append with
+// it): an append whose events, positions and all, might not fit sends the sender's
 // id alone, as every other NOTIFY does, and its events are read as before. A hint is only ever a
 // head start: followers still read every event, and apply each revision once.
 import pg from 'pg';
 import type { StoredEvent } from './event-store.ts';
 
-/** Bytes left for the events after the sender's id, the time and the positions (NOTIFY's limit is 8,000). */
-const HINT_BUDGET = 7_000;
+/** A NOTIFY payload must be shorter than 8,000 bytes, or the statement (the append) fails. */
+const PAYLOAD_LIMIT = 7_999;
+/** The sender's id (a uuid), the commit time and the line breaks, with room to spare. */
+const PAYLOAD_FIXED = 128;
+/** `<revision>:<position>,` at its longest (two 19-digit bigints). */
+const POSITION_BYTES = 41;
 const TIMESTAMPTZ_OID = 1184;
 const parseTime = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as (text: string) => Date;
 
@@ -25,13 +30,14 @@ const parseTime = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as (text: stri
  * would not fit in a NOTIFY.
  */
 export function appendHint(streamId: string, events: readonly { eventId: string; type: string }[], dataTexts: readonly string[], metadataTexts: readonly string[]): string | null {
+  const budget = PAYLOAD_LIMIT - PAYLOAD_FIXED - events.length * POSITION_BYTES;
   let size = streamId.length + 16;
   for (let i = 0; i < events.length; i++) size += events[i]!.eventId.length + events[i]!.type.length + dataTexts[i]!.length + metadataTexts[i]!.length + 16;
-  if (size > HINT_BUDGET) return null;
+  if (size > budget) return null;
   const rows = events.map((e, i) => `[${JSON.stringify(e.eventId)},${JSON.stringify(e.type)},${dataTexts[i]},${metadataTexts[i]}]`);
   const hint = `{"s":${JSON.stringify(streamId)},"e":[${rows.join(',')}]}`;
   // Multi-byte characters count as more than one byte: measured, not estimated.
-  return Buffer.byteLength(hint) > HINT_BUDGET ? null : hint;
+  return Buffer.byteLength(hint) > budget ? null : hint;
 }
 
 /**

@@ -97,9 +97,16 @@ describe('events heard with a lone append’s NOTIFY', () => {
       ac.abort();
       await reading;
     });
-    await a.append(large, [{ eventId: randomUUID(), type: 'Large', data: { text: 'é'.repeat(3_600) }, metadata: {} }], { expectedRevision: 'no_stream' });
+    await a.append(large, [{ eventId: randomUUID(), type: 'Large', data: { text: 'é'.repeat(3_900) }, metadata: {} }], { expectedRevision: 'no_stream' });
     await until('the subscription to read it', () => got.length === 1);
     expect(heardByB).toHaveLength(3);
+    // Many events in one lone append: the payload stays under NOTIFY's limit (or the append would fail).
+    for (const n of [60, 150, 400]) {
+      const many = `hint-large-many-${n}-${randomUUID()}`;
+      await a.append(many, Array.from({ length: n }, () => ({ eventId: randomUUID(), type: 'Small', data: null, metadata: {} })), { expectedRevision: 'no_stream' });
+      expect(await b.readStream(many)).toHaveLength(n);
+    }
+    await until('the subscription to read them', () => got.length === 1 + 60 + 150 + 400);
   });
 
   it('a follower applies what it hears before reading it, once per revision, in order', { timeout: 30_000 }, async () => {

@@ -18,8 +18,12 @@ describe('append hints', () => {
 
   it('sends no events that would not fit in a NOTIFY, counting bytes, not characters', () => {
     expect(appendHint('execution-1', [event], [JSON.stringify('x'.repeat(6_500))], ['{}'])).not.toBeNull();
-    expect(appendHint('execution-1', [event], [JSON.stringify('é'.repeat(3_600))], ['{}'])).toBeNull();
-    expect(appendHint('execution-1', [event], [JSON.stringify('x'.repeat(7_000))], ['{}'])).toBeNull();
+    expect(appendHint('execution-1', [event], [JSON.stringify('é'.repeat(3_900))], ['{}'])).toBeNull();
+    expect(appendHint('execution-1', [event], [JSON.stringify('x'.repeat(7_800))], ['{}'])).toBeNull();
+    // Many small events: their positions count too (up to 41 bytes each).
+    const many = Array.from({ length: 120 }, () => event);
+    expect(appendHint('execution-1', many, many.map(() => 'null'), many.map(() => '{}'))).toBeNull();
+    expect(appendHint('execution-1', many.slice(0, 40), many.slice(0, 40).map(() => 'null'), many.slice(0, 40).map(() => '{}'))).not.toBeNull();
   });
 
   it('ignores a payload without events, or one it cannot read', () => {
