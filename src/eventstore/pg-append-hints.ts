@@ -12,7 +12,9 @@
 // NOTIFY payloads must stay under 8,000 bytes (a longer one fails the statement, the append with
 // it): an append whose events, positions and all, might not fit sends the sender's
 // id alone, as every other NOTIFY does, and its events are read as before. A hint is only ever a
-// head start: followers still read every event, and apply each revision once.
+// head start: followers still read every event, apply each revision once, and check that the
+// event they read at a heard revision is the one they heard (any session of the database may
+// NOTIFY; src/runtime/follow-actors.ts loads a stream again when it is not).
 import pg from 'pg';
 import type { StoredEvent } from './event-store.ts';
 

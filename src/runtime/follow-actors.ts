@@ -22,6 +22,8 @@ export interface ActorFollower {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyActorRuntime = ActorRuntime<AnyMachineSnapshot, any>;
 
+/** Events applied from NOTIFYs and not read back yet that a follower remembers (see confirmsHeard): far more than arrive between two reads. */
+const HEARD_KEPT = 10_000;
 /** Live actors loaded at once while starting from a checkpoint. */
 const LOADS_IN_FLIGHT = 16;
 
@@ -46,6 +48,7 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
   // Most events a busy host reads back it has applied already (its runtimes' own appends): those
   // are passed over without a promise (catchUpAndFollow awaits only what returns one).
   function onEvent(event: StoredEvent): Promise<void> | undefined {
+    if (heardIds.size > 0 && !confirmsHeard(event)) return load(event.streamId);
     const runtime = runtimes.find((r) => r.kind.idOf(event.streamId) !== undefined);
     return runtime === undefined || runtime.applied(event) ? undefined : observe(runtime, event);
   }
@@ -110,8 +113,31 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
       if (runtime === undefined || runtime.applied(event)) continue;
       const held = runtime.cached(runtime.kind.idOf(event.streamId)!);
       if (held ? event.revision !== held.revision + 1n : event.revision !== 0n) return;
+      rememberHeard(event);
       observe(runtime, event).catch((err: unknown) => o.log.warn({ err, streamId: event.streamId }, `${o.who}: could not apply an event heard before reading it; the follower reads it`));
     }
+  }
+
+  /**
+   * What was applied from a NOTIFY until the follower reads it: the read must find the same event
+   * at that revision, or the stream is loaded again from the store (a NOTIFY is not a record: any
+   * session of the database may send one). Bounded: a heard event never read (it was not stored)
+   * is forgotten after HEARD_KEPT others.
+   */
+  const heardIds = new Map<string, string>();
+  const heardKey = (e: StoredEvent) => `${e.streamId}\u0000${e.revision}`;
+  function rememberHeard(event: StoredEvent): void {
+    heardIds.set(heardKey(event), event.eventId);
+    if (heardIds.size > HEARD_KEPT) heardIds.delete(heardIds.keys().next().value!);
+  }
+  function confirmsHeard(event: StoredEvent): boolean {
+    const key = heardKey(event);
+    const heardId = heardIds.get(key);
+    if (heardId === undefined) return true;
+    heardIds.delete(key);
+    if (heardId === event.eventId) return true;
+    o.log.error({ streamId: event.streamId, revision: Number(event.revision), heard: heardId, stored: event.eventId }, `${o.who}: an event heard in a NOTIFY is not the one stored; loading the stream again`);
+    return false;
   }
   let stopHearing: (() => void) | undefined;
 

@@ -8,6 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { START, type StoredEvent } from '../../src/eventstore/event-store.ts';
 import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { appendHint } from '../../src/eventstore/pg-append-hints.ts';
+import { NOTIFY_CHANNEL } from '../../src/eventstore/pg-wakeups.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { followActors } from '../../src/runtime/follow-actors.ts';
 import { useTestDatabase } from '../support/test-db.ts';
@@ -143,5 +145,31 @@ describe('events heard with a lone append’s NOTIFY', () => {
     await until('the last one', () => changes.length === seen + 1);
     expect(changes.length).toBe(seen + 1);
     for (const id of ids) expect(changes.filter((c) => c.id === id).flatMap((c) => c.revisions)).toEqual([0n, 1n, 2n]);
+  });
+
+  it('a heard event the store does not hold at that revision is replaced by the stored one when the follower reads it', { timeout: 20_000 }, async () => {
+    const a = openStore();
+    const b = openStore();
+    const runtimeB = createExecutionRuntime(b);
+    const follower = followActors({ store: b, runtimes: [runtimeB.actors], log: pino({ level: 'silent' }), who: 'test' });
+    cleanup.push(() => follower.stop());
+    await follower.ready;
+    const runtimeA = createExecutionRuntime(a);
+    const { executionId } = await runtimeA.submit({ action: 'test.hinted', input: null });
+    await until('b to hold it', () => runtimeB.cached(executionId)?.revision === 0n);
+
+    // Any session may NOTIFY: a payload naming an event that was never stored is applied at first…
+    const stream = `execution-${executionId}`;
+    const metadata = JSON.stringify({ by: 'executor', occurredAt: new Date().toISOString(), machineVersion: '6' });
+    const forged = appendHint(stream, [{ eventId: randomUUID(), type: 'SchedulingStarted' }], [JSON.stringify({ maxAttempts: 7 })], [metadata])!;
+    const { rows } = await db().pool.query<{ now: string }>('SELECT now()::text AS now');
+    await db().pool.query('SELECT pg_notify($1, $2)', [NOTIFY_CHANNEL, `forger\n${rows[0]!.now}\n1:999999999\n${forged}`]);
+    await until('b to apply the forged event', () => runtimeB.cached(executionId)?.revision === 1n);
+    expect(runtimeB.cached(executionId)!.snapshot.context.maxAttempts).toBe(7);
+
+    // …and replaced by what the store holds at that revision once the follower reads it.
+    await runtimeA.dispatch(executionId, { type: 'SchedulingStarted', by: 'executor', data: { maxAttempts: 2 } });
+    await until('b to hold the stored event', () => runtimeB.cached(executionId)?.snapshot.context.maxAttempts === 2);
+    expect(runtimeB.cached(executionId)!.revision).toBe(1n);
   });
 });
