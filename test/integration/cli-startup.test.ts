@@ -120,7 +120,15 @@ describe('the command line', () => {
   it('`bench` runs the projector in a `baton projector` process of its own, which it stops', async () => {
     const r = await runBaton(['bench', '--executions', '60', '--latency-samples', '3', '--concurrency', '6', '--workers', '1', '--json'], { databaseUrl: db().url });
     expect(r.code, r.stderr).toBe(0);
-    const result = JSON.parse(r.stdout) as { projector: string; nodeFlags: string[]; executions: number; executionsPerSec: number; pickupMs: { samples: number }; projectionLagMs: { samples: number } };
+    const result = JSON.parse(r.stdout) as {
+      projector: string;
+      nodeFlags: string[];
+      executions: number;
+      executionsPerSec: number;
+      pickupMs: { samples: number };
+      projectionLagMs: { samples: number };
+      cpuPerExecution: { thisProcessUs: number; projectorUs: number; restUs: number; totalUs: number };
+    };
     // Eager dispatch on by default, as in `baton dev`: every run (60 and 3 pickup samples) started in its handoff's append.
     expect(result).toMatchObject({ projector: 'process', executions: 60, pickupMs: { samples: 3 }, eagerDispatch: { on: true, runsStartedWithHandoff: 63, runs: 63 } });
     expect(result.executionsPerSec).toBeGreaterThan(0);
@@ -128,6 +136,11 @@ describe('the command line', () => {
     expect(result.nodeFlags).toEqual(['--max-semi-space-size=64']);
     // The lag sampler read the checkpoints the projector process moved.
     expect(result.projectionLagMs.samples).toBeGreaterThan(0);
+    // Where the throughput run's CPU went, from /proc (the other processes' in 10 ms ticks, so a run
+    // this short may show 0 for them): this process worked, and each process has its figure.
+    const cpu = result.cpuPerExecution;
+    expect(cpu.thisProcessUs).toBeGreaterThan(0);
+    for (const us of [cpu.projectorUs, cpu.restUs, cpu.totalUs]) expect(us).toBeGreaterThanOrEqual(0);
     const { stdout } = await run('ps', ['-eo', 'args']);
     expect(stdout).not.toMatch(/baton\.js projector --metrics-port 0/);
   }, 120_000);
