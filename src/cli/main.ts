@@ -202,6 +202,7 @@ const bench = program
   .addOption(new Option('--concurrency <n>', 'runs at once across all workers').argParser(positiveInt).default(64))
   .addOption(new Option('--workers <n>', 'worker hosts').argParser(positiveInt).default(2))
   .addOption(new Option('--latency-samples <n>', 'executions submitted one at a time for pickup latency').argParser(positiveInt).default(200))
+  .addOption(new Option('--latency-interval <ms>', 'from one of those submissions to the next, as a trickle of work arrives (0: each as soon as the previous started)').argParser(intFrom(0, 60_000)).default(20))
   .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
   .addOption(new Option('--projector <where>', 'the projector in a `baton projector` process of its own, as deployed, or in this process as `baton dev` runs it').choices(['process', 'in-process']).default('process'))
   .addOption(new Option('--eager-dispatch <switch>', 'start handoffs to the in-process workers in the same append, without the transport, as `baton dev` does (off: every run goes through the transport); default BATON_EAGER_DISPATCH, on').choices(['on', 'off']))
