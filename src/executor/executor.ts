@@ -8,7 +8,6 @@
 // every execution and worker event once into the runtimes' snapshot caches, and this executor's
 // scheduling view (scheduling-view.ts) is derived from their changes. Which execution goes to
 // which worker is a pure function of that view (placement.ts).
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { DEFAULT_RUNTIME } from '../actions/action.ts';
@@ -34,6 +33,7 @@ import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
 import type { LocalWorkers } from '../worker/eager-dispatch.ts';
+import { newId } from '../ids.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
 
@@ -269,7 +269,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     const messages: WorkMessage[] = [];
     for (let from = 0; from < placements.length; from += HANDOFFS_PER_APPEND) {
       const chunk = placements.slice(from, from + HANDOFFS_PER_APPEND).map(({ execution, workerId, actionVersion, notAfter }) => {
-        const handoffEventId = randomUUID();
+        const handoffEventId = newId();
         const policy = view.policyOf(execution.action);
         const intake = refusedEager.has(execution.executionId) ? undefined : o.localWorkers?.intake(workerId);
         const made = { attempt: 0, eager: false };

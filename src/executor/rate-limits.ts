@@ -17,7 +17,6 @@
 // 6.4 ms when two executors alternate on one bucket (each grant conflicts once: the catch-up
 // read of the other's event and the second append). Buckets are granted one after another; an
 // appendMany of them all would make a pass with many busy buckets one round trip.
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { tokensAt } from '../../actors/rate-bucket.machine.ts';
@@ -30,6 +29,7 @@ import { RateBuckets, rateBucketOf } from '../runtime/rate-buckets.ts';
 import type { Placement } from './placement.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { namespaceRateBucket } from './namespace-rate-limits.ts';
+import { newId } from '../ids.ts';
 
 export { rateBucketOf } from '../runtime/rate-buckets.ts';
 
@@ -106,7 +106,7 @@ export function createRateLimits(o: RateLimitsOptions): RateLimits {
       const d = rateBucketKind.decide(bucket, held.snapshot, event);
       if (!d.ok) throw d.error;
       try {
-        const r = await o.store.append(rateLimitStreamId(bucket), [{ eventId: randomUUID(), type: event.type, data: event.data, metadata: { ...event.metadata, stateAfter: 'Open' } }], { expectedRevision: held.revision ?? 'no_stream' });
+        const r = await o.store.append(rateLimitStreamId(bucket), [{ eventId: newId(), type: event.type, data: event.data, metadata: { ...event.metadata, stateAfter: 'Open' } }], { expectedRevision: held.revision ?? 'no_stream' });
         held = { snapshot: d.snapshot, revision: r.nextExpectedRevision };
         buckets.put(bucket, held);
         const left = tokensAt(held.snapshot, limit, windowMs, tokens.at);

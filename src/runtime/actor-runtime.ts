@@ -14,7 +14,6 @@
 //
 // Long streams: a kind that can persist its snapshots (execution-kind.ts) loads from the latest
 // stored snapshot and the events after it (stream-snapshots.ts); `whole` reads the whole stream.
-import { randomUUID } from 'node:crypto';
 import type { AnyMachineSnapshot } from 'xstate';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
 import type { AppendOrigin, AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
@@ -22,6 +21,7 @@ import { stateName, type ActorKind, type Command, type DomainEvent } from './act
 import { dispatchMany, type DispatchOutcome, type DispatchRequest } from './dispatch-many.ts';
 import { SnapshotCache } from './snapshot-cache.ts';
 import { streamSnapshots } from './stream-snapshots.ts';
+import { newId } from '../ids.ts';
 
 export type { DispatchOutcome, DispatchRequest } from './dispatch-many.ts';
 
@@ -212,7 +212,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     const list = Array.isArray(commands) ? commands : [commands];
     if (list.length === 0) throw new BatonError(`${kind.name} ${id}: dispatch needs at least one command`);
     const occurredAt = clock().toISOString();
-    return { events: list.map((c) => kind.make(c, occurredAt)), eventIds: list.map((c) => c.eventId ?? randomUUID()) };
+    return { events: list.map((c) => kind.make(c, occurredAt)), eventIds: list.map((c) => c.eventId ?? newId()) };
   }
 
   /** The events decided in order on `before`, each stamped with the state it leads to; or the machine's refusal. */

@@ -3,7 +3,6 @@
 // the machine and appends at the revision the decision was made on, and submit creates an
 // execution, idempotently when it has a key. History and time-travel are replay's business
 // (src/replay/execution-history.ts), not the runtime's.
-import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
 import { executionStreamId, type ActorRef, type ExecutionEvent, type ExecutionEventOf, type ExecutionEventType } from '../../schemas/events.ts';
 import { startExecution, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
@@ -17,6 +16,7 @@ import { sameJson } from '../input/rules.ts';
 import { traceSubmit, traceSubmitMany, type TraceFields } from '../observability/tracing.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { createNamespaces } from './namespaces.ts';
+import { newId } from '../ids.ts';
 
 export { systemClock, type Clock } from './actor-runtime.ts';
 
@@ -142,7 +142,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   /** The request as its ExecutionRequested (`trace` in its metadata), ready to append at 'no_stream'; ids derive from the key when there is one. */
   function prepare(request: SubmitRequest, trace: TraceFields) {
     const key = request.idempotencyKey;
-    const executionId = key !== undefined ? executionIdForKey(key, request.namespace) : randomUUID();
+    const executionId = key !== undefined ? executionIdForKey(key, request.namespace) : newId();
     const requested = executionKind.make(
       {
         type: 'ExecutionRequested',
@@ -167,7 +167,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       clock().toISOString(),
     ) as ExecutionEventOf<'ExecutionRequested'>;
     // Event ids are unique store-wide: another namespace's key derives its own (from its execution id).
-    const eventId = key === undefined ? randomUUID() : uuidv5(request.namespace === undefined || request.namespace === DEFAULT_NAMESPACE ? `requested:${key}` : `requested:${executionId}`, IDEMPOTENCY_NAMESPACE);
+    const eventId = key === undefined ? newId() : uuidv5(request.namespace === undefined || request.namespace === DEFAULT_NAMESPACE ? `requested:${key}` : `requested:${executionId}`, IDEMPOTENCY_NAMESPACE);
     const snapshot = startExecution(requested);
     const stored = { ...requested, metadata: { ...requested.metadata, stateAfter: stateName(snapshot) } };
     return { key, executionId, data: requested.data, snapshot, append: { streamId: executionStreamId(executionId), events: [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }], expectedRevision: 'no_stream' as const } };

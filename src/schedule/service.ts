@@ -3,7 +3,6 @@
 // trigger (a manual tick: recorded, then its target started, exactly as a due tick is), and
 // show (folded from the schedule's stream, with how often it fired and its next fire times).
 // The executors' schedule hosts (schedule-host.ts) fire the ticks.
-import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { nextFireTimes, startSchedule, type ScheduleContext, type ScheduleSnapshot, type ScheduleStatus } from '../../actors/schedule.machine.ts';
 import { scheduleStreamId, type FiredTarget, type ScheduleEvent, type ScheduleSpec } from '../../schemas/schedule-events.ts';
@@ -17,6 +16,7 @@ import type { WorkflowRuntime } from '../workflow/workflow-stream.ts';
 import { tickEventId } from './schedule-host.ts';
 import { checkScheduleRequest, type ScheduleFieldNames, type ScheduleRequest } from './schedule-request.ts';
 import { startTarget, targetOf } from './targets.ts';
+import { newId } from '../ids.ts';
 
 export interface ScheduleServiceDeps {
   store: EventStore;
@@ -102,13 +102,13 @@ export async function createSchedule(
 ): Promise<CreateScheduleResult> {
   const at = now(deps);
   const spec = checkScheduleRequest(deps.actions, request, names, at);
-  const scheduleId = request.id ?? randomUUID();
+  const scheduleId = request.id ?? newId();
   const created = scheduleKind.make({ type: 'ScheduleCreated', data: { spec }, by: 'executor', correlationId: scheduleId }, at.toISOString());
   const snapshot = startSchedule(created);
   try {
     const r = await deps.store.append(
       scheduleStreamId(scheduleId),
-      [{ eventId: randomUUID(), type: created.type, data: created.data, metadata: { ...created.metadata, stateAfter: stateName(snapshot) } }],
+      [{ eventId: newId(), type: created.type, data: created.data, metadata: { ...created.metadata, stateAfter: stateName(snapshot) } }],
       { expectedRevision: 'no_stream' },
     );
     return { created: true, schedule: describeSchedule(scheduleId, snapshot, r.nextExpectedRevision, at) };

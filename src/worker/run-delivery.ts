@@ -3,7 +3,6 @@
 // unrun), validate the input, run the action, append the outcome, and only then ack. A cancel
 // request ends it as Cancelled: before the start, instead of running; during the run, by
 // aborting the action's signal (see cancelHeldExecution for the handoffs no run holds yet).
-import { randomUUID } from 'node:crypto';
 import { TAG_LIMITS, tagsProblems } from '../input/tags.ts';
 import type { Logger } from 'pino';
 import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
@@ -19,6 +18,7 @@ import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Delivery } from '../transport/work-transport.ts';
 import type { DispatchBatcher } from './dispatch-batcher.ts';
 import type { ErrorInfo, ExecutionEvent } from '../../schemas/events.ts';
+import { newId } from '../ids.ts';
 
 type ExecutionStartedData = Extract<ExecutionEvent, { type: 'ExecutionStarted' }>['data'];
 
@@ -356,7 +356,7 @@ export async function runStarted(
   await progressing;
 
   // One event id for every try: a try whose commit went unanswered is recognised by the next.
-  const endEventId = randomUUID();
+  const endEventId = newId();
   // Built whether or not anyone hears of it: `?.()` would skip evaluating the promise, and the resolver with it.
   let recorded!: () => void;
   const outcomeRecorded = new Promise<void>((resolve) => (recorded = resolve));

@@ -9,7 +9,6 @@
 // submitExecution checks its action. An action only some worker offers through a module the
 // caller did not load is refused: load the same module.
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
-import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isDeepStrictEqual } from 'node:util';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
@@ -26,6 +25,7 @@ import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { asWorkflowEvent, createWorkflowRuntime, loadWorkflow, workflowEventId, type LoadedWorkflow } from './workflow-stream.ts';
 import { workflowKind } from '../runtime/workflow-kind.ts';
 import { stateName } from '../runtime/actor-kind.ts';
+import { newId } from '../ids.ts';
 
 /** A definition with problems; nothing was written. `problems` name each field path. */
 export class InvalidWorkflowError extends BatonError {
@@ -118,7 +118,7 @@ export async function submitWorkflow(
   if (!checked.ok) problems.push(...checked.problems);
   if (problems.length > 0 || !checked.ok) throw new InvalidWorkflowError(problems);
   const definition = checked.definition;
-  const workflowId = options.id ?? randomUUID();
+  const workflowId = options.id ?? newId();
   // `default` is recorded as no namespace, so a workflow submitted again compares as before namespaces.
   const namespace = options.namespace === undefined || options.namespace === DEFAULT_NAMESPACE ? undefined : options.namespace;
   const started = workflowKind.make({ type: 'WorkflowStarted', data: { definition, ...(namespace !== undefined && { namespace }) }, by: 'executor', correlationId: workflowId }, (deps.clock ?? (() => new Date()))().toISOString());

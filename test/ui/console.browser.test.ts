@@ -303,7 +303,7 @@ describe('dead letters', () => {
   it('retries a dead letter after a confirmation', async () => {
     await submit('dead2', DEAD_ACTION, null);
     const w = await open('?view=dead-letters');
-    const row = w.page.locator('[data-testid="dead-letter-row"]').filter({ hasText: ids['dead2']!.slice(0, 8) });
+    const row = w.page.locator('[data-testid="dead-letter-row"]').filter({ hasText: ids['dead2']!.slice(-8) });
     await expect.poll(async () => {
       if ((await row.count()) === 0) await w.page.getByRole('button', { name: 'Refresh' }).click();
       return row.count();

@@ -3,7 +3,7 @@
 // both are mutations, which the API refuses to a read-only token (the page says so).
 import { useState } from './vendor/hooks.mjs';
 import { Forbidden } from './graphql.js';
-import { Badge, Confirm, ErrorLine, graphql, html, Link, Pager, shortTime, useQuery, usePaging } from './shared.js';
+import { Badge, Confirm, ErrorLine, graphql, html, Link, Pager, shortId, shortTime, useQuery, usePaging } from './shared.js';
 
 const PAGE_SIZE = 25;
 const LIST = `query DeadLetters($after: String) {
@@ -78,7 +78,7 @@ export function DeadLettersView() {
           ${edges.map(({ node }) => html`
             <tr data-testid="dead-letter-row" data-id=${node.messageId}>
               <td>${node.action}</td>
-              <td><${Link} to=${{ execution: node.executionId }} class="mono">${node.executionId.slice(0, 8)}</${Link}></td>
+              <td><${Link} to=${{ execution: node.executionId }} class="mono">${shortId(node.executionId)}</${Link}></td>
               <td>${node.workerId}</td>
               <td class="num">${node.attempt}</td>
               <td>${node.reason}</td>

@@ -3,7 +3,7 @@
 // history loads a page at a time once; scrubbing is local. While the execution is not final the
 // page asks for its revision every 2 s and reloads the history when it moved.
 import { useEffect, useMemo, useState } from './vendor/hooks.mjs';
-import { Badge, errorMessage, ErrorLine, graphql, html, Link, navigate, useQuery } from './shared.js';
+import { Badge, errorMessage, ErrorLine, graphql, html, Link, navigate, shortId, useQuery } from './shared.js';
 import { StatePanel } from './state-panel.js';
 import { TagChips } from './tags.js';
 import { pathTaken, Statechart } from './statechart.js';
@@ -78,7 +78,7 @@ function Header({ execution }) {
       <h1 id="execution-title">${execution.action}</h1>
       <p class="muted"><code data-testid="execution-id">${execution.id}</code> · requested ${new Date(execution.requestedAt).toLocaleString()}
         ${execution.workflowId && html` · workflow <${Link} to=${{ workflow: execution.workflowId }} data-testid="workflow-link">${execution.workflowId}</${Link}>`}
-        ${execution.parentId && html` · parent <${Link} to=${{ execution: execution.parentId }} class="mono" data-testid="parent-link">${execution.parentId.slice(0, 8)}</${Link}>`}
+        ${execution.parentId && html` · parent <${Link} to=${{ execution: execution.parentId }} class="mono" data-testid="parent-link">${shortId(execution.parentId)}</${Link}>`}
         ${execution.archived && html` · <span data-testid="archived-at" title=${execution.archived.archive}>archived ${new Date(execution.archived.archivedAt).toLocaleString()}, read from its archive file</span>`}
       </p>
       ${Object.keys(execution.tags ?? {}).length > 0 && html`<p class="execution-tags"><span class="muted">tags</span> <${TagChips} tags=${execution.tags} to=${(text) => ({ view: 'executions', tag: [text] })} /></p>`}

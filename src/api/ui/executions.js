@@ -2,7 +2,7 @@
 // of 50 at a time by cursor (never the whole table), live while on the newest page, and each
 // execution a link to its timeline, its tags chips that filter by them.
 import { useState } from './vendor/hooks.mjs';
-import { Badge, duration, errorMessage, ErrorLine, graphql, html, Link, navigate, Pager, shortTime, useQuery, usePaging } from './shared.js';
+import { Badge, duration, errorMessage, ErrorLine, graphql, html, Link, navigate, Pager, shortId, shortTime, useQuery, usePaging } from './shared.js';
 import { parseTag, TagChips, tagsFilterOf, withTag } from './tags.js';
 
 export const PAGE_SIZE = 50;
@@ -108,7 +108,7 @@ function Filters({ params }) {
 function Row({ node, params }) {
   const message = errorMessage(node.error);
   return html`<tr data-testid="execution-row" data-id=${node.id}>
-    <td><${Link} to=${{ execution: node.id }} class="mono" title=${node.id}>${node.id.slice(0, 8)}</${Link}></td>
+    <td><${Link} to=${{ execution: node.id }} class="mono" title=${node.id}>${shortId(node.id)}</${Link}></td>
     <td>${node.action}</td>
     <td><${Badge} status=${node.status} />${node.stalled && html` <span class="badge badge--stalled">stalled</span>`}</td>
     <td>${node.workerId ? html`<${Link} to=${{ view: 'executions', worker: node.workerId }}>${node.workerId}</${Link}>` : html`<span class="muted">—</span>`}</td>

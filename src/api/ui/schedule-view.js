@@ -4,7 +4,7 @@
 // confirmation; the API refuses them to the read-only token and the page says so.
 import { useState } from './vendor/hooks.mjs';
 import { Forbidden } from './graphql.js';
-import { Badge, Confirm, duration, ErrorLine, graphql, html, Link, shortTime, useQuery } from './shared.js';
+import { Badge, Confirm, duration, ErrorLine, graphql, html, Link, shortId, shortTime, useQuery } from './shared.js';
 import { fromNow, ScheduleBadge, Target, Trigger } from './schedules.js';
 
 const LIVE_MS = 3_000;
@@ -69,7 +69,7 @@ function Ticks({ ticks }) {
               <td>${shortTime(t.tickAt)}</td>
               <td>${shortTime(t.fireAt)}${t.fireAt !== t.tickAt ? html` <span class="muted">(+${duration(Date.parse(t.fireAt) - Date.parse(t.tickAt))} jitter)</span>` : ''}</td>
               <td>${t.manual ? 'by hand' : 'on its trigger'}</td>
-              <td>${t.targetKind} <${Link} to=${targetLink(t.targetKind, t.targetId)} class="mono" data-testid="tick-target" title=${t.targetId}>${t.targetId.slice(0, 8)}</${Link}></td>
+              <td>${t.targetKind} <${Link} to=${targetLink(t.targetKind, t.targetId)} class="mono" data-testid="tick-target" title=${t.targetId}>${shortId(t.targetId)}</${Link}></td>
               <td>${statuses[t.targetId] ? html`<${Badge} status=${statuses[t.targetId]} />` : html`<span class="muted">—</span>`}</td>
             </tr>`,
           )}</tbody>

@@ -127,6 +127,8 @@ export function duration(ms) {
   return `${Math.floor(ms / 3_600_000)} h ${Math.round((ms % 3_600_000) / 60_000)} min`;
 }
 
+/** An id shortened for a table: its last eight hex digits (new ids begin with their time, src/ids.ts, so their first eight are shared by everything made in the same minute). */
+export const shortId = (id) => id.slice(-8);
 export const shortTime = (iso) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' }) : '—');
 
 export const Badge = ({ status }) => html`<span class=${`badge badge--${status}`}>${status}</span>`;

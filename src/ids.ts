@@ -1,0 +1,20 @@
+// Ids for what Baton stores: executions, workflows, schedules and events. UUIDv7 (RFC 9562): the
+// first 48 bits are the Unix time in ms, the rest random (74 bits, from randomUUID), so ids made
+// close in time sort close together. Every index keyed by them (baton_events' event ids, the
+// (stream id, revision) key, baton_streams, the read model's rows) then takes new entries at its
+// right edge instead of on random pages across the whole index: fewer pages touched and dirtied
+// per insert, and fewer full-page images in the WAL after each checkpoint, a cost that grows with
+// history once those indexes outgrow memory. Measured in `baton bench` (30,000 executions, three
+// pairs alternated with random ids, 2026-11-29): CPU per execution in Postgres and the rest of the
+// machine 363–393 → 297–331 µs, projection lag p99 694–836 → 485–593 ms.
+//
+// Still UUIDs to every check and column. Their first eight hex digits are the time, so the
+// console shows their last eight where it shortens an id.
+import { randomUUID } from 'node:crypto';
+
+/** A new UUIDv7: ~1 µs here, against 3.1 µs for the `uuid` package's v7. */
+export function newId(): string {
+  const random = randomUUID(); // xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx: keep what follows the version digit
+  const ms = Date.now().toString(16).padStart(12, '0');
+  return `${ms.slice(0, 8)}-${ms.slice(8)}-7${random.slice(15)}`;
+}
