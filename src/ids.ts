@@ -4,9 +4,10 @@
 // (stream id, revision) key, baton_streams, the read model's rows) then takes new entries at its
 // right edge instead of on random pages across the whole index: fewer pages touched and dirtied
 // per insert, and fewer full-page images in the WAL after each checkpoint, a cost that grows with
-// history once those indexes outgrow memory. Measured in `baton bench` (30,000 executions, three
-// pairs alternated with random ids, 2026-11-29): CPU per execution in Postgres and the rest of the
-// machine 363–393 → 297–331 µs, projection lag p99 694–836 → 485–593 ms.
+// history once those indexes outgrow memory. Measured in `baton bench` (30,000 executions, five
+// pairs alternated with the build before, random ids, 2026-11-29 01:2x UTC): CPU per execution in
+// Postgres and the rest of the machine 328–425 → 265–330 µs (−14% to −25% pair by pair), in all
+// 739–920 → 644–800 µs, executions/s 1,810–2,218 → 2,053–2,530 (+8% to +25%).
 //
 // Still UUIDs to every check and column. Their first eight hex digits are the time, so the
 // console shows their last eight where it shortens an id.
