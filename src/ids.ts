@@ -1,4 +1,5 @@
-// Ids for what Baton stores: executions, workflows, schedules and events. UUIDv7 (RFC 9562): the
+// Ids for what Baton stores: executions, workflows, schedules and events, and how every front door
+// recognises one (UUID). New ones are UUIDv7 (RFC 9562): the
 // first 48 bits are the Unix time in ms, the rest random (74 bits, from randomUUID), so ids made
 // close in time sort close together. Every index keyed by them (baton_events' event ids, the
 // (stream id, revision) key, baton_streams, the read model's rows) then takes new entries at its
@@ -19,3 +20,6 @@ export function newId(): string {
   const ms = Date.now().toString(16).padStart(12, '0');
   return `${ms.slice(0, 8)}-${ms.slice(8)}-7${random.slice(15)}`;
 }
+
+/** Any UUID, of any version, in either case: what every front door (CLI, GraphQL, the client, the stores) accepts as an id. */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -3,11 +3,10 @@
 // passed the general rules in argument-rules.ts; these add each argument's own limits.)
 import { integerProblem, textProblem } from '../input/rules.ts';
 import { badInput } from './errors.ts';
+import { UUID } from '../ids.ts';
 
 export const MAX_PAGE_SIZE = 100;
 export const MAX_EVENTS_LIMIT = 1_000;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Execution ids are UUIDs; anything else could never match (and would be a cast error in SQL). */
 export function uuidArg(value: string, name: string): string {

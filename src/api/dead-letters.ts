@@ -6,8 +6,8 @@ import { bigintTextProblem } from '../input/rules.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput } from './errors.ts';
+import { UUID } from '../ids.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // A transport cursor is a decimal position; the API's is that, prefixed and base64url'd, so
 // clients treat it as opaque (as they do the executions cursors).
 const CURSOR_PREFIX = 'dead-letter:';

@@ -5,8 +5,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { intFrom } from './options.ts';
 import { positionOption } from './arguments.ts';
+import { UUID } from '../ids.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const messageIdArg = (value: string): string => {
   if (!UUID.test(value)) throw new InvalidArgumentError(`a dead letter's message id is a uuid (see baton dlq list), got "${value}"`);
   return value.toLowerCase();

@@ -11,14 +11,13 @@ import { openDatabaseTransport, type Transport } from './database-client.ts';
 import { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 import { openGraphQLTransport } from './graphql-client.ts';
 import type { BatonClient, ClientOptions, ExecutionStatus, SubmitItem, SubmitOptions } from './types.ts';
+import { UUID } from '../ids.ts';
 
 export * from './types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 
 const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion', 'tags', 'namespace'] as const;
-// Execution ids are UUIDs (random, or derived from an idempotency key), as the API's uuidArg requires.
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
+// Execution ids are UUIDs (time-ordered, or derived from an idempotency key), as the API's uuidArg requires.
 /** The id, lower-cased; anything but a UUID is refused the same way over the database and GraphQL. */
 function checkId(id: unknown): string {
   if (typeof id !== 'string' || !UUID.test(id)) throw new InvalidInputError([{ path: 'id', message: 'must be an execution id (a UUID)' }]);

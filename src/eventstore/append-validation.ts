@@ -2,9 +2,8 @@
 // is refused with the same message whichever store is configured (the contract suite checks
 // the wording).
 import { BatonError } from '../errors.ts';
+import { UUID } from '../ids.ts';
 import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision, NewEvent } from './event-store.ts';
-
-export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function validateAppend(streamId: string, events: NewEvent[], expected: ExpectedRevision): void {
   if (typeof streamId !== 'string' || streamId.length === 0) throw new BatonError('append: streamId must be a non-empty string');

@@ -8,8 +8,8 @@ import { z } from 'zod';
 import { BatonError, ConfigError, InvalidEventError, zodIssues } from '../errors.ts';
 import { bigintTextProblem } from '../input/rules.ts';
 import type { ConsumeOptions, ListDeadLettersOptions, WorkerSignal, WorkMessage, WorkTransport, WorkTransportOptions } from './work-transport.ts';
+import { UUID } from '../ids.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const nonEmpty = z.string().min(1, 'must be a non-empty string');
 
 export const WorkMessageSchema = z.object({
