@@ -59,6 +59,17 @@ describe('events heard with a lone append’s NOTIFY', () => {
     return Object.assign(store, { control });
   }
 
+  /** Two stores as two processes: b's execution runtime fed by a follower, caught up. */
+  async function followedPair() {
+    const a = openStore();
+    const b = openStore();
+    const runtimeB = createExecutionRuntime(b);
+    const follower = followActors({ store: b, runtimes: [runtimeB.actors], log: pino({ level: 'silent' }), who: 'test' });
+    cleanup.push(() => follower.stop());
+    await follower.ready;
+    return { a, b, runtimeB };
+  }
+
   it('another store hears the events as a read returns them; its own appends and events too large for a NOTIFY it does not hear', { timeout: 20_000 }, async () => {
     const a = openStore();
     const b = openStore();
@@ -112,12 +123,7 @@ describe('events heard with a lone append’s NOTIFY', () => {
   });
 
   it('a follower applies what it hears before reading it, once per revision, in order', { timeout: 30_000 }, async () => {
-    const a = openStore();
-    const b = openStore();
-    const runtimeB = createExecutionRuntime(b);
-    const follower = followActors({ store: b, runtimes: [runtimeB.actors], log: pino({ level: 'silent' }), who: 'test' });
-    cleanup.push(() => follower.stop());
-    await follower.ready;
+    const { a, b, runtimeB } = await followedPair();
     const changes: { id: string; revisions: bigint[] }[] = [];
     runtimeB.onChange((c) => changes.push({ id: c.id, revisions: c.events.map((e) => e.revision) }));
 
@@ -148,12 +154,7 @@ describe('events heard with a lone append’s NOTIFY', () => {
   });
 
   it('a heard event the store does not hold at that revision is replaced by the stored one when the follower reads it', { timeout: 20_000 }, async () => {
-    const a = openStore();
-    const b = openStore();
-    const runtimeB = createExecutionRuntime(b);
-    const follower = followActors({ store: b, runtimes: [runtimeB.actors], log: pino({ level: 'silent' }), who: 'test' });
-    cleanup.push(() => follower.stop());
-    await follower.ready;
+    const { a, runtimeB } = await followedPair();
     const runtimeA = createExecutionRuntime(a);
     const { executionId } = await runtimeA.submit({ action: 'test.hinted', input: null });
     await until('b to hold it', () => runtimeB.cached(executionId)?.revision === 0n);
