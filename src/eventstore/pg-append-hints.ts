@@ -15,8 +15,8 @@
 // head start: followers still read every event, apply each revision once, and check that the
 // event they read at a heard revision is the one they heard (any session of the database may
 // NOTIFY; src/runtime/follow-actors.ts loads a stream again when it is not).
-import pg from 'pg';
 import type { StoredEvent } from './event-store.ts';
+import { parseTime } from './pg-follow.ts';
 
 /** A NOTIFY payload must be shorter than 8,000 bytes, or the statement (the append) fails. */
 const PAYLOAD_LIMIT = 7_999;
@@ -24,8 +24,6 @@ const PAYLOAD_LIMIT = 7_999;
 const PAYLOAD_FIXED = 128;
 /** `<revision>:<position>,` at its longest (two 19-digit bigints). */
 const POSITION_BYTES = 41;
-const TIMESTAMPTZ_OID = 1184;
-const parseTime = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as (text: string) => Date;
 
 /**
  * The hint of an append (its events' JSON texts, as the statement sends them), or null when it

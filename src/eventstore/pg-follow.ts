@@ -76,7 +76,8 @@ export const toStored = (r: Omit<EventRow, 'stream_id' | 'transaction_id'> & { s
 const UNREAD: unknown = Symbol('unread');
 const JSONB_OID = 3802;
 const TIMESTAMPTZ_OID = 1184;
-const parseTime = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as (text: string) => Date;
+/** A timestamptz's text as pg would parse it (the scans read recorded_at as text; ./pg-append-hints.ts a NOTIFY's). */
+export const parseTime = pg.types.getTypeParser(TIMESTAMPTZ_OID, 'text') as (text: string) => Date;
 /** The scans' types: jsonb and timestamptz columns come as their text, for LazyStoredEvent. */
 const TEXT_OF_JSON_AND_TIME: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
