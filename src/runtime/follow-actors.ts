@@ -45,11 +45,13 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
   let caughtUp!: () => void;
   const ready = new Promise<void>((resolve) => (caughtUp = resolve));
 
+  const runtimeOf = (streamId: string) => runtimes.find((r) => r.kind.idOf(streamId) !== undefined);
+
   // Most events a busy host reads back it has applied already (its runtimes' own appends): those
   // are passed over without a promise (catchUpAndFollow awaits only what returns one).
   function onEvent(event: StoredEvent): Promise<void> | undefined {
     if (heardIds.size > 0 && !confirmsHeard(event)) return load(event.streamId);
-    const runtime = runtimes.find((r) => r.kind.idOf(event.streamId) !== undefined);
+    const runtime = runtimeOf(event.streamId);
     return runtime === undefined || runtime.applied(event) ? undefined : observe(runtime, event);
   }
 
@@ -109,7 +111,7 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
    */
   function heard(events: StoredEvent[]): void {
     for (const event of events) {
-      const runtime = runtimes.find((r) => r.kind.idOf(event.streamId) !== undefined);
+      const runtime = runtimeOf(event.streamId);
       if (runtime === undefined || runtime.applied(event)) continue;
       const held = runtime.cached(runtime.kind.idOf(event.streamId)!);
       if (held ? event.revision !== held.revision + 1n : event.revision !== 0n) return;
