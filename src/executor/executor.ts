@@ -119,8 +119,9 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const view = new SchedulingView();
   const traces = createExecutorTraces({ cached: (id) => runtime.cached(id), now });
   const transport = traces.publishing(o.transport);
-  // Liveness as the scheduling pass reads it: 250 ms old at most (heartbeats come every few seconds).
-  const directory = cachedDirectory(o.workers, 250, now);
+  // Liveness as the scheduling pass reads it: asked again in the background once 250 ms old, waited
+  // for only once older than a third of the staleness limit (worker-directory.ts says why).
+  const directory = cachedDirectory(o.workers, 250, now, staleAfterMs / 3);
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
   const inputOf = (executionId: string): unknown => runtime.cached(executionId)?.snapshot.context.input;
@@ -166,7 +167,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }),
     workerStreams.onChange((change) => {
       view.applyWorker(change);
-      directory.invalidate();
+      directory.invalidate({ askNow: caughtUp });
       if (!caughtUp) return;
       kick();
       if (change.events.some((c) => c.event.type === 'WorkerStarted')) monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));
@@ -348,6 +349,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const ready = follower.ready.then(() => {
     caughtUp = true;
     log.info({ waiting: view.waitingCount(), handedOff: view.handedOff().length }, 'executor caught up');
+    // Asked now, so that the first pass with work need not wait for it (a failure shows there).
+    directory.list().catch(() => undefined);
     kick();
     // Restarts the catch-up saw whose previous processes' executions nothing has settled yet.
     monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));

@@ -33,14 +33,18 @@ export function fitForWork(w: LiveWorker, status: WorkerStatus | undefined, stal
  * The directory as the scheduling pass reads it: one query per `maxAgeMs` at most instead of one
  * per pass (a pass runs per burst of changes; at light load that query was one of the ~8 round
  * trips between a submit and the action's start). Ages are carried forward by the local clock, so
- * a worker that stopped beating still goes stale on time. Past `maxAgeMs` the list is asked again
- * in the background while the pass goes on with the one held, up to `staleLimitMs`: a pass that
- * waited for that query paid a round trip every `maxAgeMs` (at 50 submissions/s, one pickup in
- * twelve). `invalidate` when a worker's own events say it changed (started, draining, stopped):
- * the next pass then waits for a fresh list, so a new worker gets work at once and a draining
- * one none.
+ * a worker that stopped beating still goes stale on time: a held list can only make a worker look
+ * older than it is, never fitter. Past `maxAgeMs` the list is asked again in the background while
+ * the pass goes on with the one held, up to `staleLimitMs`, past which the pass waits for the
+ * query; the executor sets it to a third of its staleness limit, so that a worker whose last beat
+ * was a heartbeat interval old when asked still looks live in a list that old. (With a limit of
+ * 1 s, the first pickup after a second without work waited for this query: 5–9 ms in the peers
+ * harness's first samples, ~1 ms warm.) `invalidate` when a worker's own events say it changed
+ * (started, draining, stopped): the next pass then waits for a fresh list, so a new worker gets
+ * work at once and a draining one none; with `askNow` the query starts at once, in the
+ * background, so that pass waits only for what is left of it.
  */
-export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: () => number = Date.now, staleLimitMs = 4 * maxAgeMs): WorkerDirectory & { invalidate(): void } {
+export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: () => number = Date.now, staleLimitMs = 4 * maxAgeMs): WorkerDirectory & { invalidate(o?: { askNow?: boolean }): void } {
   let held: { at: number; workers: LiveWorker[] } | undefined;
   let inFlight: Promise<LiveWorker[]> | undefined;
   let generation = 0;
@@ -69,10 +73,11 @@ export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: (
       }
       return asking();
     },
-    invalidate() {
+    invalidate(o = {}) {
       generation++;
       held = undefined;
       inFlight = undefined; // a query asked before the change may not show it
+      if (o.askNow) asking().catch(() => undefined);
     },
   };
 }

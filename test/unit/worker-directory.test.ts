@@ -66,6 +66,20 @@ describe('cachedDirectory', () => {
     expect(d.queries()).toBe(2);
   });
 
+  it('with askNow, asks at once after invalidate, so the next pass finds the list on its way', async () => {
+    let t = 0;
+    const d = directory([[worker('w1')], [worker('w1'), worker('w2')]]);
+    const cached = cachedDirectory(d.inner, 250, () => t);
+    await cached.list();
+    cached.invalidate({ askNow: true });
+    expect(d.queries()).toBe(2); // before any pass asked
+    t = 10;
+    expect((await cached.list()).map((w) => w.workerId)).toEqual(['w1', 'w2']);
+    expect(d.queries()).toBe(2);
+    cached.invalidate(); // without: the next pass asks
+    expect(d.queries()).toBe(2);
+  });
+
   it('does not answer a pass after invalidate with a query asked before it', async () => {
     let release!: () => void;
     const answers = [new Promise<LiveWorker[]>((r) => (release = () => r([worker('w1')]))), Promise.resolve([worker('w1'), worker('w2')])];
