@@ -121,7 +121,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   const transport = traces.publishing(o.transport);
   // Liveness as the scheduling pass reads it: asked again in the background once 250 ms old, waited
   // for only once older than a third of the staleness limit (worker-directory.ts says why).
-  const directory = cachedDirectory(o.workers, 250, now, staleAfterMs / 3);
+  const directory = cachedDirectory(o.workers, 250, { now, staleLimitMs: staleAfterMs / 3, onChanged: () => view.waitingCount() > 0 && kick() });
   const ac = new AbortController();
   let caughtUp = false; // a half-built view would see deadlines that later events already met
   const inputOf = (executionId: string): unknown => runtime.cached(executionId)?.snapshot.context.input;
@@ -242,6 +242,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
       admits: rateLimits.passFilter((action) => view.policyOf(action), inputOf),
       namespaceRoom: (ns) => namespaceRoom(o.namespaceConcurrency, ns, view.heldInNamespace(ns)),
     });
+    // Nothing fit: the list may be older than a worker's change that no event tells (its first beat).
+    if (planned.length === 0) directory.leftWaiting();
     const placements = await rateLimits.admit(planned, (action) => view.policyOf(action)?.rateLimit, inputOf);
     const messages = await handOff(placements);
     if (messages.length === 0) return;

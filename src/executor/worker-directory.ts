@@ -42,17 +42,34 @@ export function fitForWork(w: LiveWorker, status: WorkerStatus | undefined, stal
  * harness's first samples, ~1 ms warm.) `invalidate` when a worker's own events say it changed
  * (started, draining, stopped): the next pass then waits for a fresh list, so a new worker gets
  * work at once and a draining one none; with `askNow` the query starts at once, in the
- * background, so that pass waits only for what is left of it.
+ * background, so that pass waits only for what is left of it. `onChanged` hears of an answer that
+ * differs from the one before other than by heartbeats: a pass that went on with the old list may
+ * have left work waiting for a worker that has since become fit (a new worker's row says draining
+ * until its first beat, which is no event), and only another pass would see it. `leftWaiting`
+ * after such a pass asks again once the held list is `maxAgeMs` old, without waiting for a pass
+ * to come: the executor's next one otherwise came from its 1 s safety timer, and the first
+ * execution after a worker started waited that long.
  */
-export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: () => number = Date.now, staleLimitMs = 4 * maxAgeMs): WorkerDirectory & { invalidate(o?: { askNow?: boolean }): void } {
+export function cachedDirectory(
+  inner: WorkerDirectory,
+  maxAgeMs: number,
+  o: { now?: () => number; staleLimitMs?: number; onChanged?: () => void } = {},
+): WorkerDirectory & { invalidate(o?: { askNow?: boolean }): void; leftWaiting(): void } {
+  const now = o.now ?? Date.now;
+  const staleLimitMs = o.staleLimitMs ?? 4 * maxAgeMs;
   let held: { at: number; workers: LiveWorker[] } | undefined;
+  let lastKey: string | undefined;
   let inFlight: Promise<LiveWorker[]> | undefined;
   let generation = 0;
+  let recheck: ReturnType<typeof setTimeout> | undefined;
   async function refresh(): Promise<LiveWorker[]> {
     const asked = generation;
     const at = now();
     const workers = await inner.list();
+    const key = JSON.stringify(workers.map(({ ageMs: _a, heartbeatAt: _h, ...rest }) => rest));
     if (asked === generation) held = { at, workers };
+    if (lastKey !== undefined && key !== lastKey) o.onChanged?.();
+    lastKey = key;
     return workers;
   }
   function asking(): Promise<LiveWorker[]> {
@@ -73,11 +90,20 @@ export function cachedDirectory(inner: WorkerDirectory, maxAgeMs: number, now: (
       }
       return asking();
     },
-    invalidate(o = {}) {
+    invalidate(i = {}) {
       generation++;
       held = undefined;
       inFlight = undefined; // a query asked before the change may not show it
-      if (o.askNow) asking().catch(() => undefined);
+      if (i.askNow) asking().catch(() => undefined);
+    },
+    leftWaiting() {
+      if (recheck) return;
+      const age = held ? now() - held.at : maxAgeMs;
+      recheck = setTimeout(() => {
+        recheck = undefined;
+        asking().catch(() => undefined);
+      }, Math.max(0, maxAgeMs - age));
+      recheck.unref?.();
     },
   };
 }

@@ -16,7 +16,7 @@ describe('cachedDirectory', () => {
   it('asks the liveness table at most once per maxAgeMs, carrying ages forward by the clock', async () => {
     let t = 1_000;
     const d = directory([[worker('w1', 10)], [worker('w1', 0), worker('w2', 0)]]);
-    const cached = cachedDirectory(d.inner, 250, () => t);
+    const cached = cachedDirectory(d.inner, 250, { now: () => t });
     expect(await cached.list()).toEqual([worker('w1', 10)]);
     t += 100;
     expect(await cached.list()).toEqual([worker('w1', 110)]);
@@ -41,7 +41,7 @@ describe('cachedDirectory', () => {
         return [worker('w1')];
       },
     };
-    const cached = cachedDirectory(inner, 250, () => t, 1_000);
+    const cached = cachedDirectory(inner, 250, { now: () => t, staleLimitMs: 1_000 });
     await cached.list();
     fail = true;
     t = 600; // stale: asked in the background, which fails; the held list still serves
@@ -57,7 +57,7 @@ describe('cachedDirectory', () => {
   it('asks again at once after invalidate (a worker started), and concurrent passes share one query', async () => {
     const t = 0;
     const d = directory([[worker('w1')], [worker('w1'), worker('w2')]]);
-    const cached = cachedDirectory(d.inner, 10_000, () => t);
+    const cached = cachedDirectory(d.inner, 10_000, { now: () => t });
     const [a, b] = await Promise.all([cached.list(), cached.list()]);
     expect(a).toEqual(b);
     expect(d.queries()).toBe(1);
@@ -69,7 +69,7 @@ describe('cachedDirectory', () => {
   it('with askNow, asks at once after invalidate, so the next pass finds the list on its way', async () => {
     let t = 0;
     const d = directory([[worker('w1')], [worker('w1'), worker('w2')]]);
-    const cached = cachedDirectory(d.inner, 250, () => t);
+    const cached = cachedDirectory(d.inner, 250, { now: () => t });
     await cached.list();
     cached.invalidate({ askNow: true });
     expect(d.queries()).toBe(2); // before any pass asked
@@ -80,11 +80,44 @@ describe('cachedDirectory', () => {
     expect(d.queries()).toBe(2);
   });
 
+  it('tells onChanged when a background answer differs from the one before other than by heartbeats', async () => {
+    let t = 0;
+    let changes = 0;
+    const draining = { ...worker('w1'), draining: true };
+    const d = directory([[draining], [{ ...draining, ageMs: 5 }], [worker('w1')]]);
+    const cached = cachedDirectory(d.inner, 250, { now: () => t, onChanged: () => changes++ });
+    await cached.list();
+    t = 300;
+    await cached.list(); // the pass goes on with w1 draining; the refresh finds only its age moved
+    await new Promise((r) => setTimeout(r, 0));
+    expect(changes).toBe(0);
+    t = 600;
+    expect((await cached.list())[0]!.draining).toBe(true);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(changes).toBe(1); // its first beat cleared draining: a pass must look again
+    expect((await cached.list())[0]!.draining).toBe(false);
+  });
+
+  it('after leftWaiting, asks again once the list is maxAgeMs old, with no pass to ask', async () => {
+    let changes = 0;
+    const draining = { ...worker('w1'), draining: true };
+    const d = directory([[draining], [worker('w1')]]);
+    const cached = cachedDirectory(d.inner, 30, { onChanged: () => changes++ });
+    await cached.list();
+    cached.leftWaiting(); // the pass placed nothing with w1 draining
+    cached.leftWaiting(); // once per wait
+    expect(d.queries()).toBe(1);
+    await new Promise((r) => setTimeout(r, 80));
+    expect(d.queries()).toBe(2);
+    expect(changes).toBe(1);
+    expect((await cached.list())[0]!.draining).toBe(false);
+  });
+
   it('does not answer a pass after invalidate with a query asked before it', async () => {
     let release!: () => void;
     const answers = [new Promise<LiveWorker[]>((r) => (release = () => r([worker('w1')]))), Promise.resolve([worker('w1'), worker('w2')])];
     let queries = 0;
-    const cached = cachedDirectory({ list: () => answers[queries++]! }, 250, () => 0);
+    const cached = cachedDirectory({ list: () => answers[queries++]! }, 250, { now: () => 0 });
     const before = cached.list(); // in flight, from before the change
     cached.invalidate(); // w2 started
     const after = cached.list();
