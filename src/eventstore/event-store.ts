@@ -105,6 +105,13 @@ export interface SubscribeOptions {
    * reads less often under load, in larger batches. A read after a quiet spell is not delayed.
    */
   minReadIntervalMs?: number;
+  /**
+   * Postgres `global` order: once caught up, a read woken after the store was idle waits this long
+   * first, so that what the waking append sets off (an executor's handoff, a worker's start, a
+   * fast run's outcome) is read in the same batch and the read stays off that path (the projector,
+   * SETTLE_MS). Other stores may ignore it.
+   */
+  settleMs?: number;
 }
 
 /**

@@ -256,8 +256,10 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
     let backoffMs = 1;
     // When the last short scan (one that found the end) began: a catch-up, scan after full scan, is not paced.
     let lastShortScanAt = -Infinity;
+    // Whether the last scan found the end with nothing held back: the next one follows a wake-up from idle.
+    let idle = false;
     while (!o.signal?.aborted) {
-      const rest = lastShortScanAt + (o.minReadIntervalMs ?? 0) - performance.now();
+      const rest = Math.max(lastShortScanAt + (o.minReadIntervalMs ?? 0) - performance.now(), idle ? (o.settleMs ?? 0) : 0);
       if (rest > 0) await sleep(rest, o.signal);
       if (o.signal?.aborted) return;
       const scanAt = performance.now();
@@ -268,6 +270,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
         if (o.signal?.aborted) return;
       }
       cursor = end;
+      idle = false;
       if (scanned === batchSize) continue;
       lastShortScanAt = scanAt;
       // `held`: the newest row lies after the end, so committed events wait behind the horizon (an
@@ -281,6 +284,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
       } else {
         backoffMs = 1;
         await wakeups.waitSince(seq, idlePollMs, o.signal);
+        idle = true;
       }
     }
   }

@@ -18,7 +18,7 @@ import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
 import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
-import { CATCH_UP_BATCH_SIZE, MIN_READ_INTERVAL_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
+import { CATCH_UP_BATCH_SIZE, MIN_READ_INTERVAL_MS, SETTLE_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 import { alignStoreViews } from './store-views.ts';
@@ -145,6 +145,8 @@ export async function followGroup(o: {
   hooks?: FollowHooks;
   /** See MIN_READ_INTERVAL_MS. */
   minReadIntervalMs?: number;
+  /** See SETTLE_MS. */
+  settleMs?: number;
 }): Promise<'stopped' | 'moved'> {
   // An aborted signal fires no more abort events: one aborted already (the round ended while the
   // caller re-read checkpoints) would leave the subscription open and this following for good.
@@ -161,6 +163,7 @@ export async function followGroup(o: {
       signal: inner.signal,
       batchSize,
       minReadIntervalMs: o.minReadIntervalMs ?? MIN_READ_INTERVAL_MS,
+      settleMs: o.settleMs ?? SETTLE_MS,
     });
     const source = eventSourceOf(o.store, o.pool);
     const memories = new Memories();

@@ -28,6 +28,13 @@ export const CATCH_UP_BATCH_SIZE = 5_000;
  * event is read at once; lag grows by at most this much.
  */
 export const MIN_READ_INTERVAL_MS = 100;
+/**
+ * How long the projector's first read after a quiet spell waits (settleMs): the submit that woke it
+ * is followed within milliseconds by its handoff, start and, for a short run, its outcome, which
+ * then come in one batch, and the projector's read and commit stay off the pickup path (2 cores:
+ * they ran beside the executor's handoff append). Lag at light load grows by this much.
+ */
+export const SETTLE_MS = 10;
 // pg_notify payloads are limited to 8,000 bytes: 200 uuids and commas fit.
 const IDS_PER_NOTIFICATION = 200;
 
