@@ -6,6 +6,9 @@ import { cachedDirectory, type LiveWorker, type WorkerDirectory } from '../../sr
 
 const worker = (workerId: string, ageMs = 0): LiveWorker => ({ workerId, actions: ['a'], runtimes: ['node'], capacity: 1, draining: false, ageMs, heartbeatAt: new Date(0) });
 
+/** Past the background query's delay (BACKGROUND_ASK_DELAY_MS) and its answer. */
+const backgroundAsked = () => new Promise((r) => setTimeout(r, 30));
+
 function directory(rows: LiveWorker[][]) {
   let queries = 0;
   const inner: WorkerDirectory = { list: async () => rows[Math.min(queries++, rows.length - 1)]! };
@@ -22,10 +25,11 @@ describe('cachedDirectory', () => {
     expect(await cached.list()).toEqual([worker('w1', 110)]);
     expect(d.queries()).toBe(1);
     t += 150;
-    // Past maxAgeMs: the pass goes on with the list held (aged), while it is asked again.
+    // Past maxAgeMs: the pass goes on with the list held (aged), while it is asked again, after the pass's appends.
     expect(await cached.list()).toEqual([worker('w1', 260)]);
+    expect(d.queries()).toBe(1);
+    await backgroundAsked();
     expect(d.queries()).toBe(2);
-    await new Promise((r) => setTimeout(r, 0));
     expect((await cached.list()).map((w) => w.workerId)).toEqual(['w1', 'w2']);
     expect(d.queries()).toBe(2);
   });
@@ -46,7 +50,7 @@ describe('cachedDirectory', () => {
     fail = true;
     t = 600; // stale: asked in the background, which fails; the held list still serves
     expect(await cached.list()).toEqual([worker('w1', 600)]);
-    await new Promise((r) => setTimeout(r, 0));
+    await backgroundAsked();
     expect(queries).toBe(2);
     t = 1_000; // past the stale limit: the pass waits for the query, and hears of its failure
     await expect(cached.list()).rejects.toThrow(/unreachable/);
@@ -89,11 +93,11 @@ describe('cachedDirectory', () => {
     await cached.list();
     t = 300;
     await cached.list(); // the pass goes on with w1 draining; the refresh finds only its age moved
-    await new Promise((r) => setTimeout(r, 0));
+    await backgroundAsked();
     expect(changes).toBe(0);
     t = 600;
     expect((await cached.list())[0]!.draining).toBe(true);
-    await new Promise((r) => setTimeout(r, 0));
+    await backgroundAsked();
     expect(changes).toBe(1); // its first beat cleared draining: a pass must look again
     expect((await cached.list())[0]!.draining).toBe(false);
   });
