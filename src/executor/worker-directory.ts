@@ -54,9 +54,10 @@ const BACKGROUND_ASK_DELAY_MS = 8;
  * differs from the one before other than by heartbeats: a pass that went on with the old list may
  * have left work waiting for a worker that has since become fit (a new worker's row says draining
  * until its first beat, which is no event), and only another pass would see it. `leftWaiting`
- * after such a pass asks again once the held list is `maxAgeMs` old, without waiting for a pass
- * to come: the executor's next one otherwise came from its 1 s safety timer, and the first
- * execution after a worker started waited that long.
+ * after such a pass asks again once the held list is `maxAgeMs` old (at once if it is: that pass
+ * appended nothing for the query to wait behind), without waiting for a pass to come: the
+ * executor's next one otherwise came from its 1 s safety timer, and the first execution after a
+ * worker started waited that long.
  */
 export function cachedDirectory(
   inner: WorkerDirectory,
@@ -69,7 +70,7 @@ export function cachedDirectory(
   let lastKey: string | undefined;
   let inFlight: Promise<LiveWorker[]> | undefined;
   let generation = 0;
-  let recheck: ReturnType<typeof setTimeout> | undefined;
+  let recheck: { timer: ReturnType<typeof setTimeout>; due: number } | undefined;
   async function refresh(): Promise<LiveWorker[]> {
     const asked = generation;
     const at = now();
@@ -80,14 +81,17 @@ export function cachedDirectory(
     lastKey = key;
     return workers;
   }
-  /** Ask in the background in `ms` (unless a timer is set already). */
+  /** Ask in the background in `ms`, unless a query is due sooner already. */
   function askSoon(ms: number): void {
-    if (recheck) return;
-    recheck = setTimeout(() => {
+    const due = performance.now() + Math.max(0, ms);
+    if (recheck && recheck.due <= due) return;
+    if (recheck) clearTimeout(recheck.timer);
+    const timer = setTimeout(() => {
       recheck = undefined;
       asking().catch(() => undefined);
     }, Math.max(0, ms));
-    recheck.unref?.();
+    timer.unref?.();
+    recheck = { timer, due };
   }
   function asking(): Promise<LiveWorker[]> {
     if (inFlight) return inFlight;

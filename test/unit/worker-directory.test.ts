@@ -117,6 +117,18 @@ describe('cachedDirectory', () => {
     expect((await cached.list())[0]!.draining).toBe(false);
   });
 
+  it('after leftWaiting with a list already old, asks at once rather than after the usual delay', async () => {
+    let t = 0;
+    const d = directory([[{ ...worker('w1'), draining: true }], [worker('w1')]]);
+    const cached = cachedDirectory(d.inner, 250, { now: () => t });
+    await cached.list();
+    t = 1_000;
+    await cached.list(); // old: asked in the background, after the pass's appends
+    cached.leftWaiting(); // but the pass placed nothing: ask now
+    await new Promise((r) => setTimeout(r, 0));
+    expect(d.queries()).toBe(2);
+  });
+
   it('does not answer a pass after invalidate with a query asked before it', async () => {
     let release!: () => void;
     const answers = [new Promise<LiveWorker[]>((r) => (release = () => r([worker('w1')]))), Promise.resolve([worker('w1'), worker('w2')])];
