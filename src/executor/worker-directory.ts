@@ -51,7 +51,7 @@ const BACKGROUND_ASK_DELAY_MS = 8;
  * (started, draining, stopped): the next pass then waits for a fresh list, so a new worker gets
  * work at once and a draining one none; with `askNow` the query starts at once, in the
  * background, so that pass waits only for what is left of it. `onChanged` hears of an answer that
- * differs from the one before other than by heartbeats: a pass that went on with the old list may
+ * differs from the one before in who may get work (ids, draining, capacity, offers): a pass that went on with the old list may
  * have left work waiting for a worker that has since become fit (a new worker's row says draining
  * until its first beat, which is no event), and only another pass would see it. `leftWaiting`
  * after such a pass asks again once the held list is `maxAgeMs` old (at once if it is: that pass
@@ -75,7 +75,7 @@ export function cachedDirectory(
     const asked = generation;
     const at = now();
     const workers = await inner.list();
-    const key = JSON.stringify(workers.map(({ ageMs: _a, heartbeatAt: _h, ...rest }) => rest));
+    const key = JSON.stringify(workers.map((w) => [w.workerId, w.draining, w.capacity, w.actions, w.runtimes]));
     if (asked === generation) held = { at, workers };
     if (lastKey !== undefined && key !== lastKey) o.onChanged?.();
     lastKey = key;

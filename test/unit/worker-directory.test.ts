@@ -84,7 +84,7 @@ describe('cachedDirectory', () => {
     expect(d.queries()).toBe(2);
   });
 
-  it('tells onChanged when a background answer differs from the one before other than by heartbeats', async () => {
+  it('tells onChanged when a background answer differs from the one before in who may get work', async () => {
     let t = 0;
     let changes = 0;
     const draining = { ...worker('w1'), draining: true };
