@@ -167,7 +167,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
     }),
     workerStreams.onChange((change) => {
       view.applyWorker(change);
-      directory.invalidate({ askNow: caughtUp });
+      directory.invalidate();
       if (!caughtUp) return;
       kick();
       if (change.events.some((c) => c.event.type === 'WorkerStarted')) monitor.reclaimOrphans().catch((err: unknown) => log.error({ err }, 'restart reclaims failed'));

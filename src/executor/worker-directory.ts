@@ -49,8 +49,9 @@ const BACKGROUND_ASK_DELAY_MS = 8;
  * 1 s, the first pickup after a second without work waited for this query: 5–9 ms in the peers
  * harness's first samples, ~1 ms warm.) `invalidate` when a worker's own events say it changed
  * (started, draining, stopped): the next pass then waits for a fresh list, so a new worker gets
- * work at once and a draining one none; with `askNow` the query starts at once, in the
- * background, so that pass waits only for what is left of it. `onChanged` hears of an answer that
+ * work at once and a draining one none. (Not asked at once, ahead of that pass: a worker records
+ * WorkerStarted before its first beat, so such an answer missed the worker or showed it draining,
+ * and the pass then went on with it.) `onChanged` hears of an answer that
  * differs from the one before in who may get work (ids, draining, capacity, offers): a pass that went on with the old list may
  * have left work waiting for a worker that has since become fit (a new worker's row says draining
  * until its first beat, which is no event), and only another pass would see it. `leftWaiting`
@@ -63,7 +64,7 @@ export function cachedDirectory(
   inner: WorkerDirectory,
   maxAgeMs: number,
   o: { now?: () => number; staleLimitMs?: number; onChanged?: () => void } = {},
-): WorkerDirectory & { invalidate(o?: { askNow?: boolean }): void; leftWaiting(): void } {
+): WorkerDirectory & { invalidate(): void; leftWaiting(): void } {
   const now = o.now ?? Date.now;
   const staleLimitMs = o.staleLimitMs ?? 4 * maxAgeMs;
   let held: { at: number; workers: LiveWorker[] } | undefined;
@@ -111,11 +112,13 @@ export function cachedDirectory(
       }
       return asking();
     },
-    invalidate(i = {}) {
+    invalidate() {
       generation++;
       held = undefined;
       inFlight = undefined; // a query asked before the change may not show it
-      if (i.askNow) asking().catch(() => undefined);
+      // Nor one due to start in the background now, before the worker's first beat: the next pass asks.
+      if (recheck) clearTimeout(recheck.timer);
+      recheck = undefined;
     },
     leftWaiting() {
       askSoon(maxAgeMs - (held ? now() - held.at : maxAgeMs));

@@ -70,20 +70,6 @@ describe('cachedDirectory', () => {
     expect(d.queries()).toBe(2);
   });
 
-  it('with askNow, asks at once after invalidate, so the next pass finds the list on its way', async () => {
-    let t = 0;
-    const d = directory([[worker('w1')], [worker('w1'), worker('w2')]]);
-    const cached = cachedDirectory(d.inner, 250, { now: () => t });
-    await cached.list();
-    cached.invalidate({ askNow: true });
-    expect(d.queries()).toBe(2); // before any pass asked
-    t = 10;
-    expect((await cached.list()).map((w) => w.workerId)).toEqual(['w1', 'w2']);
-    expect(d.queries()).toBe(2);
-    cached.invalidate(); // without: the next pass asks
-    expect(d.queries()).toBe(2);
-  });
-
   it('tells onChanged when a background answer differs from the one before in who may get work', async () => {
     let t = 0;
     let changes = 0;
@@ -126,6 +112,20 @@ describe('cachedDirectory', () => {
     await cached.list(); // old: asked in the background, after the pass's appends
     cached.leftWaiting(); // but the pass placed nothing: ask now
     await new Promise((r) => setTimeout(r, 0));
+    expect(d.queries()).toBe(2);
+  });
+
+  it('invalidate cancels a background query due to start, and the next pass asks', async () => {
+    let t = 0;
+    const d = directory([[worker('w1')], [worker('w1'), worker('w2')]]);
+    const cached = cachedDirectory(d.inner, 250, { now: () => t });
+    await cached.list();
+    t = 300;
+    await cached.list(); // a background query due in a few ms
+    cached.invalidate(); // w2 announced itself; its row may not be written yet
+    await backgroundAsked();
+    expect(d.queries()).toBe(1);
+    expect((await cached.list()).map((w) => w.workerId)).toEqual(['w1', 'w2']);
     expect(d.queries()).toBe(2);
   });
 
