@@ -46,8 +46,9 @@ const BACKGROUND_ASK_DELAY_MS = 8;
  * the pass goes on with the one held, up to `staleLimitMs`, past which the pass waits for the
  * query; the executor sets it to a third of its staleness limit, so that a worker whose last beat
  * was a heartbeat interval old when asked still looks live in a list that old. (With a limit of
- * 1 s, the first pickup after a second without work waited for this query: 5–9 ms in the peers
- * harness's first samples, ~1 ms warm.) `invalidate` when a worker's own events say it changed
+ * 1 s, every pass more than a second after the last waited for this query, 1–9 ms: with one submit
+ * every 1.2 s, `baton bench` pickup p50 was 7.2–8.2 ms, and 6.6–7.0 without the wait, two pairs.)
+ * `invalidate` when a worker's own events say it changed
  * (started, draining, stopped): the next pass then waits for a fresh list, so a new worker gets
  * work at once and a draining one none. (Not asked at once, ahead of that pass: a worker records
  * WorkerStarted before its first beat, so such an answer missed the worker or showed it draining,
