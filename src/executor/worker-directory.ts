@@ -39,27 +39,27 @@ const BACKGROUND_ASK_DELAY_MS = 8;
 
 /**
  * The directory as the scheduling pass reads it: one query per `maxAgeMs` at most instead of one
- * per pass (a pass runs per burst of changes; at light load that query was one of the ~8 round
- * trips between a submit and the action's start). Ages are carried forward by the local clock, so
- * a worker that stopped beating still goes stale on time: a held list can only make a worker look
- * older than it is, never fitter. Past `maxAgeMs` the list is asked again in the background while
- * the pass goes on with the one held, up to `staleLimitMs`, past which the pass waits for the
- * query; the executor sets it to a third of its staleness limit, so that a worker whose last beat
- * was a heartbeat interval old when asked still looks live in a list that old. (With a limit of
- * 1 s, every pass more than a second after the last waited for this query, 1–9 ms: with one submit
- * every 1.2 s, `baton bench` pickup p50 was 7.2–8.2 ms, and 6.6–7.0 without the wait, two pairs.)
- * `invalidate` when a worker's own events say it changed
- * (started, draining, stopped): the next pass then waits for a fresh list, so a new worker gets
- * work at once and a draining one none. (Not asked at once, ahead of that pass: a worker records
- * WorkerStarted before its first beat, so such an answer missed the worker or showed it draining,
- * and the pass then went on with it.) `onChanged` hears of an answer that
- * differs from the one before in who may get work (ids, draining, capacity, offers): a pass that went on with the old list may
- * have left work waiting for a worker that has since become fit (a new worker's row says draining
- * until its first beat, which is no event), and only another pass would see it. `leftWaiting`
- * after such a pass asks again once the held list is `maxAgeMs` old (at once if it is: that pass
- * appended nothing for the query to wait behind), without waiting for a pass to come: the
- * executor's next one otherwise came from its 1 s safety timer, and the first execution after a
- * worker started waited that long.
+ * per pass (at light load that query was one of the ~8 round trips between a submit and the
+ * action's start).
+ *
+ * - Ages are carried forward by the local clock, so a worker that stopped beating still goes stale
+ *   on time: a held list can only make a worker look older than it is, never fitter. Past
+ *   `maxAgeMs` the list is asked again in the background while the pass goes on with the one held,
+ *   up to `staleLimitMs`; past that the pass waits for the query. The executor sets the limit to a
+ *   third of its staleness limit, so a worker whose last beat was a heartbeat interval old when
+ *   asked still looks live in a list that old. (With a limit of 1 s, every pass more than a second
+ *   after the last waited for the query, 1–9 ms: with one submit every 1.2 s, `baton bench` pickup
+ *   p50 was 7.2–8.2 ms, and 6.6–7.0 without the wait, two pairs.)
+ * - `invalidate` when a worker's own events say it changed (started, draining, stopped): the next
+ *   pass waits for a fresh list, so a new worker gets work at once and a draining one none. Not
+ *   asked ahead of that pass: a worker records WorkerStarted before its first beat, and such an
+ *   answer missed the worker or showed it draining.
+ * - `leftWaiting` after a pass that placed nothing: ask again once the held list is `maxAgeMs` old
+ *   (at once if it is; that pass appended nothing for the query to wait behind). `onChanged` hears
+ *   of an answer that differs from the one before in who may get work (ids, draining, capacity,
+ *   offers), and the executor runs another pass. A new worker's row says draining until its first
+ *   beat, which is no event: work that waited for a worker was placed only by the executor's 1 s
+ *   safety pass (803–807 ms after the worker was up; now 8–55 ms).
  */
 export function cachedDirectory(
   inner: WorkerDirectory,
