@@ -2,31 +2,21 @@
 // an append wakes waits that long, so what follows within it comes in the same read; without it,
 // the first event is read at once.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
+import { describe, expect, it } from 'vitest';
+import { useTestStore } from '../support/test-store.ts';
 import { until } from '../support/until.ts';
 
 describe('a global subscription woken after a quiet spell', () => {
-  let db: TestDatabase;
-  let store: PostgresEventStore;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    store = createPostgresEventStore(db.pool);
-  });
-  afterAll(async () => {
-    await store?.close();
-    await db?.drop();
-  });
+  const t = useTestStore();
 
-  const append = (stream: string) => store.append(stream, [{ eventId: randomUUID(), type: 'Noted', data: {}, metadata: {} }], { expectedRevision: 'any' });
+  const append = (stream: string) => t.store.append(stream, [{ eventId: randomUUID(), type: 'Noted', data: {}, metadata: {} }], { expectedRevision: 'any' });
 
   /** Subscribe to a fresh prefix, append one event, another `gapMs` later; when each arrived, ms after the first append. */
   async function arrivals(settleMs: number, gapMs: number): Promise<number[]> {
     const prefix = `settle-${randomUUID()}-`;
     const ac = new AbortController();
     const at: number[] = [];
-    const subscription = store.subscribe({ after: 0n, streamPrefixes: [prefix], signal: ac.signal, settleMs, minReadIntervalMs: 0 });
+    const subscription = t.store.subscribe({ after: 0n, streamPrefixes: [prefix], signal: ac.signal, settleMs, minReadIntervalMs: 0 });
     let t0 = 0;
     const reading = (async () => {
       for await (const _ of subscription) at.push(performance.now() - t0);
