@@ -118,7 +118,9 @@ export interface SubscribeOptions {
  * Who appends, for wake-ups inside this process only: an opaque token (each actor runtime has
  * one, `ActorRuntime.origin`). A `stream` subscription that lists it in `appliedBy` is not woken by
  * that appender's commits, because the appender applies its own events to what the subscriber
- * keeps; it still reads them, with the next read anything else wakes it for or at its idle poll.
+ * keeps. The Postgres store also leaves out of its reads the rows of transactions that appender
+ * alone committed (pg-own-commits.ts); other stores deliver them with the next read anything else
+ * wakes it for or at its idle poll, and the subscriber finds them applied.
  * The Postgres store still wakes it for a lone append (nothing else of the store in flight), whose
  * events it may as well read at once. Nothing else changes: other subscriptions and other
  * processes are woken as always. Stores that push events (EventStoreDB) ignore it.

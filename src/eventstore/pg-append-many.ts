@@ -57,13 +57,22 @@ const modeOf = (e: ExpectedRevision) => (typeof e === 'bigint' ? 'exact' : e);
 // the compare-and-swap by the locked rows' ids; its advisory locks' class (the first of the
 // two-int4 keys, a key space apart from the one-bigint locks used elsewhere) is
 // hashtext('baton_streams') = -1543916604.
-const APPEND_MANY = 'SELECT ord, last_revision, last_position, current_revision, has_dup FROM baton_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
+// `xid`: the statement's transaction (null if it wrote nothing), read once the function has run
+// (its rows are materialised first), so a follower of the appender can pass over its rows (pg-own-commits.ts).
+const APPEND_MANY =
+  'SELECT ord, last_revision, last_position, current_revision, has_dup, pg_current_xact_id_if_assigned()::text AS xid FROM baton_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)';
+
+/** What one round's statement did: each request's row, and its transaction (null if it wrote nothing). */
+export interface Round {
+  rows: RoundRow[];
+  xid: string | null;
+}
 
 /**
  * One round: requests with distinct streams and distinct event ids (see splitRounds), already
  * validated. Runs as one statement on `client` (a pool: its own implicit transaction).
  */
-export async function appendRound(client: pg.Pool | pg.ClientBase, requests: readonly AppendRequest[]): Promise<RoundRow[]> {
+export async function appendRound(client: pg.Pool | pg.ClientBase, requests: readonly AppendRequest[]): Promise<Round> {
   const evReq: number[] = [];
   const evK: number[] = [];
   const ids: string[] = [];
@@ -82,7 +91,7 @@ export async function appendRound(client: pg.Pool | pg.ClientBase, requests: rea
   );
   // Named: parsed once per connection; the function keeps its plan (see the migration for why it
   // can: on a store planned while empty, the plain statement read all of baton_streams per call).
-  const r = await client.query<{ ord: string; last_revision: string | null; last_position: string | null; current_revision: string | null; has_dup: boolean }>({
+  const r = await client.query<{ ord: string; last_revision: string | null; last_position: string | null; current_revision: string | null; has_dup: boolean; xid: string | null }>({
     name: 'baton_append_many',
     text: APPEND_MANY,
     // Array literals of our own (src/db/pg-array.ts): node-postgres's allocated 14 times their size.
@@ -99,11 +108,14 @@ export async function appendRound(client: pg.Pool | pg.ClientBase, requests: rea
       JSON.stringify(metadata),
     ],
   });
-  return r.rows.map((row): RoundRow =>
-    row.last_revision !== null && row.last_position !== null
-      ? { written: true, lastRevision: BigInt(row.last_revision), lastPosition: BigInt(row.last_position) }
-      : { written: false, current: row.current_revision === null ? 'no_stream' : BigInt(row.current_revision), hasDuplicateIds: row.has_dup },
-  );
+  return {
+    rows: r.rows.map((row): RoundRow =>
+      row.last_revision !== null && row.last_position !== null
+        ? { written: true, lastRevision: BigInt(row.last_revision), lastPosition: BigInt(row.last_position) }
+        : { written: false, current: row.current_revision === null ? 'no_stream' : BigInt(row.current_revision), hasDuplicateIds: row.has_dup },
+    ),
+    xid: r.rows[0]?.xid ?? null,
+  };
 }
 
 /**
@@ -164,8 +176,8 @@ export interface AppendManyDeps {
   pool: pg.Pool;
   /** The single-stream append (its own statement, retries and explanations). */
   appendOne(request: AppendRequest): Promise<AppendResult>;
-  /** Called once after a round stored something (one NOTIFY per transaction). */
-  appended(): void;
+  /** Called once after a round stored something (one NOTIFY per transaction), with its transaction id. */
+  appended(xid: string | null): void;
   log?: Logger;
 }
 
@@ -204,8 +216,9 @@ export async function appendManyPostgres(deps: AppendManyDeps, requests: readonl
 
 async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[], settle: (k: number, o: AppendOutcome) => void): Promise<void> {
   let rows: RoundRow[];
+  let xid: string | null;
   try {
-    rows = await appendRound(deps.pool, requests);
+    ({ rows, xid } = await appendRound(deps.pool, requests));
   } catch (err) {
     const code = (err as { code?: string }).code;
     deps.log?.[code && EXPECTED_FAILURES.has(code) ? 'debug' : 'warn']({ err, requests: requests.length }, 'appendMany: the batch statement failed; appending its requests one by one');
@@ -215,7 +228,7 @@ async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[]
     each.forEach((o, k) => settle(k, o));
     return;
   }
-  if (rows.some((r) => r.written)) deps.appended();
+  if (rows.some((r) => r.written)) deps.appended(xid);
   const explain: number[] = [];
   const again: number[] = [];
   rows.forEach((row, k) => {

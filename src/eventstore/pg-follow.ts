@@ -33,6 +33,7 @@ import { sleep } from '../async/sleep.ts';
 import { BatonError } from '../errors.ts';
 import type { ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import type { PgWakeups, Waiter } from './pg-wakeups.ts';
+import { OwnCommits } from './pg-own-commits.ts';
 
 export interface EventRow {
   global_position: string;
@@ -148,7 +149,7 @@ const MAX_XID8 = '18446744073709551615';
 
 const xidLess = (a: string, b: string) => BigInt(a) < BigInt(b);
 
-export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 'ensureListening' | 'alarm'>, idlePollMs: number) {
+export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 'ensureListening' | 'alarm'>, idlePollMs: number, ownCommits = new OwnCommits()) {
   async function cursorAfter(position: bigint): Promise<Cursor> {
     if (position === 0n) return { xid: '0', position: 0n };
     // An event retention removed keeps its place (baton_removed_positions, pg-delete-stream.ts):
@@ -206,15 +207,16 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
 
   /**
    * A `stream` subscription's read (see the header): the next `limit` visible rows after the
-   * cursor, the rows of the pending transactions, both filtered by prefix, and one last row with
-   * where the scan ended, how many it scanned, and the transactions still in progress.
+   * cursor, the rows of the pending transactions, both filtered by prefix and without the rows of
+   * `own` transactions (pg-own-commits.ts), and one last row with where the scan ended, how many it
+   * scanned, and the transactions still in progress.
    */
-  async function streamScan(state: StreamState, limit: number, prefixes: string[] | null, client: pg.Pool | pg.ClientBase = pool) {
+  async function streamScan(state: StreamState, limit: number, prefixes: string[] | null, own: readonly string[] = [], client: pg.Pool | pg.ClientBase = pool) {
     const r = await client.query<TextRow & { scan_end: boolean; scanned: string | null; in_progress: string[] | null }>({
       name: 'baton_scan_committed',
-      // A function (migrations/0004_stream_scan_function.sql): planned once per connection.
-      text: 'SELECT * FROM baton_scan_committed($1, $2, $3, $4, $5)',
-      values: [state.xid, state.position.toString(), limit, prefixes, state.pending],
+      // A function (migrations/0004_stream_scan_function.sql, 0007_…): planned once per connection.
+      text: 'SELECT * FROM baton_scan_committed($1, $2, $3, $4, $5, $6)',
+      values: [state.xid, state.position.toString(), limit, prefixes, state.pending, own],
       types: TEXT_OF_JSON_AND_TIME,
     });
     const marker = r.rows[r.rows.length - 1]!;
@@ -301,7 +303,9 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
     try {
       while (!o.signal?.aborted) {
         alarm.reset();
-        const { rows, next, scanned } = await streamScan(resume.state as StreamState, batchSize, prefixes);
+        const state = resume.state as StreamState;
+        // Rows our appliedBy appenders committed and applied are passed over, not read back.
+        const { rows, next, scanned } = await streamScan(state, batchSize, prefixes, ownCommits.of(o.appliedBy, state.xid, state.pending));
         for (const row of rows) {
           yield new LazyStoredEvent(row);
           if (o.signal?.aborted) return;
@@ -320,7 +324,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
   return {
     readAll,
     /** Run the `stream` scan once on `client` (warmUp in postgres.ts): from past any transaction, so it reads nothing. */
-    warmScan: async (client: pg.ClientBase) => void (await streamScan({ xid: MAX_XID8, position: 0n, pending: [] }, 1, null, client)),
+    warmScan: async (client: pg.ClientBase) => void (await streamScan({ xid: MAX_XID8, position: 0n, pending: [] }, 1, null, [], client)),
     subscribe: (o: SubscribeOptions): AsyncGenerator<StoredEvent> => (o.order === 'stream' ? subscribeStreamOrder(o) : subscribeGlobal(o)),
   };
 }

@@ -41,6 +41,7 @@ import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-fo
 import { validateAppend } from './append-validation.ts';
 import { appendHint, heardEvents, hintedPayloadSql } from './pg-append-hints.ts';
 import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
+import { OwnCommits } from './pg-own-commits.ts';
 import { appendManyPostgres, appendRound, earlierAppend, readStoredIds, type AppendManyDeps } from './pg-append-many.ts';
 import { deleteStreamWithin } from './pg-delete-stream.ts';
 import { createPostgresSnapshotStore } from './snapshots.ts';
@@ -109,7 +110,8 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
   const log = options.log;
   const idlePollMs = options.idlePollMs ?? 1000;
   const wakeups = new PgWakeups(pool, log);
-  const follow = createPgFollow(pool, wakeups, idlePollMs);
+  const ownCommits = new OwnCommits();
+  const follow = createPgFollow(pool, wakeups, idlePollMs, ownCommits);
 
   /**
    * One statement per append: the stream row's compare-and-swap and the batch insert, so an
@@ -244,7 +246,10 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
   const appendManyDeps = (origin: AppendOrigin | undefined): AppendManyDeps => ({
     pool,
     appendOne: (r: AppendRequest) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision, origin }),
-    appended: () => wakeups.appended(origin),
+    appended: (xid) => {
+      if (xid !== null && origin !== undefined) ownCommits.add(xid, origin);
+      wakeups.appended(origin);
+    },
     ...(log && { log }),
   });
   // A batch's statements count as in flight; a batch of one is a lone append (appendManyPostgres).

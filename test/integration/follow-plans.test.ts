@@ -86,9 +86,9 @@ describe('follow query plans at 0 and 100,000 events', () => {
       const scans: [string, string, number][] = [
         // The global scan also reads the newest row (is anything held back after the scan's end?).
         ['global scan (cursor at the end)', `baton_scan_all('${end.x}', ${end.p}, 500, '{plans%}')`, 20],
-        ['stream scan (cursor at the end, 2 pending)', `baton_scan_committed('${end.x}', ${end.p}, 500, '{plans%}', '{1,2}')`, 20],
+        ['stream scan (cursor at the end, 2 pending)', `baton_scan_committed('${end.x}', ${end.p}, 500, '{plans%}', '{1,2}', '{}')`, 20],
         ['global scan (from the start)', `baton_scan_all('0', 0, 500, '{plans%}')`, 600],
-        ['stream scan (from the start)', `baton_scan_committed('0', 0, 500, '{plans%}', '{}')`, 600],
+        ['stream scan (from the start)', `baton_scan_committed('0', 0, 500, '{plans%}', '{}', '{}')`, 600],
       ];
       for (const [what, execute, most] of scans) {
         const before = await reads();

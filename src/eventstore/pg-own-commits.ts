@@ -1,0 +1,41 @@
+// The transactions this store instance committed for one appender (AppendOrigin), so that a
+// `stream` subscription fed by that appender (`appliedBy`) reads past their rows instead of reading
+// back, with their data, events the appender has applied itself (migrations/0007_…sql says what that
+// cost). Only a transaction all of whose rows came from one appender is kept (a group commit of one
+// origin); a mixed one, a lone append and any whose answer was lost are read back as before.
+//
+// Never needed for correctness: an xid forgotten (past KEPT) or not yet known only means its rows
+// are read and found applied. The appender applies its events once its append's answer arrives, in
+// the same turn as the xid is noted or after; a scan that passes over its rows in between is no
+// different from one that reads them before the answer arrives (recordOwn in actor-runtime.ts).
+import type { AppendOrigin } from './event-store.ts';
+
+/** Transactions remembered: far more than commit between two reads of a busy follower (~50 here). */
+const KEPT = 4_096;
+
+export class OwnCommits {
+  #xids: string[] = [];
+  #origins: AppendOrigin[] = [];
+
+  /** A transaction `origin` alone wrote (its xid as text). */
+  add(xid: string, origin: AppendOrigin): void {
+    this.#xids.push(xid);
+    this.#origins.push(origin);
+    if (this.#xids.length > 2 * KEPT) {
+      this.#xids = this.#xids.slice(-KEPT);
+      this.#origins = this.#origins.slice(-KEPT);
+    }
+  }
+
+  /** The remembered transactions of appenders in `by` that a scan after `cursorXid`, or of `pending`, may meet. */
+  of(by: ReadonlySet<AppendOrigin> | undefined, cursorXid: string, pending: readonly string[]): string[] {
+    if (!by || by.size === 0 || this.#xids.length === 0) return [];
+    const after = BigInt(cursorXid);
+    const out: string[] = [];
+    for (let i = 0; i < this.#xids.length; i++) {
+      const xid = this.#xids[i]!;
+      if (by.has(this.#origins[i]!) && (BigInt(xid) > after || pending.includes(xid))) out.push(xid);
+    }
+    return out;
+  }
+}
