@@ -38,7 +38,15 @@ export async function startProjectorProcess(databaseUrl: string): Promise<Projec
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const killIfInterrupted = onInterrupt(() => child.kill('SIGKILL'));
-  void exited.then(killIfInterrupted);
+  // A process that exits without stopping it (process.exit, as the peers harness's worker does on
+  // its phase timeout) takes it along: left running, it went on projecting into the harness's
+  // database while the next library was measured.
+  const killOnExit = () => void child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  void exited.then(() => {
+    killIfInterrupted();
+    process.off('exit', killOnExit);
+  });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => void (stderr = (stderr + chunk.toString()).slice(-2_000)));
   const ready = new Promise<void>((resolve) => {
