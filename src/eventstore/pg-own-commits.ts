@@ -4,22 +4,29 @@
 // cost). Only a transaction all of whose rows came from one appender is kept (a group commit of one
 // origin); a mixed one, a lone append and any whose answer was lost are read back as before.
 //
-// Never needed for correctness: an xid forgotten (past KEPT) or not yet known only means its rows
-// are read and found applied. The appender applies its events once its append's answer arrives, in
-// the same turn as the xid is noted or after; a scan that passes over its rows in between is no
-// different from one that reads them before the answer arrives (recordOwn in actor-runtime.ts).
+// Never needed for correctness: an xid forgotten (past KEPT, or passed over by `of`) or not yet
+// known only means its rows are read and found applied. The appender applies its events once its
+// append's answer arrives, in the same turn as the xid is noted or after; a scan that passes over
+// its rows in between is no different from one that reads them before the answer arrives
+// (recordOwn in actor-runtime.ts).
 import type { AppendOrigin } from './event-store.ts';
 
 /** Transactions remembered: far more than commit between two reads of a busy follower (~50 here). */
 const KEPT = 4_096;
+/**
+ * `of` walks back from the newest and stops after this many in a row that no scan from the cursor
+ * can meet. Answers arrive a little out of order (several transactions in flight), never by this
+ * many; the walk then costs what was committed since the last read, not all KEPT, on every read.
+ */
+const BELOW_IN_A_ROW = 32;
 
 export class OwnCommits {
-  #xids: string[] = [];
+  #xids: bigint[] = [];
   #origins: AppendOrigin[] = [];
 
   /** A transaction `origin` alone wrote (its xid as text). */
   add(xid: string, origin: AppendOrigin): void {
-    this.#xids.push(xid);
+    this.#xids.push(BigInt(xid));
     this.#origins.push(origin);
     if (this.#xids.length > 2 * KEPT) {
       this.#xids = this.#xids.slice(-KEPT);
@@ -31,10 +38,14 @@ export class OwnCommits {
   of(by: ReadonlySet<AppendOrigin> | undefined, cursorXid: string, pending: readonly string[]): string[] {
     if (!by || by.size === 0 || this.#xids.length === 0) return [];
     const after = BigInt(cursorXid);
+    const open = new Set(pending.map(BigInt));
+    let floor = after;
+    for (const x of open) if (x < floor) floor = x;
     const out: string[] = [];
-    for (let i = 0; i < this.#xids.length; i++) {
+    for (let i = this.#xids.length - 1, below = 0; i >= 0 && below < BELOW_IN_A_ROW; i--) {
       const xid = this.#xids[i]!;
-      if (by.has(this.#origins[i]!) && (BigInt(xid) > after || pending.includes(xid))) out.push(xid);
+      below = xid < floor ? below + 1 : 0;
+      if (by.has(this.#origins[i]!) && (xid > after || open.has(xid))) out.push(xid.toString());
     }
     return out;
   }
