@@ -33,7 +33,7 @@ import { sleep } from '../async/sleep.ts';
 import { BatonError } from '../errors.ts';
 import type { ReadAllOptions, StoredEvent, SubscribeOptions } from './event-store.ts';
 import type { PgWakeups, Waiter } from './pg-wakeups.ts';
-import { OwnCommits } from './pg-own-commits.ts';
+import type { OwnCommits } from './pg-own-commits.ts';
 
 export interface EventRow {
   global_position: string;
@@ -149,7 +149,7 @@ const MAX_XID8 = '18446744073709551615';
 
 const xidLess = (a: string, b: string) => BigInt(a) < BigInt(b);
 
-export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 'ensureListening' | 'alarm'>, idlePollMs: number, ownCommits = new OwnCommits()) {
+export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 'ensureListening' | 'alarm'>, idlePollMs: number, ownCommits: OwnCommits) {
   async function cursorAfter(position: bigint): Promise<Cursor> {
     if (position === 0n) return { xid: '0', position: 0n };
     // An event retention removed keeps its place (baton_removed_positions, pg-delete-stream.ts):
