@@ -31,14 +31,19 @@ export async function relationKind(client: pg.Pool | pg.ClientBase, schema: stri
 
 /**
  * Fold rows → JSON objects keyed by `columns` (the rows' camelCase fields, snake_cased), built in
- * the columns' order: one shape for every row, and no name lookup per field (a `for…in` with a
- * lookup per key was 4% of the projector's samples in `baton bench`).
+ * the columns' order, with no name lookup per field (a `for…in` with a lookup per key was 4% of
+ * the projector's samples in `baton bench`). Null fields are left out: jsonb_populate_recordset
+ * gives a missing key the same SQL NULL as a JSON null (jsonb columns included), and an executions
+ * row is about half nulls, so the statement shrinks by ~30% (959 → 684 bytes per completed row).
  */
 function toColumns(rows: readonly object[], columns: readonly string[]): Record<string, unknown>[] {
   const fields = columns.map((c) => [c, camelCase(c)] as const);
   return rows.map((row) => {
     const out: Record<string, unknown> = {};
-    for (const [column, field] of fields) out[column] = (row as Record<string, unknown>)[field];
+    for (const [column, field] of fields) {
+      const value = (row as Record<string, unknown>)[field];
+      if (value !== null && value !== undefined) out[column] = value;
+    }
     return out;
   });
 }
@@ -102,7 +107,7 @@ export async function insertNewRows(client: pg.ClientBase, insert: () => Promise
  * `executions` per batch up to ~40,000 rows. OFFSET 0 keeps the lookup a subquery, so the planner
  * cannot turn it into a join over the whole table.
  */
-export async function selectRowsByKeys(client: pg.ClientBase, table: string, keyColumn: string, keyType: 'uuid' | 'text', keys: readonly string[]): Promise<Record<string, unknown>[]> {
+export async function selectRowsByKeys(client: pg.Pool | pg.ClientBase, table: string, keyColumn: string, keyType: 'uuid' | 'text', keys: readonly string[]): Promise<Record<string, unknown>[]> {
   if (keys.length === 0) return [];
   const column = pg.escapeIdentifier(keyColumn);
   const r = await client.query(`SELECT t.* FROM unnest($1::${keyType}[]) AS k(key) CROSS JOIN LATERAL (SELECT * FROM ${table} WHERE ${column} = k.key OFFSET 0) t`, [keys]);
