@@ -121,7 +121,9 @@ const FILTERS: { key: keyof ExecutionFilter; sql: (n: number) => string }[] = [
   { key: 'workflowId', sql: (n) => `workflow_id = $${n}` },
   { key: 'namespace', sql: (n) => `namespace = $${n}` },
   { key: 'inNamespaces', sql: (n) => `namespace = ANY($${n}::text[])` },
-  { key: 'tags', sql: (n) => `tags @> $${n}::jsonb` },
+  // Only tagged executions are in the executions_tags index (executions.sql), so the predicate says
+  // so: a non-empty filter can only match a non-empty tags object (an empty one is no filter).
+  { key: 'tags', sql: (n) => `tags @> $${n}::jsonb AND tags <> '{}'::jsonb` },
 ];
 
 /**
@@ -135,6 +137,7 @@ export async function listExecutions(pool: pg.Pool, o: { filter: ExecutionFilter
   for (const f of FILTERS) {
     const value = o.filter[f.key];
     if (value === undefined || value === null) continue;
+    if (f.key === 'tags' && Object.keys(value).length === 0) continue;
     values.push(f.key === 'tags' ? JSON.stringify(value) : value);
     where.push(f.sql(values.length));
   }

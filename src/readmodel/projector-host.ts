@@ -16,7 +16,7 @@ import type { BatchResult } from '../../projections/projection.ts';
 import { readCheckpoint } from './checkpoints.ts';
 import { ProjectionApplyError, followGroup, groupByPosition } from './group-follow.ts';
 import { joinGroupAt } from './group-join.ts';
-import { sampleExecutionDrift } from './drift.ts';
+import { RecentlyChanged, sampleExecutionDrift } from './drift.ts';
 import { rebuildProjection } from './rebuild.ts';
 import { eventSourceOf } from './event-source.ts';
 import { alignStoreViews } from './store-views.ts';
@@ -112,6 +112,8 @@ export function startProjector(o: ProjectorOptions): Projector {
   const stopping = new AbortController();
   const failing = new Map<string, string>();
   const backoffs = new Map(list.map((p) => [p.name, new Backoff()]));
+  const driftSampleSize = o.driftSampleSize ?? 20;
+  const recentlyChanged = new RecentlyChanged(driftSampleSize);
   const hooks = {
     onBatch(p: Projection, events: readonly unknown[], result: BatchResult) {
       failing.delete(p.name);
@@ -121,6 +123,7 @@ export function startProjector(o: ProjectorOptions): Projector {
       metrics.events.inc({ projection: p.name }, events.length);
       metrics.batches.inc({ projection: p.name });
       if (result.refused.length > 0) metrics.refused.inc({ projection: p.name }, result.refused.length);
+      recentlyChanged.add(result.changedExecutions);
     },
   };
 
@@ -284,7 +287,7 @@ export function startProjector(o: ProjectorOptions): Projector {
 
   async function checkDrift(): Promise<void> {
     if (!list.some((p) => p.name === 'executions')) return;
-    const sample = await sampleExecutionDrift({ pool: o.pool, store: o.store, sampleSize: o.driftSampleSize ?? 20 });
+    const sample = await sampleExecutionDrift({ pool: o.pool, store: o.store, sampleSize: driftSampleSize, recent: recentlyChanged.newest(driftSampleSize) });
     metrics.driftChecks.inc(sample.checked);
     if (sample.drifted.length > 0) {
       metrics.drift.inc(sample.drifted.length);

@@ -95,9 +95,14 @@ describe('projector', () => {
         expect.objectContaining({ table: 'workers', missing: ['w1'] }),
       ]),
     );
-    // The drift sampler sees the tampered execution too.
+    // The drift sampler sees the tampered execution too: among the newest requested, and when a
+    // projector names it among those it changed last (only those are then checked).
     const drift = await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100 });
     expect(drift.drifted).toEqual([{ executionId: ids.running, fields: ['status'] }]);
+    const others = Object.values(ids).filter((id) => id !== ids.running);
+    const named = await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100, recent: [ids.running, ...others] });
+    expect(named).toEqual({ checked: others.length + 1, drifted: [{ executionId: ids.running, fields: ['status'] }] });
+    expect(await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100, recent: others })).toEqual({ checked: others.length, drifted: [] });
   });
 
   it('rebuild builds aside and swaps in tables equal to the events', async () => {
