@@ -100,7 +100,7 @@ describe('projector', () => {
     const drift = await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100 });
     expect(drift.drifted).toEqual([{ executionId: ids.running, fields: ['status'] }]);
     const others = Object.values(ids).filter((id) => id !== ids.running);
-    const named = await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100, recent: [ids.running, ...others] });
+    const named = await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100, recent: [ids.running!, ...others] });
     expect(named).toEqual({ checked: others.length + 1, drifted: [{ executionId: ids.running, fields: ['status'] }] });
     expect(await sampleExecutionDrift({ pool: t.db.pool, store: t.store, sampleSize: 100, recent: others })).toEqual({ checked: others.length, drifted: [] });
   });
