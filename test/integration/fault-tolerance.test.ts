@@ -31,6 +31,9 @@ const actions = createActionRegistry([
     name: 'ft.doomed',
     input: z.null(),
     retry: { maxAttempts: 2, initialIntervalMs: 10, multiplier: 1, maxIntervalMs: 10 },
+    // Retry-policy cases, not reclaim ones: the executor's 300 ms schedule-to-start limit below
+    // reclaimed a retry on a loaded CI machine (a worker 300 ms late to start attempt 2).
+    scheduleToStartTimeoutMs: 10_000,
     run: (_, ctx) => {
       throw new ActionError(`attempt ${ctx.attempt} failed`, { retryable: true });
     },
@@ -50,6 +53,7 @@ const actions = createActionRegistry([
     name: 'ft.flaky',
     input: z.null(),
     retry: { maxAttempts: 3, initialIntervalMs: 40, multiplier: 2, maxIntervalMs: 1_000 },
+    scheduleToStartTimeoutMs: 10_000, // as ft.doomed's
     run: (_, ctx) => {
       if (ctx.attempt < 3) throw new ActionError(`attempt ${ctx.attempt} failed`, { type: 'Flaky', retryable: true });
       return { attempt: ctx.attempt };
