@@ -94,6 +94,36 @@ describe('PgWakeups', () => {
     expect(mine.seq).toBe(mineBefore + 2);
   });
 
+  it('a NOTIFY that carries events reaches its payload listeners, and what they start in microtasks, before it wakes the followers; one without only wakes', { timeout: 15_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: db().url, max: 4 });
+    cleanup.push(() => endPool(pool));
+    const wakeups = new PgWakeups(pool, undefined, 'order_test');
+    cleanup.push(() => wakeups.close());
+    await wakeups.ensureListening();
+    const order: string[] = [];
+    // As the executor acts on heard events: a chain of microtasks ending in what it sends.
+    wakeups.onPayload((p) => {
+      order.push(`heard ${p.split('\n')[1] ?? ''}`);
+      void Promise.resolve().then(() => Promise.resolve()).then(() => order.push('acted'));
+    });
+    const alarm = wakeups.alarm();
+    const rung = async (what: string) => {
+      await alarm.wait(10_000);
+      order.push(`woken after ${what}`);
+      alarm.reset();
+    };
+    let woken = rung('events');
+    // A sender id, then the lines a hinted append adds (pg-append-hints.ts).
+    await db().pool.query(`SELECT pg_notify('order_test', 'someone-else' || E'\\n' || 'with-events' || E'\\n1:1\\n{}')`);
+    await woken;
+    expect(order).toEqual(['heard with-events', 'acted', 'woken after events']);
+    order.length = 0;
+    woken = rung('a plain NOTIFY');
+    await db().pool.query(`SELECT pg_notify('order_test', 'someone-else')`);
+    await woken;
+    expect(order.slice(-1)).toEqual(['woken after a plain NOTIFY']);
+  });
+
   it('shares one LISTEN connection per pool across channels, and re-listens all of them when it is lost', { timeout: 20_000 }, async () => {
     // Every NOTIFY wakes every backend that LISTENs in the database, whatever its channel: a host
     // with a connection per channel paid that once per channel.
