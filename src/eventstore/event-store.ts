@@ -127,10 +127,24 @@ export interface SubscribeOptions {
  */
 export type AppendOrigin = object;
 
-export interface AppendOptions {
-  expectedRevision: ExpectedRevision;
+/** Who appends and who waits for it: how an append wakes subscribers (options of append and appendMany). */
+export interface AppendNotice {
   /** See AppendOrigin. */
   origin?: AppendOrigin;
+  /**
+   * Whether another process is likely waiting to act on these events (default true), as an
+   * executor waits for a submit. The Postgres store then tells other processes inside a lone
+   * append's own commit (its NOTIFY in the statement: no round trip of its own on their way).
+   * False tells them just after the commit instead, which keeps the NOTIFY's commit-time work
+   * (a cluster-wide lock, a signal to every listening backend) off the appender's own path: an
+   * executor's handoff, whose next step is a worker of its own process or its transport publish.
+   * Stores that push events (EventStoreDB) ignore it.
+   */
+  othersWait?: boolean;
+}
+
+export interface AppendOptions extends AppendNotice {
+  expectedRevision: ExpectedRevision;
 }
 
 /** One stream's part of an appendMany. */
@@ -153,7 +167,7 @@ export interface EventStore {
    * as with append(). Invalid requests (validation) are outcomes too. How atomic a batch is
    * depends on the adapter: see its header.
    */
-  appendMany(requests: readonly AppendRequest[], options?: { origin?: AppendOrigin }): Promise<AppendOutcome[]>;
+  appendMany(requests: readonly AppendRequest[], options?: AppendNotice): Promise<AppendOutcome[]>;
   /** Read one stream forward from a revision (inclusive). Empty for a stream that does not exist. */
   readStream(streamId: string, options?: { fromRevision?: bigint; limit?: number }): Promise<StoredEvent[]>;
   /**

@@ -9,7 +9,7 @@
 // transaction, nor are they in flight at once: the second waits for the first's outcome, so it
 // behaves exactly as if the two were made one after the other (it sees the first's revision or
 // conflicts with it), in the order they were called.
-import type { AppendOptions, AppendOrigin, AppendOutcome, AppendRequest, AppendResult, NewEvent } from './event-store.ts';
+import type { AppendNotice, AppendOptions, AppendOrigin, AppendOutcome, AppendRequest, AppendResult, NewEvent } from './event-store.ts';
 
 export interface GroupCommitOptions {
   /** Most appends in one transaction. Default DEFAULT_MAX_BATCH (256, measured: see there). */
@@ -36,12 +36,13 @@ export const DEFAULT_MAX_IN_FLIGHT = 4;
 interface Pending {
   request: AppendRequest;
   origin: AppendOrigin | undefined;
+  othersWait: boolean;
   resolve(result: AppendResult): void;
   reject(error: Error): void;
 }
 
 export class GroupCommitter {
-  readonly #commit: (requests: readonly AppendRequest[], o: { origin?: AppendOrigin }) => Promise<AppendOutcome[]>;
+  readonly #commit: (requests: readonly AppendRequest[], o: AppendNotice) => Promise<AppendOutcome[]>;
   readonly #maxBatch: number;
   readonly #maxInFlight: number;
   #queue: Pending[] = [];
@@ -49,7 +50,7 @@ export class GroupCommitter {
   /** Streams with an append in a transaction in flight. */
   #busy = new Set<string>();
 
-  constructor(commit: (requests: readonly AppendRequest[], o: { origin?: AppendOrigin }) => Promise<AppendOutcome[]>, o: GroupCommitOptions = {}) {
+  constructor(commit: (requests: readonly AppendRequest[], o: AppendNotice) => Promise<AppendOutcome[]>, o: GroupCommitOptions = {}) {
     this.#commit = commit;
     this.#maxBatch = o.maxBatch ?? DEFAULT_MAX_BATCH;
     this.#maxInFlight = o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
@@ -57,7 +58,7 @@ export class GroupCommitter {
 
   append(streamId: string, events: NewEvent[], options: AppendOptions): Promise<AppendResult> {
     return new Promise<AppendResult>((resolve, reject) => {
-      this.#queue.push({ request: { streamId, events, expectedRevision: options.expectedRevision }, origin: options.origin, resolve, reject });
+      this.#queue.push({ request: { streamId, events, expectedRevision: options.expectedRevision }, origin: options.origin, othersWait: options.othersWait !== false, resolve, reject });
       this.#pump();
     });
   }
@@ -97,7 +98,8 @@ export class GroupCommitter {
     try {
       // One appender's batch wakes as that appender's append; a mixed one as anyone's.
       const origin = batch.every((p) => p.origin === batch[0]!.origin) ? batch[0]!.origin : undefined;
-      const outcomes = await this.#commit(batch.map((p) => p.request), { origin });
+      // Told at once if anyone waits for any of it (AppendNotice).
+      const outcomes = await this.#commit(batch.map((p) => p.request), { origin, othersWait: batch.some((p) => p.othersWait) });
       batch.forEach((p, i) => {
         const o = outcomes[i];
         if (!o) p.reject(new Error('group commit: the store returned no outcome for this append'));

@@ -34,7 +34,7 @@ import type {
   NewEvent,
   StoredEvent,
   AppendOptions,
-  AppendOrigin,
+  AppendNotice,
 } from './event-store.ts';
 import { PgWakeups } from './pg-wakeups.ts';
 import { createPgFollow, prefixPatterns, toStored, type EventRow } from './pg-follow.ts';
@@ -206,7 +206,8 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     for (let attempt = 1; ; attempt++) {
       let failure: unknown;
       try {
-        const alone = statementsInFlight === 0;
+        // Carries its NOTIFY when nothing else of ours is in flight and someone elsewhere waits (AppendNotice).
+        const alone = statementsInFlight === 0 && o.othersWait !== false;
         const result = await counted(() => runAppend(pool, streamId, events, o.expectedRevision, alone));
         if (result !== 'refused') {
           // Other processes heard a lone statement's own NOTIFY. Locally it wakes every follower,
@@ -243,9 +244,9 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return r.rows.map((row) => toStored(row, streamId));
   }
 
-  const appendManyDeps = (origin: AppendOrigin | undefined): AppendManyDeps => ({
+  const appendManyDeps = ({ origin, othersWait }: AppendNotice): AppendManyDeps => ({
     pool,
-    appendOne: (r: AppendRequest) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision, origin }),
+    appendOne: (r: AppendRequest) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision, origin, othersWait }),
     appended: (xid) => {
       if (xid !== null && origin !== undefined) ownCommits.add(xid, origin);
       wakeups.appended(origin);
@@ -253,8 +254,8 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     ...(log && { log }),
   });
   // A batch's statements count as in flight; a batch of one is a lone append (appendManyPostgres).
-  const appendMany = (requests: readonly AppendRequest[], o: { origin?: AppendOrigin } = {}) => {
-    const deps = appendManyDeps(o.origin);
+  const appendMany = (requests: readonly AppendRequest[], o: AppendNotice = {}) => {
+    const deps = appendManyDeps(o);
     return requests.length > 1 ? counted(() => appendManyPostgres(deps, requests)) : appendManyPostgres(deps, requests);
   };
   /**

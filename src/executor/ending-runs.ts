@@ -72,7 +72,9 @@ export async function dispatchHandoffs(runtime: ExecutionRuntime, handoffs: read
   const direct = [...handoffs.keys()].filter((i) => handoffs[i]!.after.length === 0);
   const batcher = direct.length < handoffs.length ? batcherFor(runtime) : undefined;
   await Promise.all([
-    direct.length > 0 && runtime.actors.dispatchMany(direct.map((i) => handoffs[i]!.request)).then((r) => r.forEach((o, k) => (outcomes[direct[k]!] = o))),
+    // Nobody elsewhere waits for a handoff: its worker runs here (eager dispatch) or hears of it
+    // through the transport, after this append (AppendNotice).
+    direct.length > 0 && runtime.actors.dispatchMany(direct.map((i) => handoffs[i]!.request), { othersWait: false }).then((r) => r.forEach((o, k) => (outcomes[direct[k]!] = o))),
     ...handoffs.map(async (h, i) => {
       if (h.after.length > 0) outcomes[i] = await batcher!.dispatchAfter(h.request, h.after);
     }),

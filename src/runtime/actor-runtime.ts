@@ -107,7 +107,7 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
    * remembered state goes on alone as `dispatch` would (reload, decide again), so a conflict
    * for one actor costs only that one. Requests for the same actor are applied in order.
    */
-  dispatchMany(requests: readonly DispatchRequest<S, E>[]): Promise<DispatchOutcome<S>[]>;
+  dispatchMany(requests: readonly DispatchRequest<S, E>[], options?: { othersWait?: boolean }): Promise<DispatchOutcome<S>[]>;
   /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners (the change, unless it came from a read of the whole stream). */
   observe(stored: StoredEvent): Promise<Change<S, E> | undefined>;
   /** Whether observe would pass `stored` over, applied already (no I/O): a follower's check before it pays for observe's promise. */
@@ -349,7 +349,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     kind,
     load,
     dispatch,
-    dispatchMany: (requests) => dispatchMany({ kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests),
+    dispatchMany: (requests, options) => dispatchMany({ kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch }, requests, options),
     observe,
     applied,
     onChange(listener) {

@@ -50,7 +50,12 @@ function settle<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: un
   }
 }
 
-export async function dispatchMany<S extends AnyMachineSnapshot, E extends DomainEvent>(rt: BatchParts<S, E>, requests: readonly DispatchRequest<S, E>[]): Promise<DispatchOutcome<S>[]> {
+/** `othersWait`: see AppendNotice (event-store.ts); for the batch's appendMany. */
+export async function dispatchMany<S extends AnyMachineSnapshot, E extends DomainEvent>(
+  rt: BatchParts<S, E>,
+  requests: readonly DispatchRequest<S, E>[],
+  { othersWait }: { othersWait?: boolean } = {},
+): Promise<DispatchOutcome<S>[]> {
   const { kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch } = rt;
   const outcomes = new Array<DispatchOutcome<S>>(requests.length);
   /** Requests that go on alone after the batch, with fixed commands as first made (same event ids: a stored retry is recognised). */
@@ -93,7 +98,7 @@ export async function dispatchMany<S extends AnyMachineSnapshot, E extends Domai
     batch.push({ at, before, d: { ...d, eventIds: prepared.eventIds }, request: { streamId: kind.streamId(id), events, expectedRevision: start.revision ?? 'no_stream' }, commands: again });
   }
   if (batch.length > 0) {
-    const results = await store.appendMany(batch.map((b) => b.request), { origin }).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
+    const results = await store.appendMany(batch.map((b) => b.request), { origin, ...(othersWait !== undefined && { othersWait }) }).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
     for (const [i, b] of batch.entries()) {
       const r = results[i]!;
       if (r.ok) outcomes[b.at] = settle(() => recordOwn(requests[b.at]!.id, b.before, b.d, r.result));

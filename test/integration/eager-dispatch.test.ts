@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import { loadConfig } from '../../src/config.ts';
-import type { StoredEvent } from '../../src/eventstore/event-store.ts';
+import type { EventStore, StoredEvent } from '../../src/eventstore/event-store.ts';
 import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { cancelExecution } from '../../src/runtime/cancel.ts';
@@ -53,6 +53,8 @@ describe('eager dispatch', () => {
   const localWorkers = new LocalWorkers();
   /** Executions whose work message the executor published. */
   const published = new Set<string>();
+  /** Per execution stream, the `othersWait` its handoff's append was given (AppendNotice). */
+  const handoffNotices = new Map<string, boolean | undefined>();
 
   beforeAll(async () => {
     runtime = createExecutionRuntime(t.store);
@@ -65,7 +67,15 @@ describe('eager dispatch', () => {
         return real.publish(messages);
       },
     };
-    executor = startExecutor({ store: t.store, transport, workers: liveness, log, localWorkers, monitorEveryMs: 50 });
+    // The executor's appends, as its store sees them: who is told to wait for its handoffs.
+    const store: EventStore = {
+      ...t.store,
+      appendMany: (requests, o) => {
+        for (const r of requests) if (r.events.some((e) => e.type === 'ExecutionHandedOff')) handoffNotices.set(r.streamId, o?.othersWait);
+        return t.store.appendMany(requests, o);
+      },
+    };
+    executor = startExecutor({ store, transport, workers: liveness, log, localWorkers, monitorEveryMs: 50 });
     await executor.ready;
     local = await startWorkerHost({ workerId: 'eg-local', store: t.store, runtime, transport, liveness, actions: localActions, capacity: 8, log, localWorkers, heartbeatIntervalMs: 200 });
     // Another process's worker, as far as this executor knows: no intake here.
@@ -110,6 +120,8 @@ describe('eager dispatch', () => {
     expect(completed).toMatchObject({ data: { result: { n: 7 } }, metadata: { by: 'worker:eg-local' } });
     expect(published.has(executionId)).toBe(false);
     expect(localWorkers.runs).toBe(eagerRuns + 1);
+    // Its worker is here: nobody elsewhere waits for the handoff, so its NOTIFY follows the commit.
+    expect(handoffNotices.get(executionStreamId(executionId))).toBe(false);
   });
 
   it('a handoff to a worker of another process goes through the transport, and that worker starts it', async () => {
@@ -119,6 +131,8 @@ describe('eager dispatch', () => {
     expect(events[3]).toMatchObject({ metadata: { by: 'worker:eg-remote' } });
     expect(await transactionOf(events[3]!)).not.toBe(await transactionOf(events[2]!));
     expect(published.has(executionId)).toBe(true);
+    // Its worker hears of it through the transport, published after the commit.
+    expect(handoffNotices.get(executionStreamId(executionId))).toBe(false);
   });
 
   it('a cancel request reaches an eager run: its signal aborts and it ends Cancelled', async () => {

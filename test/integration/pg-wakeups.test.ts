@@ -161,7 +161,7 @@ describe('PgWakeups', () => {
     await until('the LISTEN backend to end', async () => (await listening()).length === 0, 5_000);
   });
 
-  it('a lone append NOTIFYs inside its own statement (one statement, one commit); appends that overlap NOTIFY after their commit', { timeout: 15_000 }, async () => {
+  it('a lone append NOTIFYs inside its own statement (one statement, one commit); appends that overlap, or that nobody elsewhere waits for, NOTIFY after their commit', { timeout: 15_000 }, async () => {
     const pool = new pg.Pool({ connectionString: db().url, max: 8 });
     cleanup.push(() => endPool(pool));
     // Every statement the store sends, as the real pool runs it.
@@ -193,6 +193,21 @@ describe('PgWakeups', () => {
     const batches = texts.filter((t) => t.includes('baton_append_many('));
     expect(batches.length).toBeGreaterThan(0);
     expect(batches.filter((t) => t.includes('pg_notify'))).toEqual([]);
+    expect(texts.some((t) => /^SELECT pg_notify\('baton_events'/.test(t.trim()))).toBe(true);
+
+    // A lone append nobody elsewhere waits for (an executor's handoff): its NOTIFY follows the commit.
+    await until('the overlapping appends to be heard', async () => {
+      const before = heard.length;
+      await new Promise((r) => setTimeout(r, 50));
+      return heard.length === before;
+    }, 10_000);
+    const heardBefore = heard.length;
+    texts.length = 0;
+    await store.append(`probe-${randomUUID()}`, event(), { expectedRevision: 'no_stream', othersWait: false });
+    const appends = texts.filter((t) => t.includes('INSERT INTO baton_events'));
+    expect(appends).toHaveLength(1);
+    expect(appends[0]).not.toMatch(/pg_notify/);
+    await until('its NOTIFY, after the commit, to wake a listener elsewhere', () => heard.length > heardBefore, 10_000);
     expect(texts.some((t) => /^SELECT pg_notify\('baton_events'/.test(t.trim()))).toBe(true);
   });
 });

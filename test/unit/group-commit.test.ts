@@ -8,13 +8,14 @@ const ev = (n = 1) => Array.from({ length: n }, (_, i) => ({ eventId: `00000000-
 
 /** A commit function whose transactions stay in flight until the test ends them. */
 function controlledStore() {
-  const calls: { requests: readonly AppendRequest[]; origin: object | undefined; finish(outcomes?: AppendOutcome[] | Error): void }[] = [];
+  const calls: { requests: readonly AppendRequest[]; origin: object | undefined; othersWait: boolean | undefined; finish(outcomes?: AppendOutcome[] | Error): void }[] = [];
   const revisions = new Map<string, bigint>();
-  const commit = (requests: readonly AppendRequest[], o: { origin?: object } = {}) =>
+  const commit = (requests: readonly AppendRequest[], o: { origin?: object; othersWait?: boolean } = {}) =>
     new Promise<AppendOutcome[]>((resolve, reject) => {
       calls.push({
         requests,
         origin: o.origin,
+        othersWait: o.othersWait,
         finish(given) {
           if (given instanceof Error) return reject(given);
           resolve(
@@ -78,6 +79,25 @@ describe('GroupCommitter', () => {
       ['a', mine],
       ['bc', mine],
       ['def', undefined], // mixed, or one of them unnamed: anyone's
+    ]);
+  });
+
+  it('tells other processes at once when any append of a transaction has someone waiting for it (the default)', async () => {
+    const { calls, commit } = controlledStore();
+    const c = new GroupCommitter(commit, { maxInFlight: 1 });
+    const all = [c.append('a', ev(), { expectedRevision: 'no_stream', othersWait: false })];
+    all.push(...['b', 'c'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream', othersWait: false })));
+    calls[0]!.finish();
+    await tick();
+    all.push(c.append('d', ev(), { expectedRevision: 'no_stream', othersWait: false }), c.append('e', ev(), { expectedRevision: 'no_stream' }));
+    calls[1]!.finish();
+    await tick();
+    calls[2]!.finish();
+    await Promise.all(all);
+    expect(calls.map((x) => [x.requests.map((r) => r.streamId).join(''), x.othersWait])).toEqual([
+      ['a', false],
+      ['bc', false],
+      ['de', true],
     ]);
   });
 
