@@ -94,7 +94,7 @@ describe('PgWakeups', () => {
     expect(mine.seq).toBe(mineBefore + 2);
   });
 
-  it('a NOTIFY that carries events reaches its payload listeners, and what they start in microtasks, before it wakes the followers; one without only wakes', { timeout: 15_000 }, async () => {
+  it('a NOTIFY that carries events reaches its payload listeners, and what they start in microtasks, before it wakes the followers; one without wakes them as well', { timeout: 15_000 }, async () => {
     const pool = new pg.Pool({ connectionString: db().url, max: 4 });
     cleanup.push(() => endPool(pool));
     const wakeups = new PgWakeups(pool, undefined, 'order_test');
@@ -121,7 +121,8 @@ describe('PgWakeups', () => {
     woken = rung('a plain NOTIFY');
     await db().pool.query(`SELECT pg_notify('order_test', 'someone-else')`);
     await woken;
-    expect(order.slice(-1)).toEqual(['woken after a plain NOTIFY']);
+    // Nothing to act on first: the followers are woken at once (the order against the listener's own microtasks is not fixed).
+    expect(order).toEqual(expect.arrayContaining(['heard ', 'woken after a plain NOTIFY']));
   });
 
   it('shares one LISTEN connection per pool across channels, and re-listens all of them when it is lost', { timeout: 20_000 }, async () => {
