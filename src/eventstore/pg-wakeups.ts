@@ -139,7 +139,7 @@ export class PgWakeups implements Waiter {
       // followers after them (next turn of the event loop) keeps their confirming read off that
       // path. Woken first, the follower's scan went out ahead of the append: at 50 submits/s here
       // the append was sent 0.25–0.47 ms (p50) after the handoff was decided, 0.08 ms after this;
-      // submit → action start p50 fell ~0.3 ms (peers harness pickup p50 in the notes, README).
+      // in the peers harness, pickup p50 3.16 → 2.74 ms (four pairs; README, Benchmarks).
       if (this.#payloadListeners.size > 0 && payload.includes('\n')) setImmediate(() => this.wake());
       else this.wake();
     },
