@@ -54,6 +54,9 @@ export const senderOf = (payload: string): string => {
   return end < 0 ? payload : payload.slice(0, end);
 };
 
+/** Whether a payload carries events after its sender line (heardEvents reads them). */
+export const carriesEvents = (payload: string): boolean => payload.includes('\n');
+
 /** The events a payload carries, as a read would return them; undefined when it carries none (or cannot be understood). */
 export function heardEvents(payload: string): StoredEvent[] | undefined {
   const [, time, positions, hint, ...rest] = payload.split('\n');

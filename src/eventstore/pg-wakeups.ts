@@ -29,7 +29,7 @@ import { BatonError } from '../errors.ts';
 import type { AppendOrigin } from './event-store.ts';
 import { ASYNC_COMMIT } from '../db/async-commit.ts';
 import { channelOf } from '../db/db-schema.ts';
-import { senderOf } from './pg-append-hints.ts';
+import { carriesEvents, senderOf } from './pg-append-hints.ts';
 import { sharedListen, type ChannelListener } from '../db/shared-listen.ts';
 
 /** The event store's channel (the default). */
@@ -140,7 +140,7 @@ export class PgWakeups implements Waiter {
       // path. Woken first, the follower's scan went out ahead of the append: at 50 submits/s here
       // the append was sent 0.25–0.47 ms (p50) after the handoff was decided, 0.08 ms after this;
       // in the peers harness, pickup p50 3.16 → 2.74 ms (four pairs; README, Benchmarks).
-      if (this.#payloadListeners.size > 0 && payload.includes('\n')) setImmediate(() => this.wake());
+      if (this.#payloadListeners.size > 0 && carriesEvents(payload)) setImmediate(() => this.wake());
       else this.wake();
     },
     relistened: () => this.wake(),

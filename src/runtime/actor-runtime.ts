@@ -16,7 +16,7 @@
 // stored snapshot and the events after it (stream-snapshots.ts); `whole` reads the whole stream.
 import type { AnyMachineSnapshot } from 'xstate';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
-import type { AppendOrigin, AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
+import type { AppendNotice, AppendOrigin, AppendResult, EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type ActorKind, type Command, type DomainEvent } from './actor-kind.ts';
 import { dispatchMany, type DispatchOutcome, type DispatchRequest } from './dispatch-many.ts';
 import { SnapshotCache } from './snapshot-cache.ts';
@@ -99,7 +99,7 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
    * an empty stream), made again on every attempt; it returns undefined when there is nothing to
    * do (`appended: false`).
    */
-  dispatch(id: string, commands: Commands<S, E>, o?: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> }): Promise<Dispatched<S>>;
+  dispatch(id: string, commands: Commands<S, E>, o?: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } & Pick<AppendNotice, 'othersWait'>): Promise<Dispatched<S>>;
   /**
    * Many dispatches with one appendMany (one transaction, where the store has them): each is
    * decided on what the caller knows or the cache holds, and has its own outcome, in the
@@ -107,7 +107,7 @@ export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEven
    * remembered state goes on alone as `dispatch` would (reload, decide again), so a conflict
    * for one actor costs only that one. Requests for the same actor are applied in order.
    */
-  dispatchMany(requests: readonly DispatchRequest<S, E>[], options?: { othersWait?: boolean }): Promise<DispatchOutcome<S>[]>;
+  dispatchMany(requests: readonly DispatchRequest<S, E>[], options?: Pick<AppendNotice, 'othersWait'>): Promise<DispatchOutcome<S>[]>;
   /** A stored event from the caller's subscription: fold it into the cache (once), and tell the listeners (the change, unless it came from a read of the whole stream). */
   observe(stored: StoredEvent): Promise<Change<S, E> | undefined>;
   /** Whether observe would pass `stored` over, applied already (no I/O): a follower's check before it pays for observe's promise. */
@@ -250,7 +250,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return { ...dispatched, appended: true };
   }
 
-  async function dispatch(id: string, commands: Commands<S, E>, o: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } = {}): Promise<Dispatched<S>> {
+  async function dispatch(id: string, commands: Commands<S, E>, o: { known?: Pick<Loaded<S>, 'snapshot' | 'revision'> } & Pick<AppendNotice, 'othersWait'> = {}): Promise<Dispatched<S>> {
     const fixed = typeof commands === 'function' ? undefined : prepare(id, commands);
     // Set once a refusal was decided on a load from a snapshot: the events it stands for may be
     // this very command, stored by an earlier try, so the next round reads the whole stream.
@@ -292,7 +292,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       }
       const { snapshot, decided } = d;
       try {
-        const r = await store.append(kind.streamId(id), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision ?? 'no_stream', origin });
+        const r = await store.append(kind.streamId(id), decided.map((e, i) => toNew(e, eventIds[i]!)), { expectedRevision: loaded.revision ?? 'no_stream', origin, ...(o.othersWait !== undefined && { othersWait: o.othersWait }) });
         return recordOwn(id, before, { snapshot, decided, eventIds }, r);
       } catch (err) {
         if (err instanceof WrongExpectedRevisionError && attempt <= maxConflictRetries) {

@@ -6,7 +6,7 @@
 // own actor; fixed commands go on with the event ids first made, so a stored try is recognised.
 // One actor's requests are applied in the order given.
 import type { AnyMachineSnapshot } from 'xstate';
-import type { AppendOrigin, AppendRequest, AppendResult, EventStore, NewEvent } from '../eventstore/event-store.ts';
+import type { AppendNotice, AppendOrigin, AppendRequest, AppendResult, EventStore, NewEvent } from '../eventstore/event-store.ts';
 import { WrongExpectedRevisionError } from '../errors.ts';
 import type { ActorKind, Command, DomainEvent } from './actor-kind.ts';
 import type { Commands, CommandsFor, Dispatched, Loaded } from './actor-runtime.ts';
@@ -35,7 +35,7 @@ export interface BatchParts<S extends AnyMachineSnapshot, E extends DomainEvent>
   decideAll(id: string, before: S | undefined, events: E[]): { ok: true; snapshot: S; decided: E[] } | { ok: false; error: Error };
   recordOwn(id: string, before: S | undefined, d: Decided<S, E>, r: AppendResult): Dispatched<S>;
   toNew(event: E, eventId: string): NewEvent;
-  dispatch(id: string, commands: Commands<S, E>): Promise<Dispatched<S>>;
+  dispatch(id: string, commands: Commands<S, E>, o?: Pick<AppendNotice, 'othersWait'>): Promise<Dispatched<S>>;
 }
 
 /** Fixed commands carrying the event ids they were first prepared with. */
@@ -50,11 +50,11 @@ function settle<T>(fn: () => T): { ok: true; value: T } | { ok: false; error: un
   }
 }
 
-/** `othersWait`: see AppendNotice (event-store.ts); for the batch's appendMany. */
+/** `othersWait`: see AppendNotice (event-store.ts); for the batch's appendMany and each request that goes on alone. */
 export async function dispatchMany<S extends AnyMachineSnapshot, E extends DomainEvent>(
   rt: BatchParts<S, E>,
   requests: readonly DispatchRequest<S, E>[],
-  { othersWait }: { othersWait?: boolean } = {},
+  notice: Pick<AppendNotice, 'othersWait'> = {},
 ): Promise<DispatchOutcome<S>[]> {
   const { kind, store, origin, cache, prepare, decideAll, recordOwn, toNew, dispatch } = rt;
   const outcomes = new Array<DispatchOutcome<S>>(requests.length);
@@ -98,7 +98,7 @@ export async function dispatchMany<S extends AnyMachineSnapshot, E extends Domai
     batch.push({ at, before, d: { ...d, eventIds: prepared.eventIds }, request: { streamId: kind.streamId(id), events, expectedRevision: start.revision ?? 'no_stream' }, commands: again });
   }
   if (batch.length > 0) {
-    const results = await store.appendMany(batch.map((b) => b.request), { origin, ...(othersWait !== undefined && { othersWait }) }).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
+    const results = await store.appendMany(batch.map((b) => b.request), { origin, ...notice }).catch((err: unknown) => batch.map(() => ({ ok: false as const, error: err })));
     for (const [i, b] of batch.entries()) {
       const r = results[i]!;
       if (r.ok) outcomes[b.at] = settle(() => recordOwn(requests[b.at]!.id, b.before, b.d, r.result));
@@ -113,7 +113,7 @@ export async function dispatchMany<S extends AnyMachineSnapshot, E extends Domai
   for (const a of alone.sort((x, y) => x.at - y.at)) byActor.set(requests[a.at]!.id, [...(byActor.get(requests[a.at]!.id) ?? []), a]);
   await Promise.all(
     [...byActor].map(async ([id, list]) => {
-      for (const a of list) outcomes[a.at] = await dispatch(id, a.commands).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
+      for (const a of list) outcomes[a.at] = await dispatch(id, a.commands, notice).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
     }),
   );
   return outcomes;

@@ -89,6 +89,31 @@ describe('batched dispatches', () => {
     expect((await t.store.readStream(executionStreamId(id!))).map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted']);
   });
 
+  it("passes its notice (othersWait) to the batch's appendMany and to a request that goes on alone", async () => {
+    const notices: { call: string; othersWait: boolean | undefined }[] = [];
+    const store: EventStore = {
+      ...t.store,
+      append: (streamId, events, o) => (notices.push({ call: 'append', othersWait: o.othersWait }), t.store.append(streamId, events, o)),
+      appendMany: (requests, o) => (notices.push({ call: 'appendMany', othersWait: o?.othersWait }), t.store.appendMany(requests, o)),
+    };
+    const runtime = createExecutionRuntime(store);
+    const [id] = await submitted(runtime, 1);
+    notices.length = 0;
+    // The actor's second request waits for its first: it goes on alone, through dispatch.
+    const outcomes = await runtime.actors.dispatchMany(
+      [
+        { id: id!, commands: handOff('w1') },
+        { id: id!, commands: (s) => (statusOf(s!) === 'Scheduled' ? { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' } : undefined) },
+      ],
+      { othersWait: false },
+    );
+    expect(outcomes.map((o) => o.ok && o.value.appended)).toEqual([true, true]);
+    expect(notices).toEqual([
+      { call: 'appendMany', othersWait: false },
+      { call: 'append', othersWait: false },
+    ]);
+  });
+
   it('recognises a retried request whose first try was stored (same event ids), in a batch, as applied once', async () => {
     const runtime = createExecutionRuntime(t.store);
     const stale = createExecutionRuntime(t.store);
