@@ -120,10 +120,8 @@ export interface SubscribeOptions {
  * that appender's commits, because the appender applies its own events to what the subscriber
  * keeps. The Postgres store also leaves out of its reads the rows of transactions that appender
  * alone committed (pg-own-commits.ts); other stores deliver them with the next read anything else
- * wakes it for or at its idle poll, and the subscriber finds them applied.
- * The Postgres store still wakes it for a lone append (nothing else of the store in flight) that
- * others wait for (AppendNotice), whose events it may as well read at once. Nothing else
- * changes: other subscriptions and other processes are woken as always. Stores that push events
+ * wakes it for or at its idle poll, and the subscriber finds them applied. Nothing else changes:
+ * other subscriptions and other processes are woken as always. Stores that push events
  * (EventStoreDB) ignore it.
  */
 export type AppendOrigin = object;

@@ -2,7 +2,10 @@
 // `stream` subscription fed by that appender (`appliedBy`) reads past their rows instead of reading
 // back, with their data, events the appender has applied itself (migrations/0007_…sql says what that
 // cost). Only a transaction all of whose rows came from one appender is kept (a group commit of one
-// origin); a mixed one, a lone append and any whose answer was lost are read back as before.
+// origin, or a lone append); a mixed one and any whose answer was lost are read back as before.
+// Lone appends were read back until 2026-11-29: at light load that was a read of the store per
+// execution (the executor's follower read back each outcome its worker appended), 409 against 208
+// reads in 200 pickups at 50/s.
 //
 // Never needed for correctness: an xid forgotten (past KEPT, or passed over by `of`) or not yet
 // known only means its rows are read and found applied. The appender applies its events once its
