@@ -142,7 +142,10 @@ describe('the timeline, polished', () => {
   });
 
   it('follows a running execution until it ends', async () => {
-    await submit('slow', 'core.sleep', { ms: 2_500 });
+    // Long enough to be seen running under CI's load: there the read model (caught up every 200 ms
+    // in global order, behind other test files' open transactions on the same server) and the page
+    // took longer than a 2.5 s run, and the first badge the page showed was already Completed.
+    await submit('slow', 'core.sleep', { ms: 6_000 });
     const w = await open(`?execution=${ids['slow']}`);
     await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toMatch(/^(Requested|Scheduling|Scheduled|Running)$/);
     await expect.poll(() => w.page.locator('.execution-status .badge').textContent(), POLL).toBe('Completed');
