@@ -27,8 +27,9 @@ export class OwnCommits {
   #xids: bigint[] = [];
   #origins: AppendOrigin[] = [];
 
-  /** A transaction `origin` alone wrote (its xid as text). */
-  add(xid: string, origin: AppendOrigin): void {
+  /** A transaction `origin` alone wrote (its xid as text); nothing when it wrote nothing or names no appender. */
+  add(xid: string | null, origin: AppendOrigin | undefined): void {
+    if (xid === null || origin === undefined) return;
     this.#xids.push(BigInt(xid));
     this.#origins.push(origin);
     if (this.#xids.length > 2 * KEPT) {

@@ -213,7 +213,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
           // The appender's own followers pass over its rows (OwnCommits) and are not woken for them:
           // at 50 pickups/s the executor's follower read back every outcome its worker appended
           // alone, one read of the store per execution (409 against 208 in 200 pickups).
-          if (appended.xid !== null && o.origin !== undefined) ownCommits.add(appended.xid, o.origin);
+          ownCommits.add(appended.xid, o.origin);
           // Other processes heard a lone statement's own NOTIFY.
           if (alone) wakeups.wake(o.origin);
           else wakeups.appended(o.origin);
@@ -250,7 +250,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     pool,
     appendOne: (r: AppendRequest) => appendAlone(r.streamId, r.events, { expectedRevision: r.expectedRevision, origin, othersWait }),
     appended: (xid) => {
-      if (xid !== null && origin !== undefined) ownCommits.add(xid, origin);
+      ownCommits.add(xid, origin);
       wakeups.appended(origin);
     },
     ...(log && { log }),

@@ -61,20 +61,35 @@ describe('GroupCommitter', () => {
     expect((await Promise.all(rest)).map((r) => r.nextExpectedRevision)).toEqual([1n, 1n, 1n]);
   });
 
-  it('names the appender of a transaction only when all its appends have the same one', async () => {
+  /**
+   * Three transactions with one in flight at a time: the first round's appends alone, the second's
+   * coalesced while it is in flight, the third's while the second is. The store's calls, in order.
+   */
+  async function threeTransactions(rounds: ((c: GroupCommitter) => Promise<unknown>[])[]) {
     const { calls, commit } = controlledStore();
     const c = new GroupCommitter(commit, { maxInFlight: 1 });
-    const [mine, theirs] = [{ appender: 'mine' }, { appender: 'theirs' }];
-    const all = [c.append('a', ev(), { expectedRevision: 'no_stream', origin: mine })];
-    all.push(...['b', 'c'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream', origin: mine })));
+    const all = [...rounds[0]!(c), ...rounds[1]!(c)];
     calls[0]!.finish();
     await tick();
-    all.push(...['d', 'e'].map((s, i) => c.append(s, ev(), { expectedRevision: 'no_stream', ...(i === 0 ? { origin: mine } : { origin: theirs }) })));
-    all.push(c.append('f', ev(), { expectedRevision: 'no_stream' }));
+    all.push(...rounds[2]!(c));
     calls[1]!.finish();
     await tick();
     calls[2]!.finish();
     await Promise.all(all);
+    return calls;
+  }
+
+  it('names the appender of a transaction only when all its appends have the same one', async () => {
+    const [mine, theirs] = [{ appender: 'mine' }, { appender: 'theirs' }];
+    const calls = await threeTransactions([
+      (c) => [c.append('a', ev(), { expectedRevision: 'no_stream', origin: mine })],
+      (c) => ['b', 'c'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream', origin: mine })),
+      (c) => [
+        c.append('d', ev(), { expectedRevision: 'no_stream', origin: mine }),
+        c.append('e', ev(), { expectedRevision: 'no_stream', origin: theirs }),
+        c.append('f', ev(), { expectedRevision: 'no_stream' }),
+      ],
+    ]);
     expect(calls.map((x) => [x.requests.map((r) => r.streamId).join(''), x.origin])).toEqual([
       ['a', mine],
       ['bc', mine],
@@ -83,17 +98,11 @@ describe('GroupCommitter', () => {
   });
 
   it('tells other processes at once when any append of a transaction has someone waiting for it (the default)', async () => {
-    const { calls, commit } = controlledStore();
-    const c = new GroupCommitter(commit, { maxInFlight: 1 });
-    const all = [c.append('a', ev(), { expectedRevision: 'no_stream', othersWait: false })];
-    all.push(...['b', 'c'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream', othersWait: false })));
-    calls[0]!.finish();
-    await tick();
-    all.push(c.append('d', ev(), { expectedRevision: 'no_stream', othersWait: false }), c.append('e', ev(), { expectedRevision: 'no_stream' }));
-    calls[1]!.finish();
-    await tick();
-    calls[2]!.finish();
-    await Promise.all(all);
+    const calls = await threeTransactions([
+      (c) => [c.append('a', ev(), { expectedRevision: 'no_stream', othersWait: false })],
+      (c) => ['b', 'c'].map((s) => c.append(s, ev(), { expectedRevision: 'no_stream', othersWait: false })),
+      (c) => [c.append('d', ev(), { expectedRevision: 'no_stream', othersWait: false }), c.append('e', ev(), { expectedRevision: 'no_stream' })],
+    ]);
     expect(calls.map((x) => [x.requests.map((r) => r.streamId).join(''), x.othersWait])).toEqual([
       ['a', false],
       ['bc', false],
