@@ -6,18 +6,22 @@
 //   variant "postgres": the Postgres work queue;  variant "nats": JetStream at $NATS_URL
 //   enqueueOne  = the runtime's submit (one ExecutionRequested; concurrent ones share a commit)
 //   enqueueMany = the runtime's submitMany (one appendMany)
+//   setup       = the migrations, and the projector in a `baton projector` process of its own that
+//                 runs until close(), as deployments run it (docker-compose.yml: beside the
+//                 hosts, for as long as the database is in use, not started with a worker).
+//                 BATON_PEER_PROJECTOR=with-worker starts it with each worker instead (how this
+//                 adapter ran until 2026-11-29: the drain then also projected the backlog's
+//                 requests, submitted before any projector ran), =in-process puts it in the
+//                 worker child, =none leaves it out (to see what it costs; the issue's figures
+//                 are always taken with it)
 //   startWorker = the executor, orchestrator and one worker (capacity = concurrency) in the worker
-//                 child process as `baton dev` composes them (in-process-hosts.ts), and the
-//                 projector in a `baton projector` process of its own, as deployments run it
-//                 (docker-compose.yml); BATON_PEER_PROJECTOR=in-process puts it in the worker
-//                 child too, =none leaves it out (to see what it costs; the issue's figures
-//                 are always taken with it). Handoffs to that worker start in the same append, without the
-//                 transport, as in `baton dev` (src/worker/eager-dispatch.ts);
-//                 BATON_EAGER_DISPATCH=off sends every run through the transport.
-//                 Action `bench.peer` calls handler(input)
+//                 child process as `baton dev` composes them (in-process-hosts.ts). Handoffs to
+//                 that worker start in the same append, without the transport, as in `baton dev`
+//                 (src/worker/eager-dispatch.ts); BATON_EAGER_DISPATCH=off sends every run
+//                 through the transport. Action `bench.peer` calls handler(input)
 //   pending()   = executions whose last event left them in a non-final state (metadata.stateAfter)
 //   clear()     = TRUNCATE of Baton's tables (the read model's too, checkpoints back to 0), and
-//                 this run's JetStream streams
+//                 this run's JetStream streams; the projector is stopped for it and started again
 import pg from 'pg';
 import pino from 'pino';
 import { finalStatuses } from '../../actors/execution.machine.ts';
@@ -31,7 +35,7 @@ import type { WorkTransport } from '../transport/work-transport.ts';
 import { jsonValue } from '../input/schemas.ts';
 import { onOff } from '../config-values.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
-import { startProjectorProcess } from './projector-process.ts';
+import { startProjectorProcess, type ProjectorProcess } from './projector-process.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 
 const ACTION = 'bench.peer';
@@ -79,12 +83,28 @@ export async function create(cfg: PeerConfig) {
     await deleteNatsWorkStreams(adminNc, natsOptions);
   }
 
+  // Where the projector runs (see the top of this file): a process of its own from setup() to
+  // close() unless BATON_PEER_PROJECTOR says otherwise.
+  const projectorMode = process.env.BATON_PEER_PROJECTOR ?? 'process';
+  if (!['process', 'with-worker', 'in-process', 'none'].includes(projectorMode)) {
+    throw new Error(`baton peer adapter: BATON_PEER_PROJECTOR=${projectorMode} is not one of process, with-worker, in-process, none`);
+  }
+  let projector: ProjectorProcess | undefined;
+  const startProjector = async () => {
+    if (projectorMode === 'process') projector = await startProjectorProcess(cfg.pgUrl);
+  };
+  const stopProjector = async () => {
+    await projector?.stop();
+    projector = undefined;
+  };
+
   let running: { stop(): Promise<void> } | undefined;
   return {
     name: variant === 'nats' ? 'Baton (JetStream transport)' : 'Baton (Postgres work queue)',
     async setup() {
       await migrateAll(pool);
       if (variant === 'nats') await deleteNatsStreams();
+      await startProjector();
     },
     async enqueueMany(payloads: unknown[]) {
       await client.submitMany(payloads.map(request));
@@ -93,8 +113,12 @@ export async function create(cfg: PeerConfig) {
       await client.submit(request(payload));
     },
     async clear() {
+      // Stopped first: its position and what it remembers of its rows would outlive the truncate.
+      const wasRunning = projector !== undefined;
+      await stopProjector();
       await check.query(CLEAR_SQL);
       if (variant === 'nats') await deleteNatsStreams();
+      if (wasRunning) await startProjector();
     },
     async pending() {
       const { rows } = await check.query<{ n: number }>(PENDING_SQL, [[...finalStatuses]]);
@@ -115,15 +139,15 @@ export async function create(cfg: PeerConfig) {
       const actions = createActionRegistry([
         defineAction({ name: ACTION, input: jsonValue(), run: async (input) => { await handler(input); return null; } }),
       ]);
-      const inProcessProjector = process.env.BATON_PEER_PROJECTOR === 'in-process';
-      const projector = inProcessProjector || process.env.BATON_PEER_PROJECTOR === 'none' ? undefined : await startProjectorProcess(cfg.pgUrl);
+      const inProcessProjector = projectorMode === 'in-process';
+      const workerProjector = projectorMode === 'with-worker' ? await startProjectorProcess(cfg.pgUrl) : undefined;
       const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: onOff.parse(process.env.BATON_EAGER_DISPATCH) });
       let stopping: Promise<void> | undefined;
       running = {
         stop: () =>
           (stopping ??= (async () => {
             await hosts.stop();
-            await projector?.stop();
+            await workerProjector?.stop();
             await transport.close();
             await nc?.close();
             await store.close();
@@ -134,6 +158,7 @@ export async function create(cfg: PeerConfig) {
     },
     async close() {
       await running?.stop();
+      await stopProjector();
       if (variant === 'nats') await deleteNatsStreams(); // nothing of this run left on the server
       await clientStore.close();
       await adminNc?.close();
