@@ -10,13 +10,22 @@ import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionC
 import type { ExecutionEvent } from '../schemas/events.ts';
 
 /**
+ * Version 6 is version 7 with SchedulingStarted before every handoff: a handoff came only from
+ * Scheduling (the `handsOffFromRequested` guard says no) and never carried the attempt limit.
+ */
+function mayAppendV6(context: ExecutionContext, event: ExecutionEvent): boolean {
+  if (event.type === 'ExecutionHandedOff' && event.data.maxAttempts !== undefined) return false;
+  return mayAppend(context, event);
+}
+
+/**
  * Version 5 is version 6 without action versions: no handoff or start named one (and no request
  * pinned one), so every attempt ran version 1 and the version rules never fire. Every other rule
  * is the same.
  */
 function mayAppendV5(context: ExecutionContext, event: ExecutionEvent): boolean {
   if ((event.type === 'ExecutionHandedOff' || event.type === 'ExecutionStarted') && event.data.actionVersion !== undefined) return false;
-  return mayAppend(context, event);
+  return mayAppendV6(context, event);
 }
 
 /** Version 4 is version 5 without tags added while running: nobody could write ExecutionTagged. */
@@ -55,21 +64,17 @@ function mayAppendV1(context: ExecutionContext, event: ExecutionEvent): boolean 
   return event.metadata.by === context.owner;
 }
 
-const executionMachineV1 = executionMachine.provide({
-  guards: { mayAppend: ({ context, event }) => mayAppendV1(context, event) },
-});
-const executionMachineV2 = executionMachine.provide({
-  guards: { mayAppend: ({ context, event }) => mayAppendV2(context, event) },
-});
-const executionMachineV3 = executionMachine.provide({
-  guards: { mayAppend: ({ context, event }) => mayAppendV3(context, event) },
-});
-const executionMachineV4 = executionMachine.provide({
-  guards: { mayAppend: ({ context, event }) => mayAppendV4(context, event) },
-});
-const executionMachineV5 = executionMachine.provide({
-  guards: { mayAppend: ({ context, event }) => mayAppendV5(context, event) },
-});
+/** A version before 7: `mayAppend` as that version had it, and no handoff straight from Requested. */
+const before7 = (mayAppendThen: (context: ExecutionContext, event: ExecutionEvent) => boolean) =>
+  executionMachine.provide({
+    guards: { mayAppend: ({ context, event }) => mayAppendThen(context, event), handsOffFromRequested: () => false },
+  });
+const executionMachineV1 = before7(mayAppendV1);
+const executionMachineV2 = before7(mayAppendV2);
+const executionMachineV3 = before7(mayAppendV3);
+const executionMachineV4 = before7(mayAppendV4);
+const executionMachineV5 = before7(mayAppendV5);
+const executionMachineV6 = before7(mayAppendV6);
 
 export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = new Map<string, AnyStateMachine>([
   ['1', executionMachineV1],
@@ -77,6 +82,7 @@ export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = ne
   ['3', executionMachineV3],
   ['4', executionMachineV4],
   ['5', executionMachineV5],
+  ['6', executionMachineV6],
   [MACHINE_VERSION, executionMachine],
 ]);
 

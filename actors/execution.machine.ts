@@ -23,7 +23,7 @@ import {
 export { EXECUTOR, mayAppend, type ExecutionContext, type Owner } from './execution.rules.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '6';
+export const MACHINE_VERSION = '7';
 // 2: the executor may time out a run whose recorded start-to-close deadline passed.
 // 3: ExecutionCancelRequested: a cancel reaches a worker-held execution without moving the baton.
 // 4: SchedulingStarted records the attempt limit (the action's, capped by the submission's own);
@@ -31,6 +31,11 @@ export const MACHINE_VERSION = '6';
 // 5: tags: ExecutionRequested may carry them, and the running action adds more with ExecutionTagged.
 // 6: action versions: a request may pin one, a handoff names the version the attempt runs and
 //    must be the pin, and the start must name the handoff's version (absent everywhere: version 1).
+// 7: the handoff comes straight from Requested and records the attempt limit itself: the executor
+//    no longer appends SchedulingStarted, which only ever went into the same append as the handoff
+//    (Requested → Scheduling → Scheduled, still folded in older histories). One event fewer per
+//    attempt: in the peers harness's drain (20,000 jobs, concurrency 50) 3,446 / 3,527 → 3,971 /
+//    4,226 jobs/s on the Postgres queue and 3,653 / 3,700 → 3,939 / 4,073 on JetStream.
 
 // ---------------------------------------------------------------------------
 
@@ -50,6 +55,8 @@ export const executionMachine = setup({
   guards: {
     mayAppend: ({ context, event }) => mayAppend(context, event),
     fits: ({ context, event }) => dataProblem(context, event) === null,
+    /** Version 7 hands off straight from Requested; older versions' machines say no (execution-machine-versions.ts). */
+    handsOffFromRequested: () => true,
     willRetry: ({ context, event }) =>
       event.type === 'ExecutionFailed' && event.data.retryable && context.attempt < context.maxAttempts,
   },
@@ -66,6 +73,7 @@ export const executionMachine = setup({
       assertEvent(event, 'ExecutionHandedOff');
       const owner: Owner = `worker:${event.data.workerId}`;
       return touched(event, {
+        maxAttempts: event.data.maxAttempts ?? context.maxAttempts,
         owner,
         workerId: event.data.workerId,
         // Kept only when not 1 (what absent means), so a context has one form per version.
@@ -134,6 +142,7 @@ export const executionMachine = setup({
     Requested: {
       on: {
         SchedulingStarted: { guard: and(['mayAppend', 'fits']), target: 'Scheduling', actions: 'startScheduling' },
+        ExecutionHandedOff: { guard: and(['mayAppend', 'fits', 'handsOffFromRequested']), target: 'Scheduled', actions: 'handOff' },
         ExecutionRetryScheduled: {
           guard: and(['mayAppend', 'fits']),
           target: 'Requested',
@@ -143,6 +152,7 @@ export const executionMachine = setup({
         ExecutionAbandoned: { guard: 'mayAppend', target: 'Abandoned', actions: 'abandon' },
       },
     },
+    // Only histories written before version 7 pass through here (SchedulingStarted, then the handoff in the same append).
     Scheduling: {
       on: {
         ExecutionHandedOff: { guard: and(['mayAppend', 'fits']), target: 'Scheduled', actions: 'handOff' },

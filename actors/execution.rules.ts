@@ -103,6 +103,7 @@ export function notOwnerReason(context: ExecutionContext, event: ExecutionEvent)
 export function contextProblem(context: ExecutionContext, type: ExecutionEventType): string | null {
   switch (type) {
     case 'SchedulingStarted':
+    case 'ExecutionHandedOff':
       return context.retryPending
         ? 'a retry decision is pending: ExecutionRetryScheduled or ExecutionAbandoned must come first'
         : null;
@@ -128,16 +129,12 @@ export function dataProblem(context: ExecutionContext, event: ExecutionEvent): s
   const problem = contextProblem(context, event.type);
   if (problem !== null) return problem;
   switch (event.type) {
-    case 'SchedulingStarted': {
-      const limit = event.data.maxAttempts;
-      if (limit === undefined) return null;
-      if (context.submittedMaxAttempts !== undefined && limit > context.submittedMaxAttempts) {
-        return `SchedulingStarted maxAttempts ${limit} exceeds the submission's own limit ${context.submittedMaxAttempts}: an action's limit may lower a submission's, never raise it`;
-      }
-      return limit < context.attempt ? `SchedulingStarted maxAttempts ${limit} is below the current attempt ${context.attempt}` : null;
-    }
+    case 'SchedulingStarted':
+      return attemptLimitProblem(context, event.type, event.data.maxAttempts);
     case 'ExecutionHandedOff': {
       const { attempt, workerId } = event.data;
+      const limitProblem = attemptLimitProblem(context, event.type, event.data.maxAttempts);
+      if (limitProblem !== null) return limitProblem;
       if (attempt !== context.attempt) {
         return `ExecutionHandedOff attempt ${attempt} does not match current attempt ${context.attempt}`;
       }
@@ -189,6 +186,15 @@ export function dataProblem(context: ExecutionContext, event: ExecutionEvent): s
     default:
       return null;
   }
+}
+
+/** Whether an attempt limit the executor records (SchedulingStarted, or from version 7 the handoff) fits. */
+function attemptLimitProblem(context: ExecutionContext, type: ExecutionEventType, limit: number | undefined): string | null {
+  if (limit === undefined) return null;
+  if (context.submittedMaxAttempts !== undefined && limit > context.submittedMaxAttempts) {
+    return `${type} maxAttempts ${limit} exceeds the submission's own limit ${context.submittedMaxAttempts}: an action's limit may lower a submission's, never raise it`;
+  }
+  return limit < context.attempt ? `${type} maxAttempts ${limit} is below the current attempt ${context.attempt}` : null;
 }
 
 /**

@@ -128,6 +128,12 @@ export const ExecutionHandedOff = event(
     deadline: IsoTime,
     /** The action version this attempt is handed off to run (machine version 6); absent: version 1. A pinned execution's is its pin. */
     actionVersion: ActionVersion.optional(),
+    /**
+     * The attempt limit from now on, as SchedulingStarted.maxAttempts (machine version 7, whose
+     * handoff comes straight from Requested: the executor no longer appends SchedulingStarted).
+     * Absent: the limit stays as it was.
+     */
+    maxAttempts: MaxAttempts.optional(),
   }),
   ExecutorRef,
 );

@@ -1,6 +1,7 @@
 // Concurrency buckets and the slots held in each. An action with a concurrency policy has one
 // bucket, or one per value of its key path in the input; an execution holds at most one slot
-// of its bucket, from SchedulingStarted until its baton comes back or it ends.
+// of its bucket, from its handoff (SchedulingStarted before machine version 7) until its baton
+// comes back or it ends.
 import { createHash } from 'node:crypto';
 
 /** Identifies one concurrency bucket: the action, and the key's value (null: no key, or the input lacks it). */

@@ -1,5 +1,5 @@
 // The executor: schedules each waiting execution to a live worker by appending
-// SchedulingStarted + ExecutionHandedOff (compare-and-swap, so several executors can run at
+// ExecutionHandedOff (compare-and-swap, so several executors can run at
 // once), and only then publishes the work; answers executions whose baton came back (retry with
 // the action's backoff, or abandon: retry-policy.ts); and runs the monitor (monitor.ts), which
 // enforces every deadline the history holds and every absence the liveness table shows.
@@ -287,8 +287,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
           const started = intake?.start({ action: c.action, attempt: c.attempt, actionVersion: version.actionVersion, cancelRequested: c.cancelRequested !== undefined });
           made.eager = started !== undefined;
           return [
-            { type: 'SchedulingStarted', data: { maxAttempts: attemptLimit(c, policy) }, by: 'executor' },
-            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...version }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
+            // The handoff records the attempt limit too (machine version 7: no SchedulingStarted before it).
+            { type: 'ExecutionHandedOff', data: { workerId, attempt: c.attempt, deadline, ...version, maxAttempts: attemptLimit(c, policy) }, by: 'executor', eventId: handoffEventId, ...trace?.fields },
             ...(started ? [{ type: 'ExecutionStarted', data: started, by: `worker:${workerId}` } as const] : []),
           ];
         };

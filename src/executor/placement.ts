@@ -149,7 +149,7 @@ export function plan(input: PlanInput): Placement[] {
     left.set(c.bucket, slotsLeft(c.action, c.bucket) - 1);
     if (mayTake(from)) takeNext(from);
   }
-  // Nothing leaves the queue here: a placed execution leaves when its SchedulingStarted is applied.
+  // Nothing leaves the queue here: a placed execution leaves when its handoff is applied.
   for (const w of taken) queue.putBack(w);
   return placed;
 }

@@ -67,7 +67,7 @@ export interface RetryDecision {
   action: string;
   attempt: number;
   maxAttempts: number;
-  /** maxAttempts was recorded by a SchedulingStarted (else it is the request's, from before machine version 4). */
+  /** maxAttempts was recorded by a SchedulingStarted or a handoff (else it is the request's, from before machine version 4). */
   limitRecorded: boolean;
   reason: string;
   /** A cancel was requested while a worker held it: end it as Cancelled, never retry. */

@@ -10,8 +10,8 @@
 // process left behind.
 //
 // Concurrency slots: an execution holds one exactly while the machine says Scheduling,
-// Scheduled or Running; it takes it at SchedulingStarted and gives it back when the baton
-// comes back or the run ends, once, because the state changes once.
+// Scheduled or Running; it takes it at the handoff (SchedulingStarted before machine version 7)
+// and gives it back when the baton comes back or the run ends, once, because the state changes once.
 //
 // Every executor derives its own view; compare-and-swap appends settle races between them.
 import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
@@ -36,7 +36,7 @@ interface Entry {
   /** The input, kept only while no worker has advertised the action: its key needs the policy. */
   input?: unknown;
   avoid: Set<string>;
-  /** Whether a SchedulingStarted recorded the attempt limit (machine version 4). */
+  /** Whether the attempt limit was recorded: by a SchedulingStarted (machine versions 4–6) or a handoff (7). */
   limitRecorded: boolean;
   /** Why the baton last came back, for the retry's or the abandonment's reason. */
   returned: string;
@@ -137,6 +137,7 @@ export class SchedulingView {
         if (event.data.maxAttempts !== undefined) e.limitRecorded = true;
         return;
       case 'ExecutionHandedOff':
+        if (event.data.maxAttempts !== undefined) e.limitRecorded = true;
         e.handoff = { eventId: at.eventId, revision: at.revision, at: at.recordedAt?.getTime() ?? Date.parse(event.metadata.occurredAt) };
         return;
       case 'ExecutionStarted':

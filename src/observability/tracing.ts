@@ -5,7 +5,7 @@
 //
 //   baton.submit                 the submitter (a child of the caller's active span, if any)
 //   ├─ baton.schedule            the executor, one per attempt (siblings: the retries)
-//   │  └─ baton.handoff          the executor's SchedulingStarted + ExecutionHandedOff
+//   │  └─ baton.handoff          the executor's ExecutionHandedOff
 //   │     └─ baton.run           the worker, one per delivery
 //   │        └─ baton.outcome    the worker's outcome append
 //   └─ baton.schedule …          attempt 2, and so on

@@ -70,13 +70,11 @@ export function warmUpExecutions(now: Date = new Date()): ExecutionSnapshot {
   const at = now.toISOString();
   const path: Command<ExecutionEvent>[] = [
     { type: 'ExecutionRequested', by: 'executor', data: { action: 'baton.warm-up', input: { warm: true }, maxAttempts: 2 } },
-    { type: 'SchedulingStarted', by: 'executor', data: { maxAttempts: 2 } },
-    { type: 'ExecutionHandedOff', by: 'executor', data: { workerId: worker, attempt: 1, deadline: at } },
+    { type: 'ExecutionHandedOff', by: 'executor', data: { workerId: worker, attempt: 1, deadline: at, maxAttempts: 2 } },
     { type: 'ExecutionStarted', by: `worker:${worker}`, data: { attempt: 1 } },
     { type: 'ExecutionProgressed', by: `worker:${worker}`, data: { details: { step: 1 } } },
     { type: 'ExecutionFailed', by: `worker:${worker}`, data: { error: { message: 'warm-up' }, retryable: true } },
     { type: 'ExecutionRetryScheduled', by: 'executor', data: { attempt: 2, retryAt: at, reason: 'warm-up' } },
-    { type: 'SchedulingStarted', by: 'executor', data: {} },
     { type: 'ExecutionHandedOff', by: 'executor', data: { workerId: worker, attempt: 2, deadline: at } },
     { type: 'ExecutionStarted', by: `worker:${worker}`, data: { attempt: 2 } },
     { type: 'ExecutionCompleted', by: `worker:${worker}`, data: { result: { warm: true } } },

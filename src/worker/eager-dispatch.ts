@@ -1,8 +1,8 @@
 // Eager dispatch: when the executor hands an execution to a worker in its own process (`baton dev`,
 // an embedded worker, the benchmarks), that worker's ExecutionStarted goes into the same append as
-// SchedulingStarted and ExecutionHandedOff, and the worker runs it at once: no work message is
+// ExecutionHandedOff, and the worker runs it at once: no work message is
 // published, claimed or acked. Temporal does the same for activities a workflow worker can run
-// itself ("eager activity dispatch"). The history is the same three events, each decided by the
+// itself ("eager activity dispatch"). The history is the same two events, each decided by the
 // machine in order (the worker's start is only valid once the handoff made it the owner), so
 // ownership stays explicit; only the commit is shared.
 //

@@ -30,7 +30,8 @@ describe('attempt limits (real executor and worker processes, baton submit)', ()
       status: out.status,
       attempt: out.attempt,
       started: events.filter((e) => e.type === 'ExecutionStarted').map((e) => (e.data as { attempt: number }).attempt),
-      limits: events.filter((e) => e.type === 'SchedulingStarted').map((e) => (e.data as { maxAttempts?: number }).maxAttempts),
+      // Recorded on each handoff (machine version 7; SchedulingStarted recorded it before).
+      limits: events.filter((e) => e.type === 'ExecutionHandedOff').map((e) => (e.data as { maxAttempts?: number }).maxAttempts),
     };
   }
 

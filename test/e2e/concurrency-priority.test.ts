@@ -1,7 +1,7 @@
 // Concurrency limits and priorities end to end: a real executor (and again three partitioned
 // executors, src/executor/partitions/) and real worker hosts (in this process) against a real Postgres and NATS (the Postgres work queue when no NATS is reachable).
 // Every claim is checked from the events, read back in the store's commit order: a slot is
-// held from SchedulingStarted (or, counted the way a user sees it, from ExecutionStarted) until
+// held from the handoff (or, counted the way a user sees it, from ExecutionStarted) until
 // the execution's final event or the baton's return.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NatsConnection } from 'nats';
@@ -52,7 +52,7 @@ const RELEASING = new Set([
 
 /**
  * The most executions holding at once, overall and per key, counting from `from`
- * (SchedulingStarted or ExecutionStarted) to a releasing event. Events in commit order.
+ * (ExecutionHandedOff or ExecutionStarted) to a releasing event. Events in commit order.
  */
 function maxConcurrent(events: StoredEvent[], ids: Map<string, string>, from: string): { overall: number; perKey: Map<string, number> } {
   const holding = new Set<string>();
@@ -153,14 +153,14 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
 
     const events = await allEvents(t.store, [EXECUTION_STREAM_PREFIX]);
     const started = maxConcurrent(events, ids, 'ExecutionStarted');
-    const scheduled = maxConcurrent(events, ids, 'SchedulingStarted');
-    // For the log: how long a freed slot stays free (a completion to the next SchedulingStarted).
+    const scheduled = maxConcurrent(events, ids, 'ExecutionHandedOff');
+    // For the log: how long a freed slot stays free (a completion to the next handoff).
     const gaps: number[] = [];
     let freedAt: number | undefined;
     for (const e of events) {
       if (!ids.has(e.streamId.slice(EXECUTION_STREAM_PREFIX.length))) continue;
       if (e.type === 'ExecutionCompleted') freedAt ??= e.recordedAt.getTime();
-      else if (e.type === 'SchedulingStarted' && freedAt !== undefined) [gaps[gaps.length], freedAt] = [e.recordedAt.getTime() - freedAt, undefined];
+      else if (e.type === 'ExecutionHandedOff' && freedAt !== undefined) [gaps[gaps.length], freedAt] = [e.recordedAt.getTime() - freedAt, undefined];
     }
     gaps.sort((a, b) => a - b);
     console.info(
@@ -188,7 +188,7 @@ describe.each([1, 3])(`concurrency limits and priorities, %i executor(s) (${nats
     await untilCompleted(t.db.pool, [...ids.keys()], 25_000);
     const ms = performance.now() - t0;
     const events = await allEvents(t.store, [EXECUTION_STREAM_PREFIX]);
-    for (const from of ['ExecutionStarted', 'SchedulingStarted']) {
+    for (const from of ['ExecutionStarted', 'ExecutionHandedOff']) {
       const { overall, perKey } = maxConcurrent(events, ids, from);
       console.info(`cc.keyed (${from}): 60 executions in ${Math.round(ms)} ms; most at once ${overall}; per tenant ${JSON.stringify(Object.fromEntries(perKey))}`);
       expect(overall, from).toBeGreaterThan(1);

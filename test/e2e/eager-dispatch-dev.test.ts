@@ -40,7 +40,7 @@ describe('eager dispatch in baton dev', () => {
       const ids = await Promise.all(Array.from({ length: 5 }, (_, i) => runtime.submit({ action: 'core.echo', input: { i } }).then((r) => r.executionId)));
       for (const id of ids) {
         const events = await completed(id);
-        expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+        expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
         const tx = await transactionsOf(events);
         const handoff = tx.find((r) => r.type === 'ExecutionHandedOff')!.x;
         const start = tx.find((r) => r.type === 'ExecutionStarted')!.x;

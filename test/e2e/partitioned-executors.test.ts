@@ -31,7 +31,7 @@ const keyed = defineAction({ name: 'px.keyed', input: z.object({ tenantId: z.str
 
 const RELEASING = new Set(['ExecutionCompleted', 'ExecutionFailed', 'ExecutionCancelled', 'ExecutionTimedOut', 'ExecutionAbandoned', 'OwnershipReclaimed', 'OwnershipReleased']);
 
-/** The most executions holding a slot at once (SchedulingStarted to a releasing event), per key. */
+/** The most executions holding a slot at once (the handoff to a releasing event), per key. */
 function maxHolding(events: StoredEvent[], ids: Map<string, string>): Map<string, number> {
   const holding = new Set<string>();
   const now = new Map<string, number>();
@@ -40,7 +40,7 @@ function maxHolding(events: StoredEvent[], ids: Map<string, string>): Map<string
     const id = e.streamId.slice(EXECUTION_STREAM_PREFIX.length);
     const key = ids.get(id);
     if (key === undefined) continue;
-    if (e.type === 'SchedulingStarted' && !holding.has(id)) {
+    if (e.type === 'ExecutionHandedOff' && !holding.has(id)) {
       holding.add(id);
       now.set(key, (now.get(key) ?? 0) + 1);
       most.set(key, Math.max(most.get(key) ?? 0, now.get(key)!));

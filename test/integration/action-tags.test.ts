@@ -75,8 +75,8 @@ describe('ctx.tag', () => {
   it('records ExecutionTagged by the worker, merged with the submitted tags; a bad tag throws in the action, naming it', async () => {
     const { executionId } = await runtime.submit({ action: 'tags.charge', input: { invoice: 'inv-7' }, tags: { customer: 'c-42', stage: 'new' } });
     const events = await finished(executionId);
-    expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionTagged', 'ExecutionCompleted']);
-    expect(events[4]).toMatchObject({ data: { tags: { invoice: 'inv-7', stage: 'charged' } }, metadata: { by: 'worker:tagger', machineVersion: MACHINE_VERSION, stateAfter: 'Running' } });
+    expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionTagged', 'ExecutionCompleted']);
+    expect(events[3]).toMatchObject({ data: { tags: { invoice: 'inv-7', stage: 'charged' } }, metadata: { by: 'worker:tagger', machineVersion: MACHINE_VERSION, stateAfter: 'Running' } });
     expect(refusals.get(executionId)).toMatch(/^tags\.not a key: tag key "not a key" may contain only/);
     const loaded = await runtime.load(executionId, { fresh: true });
     expect(loaded.snapshot.context.tags).toEqual({ customer: 'c-42', stage: 'charged', invoice: 'inv-7' });

@@ -107,15 +107,15 @@ describe('eager dispatch', () => {
     const eagerRuns = localWorkers.runs;
     const { executionId } = await runtime.submit({ action: 'eg.echo', input: { n: 7 } });
     const events = await until(executionId, last('ExecutionCompleted'));
-    expect(types(events)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
-    const [, scheduling, handoff, start, completed] = events;
+    expect(types(events)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+    const [, handoff, start, completed] = events;
     expect(handoff).toMatchObject({ data: { workerId: 'eg-local' }, metadata: { by: 'executor' } });
     // The worker's own start, with its action's limit, committed with the handoff.
     expect(start).toMatchObject({ data: { attempt: (handoff!.data as { attempt: number }).attempt }, metadata: { by: 'worker:eg-local' } });
     const deadline = Date.parse((start!.data as { deadline: string }).deadline);
     expect(deadline).toBeGreaterThanOrEqual(before + 45_000);
     expect(deadline).toBeLessThanOrEqual(Date.now() + 45_000);
-    const transactions = await Promise.all([scheduling!, handoff!, start!].map(transactionOf));
+    const transactions = await Promise.all([handoff!, start!].map(transactionOf));
     expect(new Set(transactions).size).toBe(1);
     expect(completed).toMatchObject({ data: { result: { n: 7 } }, metadata: { by: 'worker:eg-local' } });
     expect(published.has(executionId)).toBe(false);
@@ -127,9 +127,9 @@ describe('eager dispatch', () => {
   it('a handoff to a worker of another process goes through the transport, and that worker starts it', async () => {
     const { executionId } = await runtime.submit({ action: 'eg.remote', input: null });
     const events = await until(executionId, last('ExecutionCompleted'));
-    expect(types(events)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
-    expect(events[3]).toMatchObject({ metadata: { by: 'worker:eg-remote' } });
-    expect(await transactionOf(events[3]!)).not.toBe(await transactionOf(events[2]!));
+    expect(types(events)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+    expect(events[2]).toMatchObject({ metadata: { by: 'worker:eg-remote' } });
+    expect(await transactionOf(events[2]!)).not.toBe(await transactionOf(events[1]!));
     expect(published.has(executionId)).toBe(true);
     // Its worker hears of it through the transport, published after the commit.
     expect(handoffNotices.get(executionStreamId(executionId))).toBe(false);
@@ -191,8 +191,8 @@ describe('eager dispatch', () => {
     try {
       const { executionId } = await runtime.submit({ action: 'eg.remote', input: null });
       const events = await until(executionId, last('ExecutionCompleted'));
-      expect(types(events)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
-      expect(events[3]).toMatchObject({ data: { attempt: 1 }, metadata: { by: 'worker:eg-remote' } });
+      expect(types(events)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+      expect(events[2]).toMatchObject({ data: { attempt: 1 }, metadata: { by: 'worker:eg-remote' } });
       expect(published.has(executionId)).toBe(true);
     } finally {
       unregister();

@@ -54,7 +54,7 @@ describe('a local worker whose action ended', () => {
     return gates.get(id)!;
   };
 
-  const whole = ['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted'];
+  const whole = ['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted'];
   const handoffOf = (events: StoredEvent[]) => events.find((e) => e.type === 'ExecutionHandedOff')!;
 
   it('hands the next execution to the slot after the ended run\'s outcome, never before it', { timeout: 30_000 }, async () => {

@@ -116,14 +116,13 @@ describe('execution runtime', () => {
     const results = await Promise.allSettled(
       Array.from({ length: 12 }, (_, i) =>
         runtime.dispatch(executionId, [
-          { type: 'SchedulingStarted', data: {}, by: 'executor' },
           { type: 'ExecutionHandedOff', data: { workerId: `w${i}`, attempt: 1, deadline: deadline() }, by: 'executor' },
         ]),
       ),
     );
     expect(results.filter((r) => r.status === 'fulfilled').length).toBe(1);
     const events = await t.store.readStream(executionStreamId(executionId));
-    expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff']);
+    expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionHandedOff']);
   });
 
   it('creates one execution for one idempotency key, even under concurrent submission', async () => {

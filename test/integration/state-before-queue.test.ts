@@ -42,7 +42,6 @@ for (const kind of ['postgres', ...(natsUrl ? ['nats'] : [])] as const) {
         // "Executor A": appends the handoff, then crashes before publishing.
         const { executionId } = await runtime.submit({ action: 'core.echo', input: { n: 1 } });
         await runtime.dispatch(executionId, [
-          { type: 'SchedulingStarted', data: {}, by: 'executor' },
           { type: 'ExecutionHandedOff', data: { workerId, attempt: 1, deadline: new Date(Date.now() + 30_000).toISOString() }, by: 'executor' },
         ]);
         // Executors B and C start, catch up, and each re-publishes what was never published.
@@ -52,7 +51,7 @@ for (const kind of ['postgres', ...(natsUrl ? ['nats'] : [])] as const) {
         expect(done!.snapshot.context.result).toEqual({ n: 1 });
         await new Promise((r) => setTimeout(r, 1_000)); // room for a duplicate delivery to show up
         const events = await store.readStream(executionStreamId(executionId));
-        expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+        expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
         await Promise.all(executors.map((e) => e.stop()));
       } finally {
         await worker.stop();

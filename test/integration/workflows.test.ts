@@ -234,7 +234,7 @@ describe('workflows on a real executor and worker', () => {
     expect(byId['waiting']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
     // `slow` was running on the worker: its worker was asked to stop, aborted the run and recorded it.
     const slowEvents = await c.store.readStream(executionStreamId(byId['slow']!.executionId!));
-    expect(slowEvents.map((e) => e.type)).toEqual(['ExecutionRequested', 'SchedulingStarted', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCancelRequested', 'ExecutionCancelled']);
+    expect(slowEvents.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCancelRequested', 'ExecutionCancelled']);
     expect(slowEvents.at(-1)!.metadata.by).toMatch(/^worker:/);
     expect(byId['slow']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
     expect(byId['later']).toMatchObject({ status: 'Skipped', executionId: null });

@@ -48,11 +48,17 @@ export const ev = {
   /** With `maxAttempts`, the attempt limit the executor records for this attempt. */
   schedulingStarted: (o: At & { maxAttempts?: number } = {}) =>
     build('SchedulingStarted', o.maxAttempts === undefined ? {} : { maxAttempts: o.maxAttempts }, 'executor', o.at ?? at(1)),
-  /** With `actionVersion`, the action version the attempt is handed off to run. */
-  handedOff: (workerId: string, attempt: number, o: At & { deadline?: string; actionVersion?: number } = {}) =>
+  /** With `actionVersion`, the action version the attempt is handed off to run; with `maxAttempts`, the attempt limit it records (machine version 7). */
+  handedOff: (workerId: string, attempt: number, o: At & { deadline?: string; actionVersion?: number; maxAttempts?: number } = {}) =>
     build(
       'ExecutionHandedOff',
-      { workerId, attempt, deadline: o.deadline ?? at(32), ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }) },
+      {
+        workerId,
+        attempt,
+        deadline: o.deadline ?? at(32),
+        ...(o.actionVersion !== undefined && { actionVersion: o.actionVersion }),
+        ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }),
+      },
       'executor',
       o.at ?? at(2),
     ),
@@ -135,6 +141,8 @@ export function pathAlphabet(): ExecutionEvent[] {
     // An action's limit lowering the submission's (refused at attempt 2), and one above it (always refused).
     ev.schedulingStarted({ maxAttempts: 1 }),
     ev.schedulingStarted({ maxAttempts: PATH_MAX_ATTEMPTS + 1 }),
+    // The same limits on a handoff straight from Requested (machine version 7), from worker a only.
+    ...attempts.flatMap((n) => [1, PATH_MAX_ATTEMPTS + 1].map((maxAttempts) => ev.handedOff('a', n, { maxAttempts }))),
     ...PATH_WORKERS.flatMap((w) => [
       ...attempts.map((n) => ev.handedOff(w, n)),
       ...attempts.map((n) => ev.started(w, n)),

@@ -34,6 +34,8 @@ export interface RandomHistoryOptions {
   maxLength?: number;
   /** Action versions too (machine version 5): half the requests pin version 2, and handoffs and starts name versions 1 to 3. */
   versions?: boolean;
+  /** As machine versions before 7 wrote them: a SchedulingStarted before every handoff, and no handoff recording the attempt limit. */
+  before7?: boolean;
 }
 
 /** Handoffs and starts naming an action version, for walks with `versions`. */
@@ -52,7 +54,10 @@ export function randomHistory(random: () => number, o: RandomHistoryOptions): Hi
   const length = 1 + Math.floor(random() * (o.maxLength ?? 30));
   while (picked.length < length && snapshot.status !== 'done') {
     const current = snapshot;
-    const options = current._nodes.flatMap((node) => node.ownEvents).flatMap((type) => byType.get(type) ?? []).filter((e) => current.can(e));
+    const options = current._nodes
+      .flatMap((node) => node.ownEvents)
+      .flatMap((type) => byType.get(type) ?? [])
+      .filter((e) => current.can(e) && !(o.before7 && e.type === 'ExecutionHandedOff' && (statusOf(current) === 'Requested' || e.data.maxAttempts !== undefined)));
     if (options.length === 0) break;
     const ending = options.filter((e) => ENDING.has(e.type));
     const going = options.filter((e) => !ENDING.has(e.type));

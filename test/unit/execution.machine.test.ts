@@ -128,7 +128,7 @@ describe('start', () => {
   });
 
   it('exports the machine version appenders record', () => {
-    expect(MACHINE_VERSION).toBe('6');
+    expect(MACHINE_VERSION).toBe('7');
     expect([...finalStatuses].sort()).toEqual(['Abandoned', 'Cancelled', 'Completed', 'Failed', 'TimedOut']);
   });
 });
@@ -162,6 +162,23 @@ describe('legal transitions', () => {
     const second = accept(retrying, ev.retryScheduled(2));
     expectRefused(second, ev.schedulingStarted({ maxAttempts: 1 }), 'InvalidTransition', /maxAttempts 1 is below the current attempt 2/);
     expect(accept(second, ev.schedulingStarted({ maxAttempts: 2 })).context.maxAttempts).toBe(2);
+  });
+
+  it('Requested → Scheduled on the executor’s ExecutionHandedOff (version 7), which records the attempt limit as SchedulingStarted did', () => {
+    const s = accept(foldExecution(requested()), ev.handedOff('a', 1, { at: at(2), maxAttempts: 1 }));
+    expect(statusOf(s)).toBe('Scheduled');
+    expect(s.context).toMatchObject({ owner: 'worker:a', workerId: 'a', maxAttempts: 1, scheduledAt: at(2), owners: ['executor', 'worker:a'] });
+    expect(accept(foldExecution(requested()), ev.handedOff('a', 1)).context.maxAttempts).toBe(2); // none recorded: unchanged
+
+    const defaulted = foldExecution([ev.requested({ maxAttempts: 3, maxAttemptsIsDefault: true })]);
+    expect(accept(defaulted, ev.handedOff('a', 1, { maxAttempts: 5 })).context.maxAttempts).toBe(5);
+    const own = foldExecution([ev.requested({ maxAttempts: 2 })]);
+    expectRefused(own, ev.handedOff('a', 1, { maxAttempts: 5 }), 'InvalidTransition', /ExecutionHandedOff maxAttempts 5 exceeds the submission's own limit 2/);
+    expectRefused(foldExecution(retryPending()), ev.handedOff('a', 1), 'InvalidTransition', /retry decision is pending/);
+    expectRefused(foldExecution(requested()), withBy(ev.handedOff('a', 1), 'worker:a'), 'NotOwner', /worker:a is not the owner/);
+    const second = accept(foldExecution([...retryPending()]), ev.retryScheduled(2));
+    expectRefused(second, ev.handedOff('a', 2, { maxAttempts: 1 }), 'InvalidTransition', /ExecutionHandedOff maxAttempts 1 is below the current attempt 2/);
+    expect(accept(second, ev.handedOff('a', 2, { maxAttempts: 2 })).context).toMatchObject({ attempt: 2, maxAttempts: 2 });
   });
 
   it('Requested → Cancelled on the executor’s ExecutionCancelled', () => {
@@ -572,7 +589,7 @@ describe('foldExecution', () => {
 
 describe('allowedEventTypes', () => {
   it.each<[string, () => ExecutionEvent[], string[]]>([
-    ['Requested', requested, ['SchedulingStarted', 'ExecutionCancelled', 'ExecutionAbandoned']],
+    ['Requested', requested, ['SchedulingStarted', 'ExecutionHandedOff', 'ExecutionCancelled', 'ExecutionAbandoned']],
     ['Requested, retry pending', retryPending, ['ExecutionRetryScheduled', 'ExecutionCancelled', 'ExecutionAbandoned']],
     ['Scheduling', scheduling, ['ExecutionHandedOff', 'ExecutionCancelled']],
     ['Scheduled', scheduled, ['ExecutionStarted', 'ExecutionCancelled', 'ExecutionCancelRequested', 'OwnershipReleased', 'OwnershipReclaimed']],

@@ -18,6 +18,9 @@ const asHistory = (events: ReturnType<typeof ev.requested>[] | any[], version = 
 const completed = () => asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.progressed('a'), ev.completed('a')]);
 const running = () => asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1)]);
 const candidate = (machine: any, label = 'fixture'): ReplayTarget => ({ kind: 'machine', machine, label });
+/** What only version 7 writes: a handoff straight from Requested (no SchedulingStarted before it), or one recording the attempt limit. */
+const v7Only = (history: HistoryEvent[]) =>
+  history.some((e, i) => e.type === 'ExecutionHandedOff' && (history[i - 1]?.type !== 'SchedulingStarted' || 'maxAttempts' in (e.data as object)));
 
 describe('replay of generated histories', () => {
   it('replays 10,000 random histories through the current machine with no divergence', () => {
@@ -31,7 +34,7 @@ describe('replay of generated histories', () => {
         if (verdict.divergences.length > 0) throw new Error(`history ${i} diverges: ${JSON.stringify(verdict.divergences)}\n${JSON.stringify(history)}`);
       }
     }
-    expect(events).toBeGreaterThan(50_000); // the walks are long enough to mean something
+    expect(events).toBeGreaterThan(45_000); // the walks are long enough to mean something
   }, 60_000); // ~7 s on an idle 2-core machine; more while other test files share it
 
   it('replays 2,000 random histories with action versions (pinned and not) with no divergence', () => {
@@ -134,7 +137,7 @@ describe('machine versions', () => {
     const random = seededRandom(2);
     let checked = 0;
     for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true });
+      const history = randomHistory(random, { recordStateAfter: true, before7: true });
       if (history.some((e) => e.type === 'ExecutionCancelRequested' || e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
       const asV2 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '2' } }));
       expect(replayHistory(`h${i}`, asV2, RECORDED_MACHINES).verdict.divergences).toEqual([]);
@@ -155,7 +158,7 @@ describe('machine versions', () => {
     const random = seededRandom(3);
     let checked = 0;
     for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true });
+      const history = randomHistory(random, { recordStateAfter: true, before7: true });
       if (history.some((e) => e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v3 could write
       const asV3 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '3' } }));
       expect(replayHistory(`h${i}`, asV3, RECORDED_MACHINES).verdict.divergences).toEqual([]);
@@ -175,7 +178,7 @@ describe('machine versions', () => {
     const random = seededRandom(4);
     let checked = 0;
     for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true });
+      const history = randomHistory(random, { recordStateAfter: true, before7: true });
       if (history.some((e) => e.type === 'ExecutionTagged')) continue; // not something v4 could write
       const asV4 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '4' } }));
       expect(replayHistory(`h${i}`, asV4, RECORDED_MACHINES).verdict.divergences).toEqual([]);
@@ -192,10 +195,43 @@ describe('machine versions', () => {
     expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
     // No v5 history names a version (none could), so the version rules never fire on one.
     const random = seededRandom(5);
+    let checked = 0;
     for (let i = 0; i < 300; i++) {
-      const asV5 = randomHistory(random, { recordStateAfter: true }).map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '5' } }));
+      const history = randomHistory(random, { recordStateAfter: true, before7: true });
+      expect(v7Only(history)).toBe(false);
+      const asV5 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '5' } }));
       for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV5, target).verdict.divergences).toEqual([]);
+      checked++;
     }
+    expect(checked).toBeGreaterThan(100);
+  });
+
+  it('keeps version 6 importable: it refuses a handoff straight from Requested or recording the attempt limit, and reads every v6 history as before', () => {
+    expect(executionMachineVersions.has('6')).toBe(true);
+    const direct = asHistory([ev.requested(), ev.handedOff('a', 1)], '6');
+    expect(replayHistory('x', direct, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 1, reason: expect.stringMatching(/ExecutionHandedOff is refused in state Requested/) });
+    const limit = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1, { maxAttempts: 1 })], '6');
+    expect(replayHistory('x', limit, RECORDED_MACHINES).verdict.divergences[0]).toMatchObject({ kind: 'unreadable', revision: 2, reason: expect.stringMatching(/ExecutionHandedOff is refused in state Scheduling/) });
+    // Version 7 writes both, and a history can hold v6 events then v7 ones (an upgrade mid-run).
+    const v7 = asHistory([ev.requested({ maxAttempts: 3 }), ev.handedOff('a', 1, { maxAttempts: 2 }), ev.started('a', 1), ev.failed('a', true), ev.retryScheduled(2), ev.handedOff('b', 2), ev.started('b', 2), ev.failed('b', true)], '7');
+    expect(replayHistory('x', v7, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Failed', divergences: [] });
+    expect(timeline('x', v7).at(-1)!.context).toMatchObject({ maxAttempts: 2, attempt: 2 });
+    const upgraded = [...asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.failed('a', true)], '6'), ...asHistory([ev.retryScheduled(2), ev.handedOff('b', 2), ev.started('b', 2), ev.completed('b')], '7').map((e, i) => ({ ...e, revision: 5 + i, eventId: `e${5 + i}` }))];
+    expect(replayHistory('x', upgraded, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    // A v6 history holding everything else v6 could write replays identically under v7.
+    const random = seededRandom(6);
+    let checked = 0;
+    for (let i = 0; i < 300; i++) {
+      const history = randomHistory(random, { recordStateAfter: true, before7: true });
+      expect(v7Only(history)).toBe(false);
+      const asV6 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '6' } }));
+      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV6, target).verdict.divergences).toEqual([]);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(100);
+    // And the walks of the current machine do go the version 7 way (what the 10,000 above replay).
+    const current = Array.from({ length: 100 }, () => randomHistory(random, { recordStateAfter: true }));
+    expect(current.filter(v7Only).length).toBeGreaterThan(50);
   });
 
   it('names an unknown version', () => {
