@@ -1,6 +1,6 @@
 // Baton's adapter for the shared peer benchmark (src/bench/peer-adapter.ts), driven as the
-// harness drives it: enqueue, start a worker (the projector in a process of its own), see every
-// handler called, then nothing pending. With a harness knob (BATON_DIR) in the environment,
+// harness drives it: setup (which starts the projector in a process of its own), enqueue, start a
+// worker, see every handler called, then nothing pending. With a harness knob (BATON_DIR) in the environment,
 // which `baton projector` would refuse as an unknown variable if it were passed on.
 import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
