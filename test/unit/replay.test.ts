@@ -21,6 +21,26 @@ const candidate = (machine: any, label = 'fixture'): ReplayTarget => ({ kind: 'm
 /** What only version 7 writes: a handoff straight from Requested (no SchedulingStarted before it), or one recording the attempt limit. */
 const v7Only = (history: HistoryEvent[]) =>
   history.some((e, i) => e.type === 'ExecutionHandedOff' && (history[i - 1]?.type !== 'SchedulingStarted' || 'maxAttempts' in (e.data as object)));
+/** A SchedulingStarted recording the attempt limit (machine version 4 on). */
+const recordsLimit = (e: HistoryEvent) => e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object);
+
+/**
+ * Random walks as versions before 7 wrote them, every event marked as `version`'s: each walk holding
+ * nothing that version could not write replays with no divergence against every target.
+ */
+function expectWalksReplayAs(version: string, seed: number, couldNotWrite: (e: HistoryEvent) => boolean, targets: ReplayTarget[] = [RECORDED_MACHINES]) {
+  const random = seededRandom(seed);
+  let checked = 0;
+  for (let i = 0; i < 300; i++) {
+    const history = randomHistory(random, { recordStateAfter: true, before7: true });
+    expect(v7Only(history)).toBe(false);
+    if (history.some(couldNotWrite)) continue;
+    const marked = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: version } }));
+    for (const target of targets) expect(replayHistory(`h${i}`, marked, target).verdict.divergences).toEqual([]);
+    checked++;
+  }
+  expect(checked).toBeGreaterThan(100);
+}
 
 describe('replay of generated histories', () => {
   it('replays 10,000 random histories through the current machine with no divergence', () => {
@@ -134,16 +154,7 @@ describe('machine versions', () => {
     const v3 = asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.cancelRequested(), ev.reclaimed('a', 1, 'worker-lost'), ev.cancelled('executor')], '3');
     expect(replayHistory('x', v3, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Cancelled', divergences: [] });
     // A v2 history holding everything else v2 could write replays identically under v3.
-    const random = seededRandom(2);
-    let checked = 0;
-    for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true, before7: true });
-      if (history.some((e) => e.type === 'ExecutionCancelRequested' || e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v2 could write
-      const asV2 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '2' } }));
-      expect(replayHistory(`h${i}`, asV2, RECORDED_MACHINES).verdict.divergences).toEqual([]);
-      checked++;
-    }
-    expect(checked).toBeGreaterThan(100);
+    expectWalksReplayAs('2', 2, (e) => e.type === 'ExecutionCancelRequested' || e.type === 'ExecutionTagged' || recordsLimit(e));
   });
 
   it('keeps version 3 importable: it refuses the recorded attempt limit and the restart reclaim that version 4 allows, and reads every v3 history as before', () => {
@@ -155,16 +166,7 @@ describe('machine versions', () => {
     const v4 = asHistory([ev.requested({ maxAttempts: 3, maxAttemptsIsDefault: true }), ev.schedulingStarted({ maxAttempts: 1 }), ev.handedOff('a', 1), ev.started('a', 1), ev.failed('a', true)], '4');
     expect(replayHistory('x', v4, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Failed', divergences: [] });
     // A v3 history holding everything else v3 could write replays identically under v4.
-    const random = seededRandom(3);
-    let checked = 0;
-    for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true, before7: true });
-      if (history.some((e) => e.type === 'ExecutionTagged' || (e.type === 'SchedulingStarted' && 'maxAttempts' in (e.data as object)))) continue; // not something v3 could write
-      const asV3 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '3' } }));
-      expect(replayHistory(`h${i}`, asV3, RECORDED_MACHINES).verdict.divergences).toEqual([]);
-      checked++;
-    }
-    expect(checked).toBeGreaterThan(100);
+    expectWalksReplayAs('3', 3, (e) => e.type === 'ExecutionTagged' || recordsLimit(e));
   });
 
   it('keeps version 4 importable: it refuses the tags version 5 adds while running, and reads every v4 history as before', () => {
@@ -175,16 +177,7 @@ describe('machine versions', () => {
     expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
     expect(timeline('x', v5).at(-1)!.context).toMatchObject({ tags: { customer: 'c-42', region: 'eu' } });
     // A v4 history holding everything else v4 could write replays identically under v5.
-    const random = seededRandom(4);
-    let checked = 0;
-    for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true, before7: true });
-      if (history.some((e) => e.type === 'ExecutionTagged')) continue; // not something v4 could write
-      const asV4 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '4' } }));
-      expect(replayHistory(`h${i}`, asV4, RECORDED_MACHINES).verdict.divergences).toEqual([]);
-      checked++;
-    }
-    expect(checked).toBeGreaterThan(100);
+    expectWalksReplayAs('4', 4, (e) => e.type === 'ExecutionTagged');
   });
 
   it('keeps version 5 importable: it refuses a handoff or start naming an action version, and every v5 history replays with no divergence under v5 and v6', () => {
@@ -194,16 +187,7 @@ describe('machine versions', () => {
     const v5 = asHistory([ev.requested({ actionVersion: 2 }), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 }), ev.started('a', 1, { actionVersion: 2 }), ev.completed('a')], '6');
     expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
     // No v5 history names a version (none could), so the version rules never fire on one.
-    const random = seededRandom(5);
-    let checked = 0;
-    for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true, before7: true });
-      expect(v7Only(history)).toBe(false);
-      const asV5 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '5' } }));
-      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV5, target).verdict.divergences).toEqual([]);
-      checked++;
-    }
-    expect(checked).toBeGreaterThan(100);
+    expectWalksReplayAs('5', 5, () => false, [RECORDED_MACHINES, CURRENT_MACHINE]);
   });
 
   it('keeps version 6 importable: it refuses a handoff straight from Requested or recording the attempt limit, and reads every v6 history as before', () => {
@@ -219,17 +203,9 @@ describe('machine versions', () => {
     const upgraded = [...asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.failed('a', true)], '6'), ...asHistory([ev.retryScheduled(2), ev.handedOff('b', 2), ev.started('b', 2), ev.completed('b')], '7').map((e, i) => ({ ...e, revision: 5 + i, eventId: `e${5 + i}` }))];
     expect(replayHistory('x', upgraded, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
     // A v6 history holding everything else v6 could write replays identically under v7.
-    const random = seededRandom(6);
-    let checked = 0;
-    for (let i = 0; i < 300; i++) {
-      const history = randomHistory(random, { recordStateAfter: true, before7: true });
-      expect(v7Only(history)).toBe(false);
-      const asV6 = history.map((e) => ({ ...e, metadata: { ...e.metadata, machineVersion: '6' } }));
-      for (const target of [RECORDED_MACHINES, CURRENT_MACHINE]) expect(replayHistory(`h${i}`, asV6, target).verdict.divergences).toEqual([]);
-      checked++;
-    }
-    expect(checked).toBeGreaterThan(100);
+    expectWalksReplayAs('6', 6, () => false, [RECORDED_MACHINES, CURRENT_MACHINE]);
     // And the walks of the current machine do go the version 7 way (what the 10,000 above replay).
+    const random = seededRandom(7);
     const current = Array.from({ length: 100 }, () => randomHistory(random, { recordStateAfter: true }));
     expect(current.filter(v7Only).length).toBeGreaterThan(50);
   });
