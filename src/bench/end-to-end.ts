@@ -17,6 +17,7 @@ import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { projections } from '../../projections/index.ts';
 import { readCheckpoint } from '../readmodel/checkpoints.ts';
+import { projectAll, seedExecutions } from './seed-history.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
@@ -47,6 +48,11 @@ export interface EndToEndBenchOptions {
    * back. The default, 20 (50/s), is how ../shared/bench-peers paces its pickup samples.
    */
   latencyInterval: number;
+  /**
+   * Finished executions stored (and projected) before the measured phases, so they run on a store
+   * with that much history, as a long-running installation's is: what history costs. 0: an empty store.
+   */
+  history: number;
   progress: (line: string) => void;
 }
 
@@ -57,6 +63,8 @@ export interface EndToEndBenchResult {
   /** The Node flags of the measured process that size its young generation (src/bench/deployed-node.ts). */
   nodeFlags: string[];
   executions: number;
+  /** What the store held before the measured phases (see EndToEndBenchOptions.history). */
+  history: { executions: number; events: number };
   workers: number;
   concurrency: number;
   /** Whether eager dispatch was on, and how many runs (both phases) started in their handoff's append: counted, not assumed. */
@@ -112,8 +120,12 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const actions = createActionRegistry([mark, noop]);
     const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
     const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
+    const countEvents = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
+    if (o.history > 0) await storeHistory(pool, store, o.history, o.progress);
+    const history = { executions: o.history, events: o.history > 0 ? await countEvents() : 0 };
     const projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
-    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch });
+    // From the checkpoint, as `baton dev` and deployed hosts start: not by reading the history.
+    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch, fromCheckpoint: true });
     // Every event reaches the shared runtime's listeners once, whether appended here or read back.
     let runs = 0;
     const stopCountingStarts = hosts.executions.onChange((change) => {
@@ -146,7 +158,6 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         // bench.noop only: a pickup sample may still be finishing.
         if (change.after.context.action === 'bench.noop' && change.events.some((c) => c.event.type === 'ExecutionCompleted') && ++completed >= o.executions) allCompleted();
       });
-      const countEvents = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
       const eventsBefore = await countEvents();
       const lags = sampleProjectionLag(clientStore, clientPool);
       const cpu = startCpuAccounting(projectorProcess?.pid);
@@ -167,6 +178,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         postgres: postgresVersion,
         nodeFlags: nodeFlagsInUse(),
         executions: o.executions,
+        history,
         workers: o.workers,
         concurrency: capacity * o.workers,
         eagerDispatch: { on: o.eagerDispatch, runsStartedWithHandoff: hosts.eagerRuns(), runs },
@@ -194,9 +206,29 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
   });
 }
 
+/**
+ * Store `executions` finished histories and project them before any host starts, then VACUUM
+ * ANALYZE and CHECKPOINT: a store that grew over months has had autovacuum visit it and its pages
+ * written out long ago, while one loaded in seconds would have autovacuum start, and the checkpoint
+ * write out gigabytes of the load, in the middle of the measured run.
+ */
+async function storeHistory(pool: pg.Pool, store: ReturnType<typeof createPostgresEventStore>, executions: number, progress: (line: string) => void): Promise<void> {
+  progress(`[history] storing ${executions.toLocaleString('en')} finished executions (6 events each) …`);
+  await seedExecutions(store, { finished: executions, live: 0, progress });
+  progress('[history] projecting them into the read model …');
+  await projectAll(pool, store, progress);
+  progress('[history] VACUUM ANALYZE and CHECKPOINT, as a store that grew over months has had …');
+  await pool.query('VACUUM ANALYZE');
+  // CHECKPOINT needs a superuser or pg_checkpoint (PostgreSQL 15+): without it, the run says so and goes on.
+  await pool.query('CHECKPOINT').catch((err: unknown) => progress(`      no CHECKPOINT (${(err as Error).message}): the load's pages may still be written out during the run`));
+}
+
 export function printEndToEndBench(r: EndToEndBenchResult): string {
   return [
     `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}, Node ${r.nodeFlags.join(' ') || 'with its default young generation'}`,
+    r.history.executions > 0
+      ? `on a store already holding ${r.history.executions.toLocaleString('en')} finished executions (${r.history.events.toLocaleString('en')} events, projected)`
+      : 'on an empty store (--history N runs it on N finished executions)',
     r.eagerDispatch.on
       ? `eager dispatch on: ${r.eagerDispatch.runsStartedWithHandoff.toLocaleString('en')} of ${r.eagerDispatch.runs.toLocaleString('en')} runs started in their handoff's append, without the transport (--eager-dispatch off measures the transport)`
       : 'eager dispatch off: every run went through the transport',

@@ -12,6 +12,7 @@ import { createLivenessStore } from '../liveness/liveness-store.ts';
 import { startProjector, type Projector } from '../readmodel/projector-host.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors } from '../runtime/follow-actors.ts';
+import { readStartPoint } from '../runtime/start-point.ts';
 import { createWorkerRuntime } from '../runtime/worker-kind.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { LocalWorkers } from '../worker/eager-dispatch.ts';
@@ -41,6 +42,12 @@ export async function startInProcessHosts(o: {
   projector?: boolean;
   /** Whether the executor starts handoffs to these workers in the same append (src/worker/eager-dispatch.ts), as `baton dev` does by default. */
   eagerDispatch?: boolean;
+  /**
+   * Whether the follower starts from the read model's checkpoint and the executions live then
+   * (src/runtime/start-point.ts), as `baton dev` and the deployed hosts do, instead of reading every
+   * stored event: what a store with a long history needs.
+   */
+  fromCheckpoint?: boolean;
 }): Promise<InProcessHosts> {
   await warmUp(o.store, o.log);
   const runtime = createExecutionRuntime(o.store);
@@ -48,7 +55,9 @@ export async function startInProcessHosts(o: {
   const workflows = createWorkflowRuntime(o.store);
   const liveness = createLivenessStore(o.pool);
   const localWorkers = o.eagerDispatch === false ? undefined : new LocalWorkers();
-  const follower = followActors({ store: o.store, runtimes: [runtime.actors, workerStreams, workflows], log: o.log, who: 'executor' });
+  const runtimes = [runtime.actors, workerStreams, workflows];
+  const startFrom = o.fromCheckpoint ? () => readStartPoint(o.pool, runtimes.map((r) => r.kind.streamPrefix)) : undefined;
+  const follower = followActors({ store: o.store, runtimes, log: o.log, who: 'executor', ...(startFrom && { startFrom }) });
   const executor = startExecutor({ store: o.store, actors: { executions: runtime, workerStreams, follower }, transport: o.transport, workers: liveness, log: o.log, localWorkers });
   const orchestrator = startOrchestrator({ store: o.store, actors: { executions: runtime, workflows, follower }, log: o.log });
   await Promise.all([executor.ready, orchestrator.ready]);

@@ -15,6 +15,7 @@ import { EXECUTIONS_CHANGED_CHANNEL } from '../readmodel/notifications.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
 import { catchUpProjection } from '../readmodel/group-follow.ts';
 import { withScratchDatabase } from './scratch-database.ts';
+import { newId } from '../ids.ts';
 
 export interface ProjectionBenchResult {
   postgres: string;
@@ -38,7 +39,7 @@ export function completedHistory(workerId: string): NewEvent[] {
     { type: 'ExecutionStarted', data: { attempt: 1 }, metadata: meta(worker, 3) },
     { type: 'ExecutionProgressed', data: { details: { pct: 50 } }, metadata: meta(worker, 5) },
     { type: 'ExecutionCompleted', data: { result: { ok: true } }, metadata: meta(worker, 9) },
-  ].map((e) => ({ ...e, eventId: randomUUID() }));
+  ].map((e) => ({ ...e, eventId: newId() }));
 }
 
 export async function appendHistories(store: PostgresEventStore, count: number, concurrency = 32): Promise<string[]> {

@@ -5,16 +5,11 @@
 // histories of 6 events, live ones of 1), projects it, then runs each start in a process of its
 // own (start-probe.ts), so each figure is one host's.
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type pg from 'pg';
-import { executionStreamId } from '../../schemas/events.ts';
-import { mapLimit } from '../async/map-limit.ts';
-import type { AppendRequest } from '../eventstore/event-store.ts';
-import { createPostgresEventStore, type PostgresEventStore } from '../eventstore/postgres.ts';
-import { catchUpReadModel } from '../readmodel/group-follow.ts';
-import { completedHistory } from './projections.ts';
+import { createPostgresEventStore } from '../eventstore/postgres.ts';
+import { projectAll, seedExecutions } from './seed-history.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 import type { StartProbeResult } from './start-probe.ts';
 
@@ -25,32 +20,6 @@ export interface StartBenchResult {
   events: number;
   fromZero: StartProbeResult;
   fromCheckpoint: StartProbeResult;
-}
-
-const STREAMS_PER_APPEND = 500;
-
-async function seed(store: PostgresEventStore, finished: number, live: number, progress: (line: string) => void): Promise<void> {
-  const chunks: AppendRequest[][] = [];
-  const total = finished + live;
-  // Live ones interleaved with the finished (every step-th), as a long-running store has them.
-  const step = live > 0 ? Math.floor(total / live) : 0;
-  const isLive = (n: number) => step > 0 && n % step === 0 && n / step < live;
-  for (let from = 0; from < total; from += STREAMS_PER_APPEND) {
-    chunks.push(
-      Array.from({ length: Math.min(STREAMS_PER_APPEND, total - from) }, (_, i) => {
-        const history = completedHistory(`bench-${(from + i) % 4}`);
-        return { streamId: executionStreamId(randomUUID()), events: isLive(from + i) ? history.slice(0, 1) : history, expectedRevision: 'no_stream' as const };
-      }),
-    );
-  }
-  let done = 0;
-  await mapLimit(chunks, 2, async (chunk) => {
-    const outcomes = await store.appendMany(chunk);
-    const failed = outcomes.find((o) => !o.ok);
-    if (failed && !failed.ok) throw failed.error;
-    done += chunk.length;
-    if (done % 20_000 < STREAMS_PER_APPEND) progress(`      ${done.toLocaleString('en')} / ${total.toLocaleString('en')} executions`);
-  });
 }
 
 async function probe(url: string, mode: 'checkpoint' | 'zero', verbose: boolean): Promise<StartProbeResult> {
@@ -65,9 +34,9 @@ export async function runStartBench(admin: { pool: pg.Pool; databaseUrl: string 
     const store = createPostgresEventStore(pool);
     try {
       o.progress(`[1/4] appending ${o.finished.toLocaleString('en')} finished executions (6 events each) and ${o.live.toLocaleString('en')} in flight …`);
-      await seed(store, o.finished, o.live, o.progress);
+      await seedExecutions(store, { finished: o.finished, live: o.live, progress: o.progress });
       o.progress('[2/4] projecting them …');
-      await catchUpReadModel({ pool, store });
+      await projectAll(pool, store, o.progress);
       const events = Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
       o.progress('[3/4] an executor host following from position 0 …');
       const fromZero = await probe(url, 'zero', o.verbose ?? false);
