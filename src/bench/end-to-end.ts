@@ -17,7 +17,6 @@ import { ConfigError } from '../errors.ts';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { projections } from '../../projections/index.ts';
 import { readCheckpoint } from '../readmodel/checkpoints.ts';
-import { projectAll, seedExecutions } from './seed-history.ts';
 import { createExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
@@ -26,6 +25,7 @@ import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
 import { withScratchDatabase } from './scratch-database.ts';
+import { projectAll, seedExecutions } from './seed-history.ts';
 import { startCpuAccounting, type CpuSplit } from './cpu-accounting.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
 

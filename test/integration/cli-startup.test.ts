@@ -145,7 +145,6 @@ describe('the command line', () => {
     expect(stdout).not.toMatch(/baton\.js projector --metrics-port 0/);
   }, 120_000);
 
-
   it('`bench --history N` runs on a store already holding N finished executions, projected, and runs only its own', async () => {
     const r = await runBaton(['bench', '--history', '300', '--executions', '40', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--json'], { databaseUrl: db().url });
     expect(r.code, r.stderr).toBe(0);
@@ -159,6 +158,7 @@ describe('the command line', () => {
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/--history <n>.*'lots' is invalid. must be an integer from 0 to 10000000/);
   }, 120_000);
+
   it('`bench` stopped by Ctrl-C or SIGTERM leaves no projector process and no scratch database behind', async () => {
     const { spawn } = await import('node:child_process');
     const scratch = async () => (await db().pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'baton_bench_%'")).rows.map((r) => r.datname).sort();
