@@ -25,6 +25,7 @@ import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess } from './projector-process.ts';
 import { withScratchDatabase } from './scratch-database.ts';
+import { COMPLETED_HISTORY_EVENTS } from './projections.ts';
 import { projectAll, seedExecutions } from './seed-history.ts';
 import { startCpuAccounting, type CpuSplit } from './cpu-accounting.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
@@ -63,8 +64,12 @@ export interface EndToEndBenchResult {
   /** The Node flags of the measured process that size its young generation (src/bench/deployed-node.ts). */
   nodeFlags: string[];
   executions: number;
-  /** What the store held before the measured phases (see EndToEndBenchOptions.history). */
-  history: { executions: number; events: number };
+  /**
+   * What the store held before the measured phases (see EndToEndBenchOptions.history), and the
+   * global position the hosts' follower started after (a string: positions are bigints): the
+   * read model's checkpoint, as deployed hosts start, so the history is not read again.
+   */
+  history: { executions: number; events: number; hostsFollowedAfter: string };
   workers: number;
   concurrency: number;
   /** Whether eager dispatch was on, and how many runs (both phases) started in their handoff's append: counted, not assumed. */
@@ -122,7 +127,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
     const countEvents = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
     if (o.history > 0) await storeHistory(pool, store, o.history, o.progress);
-    const history = { executions: o.history, events: o.history > 0 ? await countEvents() : 0 };
+    const stored = { executions: o.history, events: o.history > 0 ? await countEvents() : 0 };
     const projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
     // From the checkpoint, as `baton dev` and deployed hosts start: not by reading the history.
     const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch, fromCheckpoint: true });
@@ -178,7 +183,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         postgres: postgresVersion,
         nodeFlags: nodeFlagsInUse(),
         executions: o.executions,
-        history,
+        history: { ...stored, hostsFollowedAfter: hosts.followedAfter().toString() },
         workers: o.workers,
         concurrency: capacity * o.workers,
         eagerDispatch: { on: o.eagerDispatch, runsStartedWithHandoff: hosts.eagerRuns(), runs },
@@ -213,7 +218,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
  * write out gigabytes of the load, in the middle of the measured run.
  */
 async function storeHistory(pool: pg.Pool, store: ReturnType<typeof createPostgresEventStore>, executions: number, progress: (line: string) => void): Promise<void> {
-  progress(`[history] storing ${executions.toLocaleString('en')} finished executions (6 events each) …`);
+  progress(`[history] storing ${executions.toLocaleString('en')} finished executions (${COMPLETED_HISTORY_EVENTS} events each) …`);
   await seedExecutions(store, { finished: executions, live: 0, progress });
   progress('[history] projecting them into the read model …');
   await projectAll(pool, store, progress);
@@ -227,7 +232,7 @@ export function printEndToEndBench(r: EndToEndBenchResult): string {
   return [
     `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}, Node ${r.nodeFlags.join(' ') || 'with its default young generation'}`,
     r.history.executions > 0
-      ? `on a store already holding ${r.history.executions.toLocaleString('en')} finished executions (${r.history.events.toLocaleString('en')} events, projected)`
+      ? `on a store already holding ${r.history.executions.toLocaleString('en')} finished executions (${r.history.events.toLocaleString('en')} events, projected); the hosts followed it after position ${BigInt(r.history.hostsFollowedAfter).toLocaleString('en')}`
       : 'on an empty store (--history N runs it on N finished executions)',
     r.eagerDispatch.on
       ? `eager dispatch on: ${r.eagerDispatch.runsStartedWithHandoff.toLocaleString('en')} of ${r.eagerDispatch.runs.toLocaleString('en')} runs started in their handoff's append, without the transport (--eager-dispatch off measures the transport)`

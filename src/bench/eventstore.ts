@@ -110,8 +110,7 @@ function executionHistory(count: number): NewEvent[] {
   const meta = (by: string) => ({ by, occurredAt: new Date().toISOString(), machineVersion: MACHINE_VERSION });
   const head: NewEvent[] = [
     { eventId: randomUUID(), type: 'ExecutionRequested', data: { action: 'bench.long', input: null, maxAttempts: 1 }, metadata: meta('executor') },
-    { eventId: randomUUID(), type: 'SchedulingStarted', data: {}, metadata: meta('executor') },
-    { eventId: randomUUID(), type: 'ExecutionHandedOff', data: { workerId: 'bench', attempt: 1, deadline: new Date(Date.now() + 60_000).toISOString() }, metadata: meta('executor') },
+    { eventId: randomUUID(), type: 'ExecutionHandedOff', data: { workerId: 'bench', attempt: 1, deadline: new Date(Date.now() + 60_000).toISOString(), maxAttempts: 1 }, metadata: meta('executor') },
     { eventId: randomUUID(), type: 'ExecutionStarted', data: { attempt: 1 }, metadata: meta('worker:bench') },
   ];
   const progress = Array.from({ length: count - head.length }, (_, i) => ({

@@ -27,6 +27,8 @@ export interface InProcessHosts {
   projector: Projector | undefined;
   /** Runs the executor handed to these workers with their start, without the transport (0 when eager dispatch is off). */
   eagerRuns(): number;
+  /** The global position the hosts' follower started after: 0 when it read the whole store, the checkpoint when it started from one. */
+  followedAfter(): bigint;
   stop(): Promise<void>;
 }
 
@@ -56,7 +58,14 @@ export async function startInProcessHosts(o: {
   const liveness = createLivenessStore(o.pool);
   const localWorkers = o.eagerDispatch === false ? undefined : new LocalWorkers();
   const runtimes = [runtime.actors, workerStreams, workflows];
-  const startFrom = o.fromCheckpoint ? () => readStartPoint(o.pool, runtimes.map((r) => r.kind.streamPrefix)) : undefined;
+  let followedAfter = 0n;
+  const startFrom = o.fromCheckpoint
+    ? async () => {
+        const point = await readStartPoint(o.pool, runtimes.map((r) => r.kind.streamPrefix));
+        followedAfter = point?.after ?? 0n;
+        return point;
+      }
+    : undefined;
   const follower = followActors({ store: o.store, runtimes, log: o.log, who: 'executor', ...(startFrom && { startFrom }) });
   const executor = startExecutor({ store: o.store, actors: { executions: runtime, workerStreams, follower }, transport: o.transport, workers: liveness, log: o.log, localWorkers });
   const orchestrator = startOrchestrator({ store: o.store, actors: { executions: runtime, workflows, follower }, log: o.log });
@@ -73,6 +82,7 @@ export async function startInProcessHosts(o: {
     workers,
     projector,
     eagerRuns: () => localWorkers?.runs ?? 0,
+    followedAfter: () => followedAfter,
     stop: () =>
       (stopping ??= (async () => {
         await Promise.all(workers.map((w) => w.stop('bench finished')));

@@ -1,12 +1,12 @@
 // `baton bench replay`: how fast `baton replay --all` checks a store. Appends N complete
-// execution histories (6 events each) to a scratch database, then replays them all against the
+// execution histories (completedHistory) to a scratch database, then replays them all against the
 // current machine and against the recorded versions.
 import type pg from 'pg';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { table } from '../cli/format.ts';
 import { CURRENT_MACHINE, RECORDED_MACHINES, describeTarget } from '../replay/replay.ts';
 import { replayStore } from '../replay/replay-store.ts';
-import { appendHistories } from './projections.ts';
+import { appendHistories, COMPLETED_HISTORY_EVENTS } from './projections.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 export interface ReplayBenchResult {
@@ -19,7 +19,7 @@ export async function runReplayBench(admin: { pool: pg.Pool; databaseUrl: string
   return withScratchDatabase(admin, 16, async ({ pool, postgresVersion }) => {
     const store = createPostgresEventStore(pool);
     try {
-      o.progress(`[1/2] appending ${o.executions.toLocaleString('en')} execution histories (6 events each) …`);
+      o.progress(`[1/2] appending ${o.executions.toLocaleString('en')} execution histories (${COMPLETED_HISTORY_EVENTS} events each) …`);
       await appendHistories(store, o.executions);
       o.progress('[2/2] replaying every stream …');
       const runs: ReplayBenchResult['runs'] = [];

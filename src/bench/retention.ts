@@ -1,5 +1,5 @@
 // `baton bench retention`: how fast `baton retention run` archives and removes finished work.
-// Appends N complete execution histories (6 events each) to a scratch database, projects them,
+// Appends N complete execution histories (completedHistory) to a scratch database, projects them,
 // then runs retention over all of them (archive files in a temporary directory, removed after).
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -9,7 +9,7 @@ import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { table } from '../cli/format.ts';
 import { catchUpReadModel } from '../readmodel/group-follow.ts';
 import { runRetention } from '../retention/retention.ts';
-import { appendHistories } from './projections.ts';
+import { appendHistories, COMPLETED_HISTORY_EVENTS } from './projections.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 
 export interface RetentionBenchResult {
@@ -28,7 +28,7 @@ export async function runRetentionBench(admin: { pool: pg.Pool; databaseUrl: str
     return await withScratchDatabase(admin, 8, async ({ pool, postgresVersion }) => {
       const store = createPostgresEventStore(pool);
       try {
-        o.progress(`[1/3] appending ${o.executions.toLocaleString('en')} execution histories (6 events each) …`);
+        o.progress(`[1/3] appending ${o.executions.toLocaleString('en')} execution histories (${COMPLETED_HISTORY_EVENTS} events each) …`);
         await appendHistories(store, o.executions);
         o.progress('[2/3] projecting them …');
         await catchUpReadModel({ pool, store });

@@ -1,4 +1,4 @@
-// A store with a past: finished execution histories (6 events each, completedHistory) and some in
+// A store with a past: finished execution histories (completedHistory) and some in
 // flight (their request only), appended with appendMany, for the benchmarks that measure what
 // history costs (`baton bench start`, `baton bench --history`). Ids are made as Baton makes them
 // (src/ids.ts), so the seeded history sits in the indexes where a real one would: before anything
@@ -43,7 +43,8 @@ export async function projectAll(pool: pg.Pool, store: EventStore, progress: (li
   const total = BigInt(end).toLocaleString('en');
   const report = setInterval(() => {
     readCheckpoint(pool, 'executions').then(
-      ({ position }) => progress(`      ${position.toLocaleString('en')} / ${total} events projected`),
+      // Positions, not counts: the two differ only where a rolled-back append left a gap.
+      ({ position }) => progress(`      projected up to position ${position.toLocaleString('en')} of ${total}`),
       () => undefined,
     );
   }, 5_000);

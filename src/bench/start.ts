@@ -2,13 +2,14 @@
 // then, on a store with many finished executions and some in flight: following from position 0
 // (every event ever stored) against starting from the read model's checkpoint plus the live
 // executions (src/runtime/start-point.ts). Seeds a scratch database with appendMany (finished
-// histories of 6 events, live ones of 1), projects it, then runs each start in a process of its
-// own (start-probe.ts), so each figure is one host's.
+// histories as completedHistory makes them, live ones of 1 event), projects it, then runs each
+// start in a process of its own (start-probe.ts), so each figure is one host's.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type pg from 'pg';
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
+import { COMPLETED_HISTORY_EVENTS } from './projections.ts';
 import { projectAll, seedExecutions } from './seed-history.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 import type { StartProbeResult } from './start-probe.ts';
@@ -33,7 +34,7 @@ export async function runStartBench(admin: { pool: pg.Pool; databaseUrl: string 
   return withScratchDatabase(admin, 8, async ({ pool, url, postgresVersion }) => {
     const store = createPostgresEventStore(pool);
     try {
-      o.progress(`[1/4] appending ${o.finished.toLocaleString('en')} finished executions (6 events each) and ${o.live.toLocaleString('en')} in flight …`);
+      o.progress(`[1/4] appending ${o.finished.toLocaleString('en')} finished executions (${COMPLETED_HISTORY_EVENTS} events each) and ${o.live.toLocaleString('en')} in flight …`);
       await seedExecutions(store, { finished: o.finished, live: o.live, progress: o.progress });
       o.progress('[2/4] projecting them …');
       await projectAll(pool, store, o.progress);

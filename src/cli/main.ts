@@ -206,7 +206,7 @@ const bench = program
   .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
   .addOption(new Option('--projector <where>', 'the projector in a `baton projector` process of its own, as deployed, or in this process as `baton dev` runs it').choices(['process', 'in-process']).default('process'))
   .addOption(new Option('--eager-dispatch <switch>', 'start handoffs to the in-process workers in the same append, without the transport, as `baton dev` does (off: every run goes through the transport); default BATON_EAGER_DISPATCH, on').choices(['on', 'off']))
-  .addOption(new Option('--history <n>', 'finished executions stored and projected before the run (6 events each), so it runs on a store with that much history').argParser(intFrom(0, 10_000_000)).default(0))
+  .addOption(new Option('--history <n>', 'finished executions stored and projected before the run (5 events each), so it runs on a store with that much history').argParser(intFrom(0, 10_000_000)).default(0))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).endToEndBenchCommand(o));
 bench
@@ -239,21 +239,21 @@ bench
 bench
   .command('replay')
   .description('how fast `baton replay --all` checks the store: replay every stream against the current and the recorded machines')
-  .addOption(new Option('--executions <n>', 'execution histories (6 events each)').argParser(positiveInt).default(17_000))
+  .addOption(new Option('--executions <n>', 'execution histories (5 events each)').argParser(positiveInt).default(17_000))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).replayBenchCommand(o));
 
 bench
   .command('retention')
   .description('how fast `baton retention run` archives and removes finished executions (archive files in a temporary directory)')
-  .addOption(new Option('--executions <n>', 'finished execution histories (6 events each)').argParser(positiveInt).default(5_000))
+  .addOption(new Option('--executions <n>', 'finished execution histories (5 events each)').argParser(positiveInt).default(5_000))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).retentionBenchCommand(o));
 
 bench
   .command('start')
   .description('executor host ready time and memory on a store with many finished executions: following from position 0 against starting from the checkpoint')
-  .addOption(new Option('--finished <n>', 'finished execution histories (6 events each)').argParser(positiveInt).default(20_000))
+  .addOption(new Option('--finished <n>', 'finished execution histories (5 events each)').argParser(positiveInt).default(20_000))
   .addOption(new Option('--live <n>', 'executions in flight (requested, waiting)').argParser(positiveInt).default(1_000))
   .option('--verbose', "the hosts' own log lines on stderr")
   .option('--json', 'print JSON')

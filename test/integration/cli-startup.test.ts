@@ -148,12 +148,13 @@ describe('the command line', () => {
   it('`bench --history N` runs on a store already holding N finished executions, projected, and runs only its own', async () => {
     const r = await runBaton(['bench', '--history', '300', '--executions', '40', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--json'], { databaseUrl: db().url });
     expect(r.code, r.stderr).toBe(0);
-    const result = JSON.parse(r.stdout) as { history: { executions: number; events: number }; executions: number; eagerDispatch: { runs: number } };
-    // Six events per seeded history, all stored before the measured phases.
-    expect(result.history).toEqual({ executions: 300, events: 1_800 });
+    const result = JSON.parse(r.stdout) as { history: { executions: number; events: number; hostsFollowedAfter: string }; executions: number; eagerDispatch: { runs: number } };
+    // Five events per seeded history, all stored and projected before the measured phases; the
+    // hosts started after the last of them (the read model's checkpoint), not from position 0.
+    expect(result.history).toEqual({ executions: 300, events: 1_500, hostsFollowedAfter: '1500' });
     // Only the run's own executions ran: none of the finished ones again.
     expect(result).toMatchObject({ executions: 40, eagerDispatch: { runs: 42 } });
-    expect(r.stderr).toContain('[history] storing 300 finished executions (6 events each)');
+    expect(r.stderr).toContain('[history] storing 300 finished executions (5 events each)');
     const refused = await runBaton(['bench', '--history', 'lots'], { databaseUrl: db().url });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/--history <n>.*'lots' is invalid. must be an integer from 0 to 10000000/);
