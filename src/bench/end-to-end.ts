@@ -54,6 +54,8 @@ export interface EndToEndBenchOptions {
    * with that much history, as a long-running installation's is: what history costs. 0: an empty store.
    */
   history: number;
+  /** About how many bytes of JSON each throughput execution's input holds (benchInput); 0: none. */
+  inputBytes: number;
   progress: (line: string) => void;
 }
 
@@ -64,6 +66,8 @@ export interface EndToEndBenchResult {
   /** The Node flags of the measured process that size its young generation (src/bench/deployed-node.ts). */
   nodeFlags: string[];
   executions: number;
+  /** The bytes of JSON each throughput execution's input held (0: none). */
+  inputBytes: number;
   /**
    * What the store held before the measured phases (see EndToEndBenchOptions.history), and the
    * global position the hosts' follower started after (a string: positions are bigints): the
@@ -121,7 +125,8 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         return null;
       },
     });
-    const noop = defineAction({ name: 'bench.noop', input: z.null(), run: () => null });
+    const noop = defineAction({ name: 'bench.noop', input: z.union([z.null(), z.object({ items: z.array(z.object({ sku: z.string(), qty: z.number() })) })]), run: () => null });
+    const input = benchInput(o.inputBytes);
     const actions = createActionRegistry([mark, noop]);
     const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
     const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
@@ -168,7 +173,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       const cpu = startCpuAccounting(projectorProcess?.pid);
       const t0 = performance.now();
       for (let i = 0; i < o.executions; i += 500) {
-        await Promise.all(Array.from({ length: Math.min(500, o.executions - i) }, () => client.submit({ action: 'bench.noop', input: null })));
+        await Promise.all(Array.from({ length: Math.min(500, o.executions - i) }, () => client.submit({ action: 'bench.noop', input })));
       }
       await counting;
       const seconds = (performance.now() - t0) / 1000;
@@ -183,6 +188,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         postgres: postgresVersion,
         nodeFlags: nodeFlagsInUse(),
         executions: o.executions,
+        inputBytes: input === null ? 0 : JSON.stringify(input).length,
         history: { ...stored, hostsFollowedAfter: hosts.followedAfter().toString() },
         workers: o.workers,
         concurrency: capacity * o.workers,
@@ -212,6 +218,17 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
 }
 
 /**
+ * An input of about `bytes` bytes of JSON, as a job's payload often is: a list of small records
+ * (one ~30-byte record per 30 bytes), not one long string, which every JSON parser on the way takes
+ * far faster. null for 0.
+ */
+export function benchInput(bytes: number): { items: { sku: string; qty: number }[] } | null {
+  if (bytes === 0) return null;
+  const items = Array.from({ length: Math.max(1, Math.round(bytes / 30)) }, (_, i) => ({ sku: `sku-${String(i).padStart(6, '0')}`, qty: i % 10 }));
+  return { items };
+}
+
+/**
  * Store `executions` finished histories and project them before any host starts, then VACUUM
  * ANALYZE and CHECKPOINT: a store that grew over months has had autovacuum visit it and its pages
  * written out long ago, while one loaded in seconds would have autovacuum start, and the checkpoint
@@ -234,6 +251,7 @@ export function printEndToEndBench(r: EndToEndBenchResult): string {
     r.history.executions > 0
       ? `on a store already holding ${r.history.executions.toLocaleString('en')} finished executions (${r.history.events.toLocaleString('en')} events, projected); the hosts followed it after position ${BigInt(r.history.hostsFollowedAfter).toLocaleString('en')}`
       : 'on an empty store (--history N runs it on N finished executions)',
+    ...(r.inputBytes > 0 ? [`each throughput execution's input: ${r.inputBytes.toLocaleString('en')} bytes of JSON`] : []),
     r.eagerDispatch.on
       ? `eager dispatch on: ${r.eagerDispatch.runsStartedWithHandoff.toLocaleString('en')} of ${r.eagerDispatch.runs.toLocaleString('en')} runs started in their handoff's append, without the transport (--eager-dispatch off measures the transport)`
       : 'eager dispatch off: every run went through the transport',

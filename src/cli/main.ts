@@ -207,6 +207,7 @@ const bench = program
   .addOption(new Option('--projector <where>', 'the projector in a `baton projector` process of its own, as deployed, or in this process as `baton dev` runs it').choices(['process', 'in-process']).default('process'))
   .addOption(new Option('--eager-dispatch <switch>', 'start handoffs to the in-process workers in the same append, without the transport, as `baton dev` does (off: every run goes through the transport); default BATON_EAGER_DISPATCH, on').choices(['on', 'off']))
   .addOption(new Option('--history <n>', 'finished executions stored and projected before the run (5 events each), so it runs on a store with that much history').argParser(intFrom(0, 10_000_000)).default(0))
+  .addOption(new Option('--input-bytes <n>', "about how many bytes of JSON each throughput execution's input holds (a list of small records, as a job's payload often is); 0: no input").argParser(intFrom(0, 100_000)).default(0))
   .option('--json', 'print JSON')
   .action(async (o) => (await import('./run/bench.ts')).endToEndBenchCommand(o));
 bench

@@ -145,10 +145,12 @@ describe('the command line', () => {
     expect(stdout).not.toMatch(/baton\.js projector --metrics-port 0/);
   }, 120_000);
 
-  it('`bench --history N` runs on a store already holding N finished executions, projected, and runs only its own', async () => {
-    const r = await runBaton(['bench', '--history', '300', '--executions', '40', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--json'], { databaseUrl: db().url });
+  it('`bench --history N` runs on a store already holding N finished executions, projected, and runs only its own (with --input-bytes, inputs of that size)', async () => {
+    const r = await runBaton(['bench', '--history', '300', '--executions', '40', '--latency-samples', '2', '--concurrency', '4', '--workers', '1', '--input-bytes', '600', '--json'], { databaseUrl: db().url });
     expect(r.code, r.stderr).toBe(0);
-    const result = JSON.parse(r.stdout) as { history: { executions: number; events: number; hostsFollowedAfter: string }; executions: number; eagerDispatch: { runs: number } };
+    const result = JSON.parse(r.stdout) as { history: { executions: number; events: number; hostsFollowedAfter: string }; executions: number; inputBytes: number; eagerDispatch: { runs: number } };
+    expect(result.inputBytes).toBeGreaterThan(550);
+    expect(result.inputBytes).toBeLessThan(650);
     // Five events per seeded history, all stored and projected before the measured phases; the
     // hosts started after the last of them (the read model's checkpoint), not from position 0.
     expect(result.history).toEqual({ executions: 300, events: 1_500, hostsFollowedAfter: '1500' });
@@ -158,6 +160,9 @@ describe('the command line', () => {
     const refused = await runBaton(['bench', '--history', 'lots'], { databaseUrl: db().url });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/--history <n>.*'lots' is invalid. must be an integer from 0 to 10000000/);
+    const tooLarge = await runBaton(['bench', '--input-bytes', '100001'], { databaseUrl: db().url });
+    expect(tooLarge.code).not.toBe(0);
+    expect(tooLarge.stderr).toMatch(/--input-bytes <n>.*'100001' is invalid. must be an integer from 0 to 100000/);
   }, 120_000);
 
   it('`bench` stopped by Ctrl-C or SIGTERM leaves no projector process and no scratch database behind', async () => {

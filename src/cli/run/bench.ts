@@ -14,7 +14,7 @@ const progress = (line: string) => process.stderr.write(`${line}\n`);
 /** Every benchmark runs in Node as deployed (deployed-node.ts), on the configured database. */
 const benchmark = (run: (ctx: CliContext) => Promise<void>) => asDeployed(() => withContext(run));
 
-export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; latencyInterval: number; history: number; transport: 'nats' | 'postgres'; projector: 'process' | 'in-process'; eagerDispatch?: 'on' | 'off'; json?: boolean }): Promise<void> {
+export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; latencyInterval: number; history: number; inputBytes: number; transport: 'nats' | 'postgres'; projector: 'process' | 'in-process'; eagerDispatch?: 'on' | 'off'; json?: boolean }): Promise<void> {
   await benchmark(async (ctx) => {
     const eagerDispatch = o.eagerDispatch === undefined ? ctx.config.eagerDispatch : o.eagerDispatch === 'on';
     const result = await runEndToEndBench(ctx, { ...o, eagerDispatch, natsUrl: ctx.config.natsUrl, progress });
