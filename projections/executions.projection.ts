@@ -8,7 +8,7 @@ import { countRowChange, emptyActionStats, type ActionStatsRow } from './action-
 import { foldExecutionEvent, foldOfRow, rowOf, type ExecutionFold, type ExecutionRow } from './executions.ts';
 import { isFinal } from '../actors/execution.machine.ts';
 import type { BatchMemory, BatchResult, Projection } from './projection.ts';
-import { fromColumns, insertNewRows, insertRows, qualified, selectRowsByKeys, snakeCase, upsertRows } from './rows.ts';
+import { fromColumns, insertNewRows, insertRows, qualified, selectRowsByKeys, snakeCase, updateChangedColumns, upsertRows } from './rows.ts';
 
 const EXECUTION_BIGINTS = ['revision', 'run_ms', 'total_ms', 'stall_timeout_ms'];
 const STATS_BIGINTS = ['requested', 'queued', 'running', 'completed', 'failed', 'cancelled', 'timed_out', 'abandoned', 'retried'];
@@ -109,10 +109,13 @@ export const executionsProjection: Projection = {
     const rows = new Map([...changed].map((id) => [id, rowOf(folds.get(id)!)]));
     const table = qualified(schema, 'executions');
     const upsert = (r: ExecutionRow[]) => upsertRows(client, table, ['execution_id'], EXECUTION_COLUMNS, r);
-    // Rows the load did not find are new: a plain INSERT (rows.ts, insertNewRows), the rest upserted.
+    // Rows the load did not find are new: a plain INSERT (rows.ts, insertNewRows). The rest get
+    // only their changed columns (the input, written once, is not sent again); one that is gone
+    // after all is written whole.
     const fresh = [...rows.values()].filter((r) => !stored.has(r.executionId));
     if (fresh.length > 0) await insertNewRows(client, () => insertRows(client, table, EXECUTION_COLUMNS, fresh, ''), () => upsert(fresh));
-    await upsert([...rows.values()].filter((r) => stored.has(r.executionId)));
+    const existing = [...rows.values()].filter((r) => stored.has(r.executionId)).map((after) => ({ before: stored.get(after.executionId)!, after }));
+    await upsert(await updateChangedColumns(client, table, 'execution_id', EXECUTION_COLUMNS, existing));
     // Stats count status changes and new attempts, which compose: the batch's first row to its last says as much as each step.
     await applyStats(client, schema, [...applied].map((id) => ({ before: stored.get(id), after: rows.get(id)! })));
     if (written) for (const [id, row] of rows) remember(written, id, { row, fold: folds.get(id)! });

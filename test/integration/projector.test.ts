@@ -149,6 +149,34 @@ describe('projector', () => {
     }
   });
 
+  it('updates a known row with only the columns its events changed, and writes a row gone behind its back whole', async () => {
+    const input = { items: Array.from({ length: 200 }, (_, i) => ({ sku: `sku-${i}`, qty: i })) };
+    const { executionId } = await runtime.submit({ action: 'core.echo', input, tags: { team: 'a' } });
+    await runtime.dispatch(executionId, { type: 'ExecutionHandedOff', data: { workerId: 'w1', attempt: 1, deadline: deadline(), maxAttempts: 1 }, by: 'executor' });
+    await runtime.dispatch(executionId, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });
+    await runtime.dispatch(executionId, { type: 'ExecutionCompleted', data: { result: { ok: 2 } }, by: 'worker:w1' });
+    const [requested, handedOff, started, completed] = await t.store.readStream(`execution-${executionId}`);
+    const memory = new Map<string, unknown>(); // one follow's, kept between its batches
+    const apply = (events: NonNullable<typeof requested>[]) => inTransaction(t.db.pool, (client) => executionsProjection.apply(client, 'baton_read', events, undefined, memory));
+    const row = async () => (await t.db.pool.query('SELECT status, worker_id, revision, input, tags FROM baton_read.executions WHERE execution_id = $1', [executionId])).rows[0];
+    try {
+      await apply([requested!]);
+      expect(await row()).toMatchObject({ status: 'Requested', input, tags: { team: 'a' } });
+      // A column the next events do not change, altered behind the projector: left as it is, so
+      // the update wrote only what changed (not the input again).
+      await t.db.pool.query(`UPDATE baton_read.executions SET input = '{"altered": true}' WHERE execution_id = $1`, [executionId]);
+      await apply([handedOff!, started!]);
+      expect(await row()).toMatchObject({ status: 'Running', worker_id: 'w1', revision: '2', input: { altered: true }, tags: { team: 'a' } });
+      // The row gone behind its back: written whole from the fold again.
+      await t.db.pool.query('DELETE FROM baton_read.executions WHERE execution_id = $1', [executionId]);
+      await apply([completed!]);
+      expect(await row()).toMatchObject({ status: 'Completed', worker_id: 'w1', revision: '3', input, tags: { team: 'a' } });
+    } finally {
+      await catchUpFully(t.db.pool, t.store);
+    }
+    expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true, differences: [] });
+  });
+
   it('applies a batch only from the checkpoint it read: a stale one writes nothing', async () => {
     const { executionId } = await runtime.submit({ action: 'core.noop', input: null });
     const [event] = await t.store.readStream(`execution-${executionId}`);
