@@ -23,6 +23,23 @@ async function markerDir(): Promise<string> {
 }
 const markers = async (dir: string) => new Set((await fs.readdir(dir)).filter((f) => f !== 'owner.pid'));
 
+/** An executor and two workers of capacity 8: their ids, and worker 1's process (the one a scenario hits). */
+async function executorAndTwoWorkers(s: FaultScenario) {
+  s.executor();
+  const [id1, id2] = [s.workerId(1), s.workerId(2)];
+  const w1 = await s.worker({ id: id1, capacity: 8 });
+  await s.worker({ id: id2, capacity: 8 });
+  return { id1, id2, w1 };
+}
+
+/** The same, with 200 sleeps of 0.3–1.2 s submitted, once worker 1 runs at least four of them. */
+async function twoWorkersBusy(s: FaultScenario) {
+  const workers = await executorAndTwoWorkers(s);
+  await s.submit(200, (i) => sleepInput(i, 300, 900));
+  await until('runs on worker 1', async () => (await s.runningOn(workers.id1)).length >= 4, 30_000);
+  return workers;
+}
+
 /**
  * Every execution in `ids` was taken back from `workerId` (OwnershipReclaimed naming it) and then
  * completed. `ids` is read just before the signal, so the worker may have finished some in
@@ -50,12 +67,7 @@ describe('fault injection: needs the executor liveness features', () => {
 
   it('(e) SIGKILL a worker with executions in flight: declared lost, its executions reclaimed and run elsewhere', { timeout: 150_000 }, () =>
     runScenario(env(), '(e) SIGKILL a worker in flight', async (s) => {
-      s.executor();
-      const [id1, id2] = [s.workerId(1), s.workerId(2)];
-      const w1 = await s.worker({ id: id1, capacity: 8 });
-      await s.worker({ id: id2, capacity: 8 });
-      await s.submit(200, (i) => sleepInput(i, 300, 900));
-      await until('runs on worker 1', async () => (await s.runningOn(id1)).length >= 4, 30_000);
+      const { id1, w1 } = await twoWorkersBusy(s);
 
       let signalledAt = 0;
       const held = await s.fault(
@@ -78,12 +90,7 @@ describe('fault injection: needs the executor liveness features', () => {
 
   it('(f) SIGSTOP a worker past staleness, then SIGCONT: reclaimed meanwhile, and its late outcomes are fenced off', { timeout: 150_000 }, () =>
     runScenario(env(), '(f) SIGSTOP past staleness, SIGCONT', async (s) => {
-      s.executor();
-      const [id1, id2] = [s.workerId(1), s.workerId(2)];
-      const w1 = await s.worker({ id: id1, capacity: 8 });
-      await s.worker({ id: id2, capacity: 8 });
-      await s.submit(200, (i) => sleepInput(i, 300, 900));
-      await until('runs on worker 1', async () => (await s.runningOn(id1)).length >= 4, 30_000);
+      const { id1, w1 } = await twoWorkersBusy(s);
 
       let signalledAt = 0;
       const held = await s.fault('SIGSTOP worker 1', () => {
@@ -106,10 +113,7 @@ describe('fault injection: needs the executor liveness features', () => {
 
   it('(g) a worker stopped right after handoff, before it starts: reclaimed, run elsewhere, never started late', { timeout: 150_000 }, () =>
     runScenario(env(), '(g) stopped after handoff, before start', async (s) => {
-      s.executor();
-      const [id1, id2] = [s.workerId(1), s.workerId(2)];
-      const w1 = await s.worker({ id: id1, capacity: 8 });
-      await s.worker({ id: id2, capacity: 8 });
+      const { id1, w1 } = await executorAndTwoWorkers(s);
       // Frozen first, so what the executor hands it while its last heartbeat still looks fresh never starts.
       w1.signal('SIGSTOP');
       const stoppedAt = Date.now();
