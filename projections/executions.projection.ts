@@ -115,7 +115,7 @@ export const executionsProjection: Projection = {
     const fresh = [...rows.values()].filter((r) => !stored.has(r.executionId));
     if (fresh.length > 0) await insertNewRows(client, () => insertRows(client, table, EXECUTION_COLUMNS, fresh, ''), () => upsert(fresh));
     const existing = [...rows.values()].filter((r) => stored.has(r.executionId)).map((after) => ({ before: stored.get(after.executionId)!, after }));
-    await upsert(await updateChangedColumns(client, table, 'execution_id', EXECUTION_COLUMNS, existing));
+    await upsert(await updateChangedColumns(client, table, 'execution_id', 'uuid', EXECUTION_COLUMNS, existing));
     // Stats count status changes and new attempts, which compose: the batch's first row to its last says as much as each step.
     await applyStats(client, schema, [...applied].map((id) => ({ before: stored.get(id), after: rows.get(id)! })));
     if (written) for (const [id, row] of rows) remember(written, id, { row, fold: folds.get(id)! });

@@ -94,6 +94,7 @@ export async function updateChangedColumns<T extends object>(
   client: pg.ClientBase,
   table: string,
   key: string,
+  keyType: 'uuid' | 'text',
   columns: readonly string[],
   changes: readonly { before: T; after: T }[],
 ): Promise<T[]> {
@@ -119,16 +120,12 @@ export async function updateChangedColumns<T extends object>(
     [JSON.stringify(toColumns(rows, [key, ...set]))],
   );
   if (updated.rowCount === rows.length) return [];
-  // Rare: asked which are there, one lookup by key each (as selectRowsByKeys), rather than having
-  // every update return its keys.
-  const there = await client.query<{ key: string }>(
-    `SELECT r.${k}::text AS key FROM jsonb_populate_recordset(NULL::${table}, $1::jsonb) AS r CROSS JOIN LATERAL (SELECT 1 FROM ${table} AS t WHERE t.${k} = r.${k} OFFSET 0) AS found`,
-    [JSON.stringify(toColumns(rows, [key]))],
-  );
-  // Compared as Postgres prints the key: one printed otherwise (an upper-case uuid) counts as gone and
-  // is written whole, which is still right.
-  const found = new Set(there.rows.map((row) => row.key));
-  return rows.filter((row) => !found.has(String((row as Record<string, unknown>)[keyField])));
+  // Rare: asked which are there, rather than having every update return its keys. Compared as
+  // Postgres gives the key back: one written otherwise (an upper-case uuid) counts as gone and is
+  // written whole, which is still right.
+  const keys = rows.map((row) => String((row as Record<string, unknown>)[keyField]));
+  const found = new Set((await selectRowsByKeys(client, table, key, keyType, keys)).map((row) => String(row[key])));
+  return rows.filter((_, i) => !found.has(keys[i]!));
 }
 
 /** Insert rows; a row whose key already exists is left as it is (a replayed event). */

@@ -1,13 +1,8 @@
-// Bounded waiting for the fault scenarios: every wait names what it waits for and gives up.
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+// Bounded waiting for the fault scenarios: the tests' own `until` (test/support/until.ts), checking
+// every 100 ms since each check here is a query or a connection, and the runtime's `sleep`.
+import { until as untilEvery } from '../support/until.ts';
 
-/** Poll `probe` until it is true; throws after `ms`, naming `what` (and `detail()` when given). */
-export async function until(what: string, probe: () => Promise<boolean> | boolean, ms: number, detail?: () => string): Promise<void> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await probe()) return;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}${detail ? `\n${detail()}` : ''}`);
-    await sleep(100);
-  }
-}
+export { sleep } from '../../src/async/sleep.ts';
 
+/** Poll `probe` until it is true; throws after `ms`, naming `what`. */
+export const until = (what: string, probe: () => Promise<boolean> | boolean, ms: number): Promise<void> => untilEvery(what, probe, ms, { everyMs: 100 });
