@@ -130,6 +130,25 @@ describe('baton submit --file', { timeout: 120_000 }, () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ submitted: 2, created: 2 });
   });
 
+  it('warns on stderr when a file or stdin holds no executions, and exits 0 (an empty export is not an error)', async () => {
+    for (const [lines, why] of [[[], 'it is empty'], [['', '  ', ''], 'every line is blank']] as const) {
+      await withFile([...lines], async (file) => {
+        const before = await eventCount();
+        const r = await baton('submit', '--file', file);
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout).toMatch(/^submitted 0 lines in /);
+        expect(r.stderr).toContain(`warning: ${file} holds no executions (${why}): nothing was submitted`);
+        expect(await eventCount()).toBe(before);
+      });
+    }
+    for (const [stdin, why] of [['\n', 'every line is blank'], ['', 'it is empty']]) {
+      const piped = await runBaton(['submit', '--file', '-', '--json'], { databaseUrl: db().url, stdin });
+      expect(piped.code, piped.stderr).toBe(0);
+      expect(JSON.parse(piped.stdout)).toMatchObject({ submitted: 0, created: 0 });
+      expect(piped.stderr).toContain(`warning: stdin holds no executions (${why})`);
+    }
+  });
+
   it('refuses a bad line naming the line and the field; nothing of its batch is written, the batches before it are', async () => {
     const ok = JSON.stringify({ action: 'core.noop' });
     const cases: [string, RegExp][] = [

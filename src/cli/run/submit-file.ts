@@ -80,13 +80,13 @@ function parseLine(text: string, number: number, tags: Record<string, string> | 
   return { ...(record as unknown as Submission), ...(merged !== undefined && { tags: merged as Record<string, string> }), ...(record['namespace'] === undefined && namespace !== undefined && { namespace }) };
 }
 
-/** Lines of `path` (`-`: stdin), numbered from 1, blank ones skipped. */
-async function* readLines(path: string, tags: Record<string, string> | undefined, namespace?: string): AsyncGenerator<Line> {
+/** Lines of `path` (`-`: stdin), numbered from 1, blank ones skipped; `read.lines` counts them all. */
+async function* readLines(path: string, read: { lines: number }, tags: Record<string, string> | undefined, namespace?: string): AsyncGenerator<Line> {
   const input = path === '-' ? process.stdin : fs.createReadStream(path, { encoding: 'utf8' });
   const lines = readline.createInterface({ input, crlfDelay: Infinity });
   let number = 0;
   for await (const text of lines) {
-    number++;
+    read.lines = ++number;
     if (text.trim() === '') continue;
     yield { number, submission: parseLine(text, number, tags, namespace) };
   }
@@ -120,12 +120,14 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
   const batchSize = o.batchSize ?? DEFAULT_FILE_BATCH;
   const total = await countLines(path);
   await withContext(async ({ runtime }) => {
-    const progress = progressLine(`submitting ${path === '-' ? 'stdin' : path}`, total, process.stderr, 'lines');
+    const source = path === '-' ? 'stdin' : path;
+    const progress = progressLine(`submitting ${source}`, total, process.stderr, 'lines');
     const results: ItemResult[][] = [];
     const started = performance.now();
     let batch: Line[] = [];
     let lastLine = 0;
     let submittedLines = 0;
+    const read = { lines: 0 };
     // Each batch being appended, with the idempotency keys it holds.
     const inFlight = new Map<Promise<void>, Set<string>>();
     let failure: unknown;
@@ -163,7 +165,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     };
 
     try {
-      for await (const line of readLines(path, o.tags, namespace)) {
+      for await (const line of readLines(path, read, o.tags, namespace)) {
         lastLine = line.number;
         batch.push(line);
         if (batch.length >= batchSize) await flush();
@@ -183,6 +185,8 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     const all = results.flat();
     const s = summary(all, started);
     progress.finish(`${s.submitted.toLocaleString('en')} lines in ${s.seconds} s`);
+    // Not an error (a nightly export may well be empty), but likely the wrong file: say so on stderr.
+    if (all.length === 0) process.stderr.write(`warning: ${source} holds no executions (${read.lines === 0 ? 'it is empty' : 'every line is blank'}): nothing was submitted\n`);
     if (o.json) console.log(toJson({ ...s, executions: all }));
     else {
       console.log(
