@@ -6,22 +6,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ActionError, type ActionContext } from '../../src/actions/action.ts';
+import { ActionError } from '../../src/actions/action.ts';
 import { httpRequest } from '../../src/actions/builtin.ts';
 import { HTTP_MAX_REDIRECTS, createHttpRequestAction } from '../../src/actions/http-request.ts';
 import { nonPublicRange } from '../../src/actions/outbound-address.ts';
 import { runAction } from '../../src/actions/registry.ts';
-import { silentLogger } from '../../src/log.ts';
+import { ctx, rejection } from './actions.fixtures.ts';
 
-const ctx = (): ActionContext => ({
-  executionId: '00000000-0000-4000-8000-000000000001',
-  attempt: 1,
-  signal: new AbortController().signal,
-  heartbeat: () => undefined,
-  tag: async () => undefined,
-  log: silentLogger(),
-});
-const rejection = (p: Promise<unknown>) => p.then(() => expect.fail('expected a rejection'), (e: unknown) => e);
 
 /** A server on 127.0.0.1 that records what reaches it; `/to?url=…&code=…` redirects. */
 async function recordingServer() {

@@ -1,0 +1,225 @@
+// Actions: definitions (defineAction), failures (ActionError, toErrorInfo, isRetryable, retry
+// back-off), the registry, and input validation.
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import { z } from 'zod';
+import { ErrorInfo } from '../../schemas/events.ts';
+import { ActionPolicy } from '../../schemas/worker-events.ts';
+import {
+  ActionError,
+  InvalidActionDefinitionError,
+  InvalidActionInputError,
+  defineAction,
+  isActionDefinition,
+  isRetryable,
+  retryDelayMs,
+  toErrorInfo,
+  type ActionDefinition,
+} from '../../src/actions/action.ts';
+import {
+  ActionTimeoutError,
+  DuplicateActionError,
+  NotAnActionError,
+  createActionRegistry,
+  validateInput,
+} from '../../src/actions/registry.ts';
+import { builtinActions, echo, fail, noop, sleepAction } from '../../src/actions/builtin.ts';
+import { InvalidEventError } from '../../src/errors.ts';
+import { ctx } from './actions.fixtures.ts';
+
+const minimal = { input: z.object({}), run: () => null };
+
+describe('defineAction', () => {
+  it('returns a checked, frozen definition with the default runtime and an async run', async () => {
+    const a = defineAction({ name: 'test.add', input: z.object({ a: z.number(), b: z.number() }), timeoutMs: 500, run: ({ a, b }) => a + b });
+    expect(a.name).toBe('test.add');
+    expect(a.runtime).toBe('node');
+    expect(a.timeoutMs).toBe(500);
+    expect('heartbeatTimeoutMs' in a).toBe(false);
+    expect(Object.isFrozen(a)).toBe(true);
+    expect(isActionDefinition(a)).toBe(true);
+    expect(isActionDefinition({ ...minimal, name: 'test.raw' })).toBe(false);
+    const result = a.run({ a: 1, b: 2 }, ctx());
+    expect(result).toBeInstanceOf(Promise);
+    expect(await result).toBe(3);
+    expectTypeOf(a).toEqualTypeOf<ActionDefinition<{ a: number; b: number }, number>>();
+  });
+
+  it('infers the input type from the schema, defaults applied', () => {
+    const a = defineAction({
+      name: 'test.typed',
+      input: z.object({ n: z.number().default(1), s: z.string().optional() }),
+      run: (input) => input.n,
+    });
+    expectTypeOf(a.run).parameter(0).toEqualTypeOf<{ n: number; s?: string | undefined }>();
+  });
+
+  it('turns a synchronous throw in run into a rejection', async () => {
+    const a = defineAction({
+      name: 'test.throws',
+      input: z.object({}),
+      run: () => {
+        throw new TypeError('sync');
+      },
+    });
+    await expect(a.run({}, ctx())).rejects.toThrow(TypeError);
+  });
+
+  it.each(['noop', 'Core.noop', 'core.', '.core', 'core..noop', 'core noop', '1core.noop', 'core.Noop', 'core.no*op', ''])(
+    'refuses the name %j, saying what a name looks like',
+    (name) => {
+      expect(() => defineAction({ ...minimal, name })).toThrow(InvalidActionDefinitionError);
+      expect(() => defineAction({ ...minimal, name })).toThrow(/name: must be lowercase dotted segments like "core.noop"/);
+    },
+  );
+
+  it.each(['core.noop', 'http.request', 'billing.invoice.send', 'my-ns.do_it', 'a1.b2'])('accepts the name %j', (name) => {
+    expect(defineAction({ ...minimal, name }).name).toBe(name);
+  });
+
+  it('names every bad field', () => {
+    const attempt = (spec: Record<string, unknown>) => () =>
+      defineAction({ ...minimal, name: 'test.bad', ...spec } as Parameters<typeof defineAction>[0]);
+    expect(attempt({ timeoutMs: -1 })).toThrow(/invalid action definition "test.bad": timeoutMs: Too small/);
+    expect(attempt({ timeoutMs: 1.5 })).toThrow(/timeoutMs: /);
+    expect(attempt({ heartbeatTimeoutMs: 0 })).toThrow(/heartbeatTimeoutMs: Too small/);
+    expect(attempt({ runtime: 'node.js' })).toThrow(/runtime: must be one lowercase token/);
+    expect(attempt({ input: { parse: () => 1 } })).toThrow(/input: must be a zod schema/);
+    expect(attempt({ run: 'go' })).toThrow(/run: must be a function/);
+    expect(attempt({ retry: { maxAttempts: 0, initialIntervalMs: 1, multiplier: 2, maxIntervalMs: 10 } })).toThrow(
+      /retry.maxAttempts: Too small/,
+    );
+    expect(attempt({ retry: { maxAttempts: 3, initialIntervalMs: 100, multiplier: 2, maxIntervalMs: 10 } })).toThrow(
+      /retry.maxIntervalMs: maxIntervalMs must be at least initialIntervalMs/,
+    );
+  });
+
+  it('checks a concurrency policy, naming the field', () => {
+    const attempt = (concurrency: unknown) => () =>
+      defineAction({ ...minimal, name: 'test.bad', concurrency } as Parameters<typeof defineAction>[0]);
+    for (const limit of [0, -1, 1.5, 100_001, '3', undefined]) {
+      expect(attempt({ limit }), String(limit)).toThrow(/invalid action definition "test.bad": concurrency.limit: must be an integer from 1 to 100000/);
+    }
+    for (const key of ['', 'a..b', '.a', 'a.', 'a b', 'a[0]', 7]) {
+      expect(attempt({ limit: 1, key }), String(key)).toThrow(/concurrency.key: must be a dotted path into the input, like "tenantId" or "customer.id"/);
+    }
+    expect(attempt({ limit: 1, keys: 'tenantId' })).toThrow(/concurrency.keys: unknown field; did you mean "key"\?/);
+    expect(defineAction({ ...minimal, name: 'test.one', concurrency: { limit: 1 } }).concurrency).toEqual({ limit: 1 });
+    expect(defineAction({ ...minimal, name: 'test.key', concurrency: { limit: 100_000, key: 'customer.id' } }).concurrency).toEqual({ limit: 100_000, key: 'customer.id' });
+  });
+});
+
+describe('failures: ActionError, toErrorInfo, isRetryable', () => {
+  const plain = defineAction({ ...minimal, name: 'test.plain' });
+  const picky = defineAction({
+    ...minimal,
+    name: 'test.picky',
+    retry: { maxAttempts: 5, initialIntervalMs: 100, multiplier: 2, maxIntervalMs: 1_000, nonRetryable: ['TypeError', 'Declined'] },
+  });
+
+  it('records an ActionError by its type, with the stack', () => {
+    const info = toErrorInfo(new ActionError('card declined', { type: 'Declined', retryable: false }));
+    expect(info).toMatchObject({ message: 'card declined', type: 'Declined' });
+    expect(info.stack).toContain('card declined');
+    expect(ErrorInfo.parse(info)).toEqual(info);
+    expect(toErrorInfo(new ActionError('x')).type).toBe('ActionError');
+  });
+
+  it('records other errors by name and thrown non-errors as NonError', () => {
+    expect(toErrorInfo(new RangeError('out')).type).toBe('RangeError');
+    expect(toErrorInfo('boom')).toEqual({ message: 'non-error thrown: boom', type: 'NonError' });
+    expect(toErrorInfo({ code: 7 })).toEqual({ message: 'non-error thrown: {"code":7}', type: 'NonError' });
+    expect(toErrorInfo(undefined)).toEqual({ message: 'non-error thrown: undefined', type: 'NonError' });
+  });
+
+  it('clips a runaway message so the history stays readable', () => {
+    const info = toErrorInfo(new Error('x'.repeat(100_000)));
+    expect(info.message.length).toBeLessThan(5_000);
+    expect(info.message).toMatch(/more chars\)$/);
+  });
+
+  it('retries by default; not when the error or the policy says no, nor after invalid input', () => {
+    expect(isRetryable(new Error('flaky'), plain)).toBe(true);
+    expect(isRetryable('thrown string', plain)).toBe(true);
+    expect(isRetryable(new ActionError('x'), plain)).toBe(true);
+    expect(isRetryable(new ActionError('x', { retryable: false }), plain)).toBe(false);
+    expect(isRetryable(new TypeError('bug'), plain)).toBe(true);
+    expect(isRetryable(new TypeError('bug'), picky)).toBe(false);
+    expect(isRetryable(new ActionError('no', { type: 'Declined' }), picky)).toBe(false);
+    expect(isRetryable(new ActionError('later', { type: 'Busy' }), picky)).toBe(true);
+    expect(isRetryable(new ActionTimeoutError('test.plain', 10), plain)).toBe(true);
+    expect(isRetryable(new InvalidActionInputError('test.plain', [{ path: 'x', message: 'bad' }]), plain)).toBe(false);
+  });
+
+  it('backs off exponentially, capped', () => {
+    const policy = { maxAttempts: 10, initialIntervalMs: 100, multiplier: 2, maxIntervalMs: 1_000 };
+    expect([2, 3, 4, 5, 6, 7].map((n) => retryDelayMs(policy, n))).toEqual([100, 200, 400, 800, 1_000, 1_000]);
+  });
+});
+
+describe('createActionRegistry', () => {
+  it('looks actions up and lists names and runtimes, sorted', () => {
+    const py = defineAction({ ...minimal, name: 'ml.predict', runtime: 'python' });
+    const registry = createActionRegistry([...builtinActions, py]);
+    expect(registry.names()).toEqual(['core.echo', 'core.fail', 'core.noop', 'core.sleep', 'http.request', 'ml.predict']);
+    expect(registry.runtimes()).toEqual(['node', 'python']);
+    expect(registry.get('core.noop')).toBe(noop);
+    expect(registry.get('core.nope')).toBeUndefined();
+    expect(registry.has('ml.predict')).toBe(true);
+    expect(registry.has('ml.train')).toBe(false);
+    registry.names().push('mutated');
+    expect(registry.names()).not.toContain('mutated');
+  });
+
+  it('advertises each action\'s runtime, and its concurrency limit with its other policies', () => {
+    const limited = defineAction({ ...minimal, name: 'test.limited', concurrency: { limit: 2, key: 'tenantId' } });
+    const gpu = defineAction({ ...minimal, name: 'test.gpu', runtime: 'gpu' });
+    const policies = createActionRegistry([noop, limited, gpu]).policies();
+    expect(policies).toEqual({
+      'core.noop': { runtime: 'node' },
+      'test.limited': { runtime: 'node', concurrency: { limit: 2, key: 'tenantId' } },
+      'test.gpu': { runtime: 'gpu' },
+    });
+    expect(ActionPolicy.parse(policies['test.limited'])).toEqual(policies['test.limited']);
+  });
+
+  it('refuses two actions with one name, naming it', () => {
+    const again = defineAction({ ...minimal, name: 'core.noop' });
+    expect(() => createActionRegistry([noop, echo, again])).toThrow(DuplicateActionError);
+    expect(() => createActionRegistry([noop, again])).toThrow(/action "core.noop" is defined more than once/);
+  });
+
+  it('refuses entries not built with defineAction', () => {
+    const raw = { name: 'test.raw', runtime: 'node', ...minimal } as unknown as ActionDefinition;
+    expect(() => createActionRegistry([noop, raw])).toThrow(NotAnActionError);
+    expect(() => createActionRegistry([noop, raw])).toThrow(/actions\[1\] is not an action/);
+  });
+});
+
+describe('validateInput', () => {
+  it('returns the parsed input, defaults applied', () => {
+    expect(validateInput(sleepAction, { ms: 5 })).toEqual({ ms: 5 });
+    expect(validateInput(fail, { message: 'm' })).toEqual({ message: 'm', retryable: true });
+    expect(validateInput(echo, [1, 'two', { three: null }])).toEqual([1, 'two', { three: null }]);
+  });
+
+  it('names the bad field under `input`', () => {
+    const err = (() => {
+      try {
+        validateInput(sleepAction, { ms: -1 });
+      } catch (e) {
+        return e;
+      }
+      throw new Error('expected validateInput to throw');
+    })();
+    expect(err).toBeInstanceOf(InvalidActionInputError);
+    expect(err).toBeInstanceOf(InvalidEventError);
+    expect((err as InvalidActionInputError).action).toBe('core.sleep');
+    expect((err as InvalidActionInputError).issues).toEqual([{ path: 'input.ms', message: expect.stringMatching(/^Too small/) }]);
+    expect((err as Error).message).toMatch(/^invalid input for action core\.sleep: input\.ms: Too small/);
+    expect(() => validateInput(sleepAction, { ms: 86_400_001 })).toThrow(/input\.ms: Too big/);
+    expect(() => validateInput(sleepAction, { ms: 1.5 })).toThrow(/input\.ms: /);
+    expect(() => validateInput(sleepAction, {})).toThrow(/input\.ms: /);
+    expect(() => validateInput(sleepAction, 'soon')).toThrow(/: input: /);
+    expect(() => validateInput(echo, undefined)).toThrow(InvalidActionInputError);
+  });
+});
