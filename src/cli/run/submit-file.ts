@@ -84,9 +84,8 @@ function parseLine(text: string, number: number, tags: Record<string, string> | 
 async function* readLines(path: string, read: { lines: number }, tags: Record<string, string> | undefined, namespace?: string): AsyncGenerator<Line> {
   const input = path === '-' ? process.stdin : fs.createReadStream(path, { encoding: 'utf8' });
   const lines = readline.createInterface({ input, crlfDelay: Infinity });
-  let number = 0;
   for await (const text of lines) {
-    read.lines = ++number;
+    const number = ++read.lines;
     if (text.trim() === '') continue;
     yield { number, submission: parseLine(text, number, tags, namespace) };
   }
