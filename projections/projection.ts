@@ -53,11 +53,6 @@ export interface Projection {
    * rows of its own, and apply is given that source and writes nothing (src/readmodel/tables.ts).
    */
   readonly storeView?: (eventsTable: string) => string;
-  /**
-   * A live follow applies an event no sooner than this long after it was recorded (ms): the
-   * executions rows' repair pass, which leaves the appenders that long to write their rows.
-   */
-  readonly holdBackMs?: number;
   /** Apply a batch (in commit order) to the tables in `schema`, inside the caller's transaction. */
   apply(client: pg.ClientBase, schema: string, events: readonly StoredEvent[], source?: EventSource, memory?: BatchMemory): Promise<BatchResult>;
 }

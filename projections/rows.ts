@@ -158,18 +158,9 @@ export async function insertNewRows(client: pg.ClientBase, insert: () => Promise
  * `executions` per batch up to ~40,000 rows. OFFSET 0 keeps the lookup a subquery, so the planner
  * cannot turn it into a join over the whole table.
  */
-export async function selectRowsByKeys(
-  client: pg.Pool | pg.ClientBase,
-  table: string,
-  keyColumn: string,
-  keyType: 'uuid' | 'text',
-  keys: readonly string[],
-  o: { forUpdate?: boolean } = {},
-): Promise<Record<string, unknown>[]> {
+export async function selectRowsByKeys(client: pg.Pool | pg.ClientBase, table: string, keyColumn: string, keyType: 'uuid' | 'text', keys: readonly string[]): Promise<Record<string, unknown>[]> {
   if (keys.length === 0) return [];
   const column = pg.escapeIdentifier(keyColumn);
-  // forUpdate: each row locked as it is looked up, in the keys' order.
-  const lock = o.forUpdate ? ' FOR UPDATE' : '';
-  const r = await client.query(`SELECT t.* FROM unnest($1::${keyType}[]) AS k(key) CROSS JOIN LATERAL (SELECT * FROM ${table} WHERE ${column} = k.key OFFSET 0${lock}) t`, [keys]);
+  const r = await client.query(`SELECT t.* FROM unnest($1::${keyType}[]) AS k(key) CROSS JOIN LATERAL (SELECT * FROM ${table} WHERE ${column} = k.key OFFSET 0) t`, [keys]);
   return r.rows;
 }

@@ -10,12 +10,6 @@ import { byteSize, count, duration, flag, hostAllowList, namespaceLimitsSetting,
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
 
-/** BATON_EXECUTION_ROWS: `projector` (default) or `appenders` (see Config.executionRows). */
-export const executionRowsSetting = z.preprocess(
-  (v) => (typeof v === 'string' ? unsetIfEmpty(v.trim().toLowerCase()) : v),
-  z.enum(['projector', 'appenders'], { message: 'expected projector (the default: the projector writes the executions rows) or appenders (the processes that append write them)' }).default('projector'),
-);
-
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -74,17 +68,7 @@ export interface Config {
   readonly retention: RetentionConfig | undefined;
   /** BATON_PARTITIONS (default 16): how many partitions the executors split the work into; fixed by the installation's first executor (src/executor/partitions/). */
   readonly partitions: number;
-  /**
-   * BATON_EXECUTION_ROWS: who writes the read model's `executions` rows. `projector` (default): the
-   * projector folds every event again. `appenders`: each process writes the rows of the executions
-   * it moved on, from its own snapshots, coalesced, and the projector only repairs rows a crashed
-   * process left behind (src/readmodel/appended-rows.ts). Set it alike on every process.
-   */
-  readonly executionRows: ExecutionRowsWriter;
 }
-
-export const EXECUTION_ROWS_WRITERS = ['projector', 'appenders'] as const;
-export type ExecutionRowsWriter = (typeof EXECUTION_ROWS_WRITERS)[number];
 
 export interface RetentionConfig {
   /** BATON_RETENTION: `90d` (the suggested value), `12h`, … */
@@ -247,7 +231,6 @@ const EnvSchema = z.object({
   BATON_RETENTION_ARCHIVE: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_RETENTION_INTERVAL: duration(3_600_000),
   BATON_PARTITIONS: count(16, 'number of partitions', 4096),
-  BATON_EXECUTION_ROWS: executionRowsSetting,
   NODE_ENV: z.preprocess(
     unsetIfEmpty,
     z
@@ -323,7 +306,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiIntrospection: e.BATON_API_INTROSPECTION,
     eagerDispatch: e.BATON_EAGER_DISPATCH,
     partitions: e.BATON_PARTITIONS,
-    executionRows: e.BATON_EXECUTION_ROWS,
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
     namespace: e.BATON_NAMESPACE,
     dbSchema: e.BATON_DB_SCHEMA,

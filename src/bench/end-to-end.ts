@@ -23,8 +23,6 @@ import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { table } from '../cli/format.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
-import { startAppendedRowWriter } from '../readmodel/appended-rows.ts';
-import type { ExecutionRowsWriter } from '../config.ts';
 import { startProjectorProcess } from './projector-process.ts';
 import { withScratchDatabase } from './scratch-database.ts';
 import { COMPLETED_HISTORY_EVENTS } from './projections.ts';
@@ -43,8 +41,6 @@ export interface EndToEndBenchOptions {
   natsUrl?: string;
   /** Handoffs to the in-process workers start in the same append, without the transport (src/worker/eager-dispatch.ts). */
   eagerDispatch: boolean;
-  /** BATON_EXECUTION_ROWS: who writes the executions rows (the submitter and hosts here, with `appenders`). */
-  executionRows: ExecutionRowsWriter;
   latencySamples: number;
   /**
    * Ms from one latency sample's submission to the next (0: each as soon as the previous started).
@@ -66,8 +62,6 @@ export interface EndToEndBenchOptions {
 export interface EndToEndBenchResult {
   transport: string;
   projector: 'process' | 'in-process';
-  /** Who wrote the executions rows (BATON_EXECUTION_ROWS). */
-  executionRows: ExecutionRowsWriter;
   postgres: string;
   /** The Node flags of the measured process that size its young generation (src/bench/deployed-node.ts). */
   nodeFlags: string[];
@@ -108,7 +102,6 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const clientStore = createPostgresEventStore(clientPool);
     const client = createExecutionRuntime(clientStore);
     const log = pino({ level: 'silent' });
-    const clientRows = o.executionRows === 'appenders' ? startAppendedRowWriter({ runtime: client, pool: clientPool, log }) : undefined;
     const store = createPostgresEventStore(pool);
     let nc: NatsConnection | undefined;
     let transport: WorkTransport;
@@ -142,7 +135,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const stored = { executions: o.history, events: o.history > 0 ? await countEvents() : 0 };
     const projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
     // From the checkpoint, as `baton dev` and deployed hosts start: not by reading the history.
-    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch, fromCheckpoint: true, executionRows: o.executionRows });
+    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch, fromCheckpoint: true });
     // Every event reaches the shared runtime's listeners once, whether appended here or read back.
     let runs = 0;
     const stopCountingStarts = hosts.executions.onChange((change) => {
@@ -192,7 +185,6 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       return {
         transport: o.transport === 'nats' ? 'NATS JetStream' : 'Postgres work queue',
         projector: o.projector,
-        executionRows: o.executionRows,
         postgres: postgresVersion,
         nodeFlags: nodeFlagsInUse(),
         executions: o.executions,
@@ -219,7 +211,6 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         await nc.close();
       }
       await store.close();
-      await clientRows?.stop();
       await clientStore.close();
       await clientPool.end();
     }
@@ -256,7 +247,7 @@ async function storeHistory(pool: pg.Pool, store: ReturnType<typeof createPostgr
 
 export function printEndToEndBench(r: EndToEndBenchResult): string {
   return [
-    `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}${r.executionRows === 'appenders' ? ', executions rows written by the appenders (BATON_EXECUTION_ROWS=appenders)' : ''}, Node ${r.nodeFlags.join(' ') || 'with its default young generation'}`,
+    `end-to-end bench — ${r.transport}, Postgres ${r.postgres}, ${r.workers} workers, ${r.concurrency} concurrent runs, ${r.projector === 'process' ? 'the projector in its own process' : 'one process, the projector in it'}, Node ${r.nodeFlags.join(' ') || 'with its default young generation'}`,
     r.history.executions > 0
       ? `on a store already holding ${r.history.executions.toLocaleString('en')} finished executions (${r.history.events.toLocaleString('en')} events, projected); the hosts followed it after position ${BigInt(r.history.hostsFollowedAfter).toLocaleString('en')}`
       : 'on an empty store (--history N runs it on N finished executions)',

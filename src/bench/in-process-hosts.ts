@@ -10,8 +10,6 @@ import { warmUp } from '../process/warm-up.ts';
 import { startExecutor } from '../executor/executor.ts';
 import { createLivenessStore } from '../liveness/liveness-store.ts';
 import { startProjector, type Projector } from '../readmodel/projector-host.ts';
-import { startAppendedRowWriter } from '../readmodel/appended-rows.ts';
-import type { ExecutionRowsWriter } from '../config.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import { followActors } from '../runtime/follow-actors.ts';
 import { readStartPoint } from '../runtime/start-point.ts';
@@ -52,12 +50,9 @@ export async function startInProcessHosts(o: {
    * stored event: what a store with a long history needs.
    */
   fromCheckpoint?: boolean;
-  /** BATON_EXECUTION_ROWS: with `appenders`, these hosts write their executions' rows (src/readmodel/appended-rows.ts). Default `projector`. */
-  executionRows?: ExecutionRowsWriter;
 }): Promise<InProcessHosts> {
   await warmUp(o.store, o.log);
   const runtime = createExecutionRuntime(o.store);
-  const rows = o.executionRows === 'appenders' ? startAppendedRowWriter({ runtime, pool: o.pool, log: o.log }) : undefined;
   const workerStreams = createWorkerRuntime(o.store);
   const workflows = createWorkflowRuntime(o.store);
   const liveness = createLivenessStore(o.pool);
@@ -75,7 +70,7 @@ export async function startInProcessHosts(o: {
   const executor = startExecutor({ store: o.store, actors: { executions: runtime, workerStreams, follower }, transport: o.transport, workers: liveness, log: o.log, localWorkers });
   const orchestrator = startOrchestrator({ store: o.store, actors: { executions: runtime, workflows, follower }, log: o.log });
   await Promise.all([executor.ready, orchestrator.ready]);
-  const projector = o.projector ? startProjector({ pool: o.pool, store: o.store, log: o.log, executionRows: o.executionRows ?? 'projector' }) : undefined;
+  const projector = o.projector ? startProjector({ pool: o.pool, store: o.store, log: o.log }) : undefined;
   const workers = await Promise.all(
     o.workerIds.map((workerId) =>
       startWorkerHost({ workerId, store: o.store, runtime, workerStreams, transport: o.transport, liveness, actions: o.actions, capacity: o.capacity, log: o.log, localWorkers }),
@@ -94,7 +89,6 @@ export async function startInProcessHosts(o: {
         await follower.stop();
         await orchestrator.stop();
         await executor.stop();
-        await rows?.stop();
         await projector?.stop();
       })()),
   };

@@ -34,8 +34,6 @@ import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { jsonValue } from '../input/schemas.ts';
 import { onOff } from '../config-values.ts';
-import { executionRowsSetting } from '../config.ts';
-import { startAppendedRowWriter } from '../readmodel/appended-rows.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess, type ProjectorProcess } from './projector-process.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
@@ -77,9 +75,6 @@ export async function create(cfg: PeerConfig) {
   check.on('error', () => undefined);
   const clientStore = createPostgresEventStore(pool);
   const client = createExecutionRuntime(clientStore);
-  // BATON_EXECUTION_ROWS, as every Baton process reads it: with `appenders` the submitter and the hosts write the executions rows.
-  const executionRows = executionRowsSetting.parse(process.env.BATON_EXECUTION_ROWS);
-  const clientRows = executionRows === 'appenders' ? startAppendedRowWriter({ runtime: client, pool, log }) : undefined;
   const request = (payload: unknown): SubmitRequest => ({ action: ACTION, input: payload });
   let adminNc: Awaited<ReturnType<typeof connectNats>> | undefined;
 
@@ -121,7 +116,6 @@ export async function create(cfg: PeerConfig) {
       // Stopped first: its position and what it remembers of its rows would outlive the truncate.
       const wasRunning = projector !== undefined;
       await stopProjector();
-      await clientRows?.flush(); // written now, not after the truncate
       await check.query(CLEAR_SQL);
       if (variant === 'nats') await deleteNatsStreams();
       if (wasRunning) await startProjector();
@@ -147,7 +141,7 @@ export async function create(cfg: PeerConfig) {
       ]);
       const inProcessProjector = projectorMode === 'in-process';
       const workerProjector = projectorMode === 'with-worker' ? await startProjectorProcess(cfg.pgUrl) : undefined;
-      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: onOff.parse(process.env.BATON_EAGER_DISPATCH), executionRows });
+      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: onOff.parse(process.env.BATON_EAGER_DISPATCH) });
       let stopping: Promise<void> | undefined;
       running = {
         stop: () =>
@@ -166,7 +160,6 @@ export async function create(cfg: PeerConfig) {
       await running?.stop();
       await stopProjector();
       if (variant === 'nats') await deleteNatsStreams(); // nothing of this run left on the server
-      await clientRows?.stop();
       await clientStore.close();
       await adminNc?.close();
       await pool.end();

@@ -58,7 +58,7 @@ export async function runDev(o: DevOptions): Promise<void> {
       hosts.api = await startApi(env, actions, o.apiPort, o.apiPortSetting);
       hosts.executor = startExecutorHost(env, env.log.child({ component: 'executor' }));
       await hosts.executor.ready;
-      const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry, executionRows: env.config.executionRows }));
+      const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry }));
       await startDevWorkers(env, hosts.workers, actions, o);
       return {
         problems: () => projector.problems(),

@@ -13,7 +13,6 @@ import { createWorkerRuntime, type WorkerRuntime } from '../runtime/worker-kind.
 import { createWorkflowRuntime, type WorkflowRuntime } from '../workflow/workflow-stream.ts';
 import { createScheduleRuntime, type ScheduleRuntime } from '../runtime/schedule-kind.ts';
 import { openEventStore, type EventStoreKind } from './event-store.ts';
-import { startAppendedRowWriter } from '../readmodel/appended-rows.ts';
 
 export interface Environment {
   config: Config;
@@ -56,22 +55,18 @@ export async function openEnvironment(o: OpenEnvironmentOptions): Promise<Enviro
   });
   // Hosts say which store they use; a command keeps its output for its result.
   const { store, kind } = await openEventStore(config, db.pool, log, o.as === 'host' ? 'info' : 'debug');
-  const runtime = createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts });
-  // BATON_EXECUTION_ROWS=appenders: every process that appends writes its executions' rows.
-  const rows = config.executionRows === 'appenders' ? startAppendedRowWriter({ runtime, pool: db.pool, log: log.child({ component: 'rows' }) }) : undefined;
   return {
     config,
     log,
     db,
     store,
     storeKind: kind,
-    runtime,
+    runtime: createExecutionRuntime(store, { defaultMaxAttempts: config.timeouts.maxAttempts }),
     workerStreams: createWorkerRuntime(store),
     workflows: createWorkflowRuntime(store),
     schedules: createScheduleRuntime(store),
     async close() {
       try {
-        await rows?.stop();
         await store.close();
       } finally {
         await db.close();

@@ -121,7 +121,7 @@ export function runWorker(
 
 export function runProjector(o: MetricsOptions): Promise<void> {
   return runHost(hostBase('projector'), 'projector', { ...o, transport: 'postgres' }, async (env, hosts) => {
-    const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log, registry: env.registry, executionRows: env.config.executionRows }));
+    const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log, registry: env.registry }));
     return {
       problems: () => projector.problems(),
       announce: () => env.log.info({ metrics: `${hosts.health.url}/metrics` }, 'projector running'),

@@ -118,7 +118,7 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
       hosts.executor = startExecutorHost(env);
       await hosts.executor.ready;
     }
-    if (o.projector) hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log, registry, executionRows: env.config.executionRows });
+    if (o.projector) hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log, registry });
     const worker = await startWorkerHost(env, {
       workerId: o.id ?? (++started === 1 ? defaultWorkerId() : `${defaultWorkerId()}-${started}`),
       actions,

@@ -23,7 +23,6 @@ import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
 import { inTransaction } from './tables.ts';
 import { alignStoreViews } from './store-views.ts';
 import { rebuildProjection } from './rebuild.ts';
-import { sleep } from '../async/sleep.ts';
 
 /** Every stream prefix of the members, each once. */
 export const unionOfPrefixes = (members: readonly Projection[]): string[] => [...new Set(members.flatMap((p) => p.streamPrefixes))];
@@ -168,15 +167,7 @@ export async function followGroup(o: {
     });
     const source = eventSourceOf(o.store, o.pool);
     const memories = new Memories();
-    const holdBackMs = Math.max(0, ...o.projections.map((p) => p.holdBackMs ?? 0));
     for await (const batch of availableBatches(events, batchSize)) {
-      // A member that holds back (projection.ts): wait until the batch's last event is that old,
-      // at most that long (a database clock ahead of ours cannot hold it longer).
-      if (holdBackMs > 0) {
-        const wait = Math.min(holdBackMs, batch[batch.length - 1]!.recordedAt.getTime() + holdBackMs - Date.now());
-        if (wait > 0) await sleep(wait, inner.signal);
-        if (inner.signal.aborted) break;
-      }
       // On a failure too, end the subscription before the loop's cleanup, which waits for its
       // pending read: at a quiet moment that read waits for the next event, and the failure with it
       // (a projection that could not apply its batch went unreported and unretried until then).

@@ -8,8 +8,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { projectionsFor, type Projection } from '../../projections/index.ts';
-import type { ExecutionRowsWriter } from '../config.ts';
+import { projections as allProjections, type Projection } from '../../projections/index.ts';
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
@@ -29,8 +28,6 @@ export interface ProjectorOptions {
   log: Logger;
   registry?: Registry;
   projections?: readonly Projection[];
-  /** BATON_EXECUTION_ROWS (without `projections`): with `appenders` the executions projection only repairs rows. Default `projector`. */
-  executionRows?: ExecutionRowsWriter;
   batchSize?: number;
   /** How often to re-fold a sample of executions (ms); 0 turns it off. Default 60 s. */
   driftIntervalMs?: number;
@@ -108,7 +105,7 @@ function connectionLost(err: unknown): boolean {
 }
 
 export function startProjector(o: ProjectorOptions): Projector {
-  const list = o.projections ?? projectionsFor(o.executionRows ?? 'projector');
+  const list = o.projections ?? allProjections;
   const source = eventSourceOf(o.store, o.pool);
   const log = o.log;
   const metrics = projectorMetrics(o, list);

@@ -77,12 +77,6 @@ export interface SubmitResult {
 }
 
 
-/** An execution a runtime created: its snapshot at revision 0. */
-export interface Submitted {
-  executionId: string;
-  snapshot: ExecutionSnapshot;
-}
-
 /** What became of one request of a submitMany: submitted (or found by its key), or refused (an idempotency conflict, a store error). */
 export type SubmitOutcome = { ok: true; result: SubmitResult } | { ok: false; error: Error };
 
@@ -120,18 +114,6 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   });
 
   const namespaces = createNamespaces(store, clock);
-  // Submissions append without the actor runtime (nothing here decides on them again), so they
-  // are told apart: to the executions rows' writer of an appender (src/readmodel/appended-rows.ts).
-  const submittedListeners = new Set<(s: Submitted) => void>();
-  function created(p: Prepared): SubmitResult {
-    for (const listener of submittedListeners) listener({ executionId: p.executionId, snapshot: p.snapshot });
-    return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
-  }
-  /** Listen to every execution this runtime created (not those a key found); returns the unsubscribe. */
-  function onSubmitted(listener: (s: Submitted) => void): () => void {
-    submittedListeners.add(listener);
-    return () => void submittedListeners.delete(listener);
-  }
 
   /** `whole`: read the whole stream, never from a stored snapshot (`events` then holds every event). */
   async function load(executionId: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<LoadedExecution> {
@@ -224,7 +206,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   async function append(p: Prepared): Promise<SubmitResult> {
     try {
       const r = await store.append(p.append.streamId, p.append.events, { expectedRevision: 'no_stream' });
-      if (!r.idempotentReplay) return created(p);
+      if (!r.idempotentReplay) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || p.key === undefined) throw err;
     }
@@ -260,7 +242,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     results.forEach((r, j) => {
       const i = appended[j]!;
       const p = prepared[i]!;
-      if (r.ok && !r.result.idempotentReplay) outcomes[i] = { ok: true, result: created(p) };
+      if (r.ok && !r.result.idempotentReplay) outcomes[i] = { ok: true, result: { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n } };
       else if (p.key !== undefined && (r.ok || r.error instanceof WrongExpectedRevisionError)) found.push(i);
       else outcomes[i] = { ok: false, error: r.ok ? new Error('unreachable') : r.error };
     });
@@ -282,7 +264,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return outcomes;
   }
 
-  return { store, load, dispatch, submit, submitMany, onSubmitted, observe: actors.observe, onChange: actors.onChange, cached: actors.cached, followed: actors.followed, actors };
+  return { store, load, dispatch, submit, submitMany, observe: actors.observe, onChange: actors.onChange, cached: actors.cached, followed: actors.followed, actors };
 }
 
 export type ExecutionRuntime = ReturnType<typeof createExecutionRuntime>;

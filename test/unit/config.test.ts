@@ -32,7 +32,6 @@ describe('loadConfig', () => {
       namespaceRateLimits: {},
       retention: undefined,
       partitions: 16,
-      executionRows: 'projector',
     });
     const config = loadConfig({}, '/srv/app');
     expect(config.apiToken).toBeUndefined();
@@ -77,15 +76,6 @@ describe('loadConfig', () => {
     expect(loadConfig({ BATON_RETENTION: '12h', BATON_RETENTION_ARCHIVE: 'arch', BATON_RETENTION_INTERVAL: '5m' }, '/srv/app').retention).toEqual({ olderThanMs: 12 * 3_600_000, archiveDir: '/srv/app/arch', intervalMs: 300_000 });
     for (const bad of ['90', '90 days', '0d', '-1d', '1000000000d', 'on']) {
       expect(() => loadConfig({ BATON_RETENTION: bad }, '/srv/app'), bad).toThrow(/BATON_RETENTION: Invalid age: expected off or an age such as 90d/);
-    }
-  });
-
-  it('reads BATON_EXECUTION_ROWS: projector by default, or appenders; refuses anything else naming the variable and the choices', () => {
-    expect(loadConfig({ BATON_EXECUTION_ROWS: 'appenders' }, '/srv/app').executionRows).toBe('appenders');
-    expect(loadConfig({ BATON_EXECUTION_ROWS: ' Projector ' }, '/srv/app').executionRows).toBe('projector');
-    expect(loadConfig({ BATON_EXECUTION_ROWS: '' }, '/srv/app').executionRows).toBe('projector');
-    for (const bad of ['hosts', 'on', 'appender']) {
-      expect(() => loadConfig({ BATON_EXECUTION_ROWS: bad }, '/srv/app'), bad).toThrow(/BATON_EXECUTION_ROWS: expected projector .* or appenders/);
     }
   });
 

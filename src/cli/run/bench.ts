@@ -17,7 +17,7 @@ const benchmark = (run: (ctx: CliContext) => Promise<void>) => asDeployed(() => 
 export async function endToEndBenchCommand(o: { executions: number; concurrency: number; workers: number; latencySamples: number; latencyInterval: number; history: number; inputBytes: number; transport: 'nats' | 'postgres'; projector: 'process' | 'in-process'; eagerDispatch?: 'on' | 'off'; json?: boolean }): Promise<void> {
   await benchmark(async (ctx) => {
     const eagerDispatch = o.eagerDispatch === undefined ? ctx.config.eagerDispatch : o.eagerDispatch === 'on';
-    const result = await runEndToEndBench(ctx, { ...o, eagerDispatch, executionRows: ctx.config.executionRows, natsUrl: ctx.config.natsUrl, progress });
+    const result = await runEndToEndBench(ctx, { ...o, eagerDispatch, natsUrl: ctx.config.natsUrl, progress });
     console.log(o.json ? toJson(result) : printEndToEndBench(result));
   });
 }
