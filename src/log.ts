@@ -1,5 +1,5 @@
-// The one root pino logger. Components take a child (`root.child({ component: 'worker' })`)
-// and executions a child of that; never bind user input at the top level.
+// The one root pino logger. Components take a child through componentLogger (`"component":
+// "dev/executor/partitions"`) and executions a child of that; never bind user input at the top level.
 import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { Config, LogLevel } from './config.ts';
@@ -34,6 +34,25 @@ export function createLogger(
   const fd = options.destination === 'stderr' ? 2 : 1;
   const stream = (options.pretty ? prettyStream(fd) : undefined) ?? jsonStream(fd);
   return pino({ level: options.level, base: { pid: process.pid } }, stream);
+}
+
+/** How a component's logger was made, so that its parts are made from the same root. */
+const madeFrom = new WeakMap<Logger, { root: Logger; path: string; bindings: Record<string, unknown> }>();
+
+/**
+ * The logger of component `name` of `log` (a part of a component names its path: `dev/executor`).
+ * Its lines carry `component` once: pino never replaces a binding, so `log.child({ component })`
+ * on a component's logger wrote the key once per level, and JSON parsers keep only the last one
+ * (some log pipelines refuse the line). Other bindings of the levels above are carried.
+ */
+export function componentLogger(log: Logger, name: string, bindings: Record<string, unknown> = {}): Logger {
+  const above = madeFrom.get(log);
+  const root = above?.root ?? log;
+  const path = above ? `${above.path}/${name}` : name;
+  const carried = { ...above?.bindings, ...bindings };
+  const child = root.child({ component: path, ...carried });
+  madeFrom.set(child, { root, path, bindings: carried });
+  return child;
 }
 
 /** A logger that drops everything: for library callers and tests that do not care. */

@@ -35,6 +35,7 @@ import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
 import { readExecutionHistory } from '../replay/execution-history.ts';
 import { requestTraceFields } from '../observability/tracing.ts';
+import { componentLogger } from '../log.ts';
 
 export const GRAPHQL_PATH = '/graphql';
 /** What a client must send on requests a browser could make without a CORS preflight. */
@@ -121,7 +122,7 @@ export interface ApiServer {
 export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   const host = o.host ?? DEFAULT_API_HOST;
   checkExposure({ host, adminToken: o.adminToken, readToken: o.readToken, namespaceTokens: o.namespaceTokens });
-  const log = o.log.child({ component: 'api' });
+  const log = componentLogger(o.log, 'api');
   const auth = createApiAuth(o);
   const limits: ApiLimits = { ...DEFAULT_API_LIMITS, ...o.limits };
   const introspection = o.introspection ?? true;

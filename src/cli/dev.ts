@@ -16,6 +16,7 @@ import { WorkerIdInUseError, type WorkerHost } from '../worker/worker-host.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { runHost, type MetricsOptions } from './host-commands.ts';
 import { hostBase, loadActions, startApi, startExecutorHost, startWorker, type HostEnvironment, type RunningHosts, type TransportKind } from './hosts.ts';
+import { componentLogger } from '../log.ts';
 
 /** Another `baton dev` runs on this data dir. */
 export class DevAlreadyRunningError extends BatonError {}
@@ -56,9 +57,9 @@ export async function runDev(o: DevOptions): Promise<void> {
       const actions = createActionRegistry(await loadActions(o.actions, env.config));
       // The API first: its port is the last one to bind, and nothing is announced before it.
       hosts.api = await startApi(env, actions, o.apiPort, o.apiPortSetting);
-      hosts.executor = startExecutorHost(env, env.log.child({ component: 'executor' }));
+      hosts.executor = startExecutorHost(env, componentLogger(env.log, 'executor'));
       await hosts.executor.ready;
-      const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: env.log.child({ component: 'projector' }), registry: env.registry }));
+      const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: componentLogger(env.log, 'projector'), registry: env.registry }));
       await startDevWorkers(env, hosts.workers, actions, o);
       return {
         problems: () => projector.problems(),

@@ -10,6 +10,7 @@ import type { EventStoreKind } from '../eventstore/open.ts';
 export type { EventStoreKind };
 import { createPostgresEventStore } from '../eventstore/postgres.ts';
 import { createPostgresSnapshotStore } from '../eventstore/snapshots.ts';
+import { componentLogger } from '../log.ts';
 
 /**
  * The configured store; `announce` is the level at which to log the choice (hosts: info). The
@@ -21,7 +22,7 @@ export async function openEventStore(config: Config, pool: pg.Pool, log: Logger,
     const { createEventStoreDbEventStore } = await import('../eventstore/eventstoredb.ts');
     log[announce]({ eventStore: 'eventstoredb', url: redactUrl(config.eventStoreUrl) }, 'event store: EventStoreDB/KurrentDB (BATON_EVENTSTORE_URL); read model, liveness and work queue in Postgres');
     const snapshots = createPostgresSnapshotStore(pool); // snapshots stay in Postgres (src/eventstore/snapshots.ts)
-    return { store: createEventStoreDbEventStore(config.eventStoreUrl, { log: log.child({ component: 'eventstoredb' }), snapshots }), kind: 'eventstoredb' };
+    return { store: createEventStoreDbEventStore(config.eventStoreUrl, { log: componentLogger(log, 'eventstoredb'), snapshots }), kind: 'eventstoredb' };
   }
   log[announce]({ eventStore: 'postgres' }, 'event store: Postgres');
   return { store: createPostgresEventStore(pool, { log }), kind: 'postgres' };

@@ -19,7 +19,7 @@ import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { scheduleRetention, storedEventsGauge } from '../retention/schedule.ts';
 import { startScheduleHost } from '../schedule/schedule-host.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
-import { createLogger } from '../log.ts';
+import { componentLogger, createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
@@ -52,7 +52,7 @@ export interface HostBase {
 
 export function hostBase(component: string): HostBase {
   const config = loadConfig();
-  const log = createLogger(config).child({ component });
+  const log = componentLogger(createLogger(config), component);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   return { config, log, registry };
@@ -156,7 +156,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
   const partitions = startPartitionLeases({
     store: env.store,
     beats: createExecutorBeats(env.db.pool),
-    log: log.child({ component: 'partitions' }),
+    log: componentLogger(log, 'partitions'),
     partitionCount: env.config.partitions,
     staleAfterMs: workerStaleAfterMs(t),
     beatEveryMs: t.heartbeatIntervalMs,
@@ -181,17 +181,17 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
   const workflows = startOrchestrator({
     store: env.store,
     actors: { executions: env.runtime, workflows: env.workflows, follower },
-    log: log.child({ component: 'workflows' }),
+    log: componentLogger(log, 'workflows'),
     registry: env.registry,
   });
   // The gauge of stored events, and BATON_RETENTION's runs (src/retention/schedule.ts).
   storedEventsGauge(env.db.pool, env.registry, env.storeKind === 'postgres');
-  const retention = env.config.retention && scheduleRetention({ pool: env.db.pool, store: env.store, config: env.config.retention, log: log.child({ component: 'retention' }), registry: env.registry });
+  const retention = env.config.retention && scheduleRetention({ pool: env.db.pool, store: env.store, config: env.config.retention, log: componentLogger(log, 'retention'), registry: env.registry });
   // Beside them the schedule host: every executor fires due ticks (they race safely, schedule-host.ts).
   const schedules = startScheduleHost({
     store: env.store,
     actors: { schedules: env.schedules, executions: env.runtime, workflows: env.workflows, follower },
-    log: log.child({ component: 'schedules' }),
+    log: componentLogger(log, 'schedules'),
     registry: env.registry,
   });
   return {

@@ -30,6 +30,7 @@ import {
   waitUntilReady,
   type ServerProcess,
 } from './embedded-server.ts';
+import { componentLogger } from '../log.ts';
 
 export { EMBEDDED_PG_PASSWORD, EMBEDDED_PG_USER, EmbeddedPostgresError } from './embedded-cluster.ts';
 export const EMBEDDED_PG_DATABASE = 'baton';
@@ -79,7 +80,7 @@ export interface EmbeddedPostgres {
  * initdb runs on first use only. Progress goes to `log`, never to stdout.
  */
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const log = options.log.child({ component: 'embedded-postgres' });
+  const log = componentLogger(options.log, 'embedded-postgres');
   const dataDir = path.resolve(options.dataDir);
   const database = options.database ?? EMBEDDED_PG_DATABASE;
   const timeoutMs = options.startTimeoutMs ?? 60_000;

@@ -14,7 +14,7 @@ import { defaultWorkerId, openHostEnvironment, startExecutorHost, startWorker as
 import { stopHosts } from '../cli/shutdown.ts';
 import { loadConfig } from '../config.ts';
 import { InvalidInputError } from '../input/errors.ts';
-import { createLogger } from '../log.ts';
+import { componentLogger, createLogger } from '../log.ts';
 import { startHealthServer } from '../observability/http.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
 
@@ -94,7 +94,7 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
     process.cwd(),
     { logLevel: 'warn' },
   );
-  const log = (o.logger ?? createLogger(config, { destination: 'stderr' })).child({ component: 'embedded-worker' });
+  const log = componentLogger(o.logger ?? createLogger(config, { destination: 'stderr' }), 'embedded-worker');
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const actions = createActionRegistry([...(o.builtins === false ? [] : configuredBuiltinActions(config)), ...o.actions]);

@@ -22,6 +22,7 @@ import { cancelHeldExecution, runDelivery, type RunDeliveryDeps } from './run-de
 import { eagerIntake, type LocalWorkers } from './eager-dispatch.ts';
 import { batcherFor } from './dispatch-batcher.ts';
 import { traceRun } from '../observability/tracing.ts';
+import { componentLogger } from '../log.ts';
 
 export interface WorkerHostOptions {
   workerId: string;
@@ -105,7 +106,7 @@ function workerMetrics(registry: Registry) {
 
 export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost> {
   const { workerId, capacity } = o;
-  const log = o.log.child({ component: 'worker', workerId });
+  const log = componentLogger(o.log, 'worker', { workerId });
   const running = new Set<string>();
   const cancellers = new Map<string, (attempt: number, reason: string) => void>();
   const shutdown = new AbortController();

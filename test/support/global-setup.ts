@@ -15,7 +15,7 @@ import pg from 'pg';
 import { connect as natsConnect } from 'nats';
 import type { TestProject } from 'vitest/node';
 import { loadConfig, loadTestHarnessConfig } from '../../src/config.ts';
-import { createLogger, type Logger } from '../../src/log.ts';
+import { componentLogger, createLogger, type Logger } from '../../src/log.ts';
 import { migrateAll } from '../../src/db/all-migrations.ts';
 import { redactUrl, urlForDatabase } from '../../src/db/connect.ts';
 import { reapAbandonedEmbeddedPostgres, startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.ts';
@@ -47,7 +47,7 @@ function newRunId(): string {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const config = loadConfig();
   const harness = loadTestHarnessConfig();
-  const log = createLogger(config, { destination: 'stderr', pretty: false }).child({ component: 'test-setup' });
+  const log = componentLogger(createLogger(config, { destination: 'stderr', pretty: false }), 'test-setup');
   // The embedded server's progress lines are noise in a test run unless someone asks for debug.
   const quiet = ['debug', 'trace'].includes(config.logLevel) ? log : log.child({}, { level: 'warn' });
   const runId = newRunId();

@@ -9,13 +9,14 @@ import { createPostgresWorkTransport } from '../../transport/postgres/index.ts';
 import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
 import { cliConfig, cliLogger } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
+import { componentLogger } from '../../log.ts';
 
 export type TransportKind = 'nats' | 'postgres';
 
 /** Open the transport, run `fn`, close everything again. */
 async function withTransport<T>(kind: TransportKind | undefined, fn: (transport: WorkTransport, log: Logger) => Promise<T>): Promise<T> {
   const config = cliConfig();
-  const log = cliLogger(config).child({ component: 'dlq' });
+  const log = componentLogger(cliLogger(config), 'dlq');
   const use = kind ?? (config.natsUrl ? 'nats' : 'postgres');
   if (use === 'nats') {
     if (!config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');

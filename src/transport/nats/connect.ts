@@ -4,6 +4,7 @@ import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { redactUrl } from '../../db/connect.ts';
 import { BatonError } from '../../errors.ts';
+import { componentLogger } from '../../log.ts';
 
 /** Connect to NATS for Baton: reconnect forever, log connection state changes. The caller closes it. */
 export async function connectNats(url: string, log?: Logger): Promise<NatsConnection> {
@@ -16,7 +17,7 @@ export async function connectNats(url: string, log?: Logger): Promise<NatsConnec
     throw new BatonError(`cannot connect to NATS at ${redactUrl(url)} (BATON_NATS_URL): ${(err as Error).message}`, { cause: err });
   }
   if (log) {
-    const nlog = log.child({ component: 'nats' });
+    const nlog = componentLogger(log, 'nats');
     void (async () => {
       for await (const s of nc.status()) {
         if (s.type === Events.Disconnect || s.type === Events.Error) nlog.warn({ status: s.type, data: String(s.data) }, 'NATS connection status');

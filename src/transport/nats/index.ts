@@ -23,6 +23,7 @@ import { createDeadLetterMover } from './dead-letters.ts';
 import { createProvisioning } from './provision.ts';
 import { createPublisher } from './publish.ts';
 import { createSignals } from './signals.ts';
+import { componentLogger } from '../../log.ts';
 
 export { connectNats } from './connect.ts';
 export {
@@ -48,7 +49,7 @@ export async function deleteNatsWorkStreams(nc: NatsConnection, options: Pick<Na
 
 export async function createNatsWorkTransport(nc: NatsConnection, options: NatsWorkTransportOptions = {}): Promise<WorkTransport> {
   const settings = compileNatsOptions(options);
-  const log = options.log?.child({ component: 'work-transport', transport: 'nats', stream: settings.streamName });
+  const log = options.log && componentLogger(options.log, 'work-transport', { transport: 'nats', stream: settings.streamName });
   const { js, jsm } = await jetStreamOf(nc);
   let closed = false;
   let closing: Promise<void> | undefined;

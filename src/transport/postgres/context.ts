@@ -6,6 +6,7 @@ import { BatonError } from '../../errors.ts';
 import { PgWakeups } from '../../eventstore/pg-wakeups.ts';
 import { compileTransportOptions, positiveInteger } from '../internal.ts';
 import type { WorkTransportOptions } from '../work-transport.ts';
+import { componentLogger } from '../../log.ts';
 
 export const WORK_NOTIFY_CHANNEL = 'baton_work';
 export const DEAD_LETTER_NOTIFY_CHANNEL = 'baton_dead_letters';
@@ -62,7 +63,7 @@ export interface PostgresContext {
 
 export function createPostgresContext(pool: pg.Pool, options: PostgresWorkTransportOptions): PostgresContext & { close(): void } {
   const settings = compilePostgresOptions(options);
-  const log = options.log?.child({ component: 'work-transport', transport: 'postgres' });
+  const log = options.log && componentLogger(options.log, 'work-transport', { transport: 'postgres' });
   const deadLetterWakeups = new PgWakeups(pool, log, DEAD_LETTER_NOTIFY_CHANNEL);
   let closed = false;
   return {
