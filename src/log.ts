@@ -36,22 +36,29 @@ export function createLogger(
   return pino({ level: options.level, base: { pid: process.pid } }, stream);
 }
 
-/** How a component's logger was made, so that its parts are made from the same root. */
-const madeFrom = new WeakMap<Logger, { root: Logger; path: string; bindings: Record<string, unknown> }>();
+/** On a component's logger: the logger its first component was made from (plain children inherit it: pino's children are made with Object.create). */
+const ROOT = Symbol('baton.componentRoot');
+type Tracked = Logger & { [ROOT]?: Logger };
 
 /**
  * The logger of component `name` of `log` (a part of a component names its path: `dev/executor`).
  * Its lines carry `component` once: pino never replaces a binding, so `log.child({ component })`
  * on a component's logger wrote the key once per level, and JSON parsers keep only the last one
- * (some log pipelines refuse the line). Other bindings of the levels above are carried.
+ * (some log pipelines refuse the line). A part is made from the first component's parent with
+ * what `log` says (its bindings, its level), so nothing of the levels between is lost.
  */
 export function componentLogger(log: Logger, name: string, bindings: Record<string, unknown> = {}): Logger {
-  const above = madeFrom.get(log);
-  const root = above?.root ?? log;
-  const path = above ? `${above.path}/${name}` : name;
-  const carried = { ...above?.bindings, ...bindings };
-  const child = root.child({ component: path, ...carried });
-  madeFrom.set(child, { root, path, bindings: carried });
+  const root = (log as Tracked)[ROOT];
+  let child: Tracked;
+  if (!root) {
+    child = log.child({ component: name, ...bindings });
+    child[ROOT] = log;
+    return child;
+  }
+  const { component, ...above } = log.bindings();
+  for (const key of Object.keys(root.bindings())) delete above[key]; // the root writes its own
+  child = root.child({ component: `${String(component)}/${name}`, ...above, ...bindings }, { level: log.level });
+  child[ROOT] = root;
   return child;
 }
 

@@ -48,4 +48,15 @@ describe('componentLogger', () => {
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0]!)).toMatchObject({ app: 'billing', component: 'embedded-worker', msg: 'kept' });
   });
+
+  it('keeps what a plain child between two components adds: its bindings and its level', () => {
+    const { log, lines } = capture();
+    const quiet = componentLogger(log, 'test-setup').child({ run: 'r1' }, { level: 'warn' });
+    const part = componentLogger(quiet, 'embedded-postgres');
+    part.info('dropped');
+    part.warn('kept');
+    expect(lines).toHaveLength(1);
+    expect(keysOf(lines[0]!).filter((k) => k === 'component')).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ component: 'test-setup/embedded-postgres', run: 'r1', msg: 'kept' });
+  });
 });
