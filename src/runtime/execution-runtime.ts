@@ -29,6 +29,9 @@ export const executionIdForKey = (key: string, namespace: string = DEFAULT_NAMES
   // its own (a name holds no ':', so the two forms never meet).
   uuidv5(namespace === DEFAULT_NAMESPACE ? `key:${key}` : `ns-key:${namespace}:${key}`, IDEMPOTENCY_NAMESPACE);
 
+/** The event id of a keyed execution's ExecutionRequested (what `submit` derives; unique store-wide). */
+export const requestedEventIdOf = (executionId: string): string => uuidv5(`requested-event:${executionId}`, IDEMPOTENCY_NAMESPACE);
+
 /** A command: a domain event without the metadata the runtime fills in. */
 export type ExecutionCommand = Command<ExecutionEvent> & { by: ActorRef };
 
@@ -77,8 +80,11 @@ export interface SubmitResult {
 }
 
 
-/** What became of one request of a submitMany: submitted (or found by its key), or refused (an idempotency conflict, a store error). */
-export type SubmitOutcome = { ok: true; result: SubmitResult } | { ok: false; error: Error };
+/**
+ * What became of one request of a submitMany: submitted (or found by its key), or not (an
+ * idempotency conflict, a store error), with the execution id it has or would have had.
+ */
+export type SubmitOutcome = { ok: true; result: SubmitResult } | { ok: false; error: Error; executionId: string };
 
 /** The fields an idempotency key's second use must repeat exactly. */
 const KEYED_FIELDS = ['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId', 'tags', 'actionVersion'] as const;
@@ -166,8 +172,13 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       },
       clock().toISOString(),
     ) as ExecutionEventOf<'ExecutionRequested'>;
-    // Event ids are unique store-wide: another namespace's key derives its own (from its execution id).
-    const eventId = key === undefined ? newId() : uuidv5(request.namespace === undefined || request.namespace === DEFAULT_NAMESPACE ? `requested:${key}` : `requested:${executionId}`, IDEMPOTENCY_NAMESPACE);
+    // Event ids are unique store-wide, so a keyed one derives from the execution id (itself unique
+    // per namespace and key) under a prefix of its own. Before, a default-namespace key derived it
+    // from the key text (`requested:<key>`) and other namespaces from the execution id
+    // (`requested:<id>`): a default key spelled like another namespace's execution id took that
+    // execution's event id, and its append failed as a duplicate. Executions stored under the old
+    // ids are still found by their key: the stream exists, so the retry reads it (existing()).
+    const eventId = key === undefined ? newId() : requestedEventIdOf(executionId);
     const snapshot = startExecution(requested);
     const stored = { ...requested, metadata: { ...requested.metadata, stateAfter: stateName(snapshot) } };
     return { key, executionId, data: requested.data, snapshot, append: { streamId: executionStreamId(executionId), events: [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }], expectedRevision: 'no_stream' as const } };
@@ -206,7 +217,8 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   async function append(p: Prepared): Promise<SubmitResult> {
     try {
       const r = await store.append(p.append.streamId, p.append.events, { expectedRevision: 'no_stream' });
-      if (!r.idempotentReplay) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
+      // Unkeyed, a replay is this append, retried by the store after a lost answer (see appendMany).
+      if (!r.idempotentReplay || p.key === undefined) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || p.key === undefined) throw err;
     }
@@ -242,14 +254,16 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     results.forEach((r, j) => {
       const i = appended[j]!;
       const p = prepared[i]!;
-      if (r.ok && !r.result.idempotentReplay) outcomes[i] = { ok: true, result: { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n } };
+      // Unkeyed, an idempotent replay is this very append, stored by a statement whose answer was
+      // lost (the store retried it): its fresh event id can be nobody else's, so it was created here.
+      if (r.ok && (!r.result.idempotentReplay || p.key === undefined)) outcomes[i] = { ok: true, result: { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n } };
       else if (p.key !== undefined && (r.ok || r.error instanceof WrongExpectedRevisionError)) found.push(i);
-      else outcomes[i] = { ok: false, error: r.ok ? new Error('unreachable') : r.error };
+      else outcomes[i] = { ok: false, error: r.ok ? new Error('unreachable') : r.error, executionId: p.executionId };
     });
     await mapLimit(found, EXISTING_READS_IN_FLIGHT, async (i) => {
       outcomes[i] = await existing(prepared[i]!).then(
         (result): SubmitOutcome => ({ ok: true, result }),
-        (error: unknown): SubmitOutcome => ({ ok: false, error: error as Error }),
+        (error: unknown): SubmitOutcome => ({ ok: false, error: error as Error, executionId: prepared[i]!.executionId }),
       );
     });
     // Repeats of a key inside the batch: the first's execution, if they asked for the same.
@@ -258,7 +272,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       const first = firstOfKey.get(p.executionId)!;
       const differs = differences(prepared[first]!.data, p.data);
       const was = outcomes[first]!;
-      if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from the batch's item ${first}`) };
+      if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from the batch's item ${first}`), executionId: p.executionId };
       else outcomes[i] = was.ok ? { ok: true, result: { ...was.result, created: false } } : was;
     });
     return outcomes;

@@ -68,6 +68,30 @@ describe('submitMany', () => {
     expect((await t.db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n).toBe(before);
   });
 
+  it('a default-namespace key spelled like another namespace\'s execution id is an execution of its own (event ids never clash)', async () => {
+    const other = await runtime.submit({ action: 'core.noop', namespace: 'team-a', idempotencyKey: `k-${randomUUID()}` });
+    // Before, the default namespace derived ExecutionRequested's id from the key text and other
+    // namespaces from the execution id: this key took team-a's event id and its append failed.
+    const single = await runtime.submit({ action: 'core.echo', input: 1, idempotencyKey: other.executionId });
+    expect(single).toMatchObject({ created: true });
+    expect(single.executionId).not.toBe(other.executionId);
+    const batch = await runtime.submitMany([{ action: 'core.noop' }, { action: 'core.echo', input: 2, idempotencyKey: other.executionId, namespace: 'team-b' }, { action: 'core.noop' }]);
+    expect(batch.map((o) => ok(o).created)).toEqual([true, true, true]);
+    expect(await runtime.submit({ action: 'core.echo', input: 1, idempotencyKey: other.executionId })).toMatchObject({ executionId: single.executionId, created: false });
+  });
+
+  it('an unkeyed request the store stored although its answer was lost (the store retried it) is reported created, once', async () => {
+    // What a lost connection does to appendMany: the statement committed, the answer never came,
+    // and the store's retry of the same events finds them stored (an idempotent replay).
+    const store = t.store;
+    const answerLost = { ...store, appendMany: async (requests: Parameters<typeof store.appendMany>[0]) => (await store.appendMany(requests), store.appendMany(requests)), append: async (...a: Parameters<typeof store.append>) => (await store.append(...a), store.append(...a)) };
+    const lossy = createExecutionRuntime(answerLost as typeof store);
+    const outcomes = await lossy.submitMany([{ action: 'core.noop' }, { action: 'core.echo', input: 1 }]);
+    expect(outcomes.map((o) => ok(o).created)).toEqual([true, true]);
+    expect(await lossy.submit({ action: 'core.noop' })).toMatchObject({ created: true, revision: 0n });
+    for (const o of outcomes) expect(await t.store.readStream(executionStreamId(ok(o).executionId))).toHaveLength(1);
+  });
+
   it('an empty batch writes nothing', async () => {
     expect(await runtime.submitMany([])).toEqual([]);
   });
