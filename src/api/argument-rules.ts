@@ -16,10 +16,10 @@ import {
   type GraphQLObjectType,
   type GraphQLSchema,
 } from 'graphql';
-import { under } from '../input/errors.ts';
+import { under, type InputProblem } from '../input/errors.ts';
 import { namespaceProblem } from '../input/namespace.ts';
 import { dateTimeRangeProblem, jsonProblems, textProblem } from '../input/rules.ts';
-import { ApiError, badInput } from './errors.ts';
+import { ApiError } from './errors.ts';
 
 // graphql can be loaded twice (ESM for our code, CJS for yoga's: see errors.ts), so its
 // instanceof-based isObjectType() and friends refuse the schema yoga built; the tag does not.
@@ -30,15 +30,22 @@ const isInputObjectType = (t: GraphQLInputType): t is GraphQLInputObjectType => 
 const isObjectType = (t: unknown): t is GraphQLObjectType => tag(t) === 'GraphQLObjectType';
 const namedType = (t: GraphQLInputType): GraphQLInputType => (isNonNullType(t) || isListType(t) ? namedType(t.ofType) : t);
 
-function checkValue(type: GraphQLInputType, value: unknown, path: string): void {
-  if (value === null || value === undefined) return;
-  if (isNonNullType(type)) return checkValue(type.ofType, value, path);
+// Problems reported at most: a batch with a systematic mistake would otherwise repeat it per item.
+const MAX_PROBLEMS = 10;
+
+/** Every problem of `value` (up to MAX_PROBLEMS), each named by its place: a batch's items are all checked, not only the first bad one. */
+/** A problem and the argument (or input field) whose value has it: `input` for `input.a.b`. */
+type ArgumentProblem = InputProblem & { argument: string };
+
+function checkValue(type: GraphQLInputType, value: unknown, path: string, problems: ArgumentProblem[]): void {
+  if (value === null || value === undefined || problems.length >= MAX_PROBLEMS) return;
+  if (isNonNullType(type)) return checkValue(type.ofType, value, path, problems);
   if (isListType(type)) {
-    if (Array.isArray(value)) value.forEach((item, i) => checkValue(type.ofType, item, `${path}.${i}`));
+    if (Array.isArray(value)) value.forEach((item, i) => checkValue(type.ofType, item, `${path}.${i}`, problems));
     return;
   }
   if (isInputObjectType(type)) {
-    for (const field of Object.values(type.getFields())) checkValue(field.type, (value as Record<string, unknown>)[field.name], `${path}.${field.name}`);
+    for (const field of Object.values(type.getFields())) checkValue(field.type, (value as Record<string, unknown>)[field.name], `${path}.${field.name}`, problems);
     return;
   }
   switch (type.name) {
@@ -46,17 +53,16 @@ function checkValue(type: GraphQLInputType, value: unknown, path: string): void 
     case 'ID': {
       // An argument or input field called `namespace`, wherever it is, is a namespace name.
       const problem = textProblem(value) ?? (path === 'namespace' || path.endsWith('.namespace') ? namespaceProblem(value) : undefined);
-      if (problem) throw badInput(path, problem);
+      if (problem) problems.push({ path, message: problem, argument: path });
       return;
     }
     case 'DateTime': {
       const problem = dateTimeRangeProblem(value as string); // the scalar made it ISO 8601 in UTC
-      if (problem) throw badInput(path, problem);
+      if (problem) problems.push({ path, message: problem, argument: path });
       return;
     }
     case 'JSON': {
-      const problems = under(path, jsonProblems(value));
-      if (problems.length > 0) throw new ApiError('BAD_USER_INPUT', problems.map((p) => `${p.path}: ${p.message}`).join('; '), path, { problems });
+      problems.push(...under(path, jsonProblems(value)).map((p) => ({ ...p, argument: path })));
       return;
     }
   }
@@ -74,7 +80,13 @@ function holdsChecked(type: GraphQLInputType, seen = new Set<string>()): boolean
 }
 
 function checkArguments(args: readonly GraphQLArgument[], values: Record<string, unknown>): void {
-  for (const arg of args) checkValue(arg.type, values[arg.name], arg.name);
+  const problems: ArgumentProblem[] = [];
+  for (const arg of args) checkValue(arg.type, values[arg.name], arg.name, problems);
+  if (problems.length === 0) return;
+  const shown = problems.slice(0, MAX_PROBLEMS).map(({ path, message }) => ({ path, message }));
+  // `argument`: the value at fault (`inputs.0.input`); for several, the first one's top-level argument (`inputs`).
+  const argument = new Set(problems.map((p) => p.argument)).size === 1 ? problems[0]!.argument : problems[0]!.argument.split('.')[0]!;
+  throw new ApiError('BAD_USER_INPUT', shown.map((p) => `${p.path}: ${p.message}`).join('; '), argument, { problems: shown });
 }
 
 /** Wraps the resolver (and subscribe) of every field with arguments to check, in place. */

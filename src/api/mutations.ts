@@ -2,8 +2,8 @@
 // is checked by the one submission check every front door uses, so a bad one never becomes history.
 import { statusOf } from '../../actors/execution.machine.ts';
 import { cancelExecution as cancel } from '../runtime/cancel.ts';
-import { IdempotencyKeyConflictError } from '../errors.ts';
-import { apiItemNames, submitExecution as submit, submitExecutions as submitMany, type Submission } from '../runtime/submission.ts';
+import { BatonError, IdempotencyKeyConflictError } from '../errors.ts';
+import { apiItemNames, itemFailure, submitExecution as submit, submitExecutions as submitMany, type Submission } from '../runtime/submission.ts';
 import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
@@ -64,12 +64,17 @@ async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: Ap
     throw badInput('inputs', `at most ${ctx.maxSubmitBatch} submissions in one call (BATON_API_MAX_SUBMIT_BATCH); got ${a.inputs.length}: split them into several calls`);
   }
   a.inputs.forEach((input, i) => checkNamespaceScope(ctx, input.namespace, `inputs.${i}.namespace`));
-  const outcomes = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES)));
+  const outcomes = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES, (i) => `inputs.${i}`)));
+  const failed = outcomes.filter((o) => !o.ok);
+  // Nothing stored for an unexpected reason (the database is gone): an error, as for one submission.
+  if (failed.length > 0 && failed.length === outcomes.length && failed.every((o) => !(o.error instanceof BatonError))) throw failed[0]!.error;
   const results = outcomes.map((o, index) => {
     if (o.ok) return { index, executionId: o.result.executionId, created: o.result.created, status: statusOf(o.result.snapshot), error: null };
-    // Only a key's conflict is an item's own outcome; anything else failed the whole append.
-    if (!(o.error instanceof IdempotencyKeyConflictError)) throw o.error;
-    return { index, executionId: o.error.executionId, created: false, status: null, error: { code: 'IDEMPOTENCY_CONFLICT', message: o.error.message } };
+    // Each item has its own outcome: the others were stored, and their ids must reach the caller.
+    const failure = itemFailure(o.error, { detail: false });
+    if (failure.code === 'STORE_FAILED') ctx.log.error({ err: o.error, index, executionId: o.executionId }, 'submitExecutions: an input could not be stored');
+    const executionId = o.error instanceof IdempotencyKeyConflictError ? o.error.executionId : o.executionId;
+    return { index, executionId, created: false, status: null, error: failure };
   });
   const created = results.filter((r) => r.created).length;
   const refused = results.filter((r) => r.error !== null).length;

@@ -30,6 +30,7 @@ import { createExecutionUpdates } from './live-updates.ts';
 import { createLoaders } from './loaders.ts';
 import { findExecutions } from './read-model-queries.ts';
 import { ResponseBudget, useResponseBudget } from './response-budget.ts';
+import { useVariableProblems } from './variable-errors.ts';
 import { loadApiSchema } from './schema.ts';
 import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
@@ -154,6 +155,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       EnvelopArmorPlugin(ARMOR),
       ...(introspection ? [] : [useNoIntrospection()]),
       useResponseBudget(),
+      useVariableProblems(),
     ],
     context: ({ request, req }) => ({
       role: auth.roleOf(request) ?? 'read',

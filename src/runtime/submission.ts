@@ -9,6 +9,7 @@
 import type { ActionRegistry } from '../actions/registry.ts';
 import { validateInput } from '../actions/registry.ts';
 import { InvalidActionInputError } from '../actions/action.ts';
+import { BatonError, IdempotencyKeyConflictError } from '../errors.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
@@ -41,7 +42,7 @@ export const API_NAMES: SubmissionNames = { action: 'action', input: 'input', id
 
 /** The names of a batch's item `index`, under `argument`: `inputs.3.input.ms`. */
 export const apiItemNames = (argument: string) => (index: number): SubmissionNames =>
-  Object.fromEntries(Object.entries(API_NAMES).map(([k, v]) => [k, `${argument}.${index}.${v}`])) as SubmissionNames;
+  Object.fromEntries(Object.entries({ ...API_NAMES, namespace: 'namespace' }).map(([k, v]) => [k, `${argument}.${index}.${v}`])) as SubmissionNames;
 
 /** Same limits as ExecutionRequested's fields (schemas/events.ts). */
 export const SUBMISSION_LIMITS = { actionLength: 200, idempotencyKeyLength: 500, maxAttempts: 1_000 } as const;
@@ -50,7 +51,8 @@ export const SUBMISSION_LIMITS = { actionLength: 200, idempotencyKeyLength: 500,
  * The submission as the runtime takes it, or InvalidInputError listing every problem (an input
  * that does not fit the action's schema is InvalidActionInputError, naming each field).
  */
-export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, s: Submission, names: SubmissionNames = API_NAMES): SubmitRequest {
+export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, given: Submission, names: SubmissionNames = API_NAMES): SubmitRequest {
+  const s = withoutNulls(given);
   const problems: InputProblem[] = [];
   const problem = (field: Exclude<keyof Submission, 'namespace'>, message: string | undefined) => message && problems.push({ path: names[field], message });
 
@@ -96,6 +98,20 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
   };
 }
 
+const OPTIONAL_FIELDS = ['idempotencyKey', 'maxAttempts', 'priority', 'namespace', 'actionVersion', 'tags'] as const;
+
+/**
+ * An optional field given as null is absent, at every door alike: GraphQL's nullable arguments
+ * read it so, and a JSON export (a file line, a library caller's object) writes null for "none".
+ * (`input: null` stays: it is the input JSON null.)
+ */
+function withoutNulls(s: Submission): Submission {
+  if (!OPTIONAL_FIELDS.some((f) => (s as unknown as Record<string, unknown>)[f] === null)) return s;
+  const copy = { ...s } as Record<string, unknown>;
+  for (const f of OPTIONAL_FIELDS) if (copy[f] === null) delete copy[f];
+  return copy as unknown as Submission;
+}
+
 /** A batch's problems shown at most: a file with a systematic mistake would otherwise repeat it on every line. */
 const MAX_BATCH_PROBLEMS = 10;
 
@@ -105,36 +121,70 @@ const MAX_BATCH_PROBLEMS = 10;
  * (which could only ever give one of them). Any problem refuses the whole batch: InvalidInputError
  * with the first problems found, so nothing of a batch with a bad item is written.
  */
-export function checkSubmissions(actions: Pick<ActionRegistry, 'get' | 'names'>, batch: readonly Submission[], namesOf: (index: number) => SubmissionNames): SubmitRequest[] {
+export function checkSubmissions(
+  actions: Pick<ActionRegistry, 'get' | 'names'>,
+  batch: readonly Submission[],
+  namesOf: (index: number) => SubmissionNames,
+  itemLabel: (index: number) => string = (i) => `item ${i} of this batch`,
+): SubmitRequest[] {
   const problems: InputProblem[] = [];
-  const checked: SubmitRequest[] = [];
-  const checkedOf = new Map<number, SubmitRequest>();
-  const firstOfKey = new Map<string, number>();
+  const checked: (SubmitRequest | undefined)[] = [];
   for (let i = 0; i < batch.length && problems.length < MAX_BATCH_PROBLEMS; i++) {
     const names = namesOf(i);
-    let request: SubmitRequest;
     try {
-      request = checkSubmission(actions, batch[i]!, names);
+      const item = batch[i];
+      if (typeof item !== 'object' || item === null || Array.isArray(item)) throw new InvalidInputError([{ path: names.action.replace(/[.:\s]*action$/, '') || `item ${i}`, message: 'must be an object like {"action": "core.noop", "input": {}}' }]);
+      checked.push(checkSubmission(actions, item, names));
     } catch (err) {
       if (err instanceof InvalidInputError) problems.push(...err.problems);
       else if (err instanceof InvalidActionInputError) problems.push(...err.issues.map((issue) => ({ path: issue.path.replace(/^input/, names.input), message: issue.message })));
       else throw err;
-      continue;
-    }
-    checked.push(request);
-    checkedOf.set(i, request);
-    const key = request.idempotencyKey;
-    if (key === undefined) continue;
-    // A key is unique within its namespace: the same key in two namespaces is two executions.
-    const scoped = JSON.stringify([request.namespace ?? DEFAULT_NAMESPACE, key]);
-    const first = firstOfKey.get(scoped);
-    if (first === undefined) firstOfKey.set(scoped, i);
-    else if (!sameJson({ ...checkedOf.get(first), idempotencyKey: key }, request)) {
-      problems.push({ path: names.idempotencyKey, message: `the same key as item ${first} of this batch with a different request (a key gives one execution)` });
+      checked.push(undefined);
     }
   }
+  problems.push(...repeatedKeyProblems(checked, namesOf, itemLabel));
   if (problems.length > 0) throw new InvalidInputError(problems.slice(0, MAX_BATCH_PROBLEMS));
-  return checked;
+  return checked as SubmitRequest[];
+}
+
+/**
+ * An idempotency key used twice in one batch for different requests (it could only ever give one
+ * of them), named at the later use: `the same key as line 5 …`. Checked requests only (undefined: refused already).
+ */
+export function repeatedKeyProblems(requests: readonly (SubmitRequest | undefined)[], namesOf: (index: number) => SubmissionNames, itemLabel: (index: number) => string): InputProblem[] {
+  const problems: InputProblem[] = [];
+  const firstOfKey = new Map<string, number>();
+  requests.forEach((request, i) => {
+    const key = request?.idempotencyKey;
+    if (key === undefined) return;
+    // A key is unique within its namespace: the same key in two namespaces is two executions.
+    const scoped = JSON.stringify([request!.namespace ?? DEFAULT_NAMESPACE, key]);
+    const first = firstOfKey.get(scoped);
+    if (first === undefined) firstOfKey.set(scoped, i);
+    else if (!sameJson({ ...requests[first], idempotencyKey: key }, request)) {
+      problems.push({ path: namesOf(i).idempotencyKey, message: `the same key as ${itemLabel(first)} with a different request (a key gives one execution)` });
+    }
+  });
+  return problems;
+}
+
+/** How a front door reports a batch item that was not submitted (its SubmitOutcome's error). */
+export interface ItemFailure {
+  /**
+   * IDEMPOTENCY_CONFLICT: its key names an earlier, different request (certainly not stored).
+   * REFUSED: the event store refused it (certainly not stored). STORE_FAILED: the store failed
+   * while storing it, so it may or may not be stored: submit it again, safely with a key.
+   */
+  code: 'IDEMPOTENCY_CONFLICT' | 'REFUSED' | 'STORE_FAILED';
+  message: string;
+}
+
+/** `detail`: include an unexpected failure's own message (the CLI and the library; the API keeps it in its log). */
+export function itemFailure(error: Error, o: { detail: boolean }): ItemFailure {
+  if (error instanceof IdempotencyKeyConflictError) return { code: 'IDEMPOTENCY_CONFLICT', message: error.message };
+  if (error instanceof BatonError) return { code: 'REFUSED', message: error.message };
+  const why = o.detail ? ` (${error.message})` : '';
+  return { code: 'STORE_FAILED', message: `the event store failed while storing it${why}, so it may or may not be stored: submit it again (with an idempotency key that is safe)` };
 }
 
 /**
@@ -146,8 +196,9 @@ export async function submitExecutions(
   deps: { runtime: Pick<ExecutionRuntime, 'submitMany'>; actions: Pick<ActionRegistry, 'get' | 'names'> },
   batch: readonly Submission[],
   namesOf: (index: number) => SubmissionNames,
+  itemLabel?: (index: number) => string,
 ): Promise<SubmitOutcome[]> {
-  return deps.runtime.submitMany(checkSubmissions(deps.actions, batch, namesOf));
+  return deps.runtime.submitMany(checkSubmissions(deps.actions, batch, namesOf, itemLabel));
 }
 
 /** Check, then submit: nothing is written unless every check passed. */

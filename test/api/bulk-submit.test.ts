@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
+import { executionIdForKey, requestedEventIdOf } from '../../src/runtime/execution-runtime.ts';
 import { gql, useApi } from './api-harness.ts';
 
 const SUBMIT_MANY = `mutation($inputs: [SubmitExecutionInput!]!) {
@@ -72,6 +73,18 @@ describe('submitExecutions', () => {
     expect(conflict).toMatchObject({ created: false, status: null, error: { code: 'IDEMPOTENCY_CONFLICT', message: expect.stringMatching(/differs in input/) } });
   });
 
+  it('an input the event store refuses is reported alone (REFUSED, with the id it would have had); the others are stored', async () => {
+    const key = `taken-${randomUUID()}`;
+    // An event already stored under the id the keyed input's ExecutionRequested takes.
+    await api().store.append(`elsewhere-${key}`, [{ eventId: requestedEventIdOf(executionIdForKey(key)), type: 'Note', data: {}, metadata: {} }], { expectedRevision: 'no_stream' });
+    const r = await submitMany([{ action: 'core.noop' }, { action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.noop' }]);
+    expect(r.errors).toBeUndefined();
+    expect(r.data!.submitExecutions).toMatchObject({ created: 2, existing: 0, refused: 1 });
+    const [first, taken, last] = r.data!.submitExecutions.results;
+    expect(taken).toMatchObject({ index: 1, executionId: executionIdForKey(key), created: false, status: null, error: { code: 'REFUSED', message: expect.stringMatching(/already stored in a different position/) } });
+    for (const x of [first, last]) expect((await api().store.readStream(executionStreamId(x.executionId)))[0]!.type).toBe('ExecutionRequested');
+  });
+
   it('refuses the whole call when any input is bad, naming its index and field; stores nothing', async () => {
     const before = await countEvents(api().db.pool);
     const cases: [unknown[], RegExp, string][] = [
@@ -81,14 +94,21 @@ describe('submitExecutions', () => {
       [[{ action: 'core.noop', tags: { 'a=b': 'x' } }], /^inputs\.0\.tags\.a=b: tag key "a=b" may contain only/, 'inputs'],
       [[{ action: 'core.noop', tags: { customer: '' } }], /^inputs\.0\.tags\.customer: a tag value must not be empty/, 'inputs'],
       [[{ action: 'core.noop', tags: ['x'] }], /^inputs\.0\.tags: must be an object of tags/, 'inputs'],
-      [[{ action: 'core.noop', idempotencyKey: 'same' }, { action: 'core.echo', idempotencyKey: 'same' }], /^inputs\.1\.idempotencyKey: the same key as item 0 of this batch with a different request/, 'inputs'],
+      [[{ action: 'core.noop', idempotencyKey: 'same' }, { action: 'core.echo', idempotencyKey: 'same' }], /^inputs\.1\.idempotencyKey: the same key as inputs\.0 with a different request/, 'inputs'],
       [[{ action: 'core.echo', input: { a: 'x\u0000' } }], /^inputs\.0\.input\.a: must not contain a NUL/, 'inputs.0.input'],
+      [[{ action: 'core.noop' }, { action: 'core.noop', namespace: 'Not A Name' }], /^inputs\.1\.namespace: must be 1 to 63/, 'inputs.1.namespace'],
+      // Every input's problems at once, not only the first bad input's.
+      [[{ action: 'core.noop', namespace: 'Not A Name' }, { action: 'core.echo', input: { a: 'x\u0000' } }], /^inputs\.0\.namespace: .*; inputs\.1\.input\.a: must not contain a NUL/, 'inputs'],
+      // graphql-js's own refusals of a variable's value, named as every other refusal.
+      [[null], /^inputs\.0: Expected non-nullable type/, 'inputs.0'],
+      [[{ action: 'core.noop', priority: 1.5 }], /^inputs\.0\.priority: Int cannot represent non-integer value: 1\.5$/, 'inputs.0.priority'],
     ];
     for (const [inputs, message, argument] of cases) {
       const r = await submitMany(inputs);
-      expect(r.data, JSON.stringify(inputs)).toBeNull();
+      expect(r.data ?? null, JSON.stringify(inputs)).toBeNull();
       expect(r.errors![0]!.message).toMatch(message);
       expect(r.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument });
+      expect((r.errors![0]!.extensions as { problems?: unknown[] }).problems?.length ?? 0).toBeGreaterThan(0);
     }
     expect(await countEvents(api().db.pool)).toBe(before);
   });
