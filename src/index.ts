@@ -22,6 +22,7 @@ export type {
 } from './client/types.ts';
 export { FINAL_STATUSES, SUBMIT_BATCH } from './client/types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './client/errors.ts';
+export type { SubmitManyError, SubmitManyResult } from './client/submit-many.ts';
 export {
   ActionError,
   InvalidActionDefinitionError,

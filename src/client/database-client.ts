@@ -17,7 +17,8 @@ import { createLogger } from '../log.ts';
 import { executionTimeline } from '../replay/execution-history.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
 import type { SubmitRequest } from '../runtime/execution-runtime.ts';
-import { API_NAMES, checkSubmission, type Submission, type SubmissionNames } from '../runtime/submission.ts';
+import { API_NAMES, checkSubmission, repeatedKeyProblems, type Submission, type SubmissionNames } from '../runtime/submission.ts';
+import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
 import type { CancelOutcome, DatabaseClientOptions, ExecutionStatus, ExecutionView, HistoryEntry, SubmitItem, SubmitOptions, Submitted } from './types.ts';
 
 /** The calls the shared client (index.ts) builds `result` and the typed `submit` on. */
@@ -123,7 +124,8 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
       return submitted(await runtime.submit(check(action, input, options, API_NAMES)));
     },
     async submitMany(items) {
-      // Every item is checked before the first is stored; then they are stored in order.
+      // Every item is checked before the first is stored (the first bad item refuses the call,
+      // as does a key used twice for different requests); then they are stored in order.
       const requests = items.map((item, i) => {
         const { action, input, ...options } = item;
         try {
@@ -134,16 +136,11 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
           throw err;
         }
       });
-      // One appendMany for all of them; a key that names an earlier, different submission is
-      // refused alone (the others are stored) and reported with its index.
+      const repeated = repeatedKeyProblems(requests, itemNames, (i) => `items[${i}]`);
+      if (repeated.length > 0) throw new InvalidInputError(repeated);
+      // One appendMany for all of them; an item the store does not take is reported alone (the others are stored).
       const outcomes = await runtime.submitMany(requests);
-      const refused = outcomes.findIndex((o) => !o.ok);
-      if (refused >= 0) {
-        const err = (outcomes[refused] as { error: Error }).error;
-        if (err instanceof BatonError) err.message = `items[${refused}]: ${err.message}${outcomes.length > 1 ? ' (the other items were submitted)' : ''}`;
-        throw err;
-      }
-      return outcomes.map((o) => submitted((o as { ok: true; result: Parameters<typeof submitted>[0] }).result));
+      return submittedOrThrow(outcomes.map((o): SubmitManyResult => (o.ok ? { ok: true, submitted: submitted(o.result) } : { ok: false, error: o.error })));
     },
     async cancel(id, reason) {
       const r = await cancelExecution(runtime, id, reason ?? 'cancelled through the client');

@@ -9,6 +9,7 @@ import { BatonError } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
+import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
 import { FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
 const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey namespace tags requestedAt finishedAt`;
@@ -137,30 +138,25 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
     submit,
     async submitMany(items) {
       // One submitExecutions request (one appendMany on the server) per batch, in order.
-      const out: Submitted[] = [];
-      let conflict: BatonError | undefined;
+      const results: SubmitManyResult[] = [];
       for (let start = 0; start < items.length; start += SUBMIT_BATCH) {
         const batch = items.slice(start, start + SUBMIT_BATCH);
         let d: { submitExecutions: { results: SubmitExecutionsItemJson[] } };
         try {
           d = await request(SUBMIT_MANY, { inputs: batch.map(({ action, input, ...options }) => submitVariables(action, input, options)) });
         } catch (err) {
-          throw itemError(err, batch, start);
+          throw Object.assign(itemError(err, batch, start) as object, { results });
         }
         for (const r of d.submitExecutions.results) {
-          if (r.error === null) {
-            out.push({ executionId: r.executionId, created: r.created, status: r.status! });
-            continue;
-          }
-          // Refused alone (its key names an earlier, different request); the others are stored.
-          if (conflict) continue;
-          const i = start + r.index;
-          conflict = fromGraphQLError({ message: r.error.message, extensions: { code: r.error.code, executionId: r.executionId } }, { idempotencyKey: items[i]!.idempotencyKey ?? '' });
-          conflict.message = `items[${i}]: ${r.error.message}${items.length > 1 ? ' (the other items were submitted)' : ''}`;
+          if (r.error === null) results.push({ ok: true, submitted: { executionId: r.executionId, created: r.created, status: r.status! } });
+          // Not stored, alone (its key names an earlier, different request; the store refused or failed it).
+          else if (r.error.code === 'IDEMPOTENCY_CONFLICT') {
+            const error = fromGraphQLError({ message: r.error.message, extensions: { code: r.error.code, executionId: r.executionId } }, { idempotencyKey: items[start + r.index]!.idempotencyKey ?? '' });
+            results.push({ ok: false, error });
+          } else results.push({ ok: false, error: new BatonApiError(r.error.code, r.error.message) });
         }
       }
-      if (conflict) throw conflict;
-      return out;
+      return submittedOrThrow(results);
     },
     async cancel(id, reason) {
       try {
@@ -245,7 +241,9 @@ function itemError(err: unknown, batch: readonly SubmitItem[], start: number): u
   if (!(err instanceof BatonError)) return err;
   const storedNote = start > 0 ? ` (items 0 to ${start - 1}, the earlier batches, were submitted)` : '';
   if (err instanceof InvalidInputError) {
-    const problems = err.problems.map((p) => ({ ...p, path: p.path.replace(/^inputs\.(\d+)(\.|$)/, (_, n: string, dot: string) => `items[${start + Number(n)}]${dot}`) }));
+    const asItem = (_: string, n: string) => `items[${start + Number(n)}]`;
+    // Named as the caller knows them: `inputs.3.priority` and "the same key as inputs.0" are items of all it passed.
+    const problems = err.problems.map((p) => ({ ...p, path: p.path.replace(/^inputs\.(\d+)(?=\.|$)/, asItem), message: p.message.replace(/\binputs\.(\d+)\b/g, asItem) }));
     const items = new Set(problems.map((p) => /^items\[(\d+)\]/.exec(p.path)?.[1]));
     const only = items.size === 1 ? [...items][0] : undefined;
     const inputOnly = only !== undefined && problems.every((p) => p.path.startsWith(`items[${only}].input`));

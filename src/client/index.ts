@@ -79,7 +79,10 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
       transport.submit(action, input, checkOptions(options, 'options'))) as BatonClient['submit'],
     async submitMany(items: readonly SubmitItem[]) {
       if (!Array.isArray(items)) throw new InvalidInputError([{ path: 'items', message: 'must be an array' }]);
-      const checked = items.map((item, i) => ({ action: item.action, input: item.input, ...checkOptions(item, `items[${i}]`) }));
+      const checked = items.map((item, i) => {
+        const options = checkOptions(item, `items[${i}]`); // an item that is no object is refused here
+        return { action: item.action, input: item.input, ...options };
+      });
       return transport.submitMany(checked);
     },
     result: result as BatonClient['result'],

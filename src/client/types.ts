@@ -174,8 +174,11 @@ export interface BatonClient {
    * (InvalidInputError naming `items[i].…`, InvalidActionInputError `items[i]: …`) before any
    * item is stored: over the database, all of them; over GraphQL, those of its batch (one
    * `submitExecutions` request per {@link SUBMIT_BATCH} items; the message says which earlier
-   * items were stored). An idempotency key naming an earlier, different request is refused
-   * alone: the other items are stored, then IdempotencyKeyConflictError names the first such item.
+   * items were stored), as is an idempotency key used twice in the call for different requests.
+   * An item the store does not take is left out alone: an idempotency key naming an earlier,
+   * different request (IdempotencyKeyConflictError), or a store that refused or failed it. The
+   * other items are stored; then the first such item's error is thrown (`items[i]: …`), carrying
+   * every item's outcome in `results` (`SubmitManyError`), so exactly the others can be sent again.
    */
   submitMany(items: readonly SubmitItem[]): Promise<Submitted[]>;
   /**

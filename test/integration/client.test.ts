@@ -17,6 +17,7 @@ import {
   defineAction,
   type BatonClient,
   type ExecutionView,
+  type SubmitManyError,
 } from '@baton-run/baton';
 import { startWorker, type EmbeddedWorker } from '@baton-run/baton/worker';
 import { builtinActions } from '../../src/actions/builtin.ts';
@@ -43,6 +44,8 @@ const t = useTestStore({
     await worker?.stop('test finished');
   },
 });
+// Submissions only: executions of earlier tests may still be appending their outcomes.
+const eventCount = async () => (await t.db.pool.query("SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionRequested'")).rows[0].n as number;
 let api: ApiServer;
 let worker: EmbeddedWorker;
 const clients: Record<'database' | 'graphql', BatonClient> = {} as never;
@@ -163,6 +166,11 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     expect(err).toBeInstanceOf(IdempotencyKeyConflictError);
     expect(err).toMatchObject({ executionId: first.executionId });
     expect((err as Error).message).toMatch(/^items\[1\]: idempotency key ".*" already used by execution .* \(differs in input\) \(the other items were submitted\)$/);
+    // Every item's outcome rides on the error, so exactly the others are known to be stored.
+    const results = (err as SubmitManyError).results;
+    expect(results).toHaveLength(2);
+    expect(results[0]).toMatchObject({ ok: true, submitted: { created: true, status: 'Requested' } });
+    expect(results[1]).toMatchObject({ ok: false, error: expect.any(IdempotencyKeyConflictError) });
     const same = await client().submitMany([{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.noop', tags: { batch: key }, namespace: 'bulk' }]);
     expect(same.map((s) => s.created)).toEqual([false, true]);
     expect(same[0]!.executionId).toBe(first.executionId);
@@ -171,6 +179,22 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     const badItem = await client().submitMany([{ action: 'core.noop' }, { action: 'core.noop', tags: { 'a b': 'x' } }]).catch((e: unknown) => e);
     expect(badItem).toBeInstanceOf(InvalidInputError);
     expect((badItem as InvalidInputError).problems[0]!.path).toBe('items[1].tags.a b');
+  });
+
+  it('submitMany refuses, before storing anything, an item that is no object, a key used twice for different requests, and a fractional priority', async () => {
+    const before = await eventCount();
+    const key = `twice-${mode}-${randomUUID()}`;
+    const cases: [unknown[], RegExp][] = [
+      [[{ action: 'core.noop' }, null], /^items\[1\]/],
+      [[{ action: 'core.echo', input: 1, idempotencyKey: key }, { action: 'core.echo', input: 2, idempotencyKey: key }], /^items\[1\]\.idempotencyKey: the same key as items\[0\] with a different request/],
+      [[{ action: 'core.noop', priority: 1.5 }], /^items\[0\]\.priority: /],
+    ];
+    for (const [items, message] of cases) {
+      const err = await client().submitMany(items as never).catch((e: unknown) => e);
+      expect(err, JSON.stringify(items)).toBeInstanceOf(InvalidInputError);
+      expect((err as Error).message).toMatch(message);
+    }
+    expect(await eventCount()).toBe(before);
   });
 
   it('submitMany submits in order; a bad item is named by its index', async () => {

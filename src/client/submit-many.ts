@@ -1,0 +1,23 @@
+// What both transports' submitMany answer: each item's outcome, in the items' order, then either
+// every item's Submitted or, when an item was not submitted, that item's error, thrown with every
+// item's outcome attached (`err.results`), so a caller knows which items are stored and can
+// resubmit exactly the others (unkeyed items submitted twice would run twice).
+import type { Submitted } from './types.ts';
+
+/** One item's outcome, as the error submitMany throws carries them (`results`). */
+export type SubmitManyResult = { ok: true; submitted: Submitted } | { ok: false; error: Error };
+
+/** The error submitMany throws once something was sent: the first item not submitted, with every item's outcome. */
+export type SubmitManyError = Error & { results: SubmitManyResult[] };
+
+/** Every item's Submitted, or the first failed item's error (`items[i]: …`) with `results` attached. */
+export function submittedOrThrow(results: SubmitManyResult[]): Submitted[] {
+  const failedAt = results.findIndex((r) => !r.ok);
+  if (failedAt < 0) return results.map((r) => (r as { submitted: Submitted }).submitted);
+  const error = (results[failedAt] as { error: Error }).error;
+  const stored = results.filter((r) => r.ok).length;
+  const others = results.length - 1;
+  const note = others === 0 ? '' : stored === others ? ' (the other items were submitted)' : ` (${stored} of the ${results.length} items were submitted; the error's \`results\` says which)`;
+  error.message = `items[${failedAt}]: ${error.message}${note}`;
+  throw Object.assign(error, { results });
+}
