@@ -61,11 +61,17 @@ program
   .action(async (action: string | undefined, o, cmd: Command) => {
     if (o.file === undefined) {
       if (action === undefined) throw new BatonError('submit: give an action (`baton submit core.noop`) or --file <ndjson>');
+      if (cmd.getOptionValueSource('batchSize') === 'cli') throw new BatonError('submit: --batch-size works with --file only (a single submission is one append)');
       return (await import('./run/submit.ts')).submitCommand(action, o);
     }
-    const single = ['input', 'key', 'maxAttempts', 'priority', 'actionVersion', 'wait', 'timeout'].filter((k) => o[k] !== undefined);
     if (action !== undefined) throw new BatonError(`submit: give an action or --file, not both (each line of the file names its action)`);
-    if (single.length > 0) throw new BatonError(`submit --file: ${single.map((k) => cmd.options.find((opt) => opt.attributeName() === k)!.long).join(', ')} belong${single.length === 1 ? 's' : ''} on each line of the file, not on the command line`);
+    const long = (k: string) => cmd.options.find((opt) => opt.attributeName() === k)!.long;
+    const waits = ['wait', 'timeout'].filter((k) => o[k] !== undefined);
+    if (waits.length > 0) throw new BatonError(`submit --file: ${waits.map(long).join(' and ')} work${waits.length === 1 ? 's' : ''} with a single submission only; a file's executions are listed by --json (follow one with \`baton status <id>\`, or many with \`baton list --tag\` and a --tag given here)`);
+    // Each of these is a field of the line's JSON object (FIELDS in run/submit-file.ts).
+    const lineField: Record<string, string> = { input: 'input', key: 'idempotencyKey', maxAttempts: 'maxAttempts', priority: 'priority', actionVersion: 'actionVersion' };
+    const single = Object.keys(lineField).filter((k) => o[k] !== undefined);
+    if (single.length > 0) throw new BatonError(`submit --file: ${single.map(long).join(', ')} belong${single.length === 1 ? 's' : ''} on each line of the file, as ${single.map((k) => `"${lineField[k]}"`).join(', ')}, not on the command line`);
     return (await import('./run/submit-file.ts')).submitFileCommand(o.file, { actions: o.actions, tags: o.tag, batchSize: o.batchSize, json: o.json, ...(o.namespace !== undefined && { namespace: o.namespace }) });
   });
 

@@ -10,7 +10,8 @@ const BAR_CELLS = 24;
 export function progressLine(label: string, total?: number, stream: NodeJS.WriteStream = process.stderr, unit = 'events'): Progress {
   const started = performance.now();
   const tty = stream.isTTY === true;
-  let lastDraw = 0;
+  // From the start of the work, not of the process: a slow start (a loaded machine) must not draw at once.
+  let lastDraw = started;
   const render = (done: number) => {
     const seconds = (performance.now() - started) / 1000;
     const rate = seconds > 0 ? Math.round(done / seconds) : 0;

@@ -1,20 +1,22 @@
 // What `baton submit --file <ndjson>` does: one submission per line ({action, input?,
 // idempotencyKey?, maxAttempts?, priority?, tags?, namespace?}; blank lines are skipped), read as a stream
-// (`-` is stdin), checked and submitted a batch at a time through the one batch check and one
-// appendMany (src/runtime/submission.ts). A batch with a bad line is refused whole, naming the
-// line and the field, and nothing of it is written; the batches before it stay submitted, and
-// the refusal says how far the file got, so it can be fixed and submitted again (keys make that
-// safe). A progress line on stderr, then a summary (or JSON) on stdout.
+// (`-` is stdin; ndjson-lines.ts), checked and submitted a batch at a time through the one batch
+// check and one appendMany (src/runtime/submission.ts). A batch with a bad line is refused whole,
+// naming the line and the field, and nothing of it is written; the batches before it stay
+// submitted, and the refusal says how far the file got, so it can be fixed and submitted again
+// (keys make that safe). A line the store does not take (its key names an earlier, different
+// request) is reported alone. If the database fails, the lines whose fate is unknown are named.
+// A progress line on stderr, then a summary (or JSON) on stdout.
 import fs from 'node:fs';
-import readline from 'node:readline';
 import { statusOf } from '../../../actors/execution.machine.ts';
 import { createActionRegistry } from '../../actions/index.ts';
 import { loadConfig } from '../../config.ts';
-import { BatonError, IdempotencyKeyConflictError } from '../../errors.ts';
+import { BatonError } from '../../errors.ts';
 import { InvalidInputError } from '../../input/errors.ts';
 import { unknownNameMessage } from '../../input/nearest.ts';
 import type { Submission, SubmissionNames } from '../../runtime/submission.ts';
-import { checkSubmissions } from '../../runtime/submission.ts';
+import { checkSubmissions, itemFailure } from '../../runtime/submission.ts';
+import { lineProblem, ndjsonLines, openLines } from './ndjson-lines.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
 import { loadActions } from '../hosts.ts';
@@ -39,7 +41,7 @@ const BATCHES_IN_FLIGHT = 4;
 
 const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags', 'actionVersion', 'namespace'] as const;
 // A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
-const MAX_LINE_CHARS = 5 * 1024 * 1024;
+const MAX_LINE_BYTES = 5 * 1024 * 1024;
 
 export interface SubmitFileOptions {
   actions?: string;
@@ -56,14 +58,10 @@ interface Line {
   submission: Submission;
 }
 
-/** A refusal naming the line, as the batch check names its fields (`line 7: input.ms: …`). */
-const lineProblem = (line: number, message: string) => new InvalidInputError([{ path: `line ${line}`, message }]);
-
 const namesOfLine = (line: number): SubmissionNames =>
   Object.fromEntries(FIELDS.map((f) => [f, `line ${line}: ${f}`])) as SubmissionNames;
 
 function parseLine(text: string, number: number, tags: Record<string, string> | undefined, namespace?: string): Submission {
-  if (text.length > MAX_LINE_CHARS) throw lineProblem(number, `longer than ${MAX_LINE_CHARS} characters`);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -81,11 +79,9 @@ function parseLine(text: string, number: number, tags: Record<string, string> | 
 }
 
 /** Lines of `path` (`-`: stdin), numbered from 1, blank ones skipped; `read.lines` counts them all. */
-async function* readLines(path: string, read: { lines: number }, tags: Record<string, string> | undefined, namespace?: string): AsyncGenerator<Line> {
-  const input = path === '-' ? process.stdin : fs.createReadStream(path, { encoding: 'utf8' });
-  const lines = readline.createInterface({ input, crlfDelay: Infinity });
-  for await (const text of lines) {
-    const number = ++read.lines;
+async function* readLines(input: NodeJS.ReadableStream, read: { lines: number }, tags: Record<string, string> | undefined, namespace?: string): AsyncGenerator<Line> {
+  for await (const { number, text } of ndjsonLines(input, MAX_LINE_BYTES)) {
+    read.lines = number;
     if (text.trim() === '') continue;
     yield { number, submission: parseLine(text, number, tags, namespace) };
   }
@@ -108,11 +104,25 @@ interface ItemResult {
   executionId: string;
   created: boolean;
   status?: string;
+  /** Not submitted: why (itemFailure's code and message). */
+  code?: string;
   error?: string;
 }
 
+/** `a–b, c` for sorted line numbers. */
+const lineRanges = (lines: number[]) => {
+  const out: string[] = [];
+  for (let i = 0; i < lines.length; ) {
+    let j = i;
+    while (j + 1 < lines.length && lines[j + 1]! <= lines[j]! + 1) j++;
+    out.push(i === j ? `${lines[i]}` : `${lines[i]}–${lines[j]}`);
+    i = j + 1;
+  }
+  return out.join(', ');
+};
+
 export async function submitFileCommand(path: string, o: SubmitFileOptions): Promise<void> {
-  if (path !== '-' && !fs.existsSync(path)) throw new BatonError(`--file: ${path}: no such file`);
+  const input = openLines(path); // a missing file, a directory: refused before anything else
   const config = loadConfig();
   const actions = createActionRegistry(await loadActions(o.actions, config));
   const namespace = o.namespace ?? config.namespace;
@@ -129,7 +139,9 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     const read = { lines: 0 };
     // Each batch being appended, with the idempotency keys it holds.
     const inFlight = new Map<Promise<void>, Set<string>>();
+    // A batch whose appendMany failed as a whole (the database went away): its lines' fate is unknown.
     let failure: unknown;
+    const unknownLines: number[] = [];
 
     // Checked here, in file order, before anything of the batch is written; then submitted while
     // the next batches are read and checked (at most BATCHES_IN_FLIGHT appends at once).
@@ -137,23 +149,30 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       if (batch.length === 0) return;
       const lines = batch;
       batch = [];
-      const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number));
+      const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number), (i) => `line ${lines[i]!.number}`);
       // A key an earlier batch still appends: let it land first, so the earlier line is the one that created it.
       const keys = new Set(checked.flatMap((r) => (r.idempotencyKey === undefined ? [] : [r.idempotencyKey])));
       if ([...inFlight.values()].some((held) => [...keys].some((k) => held.has(k)))) await settle();
       const slot = results.length;
       results.push([]);
-      const appending = runtime.submitMany(checked).then((outcomes) => {
-        results[slot] = outcomes.map((outcome, i) => {
-          const line = lines[i]!.number;
-          if (outcome.ok) return { line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) };
-          if (outcome.error instanceof IdempotencyKeyConflictError) return { line, executionId: outcome.error.executionId, created: false, error: outcome.error.message };
-          throw outcome.error;
-        });
-        submittedLines += lines.length;
-        progress.update(submittedLines);
-      });
-      const tracked: Promise<void> = appending.catch((err: unknown) => void (failure ??= err)).finally(() => inFlight.delete(tracked));
+      const appending = runtime.submitMany(checked).then(
+        (outcomes) => {
+          // Each line has its own outcome: one the store did not take is reported, the others stand.
+          results[slot] = outcomes.map((outcome, i): ItemResult => {
+            const line = lines[i]!.number;
+            if (outcome.ok) return { line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) };
+            const { code, message } = itemFailure(outcome.error, { detail: true });
+            return { line, executionId: outcome.executionId, created: false, code, error: message };
+          });
+          submittedLines += lines.length;
+          progress.update(submittedLines);
+        },
+        (err: unknown) => {
+          failure ??= err;
+          unknownLines.push(...lines.map((l) => l.number));
+        },
+      );
+      const tracked: Promise<void> = appending.finally(() => inFlight.delete(tracked));
       inFlight.set(tracked, keys);
       while (inFlight.size >= BATCHES_IN_FLIGHT) await Promise.race(inFlight.keys());
       if (failure) throw failure;
@@ -164,7 +183,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     };
 
     try {
-      for await (const line of readLines(path, read, o.tags, namespace)) {
+      for await (const line of readLines(input, read, o.tags, namespace)) {
         lastLine = line.number;
         batch.push(line);
         if (batch.length >= batchSize) await flush();
@@ -172,14 +191,27 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       await flush();
       await settle();
     } catch (err) {
-      if (!(err instanceof InvalidInputError)) throw err;
-      await settle(); // the batches before the bad line are written (or fail) before it is reported
+      await Promise.all(inFlight.keys()); // the batches sent are written (or fail) before anything is reported
       const written = results.flat();
-      const firstUnwritten = written.length > 0 ? written.at(-1)!.line + 1 : 1;
-      const done = written.length > 0 ? `; lines 1–${firstUnwritten - 1} were submitted (${written.length} executions)` : '';
       if (process.stderr.isTTY) progress.finish(`stopped at line ${lastLine}`); // else the refusal stays one line
-      if (o.json) console.log(toJson({ ...summary(written, started), refused: { fromLine: firstUnwritten, message: err.message } }));
-      throw new BatonError(`${err.message}; nothing from line ${firstUnwritten} on was written${done}`);
+      if (failure === undefined && err instanceof InvalidInputError) {
+        const firstUnwritten = written.length > 0 ? written.at(-1)!.line + 1 : 1;
+        const done = written.length > 0 ? `; lines 1–${firstUnwritten - 1} were submitted (${written.length} executions)` : '';
+        if (o.json) console.log(toJson({ ...summary(written, started), executions: written, refused: { fromLine: firstUnwritten, message: err.message } }));
+        throw new BatonError(`${err.message}; nothing from line ${firstUnwritten} on was written${done}`);
+      }
+      // The store failed under a whole batch: name the lines that may or may not be stored.
+      const cause = (failure ?? err) as Error;
+      unknownLines.sort((a, b) => a - b);
+      const sentUpTo = Math.max(unknownLines.at(-1) ?? 0, ...written.map((r) => r.line));
+      const message = `${cause.message ?? String(cause)}`;
+      if (o.json) console.log(toJson({ ...summary(written, started), executions: written, failed: { lines: unknownLines, message } }));
+      throw new BatonError(
+        `the submission failed: ${message}. Lines ${lineRanges(unknownLines)} may or may not have been stored; ` +
+          `${written.length > 0 ? `${written.length} other lines were submitted` : 'no other line was submitted'}, and nothing after line ${sentUpTo} was sent. ` +
+          'Submit the file again once the database is back: lines with an idempotencyKey are found again, not duplicated (lines without one may be submitted twice)',
+        { cause },
+      );
     }
     const all = results.flat();
     const s = summary(all, started);
@@ -200,7 +232,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
 
 function summary(results: ItemResult[], started: number) {
   const seconds = (performance.now() - started) / 1000;
-  const conflicts = results.filter((r) => r.error !== undefined).map((r) => ({ line: r.line, executionId: r.executionId, error: r.error! }));
+  const conflicts = results.filter((r) => r.error !== undefined).map((r) => ({ line: r.line, executionId: r.executionId, code: r.code!, error: r.error! }));
   return {
     submitted: results.length,
     created: results.filter((r) => r.created).length,

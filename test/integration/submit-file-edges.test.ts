@@ -1,0 +1,108 @@
+// `baton submit --file` at the edges a user's exports reach (real processes, real database):
+// bytes that are not UTF-8 and a byte order mark, a directory for a file, options that belong to
+// one submission, a key repeated in a batch (named by its line), null for an absent field, a
+// line the store refuses (reported alone, the others stand), and --json on a refused file.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
+import { executionIdForKey, requestedEventIdOf } from '../../src/runtime/execution-runtime.ts';
+import { runBaton, type CliResult } from '../support/cli.ts';
+import { useTestDatabase } from '../support/test-db.ts';
+
+const db = useTestDatabase();
+const baton = (...args: string[]): Promise<CliResult> => runBaton(args, { databaseUrl: db().url });
+const eventCount = async () => (await db().pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n as number;
+const line = (o: object) => JSON.stringify(o);
+
+async function withFile(content: string | Buffer, fn: (file: string, dir: string) => Promise<void>): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-submit-edges-'));
+  try {
+    const file = path.join(dir, 'jobs.ndjson');
+    await fs.writeFile(file, content);
+    await fn(file, dir);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Exit 1, one line on stderr matching `message`. */
+function refused(r: CliResult, message: RegExp): void {
+  expect(r.code, r.stderr).toBe(1);
+  expect(r.stderr.trimEnd().split('\n'), r.stderr).toHaveLength(1);
+  expect(r.stderr.trimEnd()).toMatch(message);
+}
+
+describe('baton submit --file, at the edges', { timeout: 120_000 }, () => {
+  it('reads a UTF-8 byte order mark and CRLF lines; refuses a byte that is not UTF-8, naming its line, before anything of its batch is written', async () => {
+    const ok = line({ action: 'core.noop' });
+    await withFile(`\uFEFF${ok}\r\n${ok}\r\n`, async (file) => {
+      const r = await baton('submit', '--file', file, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ submitted: 2, created: 2 });
+    });
+    const latin1 = Buffer.concat([Buffer.from(`${ok}\n${ok}\n{"action":"core.echo","input":{"name":"caf`), Buffer.from([0xe9]), Buffer.from('"}}\n')]);
+    await withFile(latin1, async (file) => {
+      const before = await eventCount();
+      refused(await baton('submit', '--file', file, '--batch-size', '1'), /^baton: line 3: not valid UTF-8 .*; nothing from line 3 on was written; lines 1–2 were submitted \(2 executions\)$/);
+      expect(await eventCount()).toBe(before + 2);
+    });
+  });
+
+  it('refuses a directory, --wait, --timeout and --batch-size without --file in one line each', async () => {
+    await withFile(line({ action: 'core.noop' }), async (file, dir) => {
+      const before = await eventCount();
+      refused(await baton('submit', '--file', dir), /^baton: --file: .* is a directory; give an NDJSON file/);
+      refused(await baton('submit', '--file', file, '--wait', '--timeout', '100'), /^baton: submit --file: --wait and --timeout work with a single submission only/);
+      refused(await baton('submit', '--file', file, '--key', 'k'), /^baton: submit --file: --key belongs on each line of the file, as "idempotencyKey", not on the command line$/);
+      refused(await baton('submit', 'core.noop', '--batch-size', '10'), /^baton: submit: --batch-size works with --file only/);
+      expect(await eventCount()).toBe(before);
+    });
+  });
+
+  it('names the earlier line when a key is repeated in a batch for a different request; takes null as an absent field', async () => {
+    const key = `edges-${Date.now()}`;
+    const lines = [line({ action: 'core.noop' }), line({ action: 'core.echo', input: 1, idempotencyKey: key }), line({ action: 'core.echo', input: 2, idempotencyKey: key })];
+    await withFile(lines.join('\n'), async (file) => {
+      refused(await baton('submit', '--file', file), /^baton: line 3: idempotencyKey: the same key as line 2 with a different request/);
+    });
+    await withFile(line({ action: 'core.noop', priority: null, idempotencyKey: null, tags: null, namespace: null, maxAttempts: null, actionVersion: null }), async (file) => {
+      const r = await baton('submit', '--file', file, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ created: 1, executions: [{ line: 1, status: 'Requested' }] });
+    });
+  });
+
+  it('reports a line the store refuses alone, with its code; the other lines of its batch are submitted and listed', async () => {
+    // An event stored under the id the keyed line's ExecutionRequested would take (as an event
+    // written by hand or by an older derivation might): the store refuses that line alone.
+    const key = `taken-${Date.now()}`;
+    const store = createPostgresEventStore(db().pool);
+    await store.append(`elsewhere-${key}`, [{ eventId: requestedEventIdOf(executionIdForKey(key)), type: 'Note', data: {}, metadata: {} }], { expectedRevision: 'no_stream' });
+    const lines = [line({ action: 'core.noop' }), line({ action: 'core.echo', input: 1, idempotencyKey: key }), line({ action: 'core.noop' })];
+    await withFile(lines.join('\n'), async (file) => {
+      const before = await eventCount();
+      const r = await baton('submit', '--file', file, '--json');
+      expect(r.code, r.stderr).toBe(1);
+      const out = JSON.parse(r.stdout);
+      expect(out).toMatchObject({ submitted: 3, created: 2, conflicts: [{ line: 2, code: 'REFUSED', executionId: executionIdForKey(key), error: expect.stringMatching(/already stored in a different position/) }] });
+      expect(out.executions.filter((e: { created: boolean }) => e.created).map((e: { line: number }) => e.line)).toEqual([1, 3]);
+      expect(await eventCount()).toBe(before + 2);
+      const text = await baton('submit', '--file', file);
+      expect(text.code).toBe(1);
+      expect(text.stdout).toMatch(/: 2 created, 0 already submitted \(same idempotency key\), 1 refused\n  line 2: .*already stored in a different position/);
+    });
+  });
+
+  it('--json on a refused file still lists the executions of the lines submitted before it', async () => {
+    await withFile([line({ action: 'core.noop' }), line({ action: 'core.noop' }), line({ action: 'core.nop' })].join('\n'), async (file) => {
+      const r = await baton('submit', '--file', file, '--batch-size', '1', '--json');
+      expect(r.code).toBe(1);
+      const out = JSON.parse(r.stdout);
+      expect(out).toMatchObject({ submitted: 2, refused: { fromLine: 3 } });
+      expect(out.executions.map((e: { line: number }) => e.line)).toEqual([1, 2]);
+      expect(out.executions.every((e: { executionId: string }) => /^[0-9a-f-]{36}$/.test(e.executionId))).toBe(true);
+    });
+  });
+});
