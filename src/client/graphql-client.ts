@@ -72,6 +72,8 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   const headers: Record<string, string> = o.token ? { authorization: `Bearer ${o.token}` } : {};
   const sse = createSseClient({ url: url.href, headers, retryAttempts: 3 });
   const inFlight = new Set<AbortController>();
+  // Items per submitExecutions request: SUBMIT_BATCH until the server says it takes fewer.
+  let batchSize = SUBMIT_BATCH;
 
   async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}): Promise<D> {
     const ac = new AbortController();
@@ -139,12 +141,20 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
     async submitMany(items) {
       // One submitExecutions request (one appendMany on the server) per batch, in order.
       const results: SubmitManyResult[] = [];
-      for (let start = 0; start < items.length; start += SUBMIT_BATCH) {
-        const batch = items.slice(start, start + SUBMIT_BATCH);
+      for (let start = 0; start < items.length; start += batchSize) {
+        const batch = items.slice(start, start + batchSize);
         let d: { submitExecutions: { results: SubmitExecutionsItemJson[] } };
         try {
           d = await request(SUBMIT_MANY, { inputs: batch.map(({ action, input, ...options }) => submitVariables(action, input, options)) });
         } catch (err) {
+          // A server with a lower BATON_API_MAX_SUBMIT_BATCH refused the batch whole, storing
+          // nothing: send it again in batches it takes, and this client's later calls too.
+          const limit = serverBatchLimit(err);
+          if (limit !== undefined && limit < batch.length) {
+            batchSize = limit;
+            start -= batchSize; // the loop adds it back: the same start, smaller batches
+            continue;
+          }
           throw Object.assign(itemError(err, batch, start) as object, { results });
         }
         for (const r of d.submitExecutions.results) {
@@ -237,6 +247,14 @@ interface SubmitExecutionsItemJson {
  * alone does not fit its action's schema is InvalidActionInputError (`items[503]: invalid input
  * for action …`), as over the database. Earlier batches, already stored, are named.
  */
+/** The server's BATON_API_MAX_SUBMIT_BATCH, when `err` is its refusal of a call with more inputs. */
+function serverBatchLimit(err: unknown): number | undefined {
+  if (!(err instanceof InvalidInputError)) return undefined;
+  const m = /^at most (\d+) submissions in one call/.exec(err.problems.find((p) => p.path === 'inputs')?.message ?? '');
+  const limit = m ? Number(m[1]) : NaN;
+  return limit >= 1 ? limit : undefined;
+}
+
 function itemError(err: unknown, batch: readonly SubmitItem[], start: number): unknown {
   if (!(err instanceof BatonError)) return err;
   const storedNote = start > 0 ? ` (items 0 to ${start - 1}, the earlier batches, were submitted)` : '';

@@ -7,7 +7,11 @@ import type { AnyActionDefinition } from '../actions/action.ts';
 /** Where an execution is in its lifecycle (the execution machine's states). */
 export type ExecutionStatus = 'Requested' | 'Scheduling' | 'Scheduled' | 'Running' | 'Completed' | 'Failed' | 'Cancelled' | 'TimedOut' | 'Abandoned';
 
-/** Items per `submitExecutions` request of the GraphQL client's `submitMany` (the API's BATON_API_MAX_SUBMIT_BATCH is 1,000 by default). */
+/**
+ * Items per `submitExecutions` request of the GraphQL client's `submitMany` (the API's
+ * BATON_API_MAX_SUBMIT_BATCH is 1,000 by default; against a server set lower, the client learns
+ * its limit from the refusal and sends batches that size).
+ */
 export const SUBMIT_BATCH = 500;
 
 /** The states an execution never leaves. */

@@ -250,6 +250,30 @@ it('over GraphQL, submitMany sends one submitExecutions request per batch of SUB
   expect((err as Error).message).toMatch(new RegExp(`^items\\[${SUBMIT_BATCH}\\]: invalid input for action test\\.double: input\\.n: .*\\(items 0 to ${SUBMIT_BATCH - 1}, the earlier batches, were submitted\\)$`));
 }, 60_000);
 
+it('over GraphQL, submitMany takes a server\'s lower BATON_API_MAX_SUBMIT_BATCH: the refused batch (nothing of it stored) goes again in batches the server takes', async () => {
+  const small = await startApiServer({ pool: t.db.pool, runtime: createExecutionRuntime(t.store), store: t.store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0, limits: { maxSubmitBatch: 100 } });
+  const posts: number[] = [];
+  const realFetch = globalThis.fetch;
+  const spy = vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
+    if (typeof init?.body === 'string' && init.body.includes('submitExecutions')) posts.push((JSON.parse(init.body).variables.inputs as unknown[]).length);
+    return realFetch(input, init);
+  });
+  const c = await createClient({ graphqlUrl: small.url });
+  try {
+    const before = await eventCount();
+    const many = await c.submitMany(Array.from({ length: 250 }, (_, i) => ({ action: 'core.echo', input: { i } })));
+    expect(many).toHaveLength(250);
+    expect(many.every((s) => s.created)).toBe(true);
+    expect(await eventCount()).toBe(before + 250);
+    expect(posts).toEqual([250, 100, 100, 50]);
+    expect((await clients.database.history(many[249]!.executionId))[0]!.data).toMatchObject({ input: { i: 249 } });
+  } finally {
+    spy.mockRestore();
+    await c.close();
+    await small.close();
+  }
+}, 60_000);
+
 it('createClient refuses options it does not understand', async () => {
   await expect(createClient({ databaseUrl: t.db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
   await expect(createClient({ graphqlUrl: api.url, tokn: 'x' } as never)).rejects.toThrow(/options\.tokn: unknown option; known: graphqlUrl, token/);
