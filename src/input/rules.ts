@@ -17,7 +17,15 @@ export interface JsonLimits {
   maxDepth: number;
   /** UTF-8 bytes of its strings and keys plus one byte per value: about its size as JSON text. */
   maxBytes: number;
+  /**
+   * Refuse whole numbers past ±2^53 − 1: JSON text such as 12345678901234567891 was already read
+   * as the nearest double (12345678901234567000), so storing it would silently change it. For what
+   * people send (a submission's input); not for what code returns (a result may hold 1e300).
+   */
+  exactIntegers?: boolean;
 }
+
+const INEXACT_INTEGER = `is a whole number past ±${Number.MAX_SAFE_INTEGER}, which JSON numbers cannot hold exactly (it may already have been rounded): send it as a string`;
 
 /**
  * 100 levels: deeper than any real document (a workflow definition puts step inputs at level 3),
@@ -154,6 +162,7 @@ export function jsonProblems(value: unknown, limits: JsonLimits = JSON_LIMITS, m
         }
       }
     } else {
+      if (limits.exactIntegers && typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) problems.push({ path, message: INEXACT_INTEGER });
       bytes += String(v).length;
     }
     if (bytes > limits.maxBytes) return [...problems, { path: [], message: `larger than ${limits.maxBytes} bytes as JSON` }];
@@ -241,7 +250,9 @@ export const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
 /** Why `value` is not a whole number from `min` to `max`, or undefined. */
 export function integerProblem(value: unknown, min: number, max: number): string | undefined {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    return `must be from ${min} to ${max}${typeof value === 'number' ? ` (got ${value})` : ''}`;
+    // A number in quotes ("5") from a JSON export says what it is, or the range reads as the problem.
+    const got = typeof value === 'number' ? ` (got ${value})` : ` (got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'string' ? `the string ${JSON.stringify(value.slice(0, 20))}` : `a ${typeof value}`}: a whole number is wanted)`;
+    return `must be from ${min} to ${max}${got}`;
   }
   return undefined;
 }

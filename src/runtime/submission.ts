@@ -13,7 +13,7 @@ import { BatonError, IdempotencyKeyConflictError } from '../errors.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
-import { INT32, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
+import { INT32, JSON_LIMITS, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { actionVersionProblem, splitActionRef } from '../input/action-versions.ts';
 import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
@@ -75,7 +75,7 @@ export function checkSubmission(actions: Pick<ActionRegistry, 'get' | 'names'>, 
     problems.push({ path: names.action, message: `unknown action "${printable(name, 100)}"${near ? `; did you mean "${near}"?` : ''}`, known: { what: 'actions', names: known } });
   }
   const input = s.input === undefined ? null : s.input;
-  const inputProblems = jsonProblems(input);
+  const inputProblems = jsonProblems(input, { ...JSON_LIMITS, exactIntegers: true });
   problems.push(...under(names.input, inputProblems));
   if (s.idempotencyKey !== undefined) problem('idempotencyKey', textProblem(s.idempotencyKey, { required: true, maxLength: SUBMISSION_LIMITS.idempotencyKeyLength }));
   if (s.maxAttempts !== undefined) problem('maxAttempts', integerProblem(s.maxAttempts, 1, SUBMISSION_LIMITS.maxAttempts));

@@ -155,7 +155,7 @@ describe('baton submit --file', { timeout: 120_000 }, () => {
       [JSON.stringify({ action: 'core.sleep', input: { ms: -5 } }), /^baton: line 4: input\.ms: .*; nothing from line 3 on was written; lines 1–2 were submitted \(2 executions\)$/],
       [JSON.stringify({ action: 'core.noop', inptu: {} }), /^baton: line 4: inptu: unknown field; did you mean "input"\?; nothing from line 3 on was written/],
       [JSON.stringify({ action: 'core.noop', tags: { 'a b': 'x' } }), /^baton: line 4: tags\.a b: tag key "a b" may contain only/],
-      [JSON.stringify({ action: 'core.noop', priority: 'high' }), /^baton: line 4: priority: must be from -2147483648 to 2147483647/],
+      [JSON.stringify({ action: 'core.noop', priority: 'high' }), /^baton: line 4: priority: must be from -2147483648 to 2147483647 \(got the string "high": a whole number is wanted\);/],
       [JSON.stringify({ input: {} }), /^baton: line 4: action: must be a string/],
       ['{"action": "core.noop"', /^baton: line 4: not valid JSON/],
       ['[1, 2]', /^baton: line 4: must be a JSON object/],

@@ -205,4 +205,18 @@ describe('what uses the rules', () => {
     expect(checkSubmission(actions, { action: 'core.echo' })).toEqual({ action: 'core.echo', input: null });
     expect(() => checkSubmission(actions, { action: 'core.sleep', input: { ms: 'x' } })).toThrow(InvalidEventError);
   });
+
+  it('the submission check refuses whole numbers JSON cannot hold exactly in an input, and takes null for an absent option', () => {
+    const actions = createActionRegistry([...builtinActions]);
+    // What JSON.parse made of 12345678901234567891: already rounded, so storing it would change it silently.
+    const rounded = JSON.parse('{"order": 12345678901234567891}') as { order: number };
+    expect(() => checkSubmission(actions, { action: 'core.echo', input: rounded })).toThrow(/^input\.order: is a whole number past ±9007199254740991, which JSON numbers cannot hold exactly .*send it as a string/);
+    expect(checkSubmission(actions, { action: 'core.echo', input: { n: Number.MAX_SAFE_INTEGER, f: 0.5, tiny: 1.5e-300 } })).toMatchObject({ input: { n: Number.MAX_SAFE_INTEGER } });
+    // A double that large is a whole number too, and JSON cannot say it was meant as one: refused alike.
+    expect(() => checkSubmission(actions, { action: 'core.echo', input: [1.5e300] })).toThrow(/^input\.0: is a whole number past/);
+    expect(jsonProblems({ result: 1e300 })).toEqual([]); // what code returns is not held to it
+    const absent = { idempotencyKey: null, maxAttempts: null, priority: null, namespace: null, actionVersion: null, tags: null } as never;
+    expect(checkSubmission(actions, { action: 'core.noop', ...(absent as object) })).toEqual({ action: 'core.noop', input: null });
+    expect(() => checkSubmission(actions, { action: 'core.noop', priority: '5' as never })).toThrow(/priority: must be from -2147483648 to 2147483647 \(got the string "5": a whole number is wanted\)/);
+  });
 });
