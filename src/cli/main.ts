@@ -39,7 +39,9 @@ const program = new Command('baton')
   // A subcommand's options after its name are its own: `baton bench eventstore --json` is the
   // eventstore benchmark's --json, not `bench`'s (commander gives them to the parent otherwise).
   .enablePositionalOptions()
-  .showHelpAfterError();
+  // A hint, not the whole help: a mistyped option or a value out of range stays on the screen
+  // as the error and one line, not above forty lines of usage (`--batch-size 0` printed them all).
+  .showHelpAfterError('(add --help for usage)');
 
 program
   .command('submit')

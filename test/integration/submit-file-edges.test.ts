@@ -57,6 +57,10 @@ describe('baton submit --file, at the edges', { timeout: 120_000 }, () => {
       refused(await baton('submit', '--file', file, '--wait', '--timeout', '100'), /^baton: submit --file: --wait and --timeout work with a single submission only/);
       refused(await baton('submit', '--file', file, '--key', 'k'), /^baton: submit --file: --key belongs on each line of the file, as "idempotencyKey", not on the command line$/);
       refused(await baton('submit', 'core.noop', '--batch-size', '10'), /^baton: submit: --batch-size works with --file only/);
+      // commander's own refusals: the error and a hint, not forty lines of usage.
+      const outOfRange = await baton('submit', '--file', file, '--batch-size', '0');
+      expect(outOfRange.code).toBe(1);
+      expect(outOfRange.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/^error: option '--batch-size <n>' argument '0' is invalid\. must be an integer from 1 to 1000$/), '(add --help for usage)']);
       expect(await eventCount()).toBe(before);
     });
   });
