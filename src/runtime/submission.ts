@@ -126,6 +126,8 @@ export function checkSubmissions(
   batch: readonly Submission[],
   namesOf: (index: number) => SubmissionNames,
   itemLabel: (index: number) => string = (i) => `item ${i} of this batch`,
+  /** `refuse` (the API's, the client's): refuse the batch. `each`: leave it to submitMany, which refuses the later request alone. */
+  repeatedKeys: 'refuse' | 'each' = 'refuse',
 ): SubmitRequest[] {
   const problems: InputProblem[] = [];
   const checked: (SubmitRequest | undefined)[] = [];
@@ -142,7 +144,7 @@ export function checkSubmissions(
       checked.push(undefined);
     }
   }
-  problems.push(...repeatedKeyProblems(checked, namesOf, itemLabel));
+  if (repeatedKeys === 'refuse') problems.push(...repeatedKeyProblems(checked, namesOf, itemLabel));
   if (problems.length > 0) throw new InvalidInputError(problems.slice(0, MAX_BATCH_PROBLEMS));
   return checked as SubmitRequest[];
 }

@@ -65,12 +65,18 @@ describe('baton submit --file, at the edges', { timeout: 120_000 }, () => {
     });
   });
 
-  it('names the earlier line when a key is repeated in a batch for a different request; takes null as an absent field', async () => {
-    const key = `edges-${Date.now()}`;
-    const lines = [line({ action: 'core.noop' }), line({ action: 'core.echo', input: 1, idempotencyKey: key }), line({ action: 'core.echo', input: 2, idempotencyKey: key })];
-    await withFile(lines.join('\n'), async (file) => {
-      refused(await baton('submit', '--file', file), /^baton: line 3: idempotencyKey: the same key as line 2 with a different request/);
-    });
+  it('a key repeated for a different request is that line\'s conflict, naming the earlier line, whatever the batch size; null is an absent field', async () => {
+    for (const batchSize of ['1', '500']) {
+      const key = `edges-${batchSize}-${Date.now()}`;
+      const lines = [line({ action: 'core.noop' }), line({ action: 'core.echo', input: 1, idempotencyKey: key }), line({ action: 'core.echo', input: 2, idempotencyKey: key }), line({ action: 'core.noop' })];
+      await withFile(lines.join('\n'), async (file) => {
+        const r = await baton('submit', '--file', file, '--batch-size', batchSize, '--json');
+        expect(r.code, r.stderr).toBe(1);
+        const out = JSON.parse(r.stdout);
+        expect(out, batchSize).toMatchObject({ submitted: 4, created: 3, conflicts: [{ line: 3, code: 'IDEMPOTENCY_CONFLICT' }] });
+        if (batchSize === '500') expect(out.conflicts[0].error).toMatch(/\(differs in input from line 2\)$/);
+      });
+    }
     await withFile(line({ action: 'core.noop', priority: null, idempotencyKey: null, tags: null, namespace: null, maxAttempts: null, actionVersion: null }), async (file) => {
       const r = await baton('submit', '--file', file, '--json');
       expect(r.code, r.stderr).toBe(0);

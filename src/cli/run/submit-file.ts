@@ -149,7 +149,9 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       if (batch.length === 0) return;
       const lines = batch;
       batch = [];
-      const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number), (i) => `line ${lines[i]!.number}`);
+      // A key repeated for a different request is that line's conflict wherever it falls, in this
+      // batch or an earlier one, so the outcome does not depend on --batch-size.
+      const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number), (i) => `line ${lines[i]!.number}`, 'each');
       // A key an earlier batch still appends: let it land first, so the earlier line is the one that created it.
       const keys = new Set(checked.flatMap((r) => (r.idempotencyKey === undefined ? [] : [r.idempotencyKey])));
       if ([...inFlight.values()].some((held) => [...keys].some((k) => held.has(k)))) await settle();
@@ -162,7 +164,8 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
             const line = lines[i]!.number;
             if (outcome.ok) return { line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) };
             const { code, message } = itemFailure(outcome.error, { detail: true });
-            return { line, executionId: outcome.executionId, created: false, code, error: message };
+            const named = message.replace(/from the batch's item (\d+)\)$/, (_, n: string) => `from line ${lines[Number(n)]!.number})`);
+            return { line, executionId: outcome.executionId, created: false, code, error: named };
           });
           submittedLines += lines.length;
           progress.update(submittedLines);
