@@ -94,6 +94,7 @@ const round = (n: number) => Number(n.toFixed(2));
 export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: string }, o: EndToEndBenchOptions): Promise<EndToEndBenchResult> {
   // Refused before a scratch database is made, with the message the hosts give (src/cli/hosts.ts).
   if (o.transport === 'nats' && !o.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
+  if (o.concurrency < o.workers) throw new ConfigError(`--concurrency ${o.concurrency} is fewer than --workers ${o.workers}: each worker needs room for at least one run`);
   return withScratchDatabase(admin, 24, async ({ pool, url, postgresVersion }) => {
     // Submissions come from their own pool, as they would from API or CLI processes, so they
     // queue behind each other rather than in front of the executor's and workers' queries.
@@ -128,20 +129,27 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
     const noop = defineAction({ name: 'bench.noop', input: z.union([z.null(), z.object({ items: z.array(z.object({ sku: z.string(), qty: z.number() })) })]), run: () => null });
     const input = benchInput(o.inputBytes);
     const actions = createActionRegistry([mark, noop]);
-    const capacity = Math.max(1, Math.ceil(o.concurrency / o.workers));
+    // --concurrency split across the workers as evenly as it goes (10 over 4: 3, 3, 2, 2), so the
+    // run has exactly the concurrency asked for (it was rounded up to a multiple of --workers).
+    const capacity = Array.from({ length: o.workers }, (_, i) => Math.floor(o.concurrency / o.workers) + (i < o.concurrency % o.workers ? 1 : 0));
     const workerIds = Array.from({ length: o.workers }, (_, i) => `bench-${suffix}-${i + 1}`);
     const countEvents = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_events')).rows[0]!.n);
-    if (o.history > 0) await storeHistory(pool, store, o.history, o.progress);
-    const stored = { executions: o.history, events: o.history > 0 ? await countEvents() : 0 };
-    const projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
-    // From the checkpoint, as `baton dev` and deployed hosts start: not by reading the history.
-    const hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch, fromCheckpoint: true });
-    // Every event reaches the shared runtime's listeners once, whether appended here or read back.
-    let runs = 0;
-    const stopCountingStarts = hosts.executions.onChange((change) => {
-      if (change.events.some((c) => c.event.type === 'ExecutionStarted')) runs++;
-    });
+    let projectorProcess: Awaited<ReturnType<typeof startProjectorProcess>> | undefined;
+    let hosts: Awaited<ReturnType<typeof startInProcessHosts>> | undefined;
+    // From here on whatever fails (the projector does not start, the history cannot be stored)
+    // still closes what was opened: an open NATS connection would keep the process alive for good.
     try {
+      if (o.history > 0) await storeHistory(pool, store, o.history, o.progress);
+      const stored = { executions: o.history, events: o.history > 0 ? await countEvents() : 0 };
+      projectorProcess = o.projector === 'process' ? await startProjectorProcess(url) : undefined;
+      // From the checkpoint, as `baton dev` and deployed hosts start: not by reading the history.
+      hosts = await startInProcessHosts({ store, pool, transport, actions, workerIds, capacity, log, projector: o.projector === 'in-process', eagerDispatch: o.eagerDispatch, fromCheckpoint: true });
+      const running = hosts;
+      // Every event reaches the shared runtime's listeners once, whether appended here or read back.
+      let runs = 0;
+      const stopCountingStarts = running.executions.onChange((change) => {
+        if (change.events.some((c) => c.event.type === 'ExecutionStarted')) runs++;
+      });
       o.progress(`[1/2] pickup latency at light load: ${o.latencySamples} executions, one at a time${o.latencyInterval > 0 ? `, ${o.latencyInterval} ms apart` : ''} …`);
       const pickups: number[] = [];
       const firstAt = performance.now();
@@ -191,7 +199,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         inputBytes: input === null ? 0 : JSON.stringify(input).length,
         history: { ...stored, hostsFollowedAfter: hosts.followedAfter().toString() },
         workers: o.workers,
-        concurrency: capacity * o.workers,
+        concurrency: o.concurrency,
         eagerDispatch: { on: o.eagerDispatch, runsStartedWithHandoff: hosts.eagerRuns(), runs },
         seconds: round(seconds),
         executionsPerSec: Math.round(o.executions / seconds),
@@ -201,7 +209,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
         cpuPerExecution,
       };
     } finally {
-      await hosts.stop();
+      await hosts?.stop();
       await projectorProcess?.stop();
       await transport.close();
       // Its streams are the bench's own, as the scratch database is: gone with it, not left on the server.

@@ -37,9 +37,9 @@ export async function startInProcessHosts(o: {
   pool: pg.Pool;
   transport: WorkTransport;
   actions: ActionRegistry;
-  /** Worker ids; each gets `capacity` concurrent runs. */
+  /** Worker ids; each gets `capacity` concurrent runs (one number for all, or one per worker). */
   workerIds: string[];
-  capacity: number;
+  capacity: number | readonly number[];
   log: Logger;
   projector?: boolean;
   /** Whether the executor starts handoffs to these workers in the same append (src/worker/eager-dispatch.ts), as `baton dev` does by default. */
@@ -72,8 +72,8 @@ export async function startInProcessHosts(o: {
   await Promise.all([executor.ready, orchestrator.ready]);
   const projector = o.projector ? startProjector({ pool: o.pool, store: o.store, log: o.log }) : undefined;
   const workers = await Promise.all(
-    o.workerIds.map((workerId) =>
-      startWorkerHost({ workerId, store: o.store, runtime, workerStreams, transport: o.transport, liveness, actions: o.actions, capacity: o.capacity, log: o.log, localWorkers }),
+    o.workerIds.map((workerId, i) =>
+      startWorkerHost({ workerId, store: o.store, runtime, workerStreams, transport: o.transport, liveness, actions: o.actions, capacity: typeof o.capacity === 'number' ? o.capacity : o.capacity[i]!, log: o.log, localWorkers }),
     ),
   );
   let stopping: Promise<void> | undefined;

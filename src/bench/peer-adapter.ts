@@ -37,6 +37,7 @@ import { onOff } from '../config-values.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess, type ProjectorProcess } from './projector-process.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
+import { onInterrupt } from './interrupt.ts';
 
 const ACTION = 'bench.peer';
 const PENDING_SQL = `
@@ -64,12 +65,15 @@ export async function create(cfg: PeerConfig) {
   const variant = cfg.variant ?? 'postgres';
   if (variant !== 'postgres' && variant !== 'nats') throw new Error(`baton peer adapter: unknown variant ${variant} (postgres | nats)`);
   const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:54222';
+  const submitPool = poolSize('BATON_SUBMIT_POOL', 10);
+  const eager = onOff.parse(process.env.BATON_EAGER_DISPATCH);
+  const workerPool = poolSize('BATON_POOL', 24);
   const db = new URL(cfg.pgUrl).pathname.slice(1).replace(/[^A-Za-z0-9_-]/g, '_') || 'peers';
   const natsOptions = { streamName: `BATON_PEERS_${db}`, subjectPrefix: `peers.${db}` };
   const log = pino({ level: process.env.BATON_LOG_LEVEL ?? 'silent' });
 
   // Submits come from their own pool, as from an API or CLI process.
-  const pool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_SUBMIT_POOL ?? 10), ...KEEP_IDLE_CONNECTIONS });
+  const pool = new pg.Pool({ connectionString: cfg.pgUrl, max: submitPool, ...KEEP_IDLE_CONNECTIONS });
   const check = new pg.Pool({ connectionString: cfg.pgUrl, max: 1 });
   pool.on('error', () => undefined);
   check.on('error', () => undefined);
@@ -79,9 +83,11 @@ export async function create(cfg: PeerConfig) {
   let adminNc: Awaited<ReturnType<typeof connectNats>> | undefined;
 
   async function deleteNatsStreams() {
-    adminNc ??= await connectNats(natsUrl);
+    adminNc ??= await connectPeersNats(natsUrl);
     await deleteNatsWorkStreams(adminNc, natsOptions);
   }
+  // This run's streams go with it, also when the harness is interrupted (as the projector process does).
+  let keepStreamsIfInterrupted = () => {};
 
   // Where the projector runs (see the top of this file): a process of its own from setup() to
   // close() unless BATON_PEER_PROJECTOR says otherwise.
@@ -99,11 +105,17 @@ export async function create(cfg: PeerConfig) {
   };
 
   let running: { stop(): Promise<void> } | undefined;
+  let closing: Promise<void> | undefined;
   return {
-    name: variant === 'nats' ? 'Baton (JetStream transport)' : 'Baton (Postgres work queue)',
+    // With eager dispatch (the default, as `baton dev` runs) the worker shares the executor's process
+    // and its runs start in the handoff's append: the transport carries none of them, and the name says so.
+    name: `Baton (${variant === 'nats' ? 'JetStream transport' : 'Postgres work queue'}${eager ? ', eager dispatch: runs bypass it' : ''})`,
     async setup() {
       await migrateAll(pool);
-      if (variant === 'nats') await deleteNatsStreams();
+      if (variant === 'nats') {
+        await deleteNatsStreams();
+        keepStreamsIfInterrupted = onInterrupt(deleteNatsStreams);
+      }
       await startProjector();
     },
     async enqueueMany(payloads: unknown[]) {
@@ -125,13 +137,13 @@ export async function create(cfg: PeerConfig) {
       return rows[0]!.n;
     },
     async startWorker({ concurrency, handler }: { concurrency: number; handler: (payload: unknown) => Promise<void> }) {
-      const wpool = new pg.Pool({ connectionString: cfg.pgUrl, max: Number(process.env.BATON_POOL ?? 24), ...KEEP_IDLE_CONNECTIONS });
+      const wpool = new pg.Pool({ connectionString: cfg.pgUrl, max: workerPool, ...KEEP_IDLE_CONNECTIONS });
       wpool.on('error', () => undefined);
       const store = createPostgresEventStore(wpool);
       let nc: Awaited<ReturnType<typeof connectNats>> | undefined;
       let transport: WorkTransport;
       if (variant === 'nats') {
-        nc = await connectNats(natsUrl);
+        nc = await connectPeersNats(natsUrl);
         transport = await createNatsWorkTransport(nc, natsOptions);
       } else {
         transport = createPostgresWorkTransport(wpool);
@@ -141,7 +153,7 @@ export async function create(cfg: PeerConfig) {
       ]);
       const inProcessProjector = projectorMode === 'in-process';
       const workerProjector = projectorMode === 'with-worker' ? await startProjectorProcess(cfg.pgUrl) : undefined;
-      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: onOff.parse(process.env.BATON_EAGER_DISPATCH) });
+      const hosts = await startInProcessHosts({ store, pool: wpool, transport, actions, workerIds: [`peers-${process.pid}-${Date.now().toString(36)}`], capacity: concurrency, log, projector: inProcessProjector, eagerDispatch: eager });
       let stopping: Promise<void> | undefined;
       running = {
         stop: () =>
@@ -156,14 +168,41 @@ export async function create(cfg: PeerConfig) {
       };
       return running;
     },
-    async close() {
-      await running?.stop();
-      await stopProjector();
-      if (variant === 'nats') await deleteNatsStreams(); // nothing of this run left on the server
-      await clientStore.close();
-      await adminNc?.close();
-      await pool.end();
-      await check.end();
-    },
+    // Once, whatever happened before (a setup that failed, a second call): every step is tried and
+    // the pools always end; the first failure is thrown after.
+    close: () =>
+      (closing ??= (async () => {
+        const failures: unknown[] = [];
+        const attempt = async (step: () => Promise<unknown>) => step().catch((err: unknown) => void failures.push(err));
+        await attempt(async () => running?.stop());
+        await attempt(stopProjector);
+        // Nothing of this run left on the server; a server never reached holds nothing of it.
+        if (variant === 'nats') await attempt(async () => (adminNc ? deleteNatsStreams() : undefined));
+        keepStreamsIfInterrupted();
+        await attempt(() => clientStore.close());
+        await attempt(async () => adminNc?.close());
+        await attempt(() => pool.end());
+        await attempt(() => check.end());
+        if (failures.length > 0) throw failures[0];
+      })()),
   };
+}
+
+/** A pool size from the environment (the harness's knobs), or a one-line refusal. */
+function poolSize(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || n < 1 || n > 1_000) throw new Error(`baton peer adapter: ${name}=${text} must be a whole number of connections from 1 to 1000`);
+  return n;
+}
+
+/** connectNats, its refusal naming the variable this adapter reads (the harness's NATS_URL). */
+async function connectPeersNats(url: string) {
+  try {
+    return await connectNats(url);
+  } catch (err) {
+    if (err instanceof Error) err.message = err.message.replace('(BATON_NATS_URL)', '(NATS_URL, as the harness sets it)');
+    throw err;
+  }
 }

@@ -103,9 +103,12 @@ export async function runProjectionBench(
       const t0 = performance.now();
       let sent = 0;
       try {
-        // Steady load: each tick appends what the rate owes so far, so a slow append is caught up.
-        while (performance.now() - t0 < o.liveSeconds * 1000) {
-          const owed = Math.floor(((performance.now() - t0) / 1000) * o.liveRate) - sent;
+        // Steady load: the k-th execution is due at k / rate s (k from 0), so the run sends rate ×
+        // seconds of them (it stopped one short, and at 1/s for 1 s sent none); each tick appends
+        // what is due so far, so a slow append is caught up.
+        const total = Math.round(o.liveSeconds * o.liveRate);
+        while (sent < total) {
+          const owed = Math.min(total, Math.floor(((performance.now() - t0) / 1000) * o.liveRate) + 1) - sent;
           await Promise.all(
             Array.from({ length: Math.max(0, owed) }, async () => {
               const id = randomUUID();

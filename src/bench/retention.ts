@@ -2,6 +2,7 @@
 // Appends N complete execution histories (completedHistory) to a scratch database, projects them,
 // then runs retention over all of them (archive files in a temporary directory, removed after).
 import { mkdtemp, rm } from 'node:fs/promises';
+import { onInterrupt } from './interrupt.ts';
 import os from 'node:os';
 import path from 'node:path';
 import type pg from 'pg';
@@ -24,6 +25,8 @@ export interface RetentionBenchResult {
 
 export async function runRetentionBench(admin: { pool: pg.Pool; databaseUrl: string }, o: { executions: number; progress: (line: string) => void }): Promise<RetentionBenchResult> {
   const archiveDir = await mkdtemp(path.join(os.tmpdir(), 'baton-bench-archive-'));
+  const removeArchive = () => rm(archiveDir, { recursive: true, force: true });
+  const removeIfInterrupted = onInterrupt(removeArchive); // its archive files are the bench's own, as its database is
   try {
     return await withScratchDatabase(admin, 8, async ({ pool, postgresVersion }) => {
       const store = createPostgresEventStore(pool);
@@ -51,7 +54,8 @@ export async function runRetentionBench(admin: { pool: pg.Pool; databaseUrl: str
       }
     });
   } finally {
-    await rm(archiveDir, { recursive: true, force: true });
+    await removeArchive();
+    removeIfInterrupted();
   }
 }
 

@@ -24,8 +24,11 @@ export interface StartBenchResult {
 }
 
 async function probe(url: string, mode: 'checkpoint' | 'zero', verbose: boolean): Promise<StartProbeResult> {
-  const script = fileURLToPath(new URL(`./start-probe${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
-  const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--expose-gc', script, url, mode, ...(verbose ? ['verbose'] : [])], { maxBuffer: 64 << 20, timeout: 30 * 60_000 });
+  const fromSources = import.meta.url.endsWith('.ts');
+  const script = fileURLToPath(new URL(`./start-probe${fromSources ? '.ts' : '.js'}`, import.meta.url));
+  // From the sources (bin/baton.js runs them through tsx when dist/ is stale) the child needs tsx too.
+  const loader = fromSources ? ['--import', import.meta.resolve('tsx')] : [];
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, [...loader, '--expose-gc', script, url, mode, ...(verbose ? ['verbose'] : [])], { maxBuffer: 64 << 20, timeout: 30 * 60_000 });
   if (stderr.trim()) process.stderr.write(stderr);
   return JSON.parse(stdout.trim().split('\n').pop()!) as StartProbeResult;
 }

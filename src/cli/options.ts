@@ -32,7 +32,8 @@ export const filterText = (max: number) => (value: string): string => {
 
 export const positiveInt = (value: string): number => {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  // Digits only: Number() also reads 1e300 and 0x10, which nobody means as a count.
+  if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`must be a whole number from 1 to ${Number.MAX_SAFE_INTEGER}, written in digits`);
   return n;
 };
 

@@ -53,6 +53,7 @@ describe.each(['postgres', ...(natsUrl ? ['nats'] : [])])('bench-peers adapter (
     } finally {
       await adapter.close();
     }
+    await adapter.close(); // a second close is harmless
     if (variant === 'nats') {
       // Its streams are gone with it: runs leave nothing on the server.
       const nc = await connect({ servers: natsUrl! });
@@ -66,4 +67,22 @@ describe.each(['postgres', ...(natsUrl ? ['nats'] : [])])('bench-peers adapter (
       }
     }
   }, 60_000);
+
+  it('closes cleanly after a setup that failed, and refuses a bad pool size in one line', async () => {
+    const saved = process.env.NATS_URL;
+    process.env.NATS_URL = 'nats://127.0.0.1:1'; // nothing listens there
+    try {
+      const adapter = await create({ pgUrl: db.url, variant });
+      if (variant === 'nats') await expect(adapter.setup()).rejects.toThrow(/cannot connect to NATS at nats:\/\/127\.0\.0\.1:1 \(NATS_URL, as the harness sets it\)/);
+      await adapter.close(); // the pools end, nothing is thrown for a server never reached
+    } finally {
+      process.env.NATS_URL = saved;
+    }
+    process.env.BATON_SUBMIT_POOL = '-1';
+    try {
+      await expect(create({ pgUrl: db.url, variant })).rejects.toThrow(/^baton peer adapter: BATON_SUBMIT_POOL=-1 must be a whole number of connections from 1 to 1000$/);
+    } finally {
+      delete process.env.BATON_SUBMIT_POOL;
+    }
+  });
 });
