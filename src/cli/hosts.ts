@@ -22,6 +22,7 @@ import { createLivenessStore, type LivenessStore } from '../liveness/liveness-st
 import { componentLogger, createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
+import { natsNamesOf } from '../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { LocalWorkers } from '../worker/eager-dispatch.ts';
@@ -84,7 +85,7 @@ export async function openHostEnvironment(o: {
   try {
     if (kind === 'nats') {
       nc = await connectNats(config.natsUrl!, log);
-      transport = await createNatsWorkTransport(nc, { log });
+      transport = await createNatsWorkTransport(nc, { log, ...(await natsNamesOf(db.pool)) });
     } else {
       transport = createPostgresWorkTransport(db.pool, { log });
     }

@@ -129,7 +129,10 @@ export class HeartbeatLoop {
       if (this.#waiters.length === 0) void this.beatNow();
       else this.#kick();
     }, ms);
-    this.#timer.unref();
+    // The idle loop must not keep a process alive; a beat someone awaits (beatNow) must: a worker
+    // host awaits its first beat while starting, and with nothing else pending Node exited (13)
+    // from under `await startWorker(…)` of a worker without an executor.
+    if (this.#waiters.length === 0) this.#timer.unref();
   }
 
   #fire(): void {

@@ -62,9 +62,14 @@ export class WorkerIdInUseError extends BatonError {
   }
 }
 
-/** The process behind a fresh liveness row is gone when it ran here and its pid is dead, or is ours (a restarted container). */
+/**
+ * The process behind a fresh liveness row is gone when it ran here and its pid is dead, or is our
+ * pid but beat last before this process started (a restarted container, pid 1 again). A row of
+ * our pid that beat since we started is a worker of this very process: the id is in use (two
+ * startWorker calls with one id in one process took each other's work).
+ */
 const holderIsGone = (holder: WorkerLiveness) =>
-  holder.host === os.hostname() && holder.pid !== null && (holder.pid === process.pid || !isAlive(holder.pid));
+  holder.host === os.hostname() && holder.pid !== null && (holder.pid === process.pid ? holder.ageMs > process.uptime() * 1000 : !isAlive(holder.pid));
 
 export interface WorkerHost {
   workerId: string;

@@ -1,10 +1,11 @@
 // What `baton dlq list | show | retry | delete` do (their options are defined in dlq-command.ts).
-// Opens only the transport it needs: NATS when BATON_NATS_URL is set (no database), else the
-// Postgres work queue, like the hosts do.
+// Opens the transport the hosts use: NATS when BATON_NATS_URL is set (the database only for the
+// installation's stream names), else the Postgres work queue.
 import type { Logger } from 'pino';
 import { openDatabase } from '../../db/connect.ts';
 import { ConfigError } from '../../errors.ts';
 import { connectNats, createNatsWorkTransport } from '../../transport/nats/index.ts';
+import { natsNamesOf } from '../../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../../transport/postgres/index.ts';
 import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
 import { cliConfig, cliLogger } from '../context.ts';
@@ -20,9 +21,11 @@ async function withTransport<T>(kind: TransportKind | undefined, fn: (transport:
   const use = kind ?? (config.natsUrl ? 'nats' : 'postgres');
   if (use === 'nats') {
     if (!config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
+    const db = await openDatabase(config, log, { max: 1, applicationName: 'baton-dlq' });
+    const names = await natsNamesOf(db.pool).finally(() => db.close());
     const nc = await connectNats(config.natsUrl, log);
     try {
-      const transport = await createNatsWorkTransport(nc, { log });
+      const transport = await createNatsWorkTransport(nc, { log, ...names });
       try {
         return await fn(transport, log);
       } finally {

@@ -1,0 +1,26 @@
+// The names one installation's NATS work transport uses on a server it may share with others: its
+// stream, subjects and (inside the stream) its workers' consumers. They derive from the
+// installation's id in its database (transport migration 0004), so every process of one
+// installation agrees on them and two installations never meet: `BATON_WORK_<token>` on subjects
+// `baton.<token>.…`. The token is 12 hex digits of a random UUID; the subjects avoid `baton.work.…`,
+// which an installation of an earlier version still holds with its stream BATON_WORK.
+import type pg from 'pg';
+import type { NatsWorkTransportOptions } from './context.ts';
+
+// A database copied under another name (a template, a restored dump) is another installation: the
+// first process to ask gives it an id of its own. Concurrent askers: the first UPDATE wins, the
+// others re-check the row it wrote (READ COMMITTED) and find nothing to change.
+const INSTALLATION_ID = `
+  WITH moved AS (
+    UPDATE baton_installation SET id = gen_random_uuid(), database_name = current_database()
+    WHERE database_name IS DISTINCT FROM current_database() RETURNING id
+  )
+  SELECT id::text AS id FROM moved
+  UNION ALL SELECT id::text FROM baton_installation WHERE NOT EXISTS (SELECT 1 FROM moved)`;
+
+export async function natsNamesOf(pool: pg.Pool): Promise<Required<Pick<NatsWorkTransportOptions, 'streamName' | 'subjectPrefix'>>> {
+  const { rows } = await pool.query<{ id: string }>(INSTALLATION_ID);
+  if (!rows[0]) throw new Error('baton_installation has no row: the database was not migrated (run any baton command against it)');
+  const token = rows[0].id.replace(/-/g, '').slice(0, 12);
+  return { streamName: `BATON_WORK_${token}`, subjectPrefix: `baton.${token}` };
+}
