@@ -30,7 +30,7 @@ export interface EmbeddedWorkerOptions {
   id?: string;
   /** How many runs at once. Default 10. */
   capacity?: number;
-  /** Take work from NATS JetStream at this URL instead of the Postgres work queue (every host of the installation must agree). */
+  /** Take work from NATS JetStream at this URL instead of the Postgres work queue (every host of the installation must agree). Default BATON_NATS_URL when set, as for `baton worker`. */
   natsUrl?: string;
   /** Also run the executor and the workflow orchestrator in this process (an installation needs at least one; several race safely). */
   executor?: boolean;
@@ -79,8 +79,11 @@ const KNOWN = ['databaseUrl', 'actions', 'builtins', 'id', 'capacity', 'natsUrl'
 
 /** Start a worker (and optionally the executor and projector) in this process. */
 export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWorker> {
-  const unknown = Object.keys(o ?? {}).filter((k) => !KNOWN.includes(k));
+  if (typeof o !== 'object' || o === null) throw new InvalidInputError([{ path: 'options', message: 'required: { databaseUrl, actions, … }' }]);
+  const unknown = Object.keys(o).filter((k) => !KNOWN.includes(k));
   if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: `unknown option; known: ${KNOWN.join(', ')}` })));
+  const wrong = optionTypeProblems(o);
+  if (wrong.length > 0) throw new InvalidInputError(wrong);
   if (typeof o.databaseUrl !== 'string') throw new InvalidInputError([{ path: 'options.databaseUrl', message: 'required: postgres://user:password@host:5432/database' }]);
   if (!Array.isArray(o.actions)) throw new InvalidInputError([{ path: 'options.actions', message: 'required: an array of actions built with defineAction' }]);
   o.actions.forEach((a, i) => {
@@ -99,7 +102,10 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
   collectDefaultMetrics({ register: registry });
   const actions = createActionRegistry([...(o.builtins === false ? [] : configuredBuiltinActions(config)), ...o.actions]);
 
-  const env: HostEnvironment = await openHostEnvironment({ base: { config, log, registry }, component: 'worker', transport: o.natsUrl !== undefined ? 'nats' : 'postgres' });
+  // NATS when natsUrl is given or BATON_NATS_URL is set, as every CLI host decides: a worker on the
+  // Postgres queue beside an executor publishing to NATS would wait for work that never comes.
+  // The signal also stops the wait for a database that is not up yet.
+  const env: HostEnvironment = await openHostEnvironment({ base: { config, log, registry }, component: 'worker', transport: config.natsUrl ? 'nats' : 'postgres', ...(o.signal && { signal: o.signal }) });
   const hosts: Partial<RunningHosts> & { workers: RunningHosts['workers'] } = { workers: [] };
   let stopping: Promise<void> | undefined;
   let state: 'running' | 'draining' | 'stopped' = 'running';
@@ -147,4 +153,21 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
     await stopHosts(env, hosts, 'the embedded worker failed to start');
     throw err;
   }
+}
+
+/** Each given option of the wrong type, named (`options.executor: must be true or false`), before anything starts. */
+function optionTypeProblems(o: EmbeddedWorkerOptions): { path: string; message: string }[] {
+  const given = o as unknown as Record<string, unknown>;
+  const problems: { path: string; message: string }[] = [];
+  const check = (key: string, ok: (v: unknown) => boolean, message: string) => {
+    if (given[key] !== undefined && !ok(given[key])) problems.push({ path: `options.${key}`, message });
+  };
+  for (const key of ['builtins', 'executor', 'projector']) check(key, (v) => typeof v === 'boolean', 'must be true or false');
+  check('id', (v) => typeof v === 'string' && v.trim() !== '' && v.length <= 200, 'must be a non-empty string of at most 200 characters');
+  check('natsUrl', (v) => typeof v === 'string', 'must be a string like nats://127.0.0.1:4222');
+  check('shutdownTimeoutMs', (v) => Number.isSafeInteger(v) && (v as number) >= 0, 'must be a whole number of ms, 0 or more');
+  check('metricsPort', (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 65_535, 'must be a port number from 0 (any free one) to 65535');
+  check('signal', (v) => v instanceof AbortSignal, 'must be an AbortSignal (from an AbortController)');
+  check('logger', (v) => typeof v === 'object' && v !== null && typeof (v as { child?: unknown }).child === 'function', 'must be a pino logger');
+  return problems;
 }

@@ -12,6 +12,8 @@ import type { AnyStateMachine } from 'xstate';
 import { readHistoryFile } from '../replay/history.ts';
 import { describeDivergence, replayHistory, type ReplayStep, type ReplayTarget } from '../replay/replay.ts';
 import { loadReplayTarget } from '../replay/replay-target.ts';
+import { InvalidInputError } from '../input/errors.ts';
+import { unknownNameMessage } from '../input/nearest.ts';
 
 export interface ExpectHistoryOptions {
   /** `current` (default), `recorded`, a module path exporting `executionMachine`, or a machine. */
@@ -19,6 +21,8 @@ export interface ExpectHistoryOptions {
   /** Also require the history to end in this state, e.g. 'Completed'. */
   finalState?: string;
 }
+
+const OPTIONS = ['against', 'finalState'] as const;
 
 export class HistoryDivergesError extends Error {
   constructor(message: string, readonly steps: ReplayStep[]) {
@@ -29,6 +33,10 @@ export class HistoryDivergesError extends Error {
 
 /** Replays the exported history in `file`; resolves with its steps, or throws describing each divergence. */
 export async function expectHistoryReplays(file: string, o: ExpectHistoryOptions = {}): Promise<ReplayStep[]> {
+  // A misspelt option (`finalstate`) would make the test pass without checking what it names.
+  const unknown = Object.keys(o ?? {}).filter((k) => !(OPTIONS as readonly string[]).includes(k));
+  if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: unknownNameMessage('option', k, OPTIONS) })));
+  if (o.finalState !== undefined && typeof o.finalState !== 'string') throw new InvalidInputError([{ path: 'options.finalState', message: "must be a state's name, e.g. 'Completed'" }]);
   const doc = await readHistoryFile(file);
   const target: ReplayTarget =
     typeof o.against === 'object' ? { kind: 'machine', machine: o.against, label: 'the given machine' } : await loadReplayTarget(o.against ?? 'current');

@@ -15,3 +15,7 @@ test('it checks the final state when asked, and names a missing file', async () 
   await expect(expectHistoryReplays('test/histories/report-completed.json', { finalState: 'Failed' })).rejects.toThrow(/ends in Completed, not Failed/);
   await expect(expectHistoryReplays('test/histories/missing.json')).rejects.toThrow(/history file test\/histories\/missing.json cannot be read/);
 });
+
+test('it refuses an option it does not know, naming the one probably meant: a misspelt check must not pass unchecked', async () => {
+  await expect(expectHistoryReplays('test/histories/report-completed.json', { finalstate: 'Failed' } as never)).rejects.toThrow(/options\.finalstate: unknown option; did you mean "finalState"\?/);
+});
