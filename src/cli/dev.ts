@@ -62,7 +62,7 @@ export async function runDev(o: DevOptions): Promise<void> {
       const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: componentLogger(env.log, 'projector'), registry: env.registry }));
       await startDevWorkers(env, hosts.workers, actions, o);
       return {
-        problems: () => projector.problems(),
+        problems: () => [...hosts.workers.flatMap((w) => w.problems()), ...projector.problems()],
         announce: (_env, running) => console.log(describeDev(env, running, o)),
       };
     });

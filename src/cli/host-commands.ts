@@ -115,7 +115,7 @@ export function runWorker(
     const actions = createActionRegistry(await loadActions(o.actions, env.config));
     const worker = await startWorker(env, { workerId: o.id ?? defaultWorkerId(), actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeout, ...(o.namespaces && { namespaces: o.namespaces }) });
     hosts.workers.push(worker);
-    return { announce: () => env.log.info({ metrics: `${hosts.health.url}/metrics`, transport: env.transportKind }, 'worker running') };
+    return { problems: () => worker.problems(), announce: () => env.log.info({ metrics: `${hosts.health.url}/metrics`, transport: env.transportKind }, 'worker running') };
   });
 }
 

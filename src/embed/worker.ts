@@ -108,7 +108,7 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
   const env: HostEnvironment = await openHostEnvironment({ base: { config, log, registry }, component: 'worker', transport: config.natsUrl ? 'nats' : 'postgres', ...(o.signal && { signal: o.signal }) });
   const hosts: Partial<RunningHosts> & { workers: RunningHosts['workers'] } = { workers: [] };
   let stopping: Promise<void> | undefined;
-  let state: 'running' | 'draining' | 'stopped' = 'running';
+  let state: 'starting' | 'running' | 'draining' | 'stopped' = 'starting';
   const stop = (reason = 'stopped by its embedding process') =>
     (stopping ??= (async () => {
       state = 'draining';
@@ -119,7 +119,16 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
     })());
   const onAbort = () => void stop(`its signal aborted${o.signal?.reason ? `: ${String(o.signal.reason)}` : ''}`);
 
+  const health = (): WorkerHealth => {
+    const problems = state === 'running' ? [...hosts.workers.flatMap((w) => w.problems()), ...(hosts.projector?.problems() ?? [])] : [state];
+    return { healthy: problems.length === 0, problems };
+  };
   try {
+    // The port first, as the CLI hosts bind theirs: a port that is taken refuses the start before
+    // the worker announces itself (its history got WorkerStarted, Draining, Stopped for nothing).
+    if (o.metricsPort !== undefined) {
+      hosts.health = await startHealthServer({ host: config.apiHost, port: o.metricsPort, ...(o.metricsPort !== 0 && { portSetting: 'metricsPort' }), registry, problems: () => health().problems, log });
+    }
     if (o.executor) {
       hosts.executor = startExecutorHost(env);
       await hosts.executor.ready;
@@ -132,13 +141,7 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
       ...(o.shutdownTimeoutMs !== undefined && { shutdownTimeoutMs: o.shutdownTimeoutMs }),
     });
     hosts.workers.push(worker);
-    const health = (): WorkerHealth => {
-      const problems = state === 'running' ? [...(hosts.projector?.problems() ?? [])] : [state];
-      return { healthy: problems.length === 0, problems };
-    };
-    if (o.metricsPort !== undefined) {
-      hosts.health = await startHealthServer({ host: config.apiHost, port: o.metricsPort, ...(o.metricsPort !== 0 && { portSetting: 'metricsPort' }), registry, problems: () => health().problems, log });
-    }
+    state = 'running';
     if (o.signal?.aborted) void stop('its signal was already aborted');
     else o.signal?.addEventListener('abort', onAbort, { once: true });
     return {

@@ -74,6 +74,8 @@ const holderIsGone = (holder: WorkerLiveness) =>
 export interface WorkerHost {
   workerId: string;
   inFlight(): number;
+  /** What keeps it from working, for /healthz: heartbeats failing (the database unreachable). */
+  problems(): string[];
   /** Drain and stop; resolves when the worker holds nothing. */
   stop(reason?: string): Promise<void>;
 }
@@ -193,6 +195,11 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   return {
     workerId,
     inFlight: () => running.size,
+    problems() {
+      // Two in a row: one can fail to a blip; by two (an interval apart) executors soon count it lost.
+      const { consecutiveFailures: failures, lastSuccessAt } = heartbeat.status();
+      return failures >= 2 ? [`heartbeats failing (${failures} in a row, last success ${lastSuccessAt?.toISOString() ?? 'never'}): the database may be unreachable`] : [];
+    },
     stop(reason = 'stopped') {
       stopping ??= (async () => {
         draining = true;
