@@ -57,7 +57,7 @@ export class WorkerIdInUseError extends BatonError {
   ) {
     super(
       `worker id "${workerId}" is in use by a live worker (pid ${holder.pid ?? '?'} on ${holder.host ?? 'an unknown host'}, ` +
-        `last heartbeat ${(holder.ageMs / 1000).toFixed(1)} s ago): give this worker another id (--id), or stop that one first`,
+        `last heartbeat ${(holder.ageMs / 1000).toFixed(1)} s ago): give this worker another id (--id, or startWorker's id option), or stop that one first`,
     );
   }
 }
