@@ -65,7 +65,7 @@ describe('two workers on one machine', () => {
     const before = await started(held);
     const twin = start('worker (same id)', ['worker', '--id', held, '--transport', 'postgres', '--metrics-port', '0']);
     expect(await twin.exitWithin(30_000)).toBe(1);
-    expect(twin.output.join('')).toMatch(new RegExp(`^baton: worker id "${held}" is in use by a live worker \\(pid \\d+ on .*\\): give this worker another id \\(--id\\)`, 'm'));
+    expect(twin.output.join('')).toMatch(new RegExp(`^baton: worker id "${held}" is in use by a live worker \\(pid \\d+ on .*\\): give this worker another id \\(--id, or startWorker's id option\\)`, 'm'));
     expect(await started(held)).toBe(before);
     expect(await workerIds()).toHaveLength(2);
 
