@@ -7,7 +7,11 @@ import type { Submitted } from './types.ts';
 /** One item's outcome, as the error submitMany throws carries them (`results`). */
 export type SubmitManyResult = { ok: true; submitted: Submitted } | { ok: false; error: Error };
 
-/** The error submitMany throws once something was sent: the first item not submitted, with every item's outcome. */
+/**
+ * The error submitMany throws once something was sent: the first item not submitted, with every
+ * item's outcome. Over GraphQL, when a later batch is refused whole (a bad item in it), `results`
+ * holds the items of the batches before it, which were stored; the message names where it stopped.
+ */
 export type SubmitManyError = Error & { results: SubmitManyResult[] };
 
 /** Every item's Submitted, or the first failed item's error (`items[i]: …`) with `results` attached. */
