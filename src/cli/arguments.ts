@@ -14,7 +14,8 @@ import { parseTagText, TAG_LIMITS } from '../input/tags.ts';
 
 export const executionId = (value: string): string => {
   if (!isUuid(value)) throw new InvalidArgumentError(`execution id must be a uuid, got "${value}"`);
-  return value;
+  // Stored in lower case (streams are `execution-<id>`), as the API takes any case: `01A2…` is `01a2…`.
+  return value.toLowerCase();
 };
 
 /**
@@ -23,7 +24,7 @@ export const executionId = (value: string): string => {
  * store says no execution has it: see notAnExecution in run/executions.ts.)
  */
 export const executionIdOrPointer = (workflowCommand: string) => (value: string): string => {
-  if (isUuid(value)) return value;
+  if (isUuid(value)) return value.toLowerCase();
   if (workflowIdProblem(value) === undefined) {
     throw new InvalidArgumentError(`"${value}" is not an execution id (a uuid); for a workflow, run \`baton ${workflowCommand} ${value}\``);
   }

@@ -8,9 +8,9 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
-import { executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
+import { dateTimeOption, executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
-import { filterText, givenOption, intFrom, isoTime, namespaceName, namespaceNames, positiveInt } from './options.ts';
+import { filterText, givenOption, intFrom, namespaceName, namespaceNames, positiveInt } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
@@ -103,8 +103,8 @@ program
   .addOption(new Option('--status <status>', 'only executions in this state').choices(EXECUTION_STATUSES))
   .option('--action <name>', 'only executions of this action', filterText(500))
   .option('--worker <id>', 'only executions held (now or last) by this worker', filterText(500))
-  .option('--since <time>', 'only executions requested at or after this ISO time', isoTime)
-  .option('--until <time>', 'only executions requested before this ISO time', isoTime)
+  .option('--since <time>', 'only executions requested at or after this ISO time', dateTimeOption('--since'))
+  .option('--until <time>', 'only executions requested before this ISO time', dateTimeOption('--until'))
   .option('--namespace <name>', 'only executions of this namespace (default: every namespace)', namespaceName)
   .option('--tag <key=value>', 'only executions with this tag (repeatable: every one)', tagOption('--tag'))
   .addOption(new Option('--limit <n>', 'executions per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))

@@ -14,13 +14,6 @@ export const intFrom = (min: number, max: number) => (value: string): number => 
   return n;
 };
 
-/** An ISO time with a date and a time (`2026-01-31T12:00:00Z`); the Date it names. */
-export const isoTime = (value: string): Date => {
-  const t = new Date(value);
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(t.getTime())) throw new InvalidArgumentError(`must be an ISO time like 2026-01-31T12:00:00Z, got "${value}"`);
-  return t;
-};
-
 /** A name to filter by (an action, a worker id): not blank, no control characters, at most `max` characters. */
 export const filterText = (max: number) => (value: string): string => {
   if (value.trim() === '') throw new InvalidArgumentError('must not be empty');

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import { BatonError, InvalidEventError, parseOrThrow } from '../errors.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
+import { UUID } from '../ids.ts';
 
 export interface HistoryEvent {
   eventId: string;
@@ -21,23 +22,26 @@ export interface HistoryEvent {
 export const HISTORY_FORMAT = 'baton.execution-history';
 export const HISTORY_FORMAT_VERSION = 1;
 
+// What every stored execution event has, checked here so that an edited file is refused naming
+// the field, not replayed into a TypeError inside the machine (`data: null`) or a riddle
+// (`by` missing: "undefined is not the owner"). The events' own fields are the machine's to judge.
 const HistoryEventSchema = z.object({
   eventId: z.string().min(1),
   revision: z.number().int().min(0),
   type: z.string().min(1),
-  data: z.unknown(),
-  metadata: z.record(z.string(), z.unknown()),
+  data: z.record(z.string(), z.unknown()),
+  metadata: z.looseObject({ by: z.string().min(1), machineVersion: z.string().min(1).optional() }),
   recordedAt: z.iso.datetime({ offset: true }),
 });
 
 const HistoryDocumentSchema = z.object({
   format: z.literal(HISTORY_FORMAT),
   formatVersion: z.literal(HISTORY_FORMAT_VERSION),
-  executionId: z.string().min(1),
+  executionId: z.string().regex(UUID, 'must be an execution id (a uuid)'),
   exportedAt: z.iso.datetime({ offset: true }).optional(),
   events: z.array(HistoryEventSchema).min(1, 'a history holds at least its ExecutionRequested event'),
 });
-export type HistoryDocument = z.infer<typeof HistoryDocumentSchema> & { events: HistoryEvent[] };
+export type HistoryDocument = Omit<z.infer<typeof HistoryDocumentSchema>, 'events'> & { events: HistoryEvent[] };
 
 export function fromStored(e: StoredEvent): HistoryEvent {
   return { eventId: e.eventId, revision: Number(e.revision), type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt.toISOString() };

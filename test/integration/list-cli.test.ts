@@ -127,8 +127,11 @@ describe('baton list', () => {
   it('refuses bad options, naming the option and the reason', async () => {
     const refused: [string[], RegExp][] = [
       [['--status', 'Done'], /option '--status <status>' argument 'Done' is invalid\. Allowed choices are Requested, .*Abandoned/],
-      [['--since', 'yesterday'], /option '--since <time>' argument 'yesterday' is invalid\. must be an ISO time/],
-      [['--until', '2026-13-45T00:00:00Z'], /option '--until <time>' argument '2026-13-45T00:00:00Z' is invalid\. must be an ISO time/],
+      [['--since', 'yesterday'], /^baton: --since: must be an ISO 8601 date-time with a time zone/],
+      [['--until', '2026-13-45T00:00:00Z'], /^baton: --until: must be an ISO 8601 date-time/],
+      // Year 0 and past 9999 in UTC: refused as every other date option refuses them, not a Postgres error.
+      [['--until', '0000-01-01T00:00:00Z'], /^baton: --until: must be from 0001-01-01/],
+      [['--since', '9999-12-31T23:59:59-01:00'], /^baton: --since: must be from 0001-01-01/],
       [['--limit', '0'], /option '--limit <n>' argument '0' is invalid\. must be an integer from 1 to 1000/],
       [['--limit', '1001'], /option '--limit <n>' argument '1001' is invalid\. must be an integer from 1 to 1000/],
       [['--limit', '2.5'], /option '--limit <n>' argument '2\.5' is invalid\. must be an integer from 1 to 1000/],
@@ -172,6 +175,16 @@ describe('tags', () => {
 });
 
 describe('baton status and events given a workflow id', () => {
+  it('status, events and export take an execution id in upper case, as the API does', async () => {
+    const id = completed[0]!;
+    for (const command of ['status', 'events', 'export']) {
+      const r = await baton(command, id.toUpperCase(), ...(command === 'export' ? [] : ['--json']));
+      expect(r.code, `${command}: ${r.stderr}`).toBe(0);
+      if (command !== 'events') expect(r.stdout).toContain(id); // events --json lists the events alone
+      else expect(JSON.parse(r.stdout)[0]).toMatchObject({ revision: 0 });
+    }
+  });
+
   it('points to `baton workflow status` for a workflow whose id is a uuid, and for one whose id is not', async () => {
     const submitted = await baton('workflow', 'submit', 'examples/workflows/report.yaml', '--json');
     expect(submitted.code, submitted.stderr).toBe(0);

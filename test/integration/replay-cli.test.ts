@@ -145,10 +145,16 @@ describe('baton export and replay --file', () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-history-'));
     try {
       const file = path.join(dir, 'bad.json');
-      await fs.writeFile(file, JSON.stringify({ format: 'baton.execution-history', formatVersion: 1, executionId: 'x', events: [{ eventId: 'a', revision: 1, type: 'ExecutionRequested', data: {}, metadata: {}, recordedAt: '2026-01-01T00:00:00Z' }] }));
+      const id = '0192f3a4-5b6c-7d8e-9f01-23456789abcd';
+      await fs.writeFile(file, JSON.stringify({ format: 'baton.execution-history', formatVersion: 1, executionId: id, events: [{ eventId: 'a', revision: 1, type: 'ExecutionRequested', data: {}, metadata: { by: 'executor' }, recordedAt: '2026-01-01T00:00:00Z' }] }));
       const r = await baton(['replay', '--file', file], { cwd: dir, env: null });
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/events\.0\.revision: expected revision 0/);
+      // Edited by hand: data null, `by` gone, an execution id that is none: each named, nothing replayed.
+      await fs.writeFile(file, JSON.stringify({ format: 'baton.execution-history', formatVersion: 1, executionId: 'nope', events: [{ eventId: 'a', revision: 0, type: 'ExecutionRequested', data: null, metadata: {}, recordedAt: '2026-01-01T00:00:00Z' }] }));
+      const edited = await baton(['replay', '--file', file], { cwd: dir, env: null });
+      expect(edited.code).toBe(1);
+      expect(edited.stderr.trim()).toMatch(/^baton: invalid history file .*: executionId: must be an execution id \(a uuid\); events\.0\.data: .*; events\.0\.metadata\.by: /);
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }

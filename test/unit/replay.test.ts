@@ -259,10 +259,20 @@ describe('what-if forks', () => {
 
 describe('history documents', () => {
   it('round-trips, and refuses gaps and bad fields by name', () => {
-    const doc = JSON.parse(JSON.stringify(toHistoryDocument('x', completed())));
+    const doc = JSON.parse(JSON.stringify(toHistoryDocument('0192f3a4-5b6c-7d8e-9f01-23456789abcd', completed())));
     expect(parseHistoryDocument(doc).events).toHaveLength(6);
     const gap = { ...doc, events: doc.events.filter((_: unknown, i: number) => i !== 2) };
     expect(() => parseHistoryDocument(gap)).toThrow(/events\.2\.revision: expected revision 2/);
     expect(() => parseHistoryDocument({ ...doc, format: 'other' })).toThrow(/format/);
+    // The file edited by hand, its first event changed.
+    const withFirst = (change: (e: Record<string, any>) => void) => {
+      const copy = structuredClone(doc);
+      change(copy.events[0]);
+      return copy;
+    };
+    expect(() => parseHistoryDocument(withFirst((e) => (e.data = null)))).toThrow(/events\.0\.data: /);
+    expect(() => parseHistoryDocument(withFirst((e) => delete e.metadata.by))).toThrow(/events\.0\.metadata\.by: /);
+    expect(() => parseHistoryDocument(withFirst((e) => (e.metadata.machineVersion = 7)))).toThrow(/events\.0\.metadata\.machineVersion: /);
+    expect(() => parseHistoryDocument({ ...doc, executionId: 'nope' })).toThrow(/executionId: must be an execution id/);
   });
 });
