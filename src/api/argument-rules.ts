@@ -33,10 +33,10 @@ const namedType = (t: GraphQLInputType): GraphQLInputType => (isNonNullType(t) |
 // Problems reported at most: a batch with a systematic mistake would otherwise repeat it per item.
 const MAX_PROBLEMS = 10;
 
-/** Every problem of `value` (up to MAX_PROBLEMS), each named by its place: a batch's items are all checked, not only the first bad one. */
 /** A problem and the argument (or input field) whose value has it: `input` for `input.a.b`. */
 type ArgumentProblem = InputProblem & { argument: string };
 
+/** Every problem of `value` (up to MAX_PROBLEMS), each named by its place: a batch's items are all checked, not only the first bad one. */
 function checkValue(type: GraphQLInputType, value: unknown, path: string, problems: ArgumentProblem[]): void {
   if (value === null || value === undefined || problems.length >= MAX_PROBLEMS) return;
   if (isNonNullType(type)) return checkValue(type.ofType, value, path, problems);

@@ -33,7 +33,7 @@ import { connectNats, createNatsWorkTransport, deleteNatsWorkStreams } from '../
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
 import { jsonValue } from '../input/schemas.ts';
-import { onOff } from '../config-values.ts';
+import { count, onOff } from '../config-values.ts';
 import { startInProcessHosts } from './in-process-hosts.ts';
 import { startProjectorProcess, type ProjectorProcess } from './projector-process.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
@@ -188,13 +188,11 @@ export async function create(cfg: PeerConfig) {
   };
 }
 
-/** A pool size from the environment (the harness's knobs), or a one-line refusal. */
+/** A pool size from the environment (the harness's knobs) as config reads a count, or a one-line refusal. */
 function poolSize(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined) return fallback;
-  const n = Number(text);
-  if (!/^\d+$/.test(text.trim()) || n < 1 || n > 1_000) throw new Error(`baton peer adapter: ${name}=${text} must be a whole number of connections from 1 to 1000`);
-  return n;
+  const r = count(fallback, 'number of connections').safeParse(process.env[name]);
+  if (!r.success) throw new Error(`baton peer adapter: ${name}=${process.env[name]}: ${r.error.issues[0]!.message}`);
+  return r.data;
 }
 
 /** connectNats, its refusal naming the variable this adapter reads (the harness's NATS_URL). */

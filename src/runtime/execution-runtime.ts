@@ -234,12 +234,13 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
    * people's); an event the catalog refuses throws before anything is written. Each request is
    * traced as a `baton.submit` of its own, as submit traces one.
    */
-  async function submitMany(requests: readonly SubmitRequest[]): Promise<SubmitOutcome[]> {
+  async function submitMany(requests: readonly SubmitRequest[], o: { itemLabel?: (index: number) => string } = {}): Promise<SubmitOutcome[]> {
     await ensureNamespaces(requests);
-    return traceSubmitMany(requests, (traces) => appendMany(requests.map((r, i) => prepare(r, traces[i]!))));
+    return traceSubmitMany(requests, (traces) => appendMany(requests.map((r, i) => prepare(r, traces[i]!)), o.itemLabel ?? ((i) => `the batch's item ${i}`)));
   }
 
-  async function appendMany(prepared: readonly Prepared[]): Promise<SubmitOutcome[]> {
+  /** `itemLabel`: how a conflicting repeat names the request it repeats, as the caller numbers them (`line 5`). */
+  async function appendMany(prepared: readonly Prepared[], itemLabel: (index: number) => string): Promise<SubmitOutcome[]> {
     // Keyed by the execution id the key derives (a key is unique within its namespace).
     const firstOfKey = new Map<string, number>();
     const appended: number[] = [];
@@ -272,7 +273,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       const first = firstOfKey.get(p.executionId)!;
       const differs = differences(prepared[first]!.data, p.data);
       const was = outcomes[first]!;
-      if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from the batch's item ${first}`), executionId: p.executionId };
+      if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from ${itemLabel(first)}`), executionId: p.executionId };
       else outcomes[i] = was.ok ? { ok: true, result: { ...was.result, created: false } } : was;
     });
     return outcomes;

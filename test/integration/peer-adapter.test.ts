@@ -80,7 +80,7 @@ describe.each(['postgres', ...(natsUrl ? ['nats'] : [])])('bench-peers adapter (
     }
     process.env.BATON_SUBMIT_POOL = '-1';
     try {
-      await expect(create({ pgUrl: db.url, variant })).rejects.toThrow(/^baton peer adapter: BATON_SUBMIT_POOL=-1 must be a whole number of connections from 1 to 1000$/);
+      await expect(create({ pgUrl: db.url, variant })).rejects.toThrow(/^baton peer adapter: BATON_SUBMIT_POOL=-1: Invalid number of connections: expected a whole number from 1 to 1000$/);
     } finally {
       delete process.env.BATON_SUBMIT_POOL;
     }

@@ -157,15 +157,14 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       if ([...inFlight.values()].some((held) => [...keys].some((k) => held.has(k)))) await settle();
       const slot = results.length;
       results.push([]);
-      const appending = runtime.submitMany(checked).then(
+      const appending = runtime.submitMany(checked, { itemLabel: (i) => `line ${lines[i]!.number}` }).then(
         (outcomes) => {
           // Each line has its own outcome: one the store did not take is reported, the others stand.
           results[slot] = outcomes.map((outcome, i): ItemResult => {
             const line = lines[i]!.number;
             if (outcome.ok) return { line, executionId: outcome.result.executionId, created: outcome.result.created, status: statusOf(outcome.result.snapshot) };
             const { code, message } = itemFailure(outcome.error, { detail: true });
-            const named = message.replace(/from the batch's item (\d+)\)$/, (_, n: string) => `from line ${lines[Number(n)]!.number})`);
-            return { line, executionId: outcome.executionId, created: false, code, error: named };
+            return { line, executionId: outcome.executionId, created: false, code, error: message };
           });
           submittedLines += lines.length;
           progress.update(submittedLines);
