@@ -12,7 +12,7 @@ import { stateName, type Command } from './actor-kind.ts';
 import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from './actor-runtime.ts';
 import { executionKind } from './execution-kind.ts';
 import { mapLimit } from '../async/map-limit.ts';
-import { sameJson } from '../input/rules.ts';
+import { keyedDifferences, requestedDataOf, type RequestedData } from './requested-data.ts';
 import { traceSubmit, traceSubmitMany, type TraceFields } from '../observability/tracing.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { createNamespaces } from './namespaces.ts';
@@ -86,9 +86,6 @@ export interface SubmitResult {
  */
 export type SubmitOutcome = { ok: true; result: SubmitResult } | { ok: false; error: Error; executionId: string };
 
-/** The fields an idempotency key's second use must repeat exactly. */
-const KEYED_FIELDS = ['action', 'input', 'maxAttempts', 'maxAttemptsIsDefault', 'priority', 'parentId', 'workflowId', 'tags', 'actionVersion'] as const;
-
 // Streams read at once when a batch's keys find earlier executions (a file submitted again).
 const EXISTING_READS_IN_FLIGHT = 16;
 
@@ -143,8 +140,6 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return { executionId, snapshot: r.snapshot, revision: r.revision, appended: r.appended };
   }
 
-  type RequestedData = ExecutionEventOf<'ExecutionRequested'>['data'];
-
   /** The request as its ExecutionRequested (`trace` in its metadata), ready to append at 'no_stream'; ids derive from the key when there is one. */
   function prepare(request: SubmitRequest, trace: TraceFields) {
     const key = request.idempotencyKey;
@@ -153,20 +148,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       {
         type: 'ExecutionRequested',
         by: 'executor',
-        data: {
-          action: request.action,
-          input: (request.input ?? null) as RequestedData['input'],
-          // A submission that names no limit records the default as such: the action's own limit replaces it.
-          maxAttempts: request.maxAttempts ?? options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-          ...(request.maxAttempts === undefined && { maxAttemptsIsDefault: true as const }),
-          ...(key !== undefined ? { idempotencyKey: key } : {}),
-          ...(request.priority !== undefined ? { priority: request.priority } : {}),
-          ...(request.parentId !== undefined ? { parentId: request.parentId } : {}),
-          ...(request.workflowId !== undefined ? { workflowId: request.workflowId } : {}),
-          namespace: request.namespace ?? DEFAULT_NAMESPACE,
-          ...(request.actionVersion !== undefined ? { actionVersion: request.actionVersion } : {}),
-          ...(request.tags !== undefined && Object.keys(request.tags).length > 0 ? { tags: request.tags } : {}),
-        },
+        data: requestedDataOf(request, options.defaultMaxAttempts ?? DEFAULT_MAX_ATTEMPTS),
         ...(request.correlationId ? { correlationId: request.correlationId } : {}),
         ...trace,
       },
@@ -185,12 +167,10 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
   }
   type Prepared = ReturnType<typeof prepare>;
 
-  const differences = (a: RequestedData, b: RequestedData) => KEYED_FIELDS.filter((f) => !sameJson(a[f], b[f]));
-
   /** The key found an earlier execution: it, if that was the same request, else IdempotencyKeyConflictError. */
   async function existing(p: Prepared): Promise<SubmitResult> {
     const found = await load(p.executionId, { fresh: true, whole: true });
-    const differs = differences(found.events![0]!.data as RequestedData, p.data);
+    const differs = keyedDifferences(found.events![0]!.data as RequestedData, p.data);
     if (differs.length > 0) throw new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')}`);
     return { executionId: p.executionId, created: false, snapshot: found.snapshot, revision: found.revision };
   }
@@ -271,7 +251,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     prepared.forEach((p, i) => {
       if (outcomes[i] !== undefined) return;
       const first = firstOfKey.get(p.executionId)!;
-      const differs = differences(prepared[first]!.data, p.data);
+      const differs = keyedDifferences(prepared[first]!.data, p.data);
       const was = outcomes[first]!;
       if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from ${itemLabel(first)}`), executionId: p.executionId };
       else outcomes[i] = was.ok ? { ok: true, result: { ...was.result, created: false } } : was;

@@ -13,10 +13,11 @@ import { BatonError, IdempotencyKeyConflictError } from '../errors.ts';
 import { InvalidInputError, under, type InputProblem } from '../input/errors.ts';
 import { nearestName } from '../input/nearest.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
-import { INT32, JSON_LIMITS, integerProblem, jsonProblems, printable, sameJson, textProblem } from '../input/rules.ts';
+import { INT32, JSON_LIMITS, integerProblem, jsonProblems, printable, textProblem } from '../input/rules.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { actionVersionProblem, splitActionRef } from '../input/action-versions.ts';
-import type { ExecutionRuntime, SubmitOutcome, SubmitRequest, SubmitResult } from './execution-runtime.ts';
+import { DEFAULT_MAX_ATTEMPTS, type ExecutionRuntime, type SubmitOutcome, type SubmitRequest, type SubmitResult } from './execution-runtime.ts';
+import { keyedDifferences, requestedDataOf } from './requested-data.ts';
 
 /** What a person asks for. */
 export interface Submission {
@@ -151,21 +152,26 @@ export function checkSubmissions(
 
 /**
  * An idempotency key used twice in one batch for different requests (it could only ever give one
- * of them), named at the later use: `the same key as line 5 …`. Checked requests only (undefined: refused already).
+ * of them), named at the later use: `the same key as line 5 …`. Different as a key found in the
+ * store would be (requested-data.ts), so a batch refuses what a later batch would refuse, no more.
+ * Checked requests only (undefined: refused already).
  */
 export function repeatedKeyProblems(requests: readonly (SubmitRequest | undefined)[], namesOf: (index: number) => SubmissionNames, itemLabel: (index: number) => string): InputProblem[] {
   const problems: InputProblem[] = [];
   const firstOfKey = new Map<string, number>();
+  const recorded = (request: SubmitRequest) => requestedDataOf(request, DEFAULT_MAX_ATTEMPTS);
   requests.forEach((request, i) => {
     const key = request?.idempotencyKey;
     if (key === undefined) return;
     // A key is unique within its namespace: the same key in two namespaces is two executions.
     const scoped = JSON.stringify([request!.namespace ?? DEFAULT_NAMESPACE, key]);
     const first = firstOfKey.get(scoped);
-    if (first === undefined) firstOfKey.set(scoped, i);
-    else if (!sameJson({ ...requests[first], idempotencyKey: key }, request)) {
-      problems.push({ path: namesOf(i).idempotencyKey, message: `the same key as ${itemLabel(first)} with a different request (a key gives one execution)` });
+    if (first === undefined) {
+      firstOfKey.set(scoped, i);
+      return;
     }
+    const differs = keyedDifferences(recorded(requests[first]!), recorded(request!));
+    if (differs.length > 0) problems.push({ path: namesOf(i).idempotencyKey, message: `the same key as ${itemLabel(first)} with a different request (it differs in ${differs.join(', ')}; a key gives one execution)` });
   });
   return problems;
 }

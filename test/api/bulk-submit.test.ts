@@ -62,6 +62,27 @@ describe('submitExecutions', () => {
     expect(single.data!.submitExecution).toEqual({ executionId: first.data!.submitExecutions.results[0].executionId, created: false });
   });
 
+  it('keys: a repeat inside the call is the same request exactly when a later call would find it so (one rule)', async () => {
+    // Differences the record does not keep (empty tags, input left out against null) are none, in the call as across calls.
+    const key = `k-${randomUUID()}`;
+    const same = await submitMany([
+      { action: 'core.noop', idempotencyKey: key, tags: {} },
+      { action: 'core.noop', idempotencyKey: key, input: null },
+    ]);
+    expect(same.errors).toBeUndefined();
+    const [a, b] = same.data!.submitExecutions.results;
+    expect(b).toMatchObject({ executionId: a.executionId, created: false, error: null });
+    const later = await submitMany([{ action: 'core.noop', idempotencyKey: key, tags: {}, input: null }]);
+    expect(later.data!.submitExecutions.results[0]).toMatchObject({ executionId: a.executionId, created: false, error: null });
+    // A real difference is refused up front in the call, naming the fields, as a later call names them.
+    const other = `k-${randomUUID()}`;
+    const refused = await submitMany([
+      { action: 'core.echo', input: 1, idempotencyKey: other },
+      { action: 'core.echo', input: 2, idempotencyKey: other, tags: { t: 'x' } },
+    ]);
+    expect(refused.errors![0]!.message).toMatch(/^inputs\.1\.idempotencyKey: the same key as inputs\.0 with a different request \(it differs in input, tags; a key gives one execution\)/);
+  });
+
   it('a key that names an earlier, different submission refuses that input alone; the others are stored', async () => {
     const key = `k-${randomUUID()}`;
     await submitMany([{ action: 'core.echo', input: { n: 1 }, idempotencyKey: key }]);
