@@ -39,7 +39,9 @@ interface Txn {
 function recordingPool(url: string) {
   const committed: Txn[] = [];
   const executionRowsAsked = { keys: 0 };
-  const pool = new pg.Pool({ connectionString: url, max: 6 });
+  // Each connection starts with synchronous_commit on, whatever the server's default (the test
+  // cluster's is off): so the projector's own `off`, and its end with the transaction, show.
+  const pool = new pg.Pool({ connectionString: url, max: 6, options: '-c synchronous_commit=on' });
   pool.on('connect', (client) => {
     let open: Txn | undefined;
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
@@ -167,7 +169,7 @@ describe('projector groups', () => {
     expect(txns.every((t) => t.notifies <= 1)).toBe(true);
     // Derived rows commit without waiting for their WAL flush (group-follow.ts says why)…
     expect(new Set(txns.map((t) => t.synchronousCommit))).toEqual(new Set(['off']));
-    // …and only they: the setting ends with the transaction, each connection keeps the server's.
+    // …and only they: the setting ends with the transaction, each connection keeps its own.
     expect(new Set(txns.map((t) => t.synchronousCommitAfter))).toEqual(new Set(['on']));
     const batches = await batchesOf(registry);
     expect(batches.executions).toBeGreaterThan(0);
