@@ -284,6 +284,8 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return committer ? committer.append(streamId, events, o) : appendAlone(streamId, events, o);
   };
 
+  const asError = (e: unknown): Error => (e instanceof Error ? e : new Error(String(e)));
+
   return {
     append,
     appendMany,
@@ -314,12 +316,15 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     readAll: follow.readAll,
     subscribe: follow.subscribe,
     async warmUp(connections = WARM_CONNECTIONS) {
-      const clients = await Promise.all(Array.from({ length: Math.min(connections, pool.options.max ?? 10) }, () => pool.connect()));
-      try {
-        await Promise.all(clients.map(warmConnection));
-      } finally {
-        for (const c of clients) c.release();
-      }
+      // Every connection it got goes back, also when another could not be had (a role's or the
+      // server's connection limit): one kept would hold the pool's end, and the host's stop, for good.
+      const got = await Promise.allSettled(Array.from({ length: Math.min(connections, pool.options.max ?? 10) }, () => pool.connect()));
+      const clients = got.flatMap((g) => (g.status === 'fulfilled' ? [g.value] : []));
+      const warmed = await Promise.allSettled(clients.map(warmConnection));
+      // A connection whose warm-up failed is closed rather than pooled: it may be broken.
+      clients.forEach((c, i) => c.release(warmed[i]!.status === 'rejected' ? asError(warmed[i]!.reason) : undefined));
+      const failed = [...got, ...warmed].find((g) => g.status === 'rejected');
+      if (failed) throw failed.reason;
     },
     close: () => wakeups.close(),
   };

@@ -64,3 +64,34 @@ describe('event store warm-up', () => {
     expect(pool.waitingCount).toBe(0);
   });
 });
+
+describe('event store warm-up under a connection limit', () => {
+  let db: TestDatabase;
+  const role = `baton_warm_${process.pid}`;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'warm-up' CONNECTION LIMIT 2`);
+    await db.pool.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO ${role}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO ${role}; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO ${role}`);
+  });
+  afterAll(async () => {
+    await db?.pool.query(`DROP OWNED BY ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+    await db?.drop();
+  });
+
+  it('gives back every connection it got when another is refused, so the pool can end (a host could not stop)', { timeout: 30_000 }, async () => {
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = 'warm-up';
+    const pool = new pg.Pool({ connectionString: url.toString(), max: 4, idleTimeoutMillis: 0 });
+    pool.on('error', () => undefined);
+    const store = createPostgresEventStore(pool);
+    try {
+      await expect(store.warmUp(4)).rejects.toThrow(/too many connections for role/);
+      expect(pool.totalCount - pool.idleCount).toBe(0); // none checked out
+    } finally {
+      await store.close();
+      // It hung here for good: the connections the warm-up got were never released.
+      await Promise.race([pool.end(), new Promise((_, reject) => setTimeout(() => reject(new Error('pool.end() did not finish')), 5_000))]);
+    }
+  });
+});
