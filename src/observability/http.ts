@@ -36,8 +36,17 @@ export async function startHealthServer(o: HealthServerOptions): Promise<HealthS
         res.writeHead(problems.length === 0 ? 200 : 503, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ ok: problems.length === 0, problems }));
       } else if (req.url === '/metrics') {
-        res.writeHead(200, { 'content-type': o.registry.contentType });
-        res.end(await o.registry.metrics());
+        // Collected before the status: some collectors ask the database or NATS, and a scrape that
+        // fails must not look like a successful one with no series (Prometheus then sets `up` to 0).
+        let body: string;
+        try {
+          body = await o.registry.metrics();
+        } catch (err) {
+          o.log?.warn({ err }, 'could not collect the metrics for a scrape');
+          res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end(`metrics unavailable: ${(err as Error)?.message ?? String(err)}\n`);
+          return;
+        }
+        res.writeHead(200, { 'content-type': o.registry.contentType }).end(body);
       } else {
         res.writeHead(404).end();
       }
