@@ -94,7 +94,8 @@ async function startAndRun(
     await stopHosts(env, hosts, `${component} failed to start`);
     throw err;
   }
-  problems = started.problems ?? (() => []);
+  const own = started.problems ?? (() => []);
+  problems = () => [...env.unreachable(), ...own()];
   if (!stop.signal.aborted) started.announce(env, hosts);
   // A signal that came while starting is drained at once.
   await runUntilSignalled(env, hosts, stop, { shutdownTimeoutMs: o.shutdownTimeoutMs });

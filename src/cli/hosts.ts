@@ -22,6 +22,7 @@ import { createLivenessStore, type LivenessStore } from '../liveness/liveness-st
 import { componentLogger, createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
+import { watchReachability } from '../process/reachability.ts';
 import { natsNamesOf } from '../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
@@ -41,6 +42,8 @@ export interface HostEnvironment extends Environment {
   registry: Registry;
   /** This process's worker hosts, for its executor's eager dispatch (BATON_EAGER_DISPATCH, on by default); undefined when off. */
   localWorkers: LocalWorkers | undefined;
+  /** What this host cannot reach now (the database, NATS): part of every host's /healthz (src/process/reachability.ts). */
+  unreachable(): string[];
   close(): Promise<void>;
 }
 
@@ -95,6 +98,7 @@ export async function openHostEnvironment(o: {
   }
   // Only hosts that run executions: the projector's and the API's statements are others.
   if (RUNS_EXECUTIONS.has(o.component)) await warmUp(env.store, log);
+  const reachability = watchReachability({ pool: db.pool, ...(nc && { nc }) });
   return {
     ...env,
     liveness: createLivenessStore(db.pool),
@@ -104,7 +108,8 @@ export async function openHostEnvironment(o: {
     localWorkers: config.eagerDispatch ? new LocalWorkers() : undefined,
     // Every step runs even when one before it failed: the last one stops an embedded Postgres
     // this process owns, which must not outlive it.
-    close: () => closeAll(log, [() => transport.close(), () => nc?.drain(), () => env.close()]),
+    unreachable: () => reachability.problems(),
+    close: () => closeAll(log, [async () => reachability.stop(), () => transport.close(), () => nc?.drain(), () => env.close()]),
   };
 }
 

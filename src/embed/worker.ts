@@ -120,7 +120,7 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
   const onAbort = () => void stop(`its signal aborted${o.signal?.reason ? `: ${String(o.signal.reason)}` : ''}`);
 
   const health = (): WorkerHealth => {
-    const problems = state === 'running' ? [...hosts.workers.flatMap((w) => w.problems()), ...(hosts.projector?.problems() ?? [])] : [state];
+    const problems = state === 'running' ? [...env.unreachable(), ...hosts.workers.flatMap((w) => w.problems()), ...(hosts.projector?.problems() ?? [])] : [state];
     return { healthy: problems.length === 0, problems };
   };
   try {

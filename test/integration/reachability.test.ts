@@ -1,0 +1,50 @@
+// A host's /healthz names what it cannot reach (src/process/reachability.ts): the database, from a
+// probe every few seconds, and NATS, from its connection's status. Against a real database, a
+// port where none listens, and a private nats-server stopped and started again.
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { watchReachability } from '../../src/process/reachability.ts';
+import { connectNats } from '../../src/transport/nats/connect.ts';
+import { PrivateNats } from '../faults/private-nats.ts';
+import { freePort } from '../support/free-port.ts';
+import { createTestDatabase } from '../support/test-db.ts';
+import { until } from '../support/until.ts';
+
+describe('reachability', () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  });
+
+  it('names a database that does not answer; one that answers has nothing to say', async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const reachable = watchReachability({ pool: db.pool, intervalMs: 50 });
+    const gone = new pg.Pool({ connectionString: `postgres://postgres@127.0.0.1:${await freePort()}/nowhere`, connectionTimeoutMillis: 1_000 });
+    gone.on('error', () => undefined);
+    cleanups.push(() => gone.end());
+    const unreachable = watchReachability({ pool: gone, intervalMs: 50 });
+    cleanups.push(async () => (reachable.stop(), unreachable.stop()));
+    await until('a failed probe', () => unreachable.problems().length > 0, 10_000);
+    expect(unreachable.problems()).toEqual([expect.stringMatching(/^the database is unreachable since \d{4}-\d\d-\d\dT.*Z: .*ECONNREFUSED/)]);
+    await new Promise((r) => setTimeout(r, 200)); // several probes of the reachable one
+    expect(reachable.problems()).toEqual([]);
+  });
+
+  it('names a NATS connection that is down while it reconnects, and clears once it is back', { timeout: 60_000 }, async () => {
+    const nats = await PrivateNats.start();
+    cleanups.push(() => nats.destroy());
+    const nc = await connectNats(nats.url);
+    cleanups.push(() => nc.close());
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const r = watchReachability({ pool: db.pool, nc, intervalMs: 50 });
+    cleanups.push(async () => r.stop());
+    expect(r.problems()).toEqual([]);
+    await nats.stop();
+    await until('the disconnect to show', () => r.problems().length > 0, 20_000);
+    expect(r.problems()).toEqual([expect.stringMatching(/^NATS is disconnected since .*\(reconnecting\)$/)]);
+    await nats.start();
+    await until('the reconnect to clear it', () => r.problems().length === 0, 30_000);
+  });
+});
