@@ -55,6 +55,13 @@ export interface CompiledTransportOptions {
 export const DEFAULT_ACK_WAIT_MS = 30_000;
 export const DEFAULT_MAX_DELIVER = 5;
 
+/**
+ * How long a worker id may go without taking its work before that work is purged as left behind
+ * (NATS: its consumer's inactive threshold; Postgres: unclaimedPurgeMs). One hour: far past any
+ * reclaim of the executions it held, long enough for a worker restarting under its id to return.
+ */
+export const GONE_WORKER_AFTER_MS = 3_600_000;
+
 export function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
   if (!Number.isInteger(v) || v < 1) throw new ConfigError(`${name} must be a positive integer, got ${String(value)}`);

@@ -119,6 +119,27 @@ describe('postgres work queue: dead letters and wake-ups', () => {
     }
   });
 
+  it('the sweep purges what no consumer claimed for unclaimedPurgeMs (a worker id gone for good), not as a dead letter; what is claimed or young stays', async () => {
+    const transport = createPostgresWorkTransport(db().pool, { unclaimedPurgeMs: 60_000 });
+    try {
+      const [left, leased, young] = [workMessage('w-autoscaled-away'), workMessage('w-autoscaled-away'), workMessage('w-starting')];
+      await transport.publish([left, leased, young]);
+      // Published two minutes ago; `leased` was claimed then, and its lease still runs.
+      await db().pool.query(`UPDATE baton_work_queue SET available_at = now() - interval '2 minutes', created_at = now() - interval '2 minutes' WHERE message_id = ANY($1)`, [[left.messageId, leased.messageId]]);
+      await db().pool.query(`UPDATE baton_work_queue SET delivery_count = 1, locked_until = now() + interval '20 seconds' WHERE message_id = $1`, [leased.messageId]);
+      expect(await transport.depth('w-autoscaled-away')).toBe(2);
+      const subscription = await transport.onDeadLetter(async () => undefined); // its sweep runs at once
+      await waitForRows(left.messageId, (r) => r.queued === undefined);
+      await subscription.stop();
+      expect(await rowsOf(left.messageId)).toEqual({ queued: undefined, dead: undefined }); // purged, not dead-lettered
+      expect((await rowsOf(leased.messageId)).queued).toBeDefined();
+      expect((await rowsOf(young.messageId)).queued).toBeDefined();
+      expect(await transport.depth('w-autoscaled-away')).toBe(1);
+    } finally {
+      await transport.close();
+    }
+  });
+
   it('wakes a dead-letter subscriber in another process through NOTIFY, not its poll or sweep', async () => {
     const otherPool = new pg.Pool({ connectionString: db().url, max: 3 });
     const subscriberSide = createPostgresWorkTransport(otherPool, { deadLetterPollMs: 60_000, deadLetterSweepMs: 60_000 });

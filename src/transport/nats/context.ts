@@ -5,7 +5,7 @@ import { NatsError } from 'nats';
 import type { JetStreamClient, JetStreamManager, MsgRequest, NatsConnection, StoredMsg } from 'nats';
 import type { Logger } from 'pino';
 import { BatonError, ConfigError } from '../../errors.ts';
-import { compileTransportOptions, positiveInteger } from '../internal.ts';
+import { compileTransportOptions, GONE_WORKER_AFTER_MS, positiveInteger } from '../internal.ts';
 import type { WorkMessage, WorkTransportOptions } from '../work-transport.ts';
 
 export interface NatsWorkTransportOptions extends WorkTransportOptions {
@@ -27,7 +27,7 @@ export interface NatsWorkTransportOptions extends WorkTransportOptions {
 export const DEFAULT_STREAM_NAME = 'BATON_WORK';
 export const DEFAULT_SUBJECT_PREFIX = 'baton.work';
 export const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
-export const DEFAULT_CONSUMER_INACTIVE_THRESHOLD_MS = 3_600_000;
+export const DEFAULT_CONSUMER_INACTIVE_THRESHOLD_MS = GONE_WORKER_AFTER_MS;
 export const DEFAULT_DEAD_LETTER_SWEEP_MS = 60_000;
 
 // How long an idle fetch waits at the server before it is renewed. The client's default (30 s);

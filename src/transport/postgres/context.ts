@@ -4,7 +4,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { BatonError } from '../../errors.ts';
 import { PgWakeups } from '../../eventstore/pg-wakeups.ts';
-import { compileTransportOptions, positiveInteger } from '../internal.ts';
+import { compileTransportOptions, GONE_WORKER_AFTER_MS, positiveInteger } from '../internal.ts';
 import type { WorkTransportOptions } from '../work-transport.ts';
 import { componentLogger } from '../../log.ts';
 
@@ -26,6 +26,12 @@ export interface PostgresWorkTransportOptions extends WorkTransportOptions {
   deadLetterPollMs?: number;
   /** How often an onDeadLetter subscriber sweeps every worker's exhausted messages into the dead letters (ms). Default 30,000. */
   deadLetterSweepMs?: number;
+  /**
+   * A message no consumer has claimed for this long while it could have (its worker id is gone:
+   * an autoscaled worker that never comes back) is purged by that sweep (ms): the executor
+   * reclaimed its execution long before. Default 1 hour, as NATS's consumerInactiveThresholdMs.
+   */
+  unclaimedPurgeMs?: number;
 }
 
 export interface PostgresSettings {
@@ -34,6 +40,7 @@ export interface PostgresSettings {
   idlePollMs: number;
   deadLetterPollMs: number;
   deadLetterSweepMs: number;
+  unclaimedPurgeMs: number;
 }
 
 /** Throws ConfigError naming the option. */
@@ -43,6 +50,7 @@ export function compilePostgresOptions(options: PostgresWorkTransportOptions): P
     idlePollMs: positiveInteger('idlePollMs', options.idlePollMs, 5_000),
     deadLetterPollMs: positiveInteger('deadLetterPollMs', options.deadLetterPollMs, 5_000),
     deadLetterSweepMs: positiveInteger('deadLetterSweepMs', options.deadLetterSweepMs, 30_000),
+    unclaimedPurgeMs: positiveInteger('unclaimedPurgeMs', options.unclaimedPurgeMs, GONE_WORKER_AFTER_MS),
   };
 }
 

@@ -104,17 +104,35 @@ const SWEEP_SQL = `
     DELETE FROM baton_work_queue
     WHERE exhausted_at IS NULL AND delivery_count >= $1 AND (locked_until IS NULL OR locked_until <= now())
     RETURNING message_id, worker_id, runtime, payload, delivery_count
-  ), ${MOVE_TO_DEAD_LETTERS}
-  SELECT (SELECT count(*) FROM dead)::int AS dead_lettered`;
+  ), ${MOVE_TO_DEAD_LETTERS}, unclaimed AS (
+    DELETE FROM baton_work_queue
+    WHERE exhausted_at IS NULL AND delivery_count < $1
+      AND available_at <= now() - $2::float8 * interval '1 millisecond'
+      AND (locked_until IS NULL OR locked_until <= now() - $2::float8 * interval '1 millisecond')
+    RETURNING message_id, worker_id, payload->>'executionId' AS execution_id, created_at
+  )
+  SELECT (SELECT count(*) FROM dead)::int AS dead_lettered,
+         (SELECT coalesce(json_agg(unclaimed), '[]') FROM unclaimed) AS purged`;
 
 export function createDeadLetters(ctx: PostgresContext): DeadLetterPart {
   const { pool, settings, log, wakeups, deadLetterWakeups } = ctx;
   const running = new Running();
 
   async function sweep(): Promise<number> {
-    const r = await pool.query<{ dead_lettered: number }>({ name: 'baton_work_sweep', text: SWEEP_SQL, values: [settings.maxDeliver] });
-    const n = r.rows[0]!.dead_lettered;
+    const r = await pool.query<{ dead_lettered: number; purged: { message_id: string; worker_id: string; execution_id: string; created_at: string }[] }>({
+      name: 'baton_work_sweep',
+      text: SWEEP_SQL,
+      values: [settings.maxDeliver, settings.unclaimedPurgeMs],
+    });
+    const { dead_lettered: n, purged } = r.rows[0]!;
     if (n > 0) ctx.deadLettered(n, log);
+    for (const m of purged) {
+      log?.warn(
+        { messageId: m.message_id, executionId: m.execution_id, workerId: m.worker_id, publishedAt: m.created_at },
+        'work message purged: no consumer claimed it for longer than unclaimedPurgeMs (its worker is gone); the event store says what still has to run',
+      );
+    }
+    if (purged.length > 0) log?.info({ purged: purged.length }, 'dead-letter sweep purged messages left by gone workers');
     return n;
   }
 
