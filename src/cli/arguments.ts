@@ -12,7 +12,13 @@ import { InvalidInputError, under } from '../input/errors.ts';
 import { bigintTextProblem, dateTimeProblem, jsonProblems, textProblem, type Json } from '../input/rules.ts';
 import { parseTagText, TAG_LIMITS } from '../input/tags.ts';
 
+/** `execution-<uuid>`: an execution's stream id, as baton_events and exports show it. */
+const STREAM_ID = /^execution-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
+
 export const executionId = (value: string): string => {
+  // Its stream id, copied from the events table or an export, names it as well.
+  const stream = STREAM_ID.exec(value);
+  if (stream) value = stream[1]!;
   if (!isUuid(value)) throw new InvalidArgumentError(`execution id must be a uuid, got "${value}"`);
   // Stored in lower case (streams are `execution-<id>`), as the API takes any case: `01A2…` is `01a2…`.
   return value.toLowerCase();
@@ -24,7 +30,7 @@ export const executionId = (value: string): string => {
  * store says no execution has it: see notAnExecution in run/executions.ts.)
  */
 export const executionIdOrPointer = (workflowCommand: string) => (value: string): string => {
-  if (isUuid(value)) return value.toLowerCase();
+  if (isUuid(value) || STREAM_ID.test(value)) return executionId(value);
   if (workflowIdProblem(value) === undefined) {
     throw new InvalidArgumentError(`"${value}" is not an execution id (a uuid); for a workflow, run \`baton ${workflowCommand} ${value}\``);
   }

@@ -175,10 +175,10 @@ describe('tags', () => {
 });
 
 describe('baton status and events given a workflow id', () => {
-  it('status, events and export take an execution id in upper case, as the API does', async () => {
+  it('status, events and export take an execution id in upper case, as the API does, and its stream id', async () => {
     const id = completed[0]!;
-    for (const command of ['status', 'events', 'export']) {
-      const r = await baton(command, id.toUpperCase(), ...(command === 'export' ? [] : ['--json']));
+    for (const [command, given] of [['status', id.toUpperCase()], ['events', id.toUpperCase()], ['export', id.toUpperCase()], ['status', `execution-${id}`], ['events', `execution-${id.toUpperCase()}`]] as const) {
+      const r = await baton(command, given, ...(command === 'export' ? [] : ['--json']));
       expect(r.code, `${command}: ${r.stderr}`).toBe(0);
       if (command !== 'events') expect(r.stdout).toContain(id); // events --json lists the events alone
       else expect(JSON.parse(r.stdout)[0]).toMatchObject({ revision: 0 });
