@@ -31,6 +31,7 @@ import { createLoaders } from './loaders.ts';
 import { findExecutions } from './read-model-queries.ts';
 import { ResponseBudget, useResponseBudget } from './response-budget.ts';
 import { useVariableProblems } from './variable-errors.ts';
+import { ARMOR } from './query-limits.ts';
 import { loadApiSchema } from './schema.ts';
 import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
@@ -42,16 +43,6 @@ export const GRAPHQL_PATH = '/graphql';
 /** What a client must send on requests a browser could make without a CORS preflight. */
 export const CSRF_HEADER = 'x-graphql-yoga-csrf';
 
-// The deepest real query is 5 levels (executions.edges.node.events.type); 7 leaves room for
-// fragments, which count as a level. Aliases: a dashboard needs a handful, not hundreds.
-const ARMOR = {
-  maxDepth: { n: 7 },
-  maxAliases: { n: 15 },
-  maxTokens: { n: 2_000 },
-  costLimit: { maxCost: 5_000 },
-  maxDirectives: { n: 20 },
-  blockFieldSuggestion: { enabled: true },
-} as const;
 // What GraphiQL opens with instead of its stock welcome: a query that runs as is and shows the
 // API's main reads (page on with `after: endCursor`).
 export const GRAPHIQL_EXAMPLE = `# Baton's GraphQL API: press the run button (or Ctrl-Enter). The schema is in the docs pane.
