@@ -6,7 +6,7 @@ import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { configuredBuiltinActions, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
-import { loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
+import { dbWaitFor, loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
 import { createExecutorBeats } from '../executor/partitions/executor-beats.ts';
@@ -23,6 +23,8 @@ import { componentLogger, createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
 import { watchReachability } from '../process/reachability.ts';
+import { waitForDatabase } from '../db/wait.ts';
+import { redactUrl } from '../db/connect.ts';
 import { natsNamesOf } from '../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
 import type { WorkTransport } from '../transport/work-transport.ts';
@@ -87,7 +89,8 @@ export async function openHostEnvironment(o: {
   let transport: WorkTransport;
   try {
     if (kind === 'nats') {
-      nc = await connectNats(config.natsUrl!, log);
+      // Waited for as the database is (BATON_DB_WAIT): a host started beside its NATS server must not exit before it is up.
+      nc = await waitForDatabase(() => connectNats(config.natsUrl!, log), { ...dbWaitFor(config, 'host'), log, what: `NATS at ${redactUrl(config.natsUrl!)}`, ...(o.signal && { signal: o.signal }) });
       transport = await createNatsWorkTransport(nc, { log, ...(await natsNamesOf(db.pool)) });
     } else {
       transport = createPostgresWorkTransport(db.pool, { log });

@@ -37,6 +37,9 @@ const TRANSIENT_ERRNOS: Record<string, string> = {
   EHOSTUNREACH: 'the host is unreachable',
   ENETUNREACH: 'the network is unreachable',
   EAI_AGAIN: 'the host name could not be resolved right now',
+  // nats.js's codes, for a host waiting for its NATS server as for its database.
+  CONNECTION_REFUSED: 'connection refused (is the server up yet?)',
+  TIMEOUT: 'the connection timed out',
 };
 
 /**

@@ -5,7 +5,12 @@
 // refusal as a server with no free slot; the machine's server is shared, so its
 // max_connections is never exhausted here). "Not up yet" is a port nothing listens on until a
 // TCP proxy to the real server opens there.
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -17,6 +22,7 @@ import { runBaton } from '../support/cli.ts';
 import { freePort } from '../support/free-port.ts';
 import { useTestDatabase } from '../support/test-db.ts';
 
+const NATS_SERVER = ['/usr/sbin/nats-server', '/usr/local/bin/nats-server', '/usr/bin/nats-server'].find((p) => existsSync(p)) ?? 'nats-server';
 const db = useTestDatabase();
 const role = `baton_wait_${randomBytes(4).toString('hex')}`;
 let store: PostgresEventStore;
@@ -112,6 +118,26 @@ describe('a host starting into a database that refuses it', () => {
       expect(await executor.exitWithin(20_000)).toBe(0);
     } finally {
       proxy.close();
+    }
+  }, 60_000);
+
+  it('waits for a NATS server that is not listening yet, as for its database, then starts (it used to exit 1 at once)', async () => {
+    const port = await freePort();
+    const executor = start('executor (NATS not up)', ['executor', '--transport', 'nats', '--metrics-port', '0'], {
+      env: { BATON_DATABASE_URL: urlForDatabase(inject('pgBaseUrl'), db().name), BATON_NATS_URL: `nats://127.0.0.1:${port}`, BATON_LOG_LEVEL: 'info' },
+    });
+    await executor.waitFor(/waiting for NATS at nats:\/\/127\.0\.0\.1:\d+: connection refused[^"]*; retrying with backoff/, 20_000);
+    expect(executor.proc.exitCode).toBeNull();
+    const storeDir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-nats-wait-'));
+    const nats = spawn(NATS_SERVER, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: 'ignore' });
+    try {
+      await executor.waitFor(/NATS at nats:\/\/127\.0\.0\.1:\d+ is available/, 20_000);
+      await executor.waitFor(/executor running/, 20_000);
+      executor.proc.kill('SIGTERM');
+      expect(await executor.exitWithin(20_000)).toBe(0);
+    } finally {
+      nats.kill('SIGKILL');
+      await fs.rm(storeDir, { recursive: true, force: true });
     }
   }, 60_000);
 
