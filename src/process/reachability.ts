@@ -9,7 +9,12 @@ import type pg from 'pg';
 /** How often the database is asked. Often enough that a probe sees an outage within seconds, rare enough to cost nothing. */
 export const DATABASE_PROBE_INTERVAL_MS = 5_000;
 /** A probe that takes longer than this counts as failed: a database that does not answer is not reachable. */
-const PROBE_TIMEOUT_MS = 3_000;
+const PROBE_TIMEOUT_MS = 5_000;
+/**
+ * Failed probes in a row before the database counts as unreachable: one alone may be a pool whose
+ * connections were all busy for a moment (the probe queues behind the host's own statements).
+ */
+const FAILURES_TO_REPORT = 2;
 
 export interface Reachability {
   /** What cannot be reached now, each with since when and why; empty when everything answers. */
@@ -21,6 +26,7 @@ export function watchReachability(o: { pool: Pick<pg.Pool, 'query'>; nc?: NatsCo
   let database: string | undefined;
   let nats: string | undefined;
   let databaseSince: string | undefined;
+  let failures = 0;
   let stopped = false;
 
   async function probe(): Promise<void> {
@@ -32,9 +38,10 @@ export function watchReachability(o: { pool: Pick<pg.Pool, 'query'>; nc?: NatsCo
       ]);
       database = undefined;
       databaseSince = undefined;
+      failures = 0;
     } catch (err) {
       databaseSince ??= new Date().toISOString();
-      database = `the database is unreachable since ${databaseSince}: ${(err as Error)?.message ?? String(err)}`;
+      if (++failures >= FAILURES_TO_REPORT) database = `the database is unreachable since ${databaseSince}: ${(err as Error)?.message ?? String(err)}`;
     } finally {
       clearTimeout(timer);
     }
