@@ -111,6 +111,15 @@ export function startProjector(o: ProjectorOptions): Projector {
   const metrics = projectorMetrics(o, list);
   const stopping = new AbortController();
   const failing = new Map<string, string>();
+  /** Members whose failure was the database going away (connectionLost): cleared once it answers. */
+  const lostConnection = new Set<string>();
+  /**
+   * The database answered for these members: one that failed only because it was gone is no longer
+   * failing. At a quiet time no batch comes to say so, and /healthz stayed 503 until one did.
+   */
+  const answered = (members: readonly Projection[]) => {
+    for (const p of members) if (lostConnection.delete(p.name)) failing.delete(p.name);
+  };
   const backoffs = new Map(list.map((p) => [p.name, new Backoff()]));
   const driftSampleSize = o.driftSampleSize ?? 20;
   const recentlyChanged = new RecentlyChanged(driftSampleSize);
@@ -137,11 +146,13 @@ export function startProjector(o: ProjectorOptions): Projector {
     let names = members.map((p) => p.name);
     let backoff = backoffs.get(names[0]!)!;
     let position = from;
+    if (from !== undefined) answered(members); // the round just read their checkpoints
     for (let attempt = 0; !round.signal.aborted; attempt++) {
       try {
         if (attempt > 0 || position === undefined) {
           // After a failure (or split off a group): go on from where the checkpoints are, if they are still together.
           const now = await Promise.all(members.map((p) => readCheckpoint(o.pool, p.name)));
+          answered(members);
           if (now.some((c, i) => c.position !== now[0]!.position || c.version !== members[i]!.version)) return round.abort();
           position = now[0]!.position;
         }
@@ -165,7 +176,11 @@ export function startProjector(o: ProjectorOptions): Projector {
           apart(failed);
           continue;
         }
-        for (const name of failed ? [failed.name] : names) failing.set(name, failureMessage(err));
+        for (const name of failed ? [failed.name] : names) {
+          failing.set(name, failureMessage(err));
+          if (!failed && connectionLost(err instanceof ProjectionApplyError ? err.cause : err)) lostConnection.add(name);
+          else lostConnection.delete(name);
+        }
         log.error({ err, projections: names, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
         await backoff.wait(round.signal);
       }
@@ -277,7 +292,10 @@ export function startProjector(o: ProjectorOptions): Projector {
         }
       } catch (err) {
         if (stopping.signal.aborted) break;
-        for (const p of list) failing.set(p.name, (err as Error).message);
+        for (const p of list) {
+          failing.set(p.name, (err as Error).message);
+          if (connectionLost(err)) lostConnection.add(p.name);
+        }
         log.error({ err, retryInMs: backoff.nextMs }, 'projector failed to start its followers; retrying');
         await backoff.wait(stopping.signal);
       }
