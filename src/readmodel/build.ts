@@ -8,6 +8,7 @@ import { eventsOf } from '../../projections/projection.ts';
 import { CATCH_UP_BATCH_SIZE, readBatches } from './projector.ts';
 import { eventSourceOf } from './event-source.ts';
 import { inTransaction } from './tables.ts';
+import { prefixPatterns } from '../eventstore/pg-follow.ts';
 
 export interface BuildProgress {
   projection: string;
@@ -49,12 +50,13 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
     const kept = archived ? events.filter((e) => !archived.has(e.streamId)) : events;
     if (kept.length > 0) await applyAll(kept);
   };
-  if (o.until !== undefined && o.until === o.from) return { position, events: 0, lastRecordedAt };
   // A checkpoint that followed in a group may stand at another projection's event
   // (group-follow.ts): to find it, read every projection's streams and apply only our own.
   const read = o.until === undefined ? o.projection : { streamPrefixes: [...new Set([...o.projection.streamPrefixes, ...allProjections.flatMap((p) => p.streamPrefixes)])] };
+  const until = o.until === undefined || source === undefined ? o.until : await storedUntil(o.pool, source.eventsTable, o.until, read.streamPrefixes);
+  if (until !== undefined && until === o.from) return { position, events: 0, lastRecordedAt };
   for await (const batch of readBatches(o.store, read, o.from, o.batchSize ?? CATCH_UP_BATCH_SIZE)) {
-    const stopAt = o.until === undefined ? -1 : batch.findIndex((e) => e.globalPosition === o.until);
+    const stopAt = until === undefined ? -1 : batch.findIndex((e) => e.globalPosition === until);
     const upTo = stopAt >= 0 ? batch.slice(0, stopAt + 1) : batch;
     const events = read === o.projection ? upTo : eventsOf(o.projection, upTo);
     await apply(events);
@@ -65,10 +67,30 @@ export async function buildInto(o: BuildOptions): Promise<BuildResult> {
     o.onProgress?.({ projection: o.projection.name, events: count });
     if (stopAt >= 0) return { position, events: count, lastRecordedAt };
   }
-  if (o.until !== undefined && o.until !== 0n) {
-    throw new BatonError(`projection ${o.projection.name}: the store ended before position ${o.until}, where the live checkpoint is`);
+  if (until !== undefined && until !== 0n) {
+    throw new BatonError(`projection ${o.projection.name}: the store ended before position ${until}, where the live checkpoint is`);
   }
   return { position, events: count, lastRecordedAt };
+}
+
+/**
+ * Where a build up to checkpoint `until` stops: there, unless retention removed that event since
+ * (baton_removed_positions, as every quiet store's newest events are once archived); then at the
+ * last event of `prefixes` still stored before it in commit order (START when none). The events
+ * removed after that belonged to archived streams, whose rows left the read model with them.
+ */
+async function storedUntil(pool: pg.Pool, eventsTable: string, until: bigint, prefixes: readonly string[]): Promise<bigint> {
+  if (until === 0n) return until;
+  const r = await pool.query<{ removed: boolean; stored: string | null }>(
+    `WITH c AS (SELECT transaction_id, global_position FROM baton_removed_positions WHERE global_position = $1)
+     SELECT EXISTS (SELECT 1 FROM c) AS removed,
+            (SELECT e.global_position FROM ${eventsTable} e, c
+              WHERE (e.transaction_id, e.global_position) < (c.transaction_id, c.global_position) AND e.stream_id LIKE ANY($2::text[])
+              ORDER BY e.transaction_id DESC, e.global_position DESC LIMIT 1)::text AS stored`,
+    [until.toString(), prefixPatterns(prefixes) ?? ['%']],
+  );
+  const { removed, stored } = r.rows[0]!;
+  return removed ? BigInt(stored ?? 0) : until;
 }
 
 async function archivedStreamIds(pool: pg.Pool): Promise<Set<string>> {

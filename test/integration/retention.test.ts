@@ -22,6 +22,7 @@ import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
 import { workflowKind } from '../../src/runtime/workflow-kind.ts';
 import { runBaton } from '../support/cli.ts';
 import { catchUpFully } from '../support/read-model.ts';
+import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { useTestStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
@@ -152,6 +153,26 @@ describe('retention', () => {
       expect(replay.code, replay.stdout + replay.stderr).toBe(0);
     }
   }, 120_000);
+
+  it('a quiet store whose newest events it archived still verifies (the checkpoints stand at removed positions)', async () => {
+    const kept = await started('w1');
+    const done = [await completed('w1'), await completed('w2')];
+    await catchUpFully(t.db.pool, t.store);
+    const s = await runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later });
+    expect(s.executions).toBeGreaterThanOrEqual(2);
+    for (const id of done) expect(await streamLength(executionStreamId(id))).toBe(0);
+    // Nothing appended since: every checkpoint names an event retention removed.
+    const { rows } = await t.db.pool.query<{ removed: boolean }>(
+      `SELECT bool_and(EXISTS (SELECT 1 FROM baton_removed_positions r WHERE r.global_position = c.position)) AS removed FROM baton_projection_checkpoints c WHERE c.projection = 'executions'`,
+    );
+    expect(rows[0]!.removed).toBe(true);
+    expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true, differences: [] });
+    for (const args of [['verify'], ['projections', 'verify']]) {
+      const r = await runBaton(args, { databaseUrl: t.db.url });
+      expect(r.code, `${args.join(' ')}: ${r.stdout}${r.stderr}`).toBe(0);
+    }
+    expect((await row(kept))?.status).toBe('Running');
+  }, 60_000);
 
   it('runs on the executor\'s schedule (BATON_RETENTION), one executor at a time, and the gauge counts what is left', async () => {
     const id = await completed('w3');
