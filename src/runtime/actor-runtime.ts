@@ -181,8 +181,9 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     // Whatever this read shows that the cache had not seen is a change like any other: a listener
     // told only by observe would never hear of events a load took into the cache first.
     const held = cache.get(id);
-    const seen = held?.revision ?? cache.endedAt(id) ?? -1n;
-    cache.put(id, snapshot, revision);
+    const last = events[events.length - 1]!;
+    const seen = held?.revision ?? cache.endedAt(id, last.globalPosition) ?? -1n;
+    cache.put(id, snapshot, revision, last.globalPosition);
     if (revision > seen) {
       const news = events.filter((e) => e.revision > seen);
       emit({
@@ -241,7 +242,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     const held = cache.get(id);
     const seen = held?.revision ?? cache.endedAt(id) ?? first - 1n;
     if (seen >= r.nextExpectedRevision) return { ...dispatched, appended: true };
-    cache.put(id, d.snapshot, r.nextExpectedRevision);
+    cache.put(id, d.snapshot, r.nextExpectedRevision, r.lastPosition);
     snapshots?.moved(id, first - 1n, r.nextExpectedRevision, d.eventIds[d.eventIds.length - 1]!, d.snapshot);
     const events = d.decided.map((event, i) => ({ event, eventId: d.eventIds[i]!, revision: first + BigInt(i) }));
     // Part of it read back already (a batch boundary fell inside it): the rest, from what was told.
@@ -309,7 +310,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     if (id === undefined) return true;
     const held = cache.get(id);
     if (held && stored.revision <= held.revision) return true; // our own append, or a load
-    const ended = cache.endedAt(id);
+    const ended = cache.endedAt(id, stored.globalPosition);
     return ended !== undefined && stored.revision <= ended; // its end, seen already
   }
 
@@ -332,7 +333,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       cache.delete(id);
       throw new UnfoldableEventError(`${kind.name} ${id}: stored event ${stored.revision} (${stored.type}) does not fold: ${d.error.message}`, { cause: d.error });
     }
-    cache.put(id, d.snapshot, stored.revision);
+    cache.put(id, d.snapshot, stored.revision, stored.globalPosition);
     snapshots?.moved(id, stored.revision - 1n, stored.revision, stored.eventId, d.snapshot);
     const change: Change<S, E> = {
       id,

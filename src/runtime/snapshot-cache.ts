@@ -30,7 +30,8 @@ interface Entry<S> extends CachedSnapshot<S> {
 
 export class SnapshotCache<S> {
   readonly #entries = new Map<string, Entry<S>>();
-  readonly #ended = new Map<string, bigint>();
+  /** Ended actors: the revision they ended at and, when known, the global position of that last event. */
+  readonly #ended = new Map<string, { revision: bigint; position: bigint | undefined }>();
 
   constructor(
     private readonly isFinal: (snapshot: S) => boolean,
@@ -48,13 +49,16 @@ export class SnapshotCache<S> {
     return entry;
   }
 
-  /** Remember `snapshot` at `revision`, unless what is held is newer; a final one is forgotten. */
-  put(id: string, snapshot: S, revision: bigint): void {
+  /**
+   * Remember `snapshot` at `revision`, unless what is held is newer; a final one is forgotten
+   * (its end is remembered, with `position`, the global position of its last event, when known).
+   */
+  put(id: string, snapshot: S, revision: bigint, position?: bigint): void {
     const held = this.#entries.get(id);
     if (held && held.revision > revision) return;
     this.#entries.delete(id);
     if (this.isFinal(snapshot)) {
-      this.#ended.set(id, revision);
+      this.#ended.set(id, { revision, position });
       if (this.#ended.size > MAX_ENDED) this.#ended.delete(this.#ended.keys().next().value!);
       return;
     }
@@ -78,9 +82,18 @@ export class SnapshotCache<S> {
     this.#ended.delete(id);
   }
 
-  /** The revision an actor this cache saw end ended at, if it still remembers. */
-  endedAt(id: string): bigint | undefined {
-    return this.#ended.get(id);
+  /**
+   * The revision an actor this cache saw end ended at, if it still remembers, for an event of that
+   * stream at global `position`. None when `position` lies past the end's: the stream was removed
+   * (retention archived it) and started again under the same id (a keyed submission after the
+   * archive), and that event is of the new one. Every event of one stream lies at or before its
+   * last event's position: a later revision is stored after the earlier one committed.
+   */
+  endedAt(id: string, position?: bigint): bigint | undefined {
+    const ended = this.#ended.get(id);
+    if (ended === undefined) return undefined;
+    if (position !== undefined && ended.position !== undefined && position > ended.position) return undefined;
+    return ended.revision;
   }
 
   ids(): IterableIterator<string> {

@@ -29,11 +29,16 @@ export function schedulingHarness() {
   const revisions = new Map<string, number>();
   const actions = new Set<string>();
   let position = 0n;
+  /** Where each (stream, revision) was stored: an event delivered again comes from the same place. */
+  const positions = new Map<string, bigint>();
 
   async function append(streamId: string, event: ExecutionEvent | WorkerEvent, o: { revision?: number } = {}) {
     const revision = o.revision ?? (revisions.get(streamId) ?? -1) + 1;
     revisions.set(streamId, Math.max(revision, revisions.get(streamId) ?? -1));
-    const stored: StoredEvent = { eventId: randomUUID(), streamId, revision: BigInt(revision), globalPosition: ++position, type: event.type, data: event.data, metadata: event.metadata, recordedAt: new Date(1_000) };
+    const at = `${streamId}@${revision}`;
+    const globalPosition = positions.get(at) ?? ++position;
+    positions.set(at, globalPosition);
+    const stored: StoredEvent = { eventId: randomUUID(), streamId, revision: BigInt(revision), globalPosition, type: event.type, data: event.data, metadata: event.metadata, recordedAt: new Date(1_000) };
     last = { unblocks: false, terminal: null };
     await (streamId.startsWith('worker-') ? workers : executions).observe(stored);
     return { ...last, stored };
