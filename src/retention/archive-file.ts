@@ -3,6 +3,7 @@
 // temporary file, fsynced, renamed into place and the directory fsynced, so that once this
 // returns the file survives a crash, and a crash before leaves no half-written file (the next
 // run writes it again: same name, same content).
+import { BatonError } from '../errors.ts';
 import { open, mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { StoredEvent } from '../eventstore/event-store.ts';
@@ -29,6 +30,25 @@ async function fsyncDir(dir: string): Promise<void> {
   } finally {
     await handle.close();
   }
+}
+
+/** Why a file system refused: what a user can act on, without a stack. */
+const FS_REASONS: Record<string, string> = {
+  EEXIST: 'a file stands where a directory must be',
+  ENOTDIR: 'a file stands where a directory must be',
+  ENOSPC: 'the disk is full',
+  EDQUOT: 'the disk quota is used up',
+  EROFS: 'the file system is read-only',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+};
+
+/** A failure to write the archive, as one line: where, why, and that the store kept everything. */
+export function archiveUnwritable(archiveDir: string, err: unknown): BatonError {
+  const e = err as NodeJS.ErrnoException;
+  const why = (e?.code && FS_REASONS[e.code]) ?? e?.message ?? String(err);
+  const at = e?.path ? ` (${e.path})` : '';
+  return new BatonError(`cannot write the archive in ${archiveDir}: ${why}${at}; nothing was removed from the store (files already written there are complete and may be left or deleted)`, { cause: err });
 }
 
 /** Write `doc` as JSON to `file` durably (see above). */

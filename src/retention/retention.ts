@@ -26,7 +26,7 @@ import { mapLimit } from '../async/map-limit.ts';
 import { inTransaction } from '../readmodel/tables.ts';
 import { executionKind } from '../runtime/execution-kind.ts';
 import { workflowKind } from '../runtime/workflow-kind.ts';
-import { executionArchivePath, executionHistoryDocument, workflowArchivePath, workflowHistoryDocument, writeDurably } from './archive-file.ts';
+import { archiveUnwritable, executionArchivePath, executionHistoryDocument, workflowArchivePath, workflowHistoryDocument, writeDurably } from './archive-file.ts';
 import { removeFromReadModel } from './read-model.ts';
 import {
   countCandidates,
@@ -135,7 +135,11 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
       ...u.steps.map((s) => ({ file: s.archive, doc: executionHistoryDocument(s.id, s.events) })),
       ...(u.workflow ? [{ file: u.workflow.archive, doc: workflowHistoryDocument(u.workflow.id, u.workflow.events, u.steps.map((s) => s.id)) }] : []),
     ]);
-    await mapLimit(files, 8, (f) => writeDurably(f.file, f.doc)); // fsyncs in parallel: the file system batches them
+    // fsyncs in parallel: the file system batches them. A file that cannot be written stops the run
+    // before anything is removed from the store, in one line naming where and why.
+    await mapLimit(files, 8, (f) => writeDurably(f.file, f.doc)).catch((err: unknown) => {
+      throw archiveUnwritable(o.archiveDir, err);
+    });
     const all = units.flatMap((u) => (u.workflow ? [u.workflow, ...u.steps] : u.steps));
     const records = all.map((s) => ({ streamId: s.streamId, events: s.events.length, lastEventAt: s.events[s.events.length - 1]!.recordedAt, archive: s.archive }));
     const histories = new Map(units.flatMap((u) => u.steps.map((s) => [s.id, s.events] as const)));

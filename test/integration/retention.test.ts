@@ -91,7 +91,9 @@ describe('retention', () => {
     // Break-it 2: an archive directory that cannot be created changes nothing.
     const blocker = path.join(archiveDir, 'not-a-dir');
     await writeFile(blocker, 'x');
-    await expect(runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir: path.join(blocker, 'archive'), now: later })).rejects.toThrow();
+    await expect(runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir: path.join(blocker, 'archive'), now: later })).rejects.toThrow(
+      /^cannot write the archive in .*not-a-dir\/archive: a file stands where a directory must be \(.*\); nothing was removed from the store/,
+    );
     expect(await streamLength(executionStreamId(done[0]!))).toBe(6);
     // Break-it 3: a crash left a half-written archive file behind.
     await writeFile(executionArchivePath(archiveDir, done[1]!), '{"format": "baton.exec');
