@@ -221,6 +221,12 @@ describe('retention', () => {
     const inspect = await runBaton(['inspect', id, '--json'], { databaseUrl: t.db.url });
     expect(inspect.code, inspect.stderr).toBe(0);
     expect(JSON.parse(inspect.stdout)).toMatchObject({ executionId: id, revision: 5, state: 'Completed' });
+    // status and events read the store: they say where it went, not just "not found".
+    for (const command of ['status', 'events']) {
+      const r = await runBaton([command, id], { databaseUrl: t.db.url });
+      expect(r.code, command).toBe(1);
+      expect(r.stderr, command).toMatch(new RegExp(`^baton: execution ${id} was archived at \\S+ \\(6 events, into .*execution-${id}\\.json\\): \`baton inspect ${id}\` and \`baton export ${id}\` read it there\n$`));
+    }
     const bad = await runBaton(['retention', 'run', '--older-than', '90 days'], { databaseUrl: t.db.url });
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/--older-than.*must be an age such as 90d/);

@@ -14,22 +14,33 @@ import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { executionTimeline } from '../../replay/execution-history.ts';
 import { versionShown } from '../../input/action-versions.ts';
+import { archivedStream } from '../../retention/store-side.ts';
+import { executionStreamId } from '../../../schemas/events.ts';
+import type pg from 'pg';
 
 
 /**
  * A NotFoundError for an id that names a workflow, not an execution (workflow ids are uuids by
- * default, so the argument parser cannot tell): says which command shows it.
+ * default, so the argument parser cannot tell), or an execution retention archived: says which
+ * command shows it.
  */
-async function notAnExecution(store: EventStore, err: unknown, id: string): Promise<never> {
-  if (err instanceof NotFoundError && (await store.readStream(workflowStreamId(id), { limit: 1 })).length > 0) {
+async function notAnExecution(store: EventStore, pool: pg.Pool, err: unknown, id: string): Promise<never> {
+  if (!(err instanceof NotFoundError)) throw err;
+  if ((await store.readStream(workflowStreamId(id), { limit: 1 })).length > 0) {
     throw new BatonError(`${id} is a workflow, not an execution: run \`baton workflow status ${id}\``);
+  }
+  const archived = await archivedStream(pool, executionStreamId(id)).catch(() => undefined);
+  if (archived) {
+    throw new BatonError(
+      `execution ${id} was archived at ${archived.archivedAt.toISOString()} (${archived.events} events, into ${archived.archive}): \`baton inspect ${id}\` and \`baton export ${id}\` read it there`,
+    );
   }
   throw err;
 }
 
 export async function statusCommand(id: string, o: { json?: boolean }): Promise<void> {
   await withContext(async ({ runtime, store, pool, config }) => {
-    const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, err, id));
+    const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, pool, err, id));
     const c = snapshot.context;
     const waiting =
       (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
@@ -66,8 +77,8 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
 }
 
 export async function eventsCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ runtime, store }) => {
-    const steps = await executionTimeline(runtime.store, id).catch((err: unknown) => notAnExecution(store, err, id));
+  await withContext(async ({ runtime, store, pool }) => {
+    const steps = await executionTimeline(runtime.store, id).catch((err: unknown) => notAnExecution(store, pool, err, id));
     if (o.json) {
       console.log(toJson(steps.map(({ context: _context, next: _next, ...s }) => s)));
       return;
