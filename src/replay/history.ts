@@ -68,6 +68,13 @@ export function parseHistoryDocument(value: unknown, source = 'history'): Histor
   if (gap >= 0) {
     throw new InvalidEventError(source, [{ path: `events.${gap}.revision`, message: `expected revision ${gap} (events must be the whole stream, in order), got ${doc.events[gap]!.revision}` }]);
   }
+  // Event ids are unique store-wide: a history holding one twice was edited, and no store could hold it.
+  const firstOf = new Map<string, number>();
+  for (const [i, e] of doc.events.entries()) {
+    const first = firstOf.get(e.eventId.toLowerCase());
+    if (first !== undefined) throw new InvalidEventError(source, [{ path: `events.${i}.eventId`, message: `the same event id as events.${first} (${e.eventId}): an event id is stored once` }]);
+    firstOf.set(e.eventId.toLowerCase(), i);
+  }
   return doc;
 }
 

@@ -263,6 +263,9 @@ describe('history documents', () => {
     expect(parseHistoryDocument(doc).events).toHaveLength(6);
     const gap = { ...doc, events: doc.events.filter((_: unknown, i: number) => i !== 2) };
     expect(() => parseHistoryDocument(gap)).toThrow(/events\.2\.revision: expected revision 2/);
+    const twice = structuredClone(doc);
+    twice.events[3].eventId = twice.events[1].eventId.toUpperCase();
+    expect(() => parseHistoryDocument(twice)).toThrow(/events\.3\.eventId: the same event id as events\.1 \(.*\): an event id is stored once/);
     expect(() => parseHistoryDocument({ ...doc, format: 'other' })).toThrow(/format/);
     // The file edited by hand, its first event changed.
     const withFirst = (change: (e: Record<string, any>) => void) => {
