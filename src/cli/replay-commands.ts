@@ -4,15 +4,18 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ForkEventInput, InspectPoint } from '../replay/inspect.ts';
 import { dateTimeOption, executionId, jsonOption } from './arguments.ts';
+import { InvalidInputError } from '../input/errors.ts';
 
-const revision = (value: string): number => {
+const revisionOf = (option: string) => (value: string): number => {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a revision (0, 1, 2, …)');
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidInputError([{ path: option, message: `must be a revision (0, 1, 2, …), got "${value}"` }]);
   return n;
 };
+const revision = revisionOf('--fork-at');
 const sinceTime = dateTimeOption('--since');
 const atTime = dateTimeOption('--at');
-const inspectPoint = (value: string): InspectPoint => (/^\d+$/.test(value) ? { revision: Number(value) } : { at: atTime(value) });
+// Digits (or a sign and digits) mean a revision; anything else, a time.
+const inspectPoint = (value: string): InspectPoint => (/^[-+]?\d+$/.test(value) ? { revision: revisionOf('--at')(value) } : { at: atTime(value) });
 const eventJson = jsonOption('--event');
 const forkEvent = (value: string, previous: ForkEventInput[] = []): ForkEventInput[] => {
   const parsed: unknown = eventJson(value).json;
