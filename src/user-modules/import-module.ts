@@ -17,6 +17,11 @@ let typescriptLoader: Promise<void> | undefined;
 async function registerTypeScriptLoader(): Promise<void> {
   const { register: registerTsx } = await import('tsx/esm/api');
   registerTsx();
+  // A .ts file outside any `"type": "module"` package is CommonJS to Node, which loads it through
+  // require(): without tsx's CommonJS hook too it was read as plain JavaScript (a type annotation
+  // was a syntax error) or failed as "require() of an ES module in a cycle".
+  const { register: registerTsxCjs } = await import('tsx/cjs/api');
+  registerTsxCjs();
   // Registered after tsx, so it runs first and rewrites what tsx resolved.
   const dist = new URL('../../', import.meta.url);
   register(new URL('./sources-to-dist-hooks.js', import.meta.url), { data: { root: new URL('../', dist).href, dist: dist.href } });
