@@ -8,7 +8,9 @@
 //
 // Each follower takes a slot (subscription-slots.ts), and one for an id the read model has not
 // shown within `unknownGraceMs` ends with NOT_FOUND unless the event store has that execution
-// (then the projector is merely behind, and it waits on).
+// (then the projector is merely behind, and it waits on). A follower sees only executions of the
+// namespaces it may read (a namespace token's): another namespace's is, to it, one that does not
+// exist, with the same wait and the same answer, so nothing tells the two apart.
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { Repeater, SlidingBuffer } from 'graphql-yoga';
@@ -37,13 +39,14 @@ export interface ExecutionUpdates {
    * NOT_FOUND ApiError (the last value) for an execution that does not exist. Throws
    * LIMIT_EXCEEDED when `client` or the server has no subscription slot left.
    */
-  follow(executionId: string, client: string): AsyncIterableIterator<ExecutionRow | ApiError>;
+  follow(executionId: string, client: string, inScope?: (namespace: string) => boolean): AsyncIterableIterator<ExecutionRow | ApiError>;
   /** Stop listening and end every follower. */
   close(): Promise<void>;
 }
 
 interface Follower {
   lastRevision: number;
+  inScope(namespace: string): boolean;
   deliver(row: ExecutionRow): void;
   end(): void;
 }
@@ -51,8 +54,8 @@ interface Follower {
 export function createExecutionUpdates(o: {
   pool: pg.Pool;
   readRows: (ids: readonly string[]) => Promise<ExecutionRow[]>;
-  /** Whether the event store has the execution (asked once the grace period passed without a row). */
-  exists: (executionId: string) => Promise<boolean>;
+  /** The execution's namespace if the event store has it (asked once the grace period passed without a row). */
+  namespaceOf: (executionId: string) => Promise<string | undefined>;
   slots: SubscriptionSlots;
   /** Default UNKNOWN_EXECUTION_GRACE_MS. */
   unknownGraceMs?: number;
@@ -139,20 +142,21 @@ export function createExecutionUpdates(o: {
 
   function deliver(row: ExecutionRow): void {
     for (const f of followers.get(row.executionId) ?? []) {
-      if (row.revision <= f.lastRevision) continue;
+      if (row.revision <= f.lastRevision || !f.inScope(row.namespace)) continue;
       f.lastRevision = row.revision;
       f.deliver(row);
       if (finalStatuses.has(row.status)) f.end();
     }
   }
 
-  function follow(executionId: string, client: string): AsyncIterableIterator<ExecutionRow | ApiError> {
+  function follow(executionId: string, client: string, inScope: (namespace: string) => boolean = () => true): AsyncIterableIterator<ExecutionRow | ApiError> {
     const release = o.slots.acquire(client);
     // A slow client gets the newest row, not a backlog: only the latest state matters, and the
     // final row, being the last, is never the one dropped.
     const repeater = new Repeater<ExecutionRow | ApiError>(async (push, stop) => {
       const follower: Follower = {
         lastRevision: -1,
+        inScope,
         deliver: (row) => void push(row).catch(() => undefined),
         end: () => stop(),
       };
@@ -162,7 +166,8 @@ export function createExecutionUpdates(o: {
       const endIfUnknown = async () => {
         if (follower.lastRevision >= 0) return;
         // When the store cannot say, keep waiting: ending a real execution's subscription is worse.
-        const exists = await o.exists(executionId).catch(() => true);
+        const namespace = await o.namespaceOf(executionId).catch(() => null);
+        const exists = namespace === null || (namespace !== undefined && inScope(namespace));
         if (exists || follower.lastRevision >= 0) return;
         void push(new ApiError('NOT_FOUND', `no execution ${executionId}: the event store has none (asked after waiting ${unknownGraceMs / 1000} s)`)).catch(() => undefined);
         stop();

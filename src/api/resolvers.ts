@@ -186,7 +186,7 @@ export const resolvers = {
       async subscribe(_: unknown, a: { id: string }, ctx: ApiContext) {
         const id = uuidArg(a.id, 'id');
         await ctx.updates.ready();
-        return ctx.updates.follow(id, ctx.client);
+        return ctx.updates.follow(id, ctx.client, (namespace) => inScope(ctx.namespaces, namespace));
       },
       // Each event is its own response: a fresh budget and loaders (a cached row is stale by now).
       resolve(row: ExecutionRow | ApiError, _a: unknown, ctx: ApiContext) {

@@ -16,7 +16,6 @@ import type { Logger } from 'pino';
 import { executionStreamId } from '../../schemas/events.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { DEFAULT_API_HOST, DEFAULT_API_LIMITS, DEFAULT_API_PORT, type ApiLimits } from '../config.ts';
-import { NotFoundError } from '../errors.ts';
 import { staleAfterMs } from '../liveness/liveness-store.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { listenOn } from '../observability/listen.ts';
@@ -35,7 +34,7 @@ import { ARMOR } from './query-limits.ts';
 import { loadApiSchema } from './schema.ts';
 import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
-import { readExecutionHistory } from '../replay/execution-history.ts';
+import { namespaceOr } from '../input/namespace.ts';
 import { requestTraceFields } from '../observability/tracing.ts';
 import { componentLogger } from '../log.ts';
 
@@ -122,7 +121,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   const updates = createExecutionUpdates({
     pool: o.pool,
     readRows: (ids) => findExecutions(o.pool, ids, limits.maxValueBytes),
-    exists: (id) => executionExists(o, id),
+    namespaceOf: (id) => executionNamespace(o, id),
     slots: createSubscriptionSlots(limits),
     ...(o.unknownExecutionGraceMs !== undefined && { unknownGraceMs: o.unknownExecutionGraceMs }),
     log,
@@ -227,15 +226,10 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
 }
 
 /** Whether the event store has the execution: one event read, not its history. */
-async function executionExists(o: ApiServerOptions, executionId: string): Promise<boolean> {
-  if (o.store) return (await o.store.readStream(executionStreamId(executionId), { limit: 1 })).length > 0;
-  try {
-    await readExecutionHistory(o.runtime.store, executionId);
-    return true;
-  } catch (err) {
-    if (err instanceof NotFoundError) return false;
-    throw err;
-  }
+/** The execution's namespace (its ExecutionRequested's), or undefined when the store has none. */
+async function executionNamespace(o: ApiServerOptions, executionId: string): Promise<string | undefined> {
+  const [first] = await (o.store ?? o.runtime.store).readStream(executionStreamId(executionId), { limit: 1 });
+  return first && namespaceOr((first.data as { namespace?: string } | null)?.namespace);
 }
 
 /**

@@ -3,7 +3,7 @@
 // mutations refused).
 import { describe, expect, it } from 'vitest';
 import { namespaceStreamId } from '../../schemas/namespace-events.ts';
-import { gql, useApi, type GqlResponse } from './api-harness.ts';
+import { gql, openSse, useApi, type GqlResponse } from './api-harness.ts';
 
 const ADMIN = 'admin-token-0123456789';
 const TOKEN_A = 'team-a-token-0123456789';
@@ -16,7 +16,7 @@ const EVENTS = `query($id: ID!) { events(executionId: $id) { type } }`;
 const CANCEL = `mutation($id: ID!) { cancelExecution(id: $id) { outcome } }`;
 
 describe('namespaces', () => {
-  const api = useApi({ adminToken: ADMIN, namespaceTokens: `team-a=${TOKEN_A}; team-b,team-c=${TOKEN_BC}` });
+  const api = useApi({ adminToken: ADMIN, namespaceTokens: `team-a=${TOKEN_A}; team-b,team-c=${TOKEN_BC}`, unknownExecutionGraceMs: 300 });
   const submit = async (ns: string | undefined, token: string, key?: string) => gql(api().url, SUBMIT, { ns, key }, { token });
   const ids = (r: GqlResponse) => (r.data!.executions.edges as { node: { id: string; namespace: string } }[]).map((e) => e.node);
 
@@ -85,6 +85,33 @@ describe('namespaces', () => {
     const bc = ids(await gql(api().url, LIST, {}, { token: TOKEN_BC }));
     expect(new Set(bc.map((n) => n.namespace))).toEqual(new Set(['team-b']));
     expect((await gql(api().url, CANCEL, { id: a }, { token: TOKEN_A })).data!.cancelExecution.outcome).toBe('CANCELLED');
+  });
+
+  it("a token's subscription to another namespace's execution is one to an execution that does not exist: no update, the same NOT_FOUND, then the end", async () => {
+    const SUB = `subscription($id: ID!) { executionUpdated(id: $id) { id status } }`;
+    const b = (await submit('team-b', TOKEN_BC)).data!.submitExecution.executionId as string;
+    await api().catchUp();
+    const missing = '00000000-0000-4000-8000-00000000000b';
+    const answers: { message: string; ended: boolean; ms: number }[] = [];
+    for (const id of [b, missing]) {
+      const sub = await openSse(api().url, SUB, { id }, { headers: { authorization: `Bearer ${TOKEN_A}` } });
+      try {
+        const started = Date.now();
+        if (id === b) {
+          // It moves on meanwhile: the other namespace's token hears nothing of it.
+          await gql(api().url, CANCEL, { id: b }, { token: TOKEN_BC });
+          await api().catchUp();
+        }
+        const first = await sub.next(5_000);
+        expect(first!.data.errors[0].extensions.code).toBe('NOT_FOUND');
+        answers.push({ message: first!.data.errors[0].message.replace(id, '<id>'), ended: (await sub.next())?.event === 'complete', ms: Date.now() - started });
+      } finally {
+        await sub.close();
+      }
+    }
+    expect(answers[0]).toEqual({ ...answers[1], ms: answers[0]!.ms });
+    expect(answers[0]!.ended).toBe(true);
+    for (const a of answers) expect(a.ms).toBeGreaterThanOrEqual(250); // the same wait: no quick answer gives it away
   });
 
   it('runs a schedule\'s ticks in its namespace', async () => {
