@@ -54,10 +54,16 @@ function gridAfter(trigger: Trigger, anchorAt: number, after: number): number | 
   return next ? next.getTime() : undefined;
 }
 
+/**
+ * No tick at or after 10000-01-01T00:00:00Z: every date Baton takes and gives is in years 0001 to
+ * 9999 (RFC 3339), and a later one would print as `+010000-…`, which no client parses.
+ */
+export const END_OF_DATES = Date.UTC(10_000, 0, 1);
+
 /** The first tick strictly after `after` (ms), within the spec's start and end dates; undefined when there is none. */
 export function nextTickAfter(spec: ScheduleSpec, anchorAt: string, after: number): number | undefined {
   const start = spec.startAt === undefined ? -Infinity : Date.parse(spec.startAt);
-  const end = spec.endAt === undefined ? Infinity : Date.parse(spec.endAt);
+  const end = Math.min(spec.endAt === undefined ? Infinity : Date.parse(spec.endAt), END_OF_DATES);
   const t = gridAfter(spec.trigger, Date.parse(anchorAt), Math.max(after, start - 1));
   return t === undefined || t >= end ? undefined : t;
 }

@@ -7,7 +7,7 @@
 import { assertEvent, assign, setup, type SnapshotFrom } from 'xstate';
 import { stepperOf } from './stepper.ts';
 import { foldWith } from './fold.ts';
-import { isTick, jitterOf, nextTickAfter, ticksAfter } from './schedule-ticks.ts';
+import { END_OF_DATES, isTick, jitterOf, nextTickAfter, ticksAfter } from './schedule-ticks.ts';
 import type { FiredTarget, ScheduleEvent, ScheduleEventOf, ScheduleSpec } from '../schemas/schedule-events.ts';
 
 export const SCHEDULE_MACHINE_VERSION = '1';
@@ -238,7 +238,7 @@ export function nextFireTimes(id: string, snapshot: ScheduleSnapshot, now: Date,
   const from = Math.max(Date.parse(c.cursor), now.getTime() - c.spec.jitterMs);
   return ticksAfter(c.spec, c.anchorAt, from, n + 1)
     .map((tick) => tick + jitterOf(id, tick, c.spec.jitterMs))
-    .filter((at) => at > now.getTime())
+    .filter((at) => at > now.getTime() && at < END_OF_DATES)
     .slice(0, n)
     .map((ms) => new Date(ms).toISOString());
 }

@@ -39,6 +39,14 @@ describe('schedule ticks', () => {
     expect(nextTickAfter(s, at(100), Date.parse(at(160)))).toBeUndefined();
   });
 
+  it('has no tick past year 9999, the last year of every date Baton takes and gives', () => {
+    const s = spec({ trigger: { kind: 'every', everyMs: 366 * 86_400_000 }, startAt: '9999-12-31T23:59:59.000Z' });
+    expect(ticksAfter(s, '9999-12-31T23:59:59.000Z', Date.parse('9999-01-01T00:00:00Z'), 5).map(iso)).toEqual(['9999-12-31T23:59:59.000Z']);
+    // As GraphQL's nextFireTimes and `baton schedule show` give them: the last one, then none (they printed +010000-…).
+    const snapshot = startSchedule(ev.created(s, { at: '9999-06-01T00:00:00.000Z' }));
+    expect(nextFireTimes('s-far', snapshot, new Date('9999-06-01T00:00:00Z'), 5)).toEqual(['9999-12-31T23:59:59.000Z']);
+  });
+
   it('jitters each tick the same way everywhere, within its bound', () => {
     const tick = Date.parse(at(60));
     expect(jitterOf('s1', tick, 10_000)).toBe(jitterOf('s1', tick, 10_000));
