@@ -24,6 +24,7 @@ export function parseNamespaceLimits(text: string): { ok: true; limits: Record<s
     if (problem) return { ok: false, problem: `"${name.slice(0, 80)}" ${problem}` };
     const limit = Number(n);
     if (limit < 1 || limit > MAX_NAMESPACE_CONCURRENCY) return { ok: false, problem: `${name.trim()}: the limit must be from 1 to ${MAX_NAMESPACE_CONCURRENCY}` };
+    if (Object.hasOwn(limits, name.trim())) return { ok: false, problem: `${name.trim()} is given twice: one limit per namespace` };
     limits[name.trim()] = limit;
   }
   return { ok: true, limits };

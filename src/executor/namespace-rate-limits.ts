@@ -20,6 +20,7 @@ export function parseNamespaceRateLimits(text: string): { ok: true; limits: Reco
     if (problem) return { ok: false, problem: `"${name.slice(0, 80)}" ${problem}` };
     const limit = Number(n);
     if (limit < 1 || limit > MAX_RATE) return { ok: false, problem: `${name}: the rate must be from 1 to ${MAX_RATE}` };
+    if (Object.hasOwn(limits, name)) return { ok: false, problem: `${name} is given twice: one limit per namespace` };
     limits[name] = unit === 's' ? { perSecond: limit } : { perMinute: limit };
   }
   return { ok: true, limits };

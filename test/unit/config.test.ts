@@ -276,5 +276,6 @@ describe('createLogger', () => {
     expect(() => loadConfig({ BATON_DB_SCHEMA: 'Tenant-1' })).toThrow(/BATON_DB_SCHEMA: must be 1 to 30/);
     expect(() => loadConfig({ BATON_NAMESPACE_CONCURRENCY: 'team-a=0' })).toThrow(/BATON_NAMESPACE_CONCURRENCY: team-a: the limit must be from 1/);
     expect(() => loadConfig({ BATON_NAMESPACE_CONCURRENCY: 'team-a' })).toThrow(/BATON_NAMESPACE_CONCURRENCY: "team-a" must be <namespace>=<limit>/);
+    expect(() => loadConfig({ BATON_NAMESPACE_CONCURRENCY: 'team-a=5,team-a=7' })).toThrow(/BATON_NAMESPACE_CONCURRENCY: team-a is given twice: one limit per namespace/);
   });
 });

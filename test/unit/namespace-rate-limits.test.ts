@@ -19,6 +19,8 @@ describe('BATON_NAMESPACE_RATE_LIMIT', () => {
     expect(bad('team-a=100001/s')).toMatch(/team-a: the rate must be from 1/);
     expect(bad('Bad Name=5/s')).toMatch(/"Bad Name"/);
     expect(namespaceRateLimitsSetting.safeParse('x=5/h').success).toBe(false);
+    // Which of two would win is anyone's guess: refused, not silently the last.
+    expect(bad('team-a=5/s, team-a=6/s')).toBe('team-a is given twice: one limit per namespace');
   });
 
   it("keeps a namespace's bucket apart from any action's", () => {
