@@ -6,7 +6,7 @@
 // Capabilities that differ from Postgres (see src/eventstore/eventstoredb.ts):
 // - openTransactions: false. The server orders commits itself; a client cannot hold an append open.
 // - uniqueEventIds: false. The server deduplicates an id only at the revisions an append claims.
-import net from 'node:net';
+import { startRelay } from '../support/tcp-relay.ts';
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
@@ -22,33 +22,6 @@ if (!url) console.warn(SKIPPED);
 async function eventStoreDbHarness(): Promise<EventStoreHarness> {
   const store = createEventStoreDbEventStore(url!);
   return { store, close: () => store.close() };
-}
-
-/**
- * A TCP relay in front of the server whose connections the test can cut, the way a server
- * restart or a network fault does. Only for a single plaintext node (tls=false): with TLS the
- * server's certificate would not match the relay's address.
- */
-async function relay(target: URL): Promise<{ url: string; cut(): void; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((inbound) => {
-    const outbound = net.connect(Number(target.port || 2113), target.hostname);
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
-    inbound.pipe(outbound).pipe(inbound);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  const via = new URL(target.toString());
-  via.host = `127.0.0.1:${port}`;
-  return {
-    url: via.toString(),
-    cut: () => sockets.forEach((s) => s.destroy()),
-    close: () => new Promise<void>((resolve) => (sockets.forEach((s) => s.destroy()), server.close(() => resolve()))),
-  };
 }
 
 function relayable(u: string): URL | null {
@@ -93,7 +66,7 @@ describe.skipIf(!url)(url ? `EventStoreDB/KurrentDB at ${redactUrl(url)} (BATON_
     it.skipIf(!target)(
       `resubscribes after its connection is cut and delivers what was appended meanwhile${target ? '' : ' (skipped: needs a single node with tls=false)'}`,
       async () => {
-        const r = await relay(target!);
+        const r = await startRelay(target!, 2113);
         const direct = createEventStoreDbEventStore(url!);
         const viaRelay = createEventStoreDbEventStore(r.url, { reconnect: { initialMs: 50, maxMs: 500 } });
         const ac = new AbortController();

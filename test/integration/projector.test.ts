@@ -1,7 +1,7 @@
 // The projector against a real Postgres: batches with their checkpoint, rebuild aside and
 // swap, verify, drift sampling, and the live follower with its notifications.
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
+import { startRelay } from '../support/tcp-relay.ts';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
@@ -252,23 +252,9 @@ describe('projector health across a database outage', () => {
   const t = useTestStore({ max: 4 });
 
   it('is healthy again once the database answers, without waiting for a new event (at a quiet time none comes)', { timeout: 60_000 }, async () => {
-    const target = new URL(t.db.url);
-    // The projector reaches the database through a proxy this test closes and opens.
-    const sockets = new Set<net.Socket>();
-    const proxy = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port || 5432), target.hostname);
-      for (const s of [client, upstream]) {
-        sockets.add(s);
-        s.on('close', () => sockets.delete(s));
-        s.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-    const port = (proxy.address() as net.AddressInfo).port;
-    const url = new URL(target);
-    url.port = String(port);
-    const pool = new pg.Pool({ connectionString: url.toString(), max: 4, connectionTimeoutMillis: 1_000 });
+    // The projector reaches the database through a relay this test takes down and brings back.
+    const relay = await startRelay(new URL(t.db.url), 5432);
+    const pool = new pg.Pool({ connectionString: relay.url, max: 4, connectionTimeoutMillis: 1_000 });
     pool.on('error', () => undefined);
     const store = createPostgresEventStore(pool);
     const projector = startProjector({ pool, store, log, driftIntervalMs: 0 });
@@ -277,20 +263,16 @@ describe('projector health across a database outage', () => {
       await until('the projector to follow', async () => (await readCheckpoint(t.db.pool, 'executions')).position > 0n);
       expect(projector.problems()).toEqual([]);
       // The database goes away: refused, and every open connection cut.
-      await new Promise<void>((r) => {
-        proxy.close(() => r());
-        for (const s of sockets) s.destroy();
-      });
+      await relay.down();
       await until('the outage to show', async () => projector.problems().length > 0, 20_000);
       // Back, and nothing new is appended: the projector says it is healthy again all the same.
-      await new Promise<void>((r) => proxy.listen(port, '127.0.0.1', r));
+      await relay.reopen();
       await until('the problems to clear', async () => projector.problems().length === 0, 20_000);
     } finally {
       await projector.stop();
       await store.close();
       await pool.end().catch(() => undefined);
-      proxy.close();
-      for (const s of sockets) s.destroy();
+      await relay.close();
     }
   });
 });
