@@ -7,6 +7,9 @@
 // Leaks fail the file: drop() refuses to pass while any other session is still connected
 // to the database (a pool or client a test forgot to end), and test/support/setup.ts fails
 // the file if a database it created was never dropped.
+import { connect } from 'nats';
+import { deleteNatsWorkStreams } from '../../src/transport/nats/index.ts';
+import { natsNamesOfInstallation } from '../../src/transport/nats/installation-names.ts';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
@@ -37,6 +40,27 @@ const LEAK_GRACE_MS = 2_000;
 
 const open = new Map<TestDatabase, string>();
 
+/**
+ * The NATS streams of the installation this database became (BATON_WORK_<token> and its dead
+ * letters: src/transport/nats/installation-names.ts), when something ran the NATS transport on
+ * it: they would outlive the database on the shared server, one pair per test database per run.
+ */
+async function deleteNatsStreamsOf(pool: pg.Pool): Promise<void> {
+  const natsUrl = process.env.BATON_NATS_URL;
+  if (!natsUrl) return;
+  // Only an id this database took for itself (a copy of the template has the template's until asked).
+  const r = await pool.query<{ id: string }>('SELECT id::text AS id FROM baton_installation WHERE database_name = current_database()').catch(() => undefined);
+  const id = r?.rows[0]?.id;
+  if (!id) return;
+  const nc = await connect({ servers: natsUrl, timeout: 2_000 }).catch(() => undefined);
+  if (!nc) return;
+  try {
+    await deleteNatsWorkStreams(nc, natsNamesOfInstallation(id));
+  } finally {
+    await nc.close();
+  }
+}
+
 export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   const createdAt = callerOf(new Error().stack); // before any await, while the caller is on the stack
   const baseUrl = inject('pgBaseUrl');
@@ -55,6 +79,7 @@ export async function createTestDatabase(options: TestDatabaseOptions = {}): Pro
     drop: () =>
       (dropping ??= (async () => {
         open.delete(db);
+        await deleteNatsStreamsOf(pool);
         await pool.end();
         await withAdmin(baseUrl, async (admin) => {
           const leaked = await waitForNoSessions(admin, name);

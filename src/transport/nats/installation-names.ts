@@ -21,6 +21,11 @@ const INSTALLATION_ID = `
 export async function natsNamesOf(pool: pg.Pool): Promise<Required<Pick<NatsWorkTransportOptions, 'streamName' | 'subjectPrefix'>>> {
   const { rows } = await pool.query<{ id: string }>(INSTALLATION_ID);
   if (!rows[0]) throw new Error('baton_installation has no row: the database was not migrated (run any baton command against it)');
-  const token = rows[0].id.replace(/-/g, '').slice(0, 12);
+  return natsNamesOfInstallation(rows[0].id);
+}
+
+/** The names of the installation whose id (baton_installation) is `id`. */
+export function natsNamesOfInstallation(id: string): Required<Pick<NatsWorkTransportOptions, 'streamName' | 'subjectPrefix'>> {
+  const token = id.replace(/-/g, '').slice(0, 12);
   return { streamName: `BATON_WORK_${token}`, subjectPrefix: `baton.${token}` };
 }
