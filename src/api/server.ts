@@ -225,8 +225,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
   };
 }
 
-/** Whether the event store has the execution: one event read, not its history. */
-/** The execution's namespace (its ExecutionRequested's), or undefined when the store has none. */
+/** The execution's namespace (its ExecutionRequested's: one event read, not its history), or undefined when the store has none. */
 async function executionNamespace(o: ApiServerOptions, executionId: string): Promise<string | undefined> {
   const [first] = await (o.store ?? o.runtime.store).readStream(executionStreamId(executionId), { limit: 1 });
   return first && namespaceOr((first.data as { namespace?: string } | null)?.namespace);

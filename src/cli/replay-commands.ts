@@ -12,10 +12,11 @@ const revisionOf = (option: string) => (value: string): number => {
   return n;
 };
 const revision = revisionOf('--fork-at');
+const atRevision = revisionOf('--at');
 const sinceTime = dateTimeOption('--since');
 const atTime = dateTimeOption('--at');
 // Digits (or a sign and digits) mean a revision; anything else, a time.
-const inspectPoint = (value: string): InspectPoint => (/^[-+]?\d+$/.test(value) ? { revision: revisionOf('--at')(value) } : { at: atTime(value) });
+const inspectPoint = (value: string): InspectPoint => (/^[-+]?\d+$/.test(value) ? { revision: atRevision(value) } : { at: atTime(value) });
 const eventJson = jsonOption('--event');
 const forkEvent = (value: string, previous: ForkEventInput[] = []): ForkEventInput[] => {
   const parsed: unknown = eventJson(value).json;

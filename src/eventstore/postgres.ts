@@ -284,8 +284,6 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     return committer ? committer.append(streamId, events, o) : appendAlone(streamId, events, o);
   };
 
-  const asError = (e: unknown): Error => (e instanceof Error ? e : new Error(String(e)));
-
   return {
     append,
     appendMany,
@@ -321,8 +319,8 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
       const got = await Promise.allSettled(Array.from({ length: Math.min(connections, pool.options.max ?? 10) }, () => pool.connect()));
       const clients = got.flatMap((g) => (g.status === 'fulfilled' ? [g.value] : []));
       const warmed = await Promise.allSettled(clients.map(warmConnection));
-      // A connection whose warm-up failed is closed rather than pooled: it may be broken.
-      clients.forEach((c, i) => c.release(warmed[i]!.status === 'rejected' ? asError(warmed[i]!.reason) : undefined));
+      // A connection whose warm-up failed is closed (release(true)) rather than pooled: it may be broken.
+      clients.forEach((c, i) => c.release(warmed[i]!.status === 'rejected'));
       const failed = [...got, ...warmed].find((g) => g.status === 'rejected');
       if (failed) throw failed.reason;
     },
