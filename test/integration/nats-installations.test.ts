@@ -34,6 +34,31 @@ describe.skipIf(!natsUrl)('installations sharing a NATS server', () => {
     expect(nb.subjectPrefix).not.toBe(na.subjectPrefix);
   });
 
+  it('a copy asked by two processes at once gives both the same names (the one that waited on the other reads what it wrote)', async () => {
+    const c = await createTestDatabase(); // a fresh copy: it still holds the template's id
+    const first = await c.pool.connect();
+    try {
+      // The first asker's UPDATE, held open: the second must wait on the row, then see its id.
+      await first.query('BEGIN');
+      const { rows } = await first.query<{ id: string }>(
+        'UPDATE baton_installation SET id = gen_random_uuid(), database_name = current_database() WHERE database_name IS DISTINCT FROM current_database() RETURNING id::text AS id',
+      );
+      expect(rows).toHaveLength(1);
+      const second = natsNamesOf(c.pool);
+      const end = Date.now() + 10_000;
+      const waiting = async () => (await c.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n > 0;
+      while (!(await waiting())) {
+        if (Date.now() > end) throw new Error('the second asker never waited on the first');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await first.query('COMMIT');
+      expect((await second).streamName).toBe(`BATON_WORK_${rows[0]!.id.replace(/-/g, '').slice(0, 12)}`);
+    } finally {
+      first.release();
+      await c.drop();
+    }
+  });
+
   it('a worker id both installations use receives only its own installation\'s work', async () => {
     const [na, nb] = [await natsNamesOf(a.pool), await natsNamesOf(b.pool)];
     names.push(na, nb);
