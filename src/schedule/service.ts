@@ -155,6 +155,9 @@ export async function changeSchedule(deps: ScheduleServiceDeps, scheduleId: stri
   const r = await deps.schedules.dispatch(scheduleId, (s): Command<ScheduleEvent> | undefined => {
     if (!s) throw new NotFoundError('schedule', scheduleId);
     settled = undefined;
+    // Deleting twice is a retry and settles; pausing or resuming what is deleted asks for something
+    // that cannot happen, refused as trigger and update refuse it.
+    if (s.status === 'done' && change !== 'delete') throw new ScheduleDeletedError(scheduleId, `nothing to ${change}`);
     if (s.status === 'done') settled = `schedule ${scheduleId} is already deleted`;
     else if (change === 'pause' && s.value === 'Paused') settled = `schedule ${scheduleId} is already paused (${s.context.pauseReason})`;
     else if (change === 'resume' && s.value === 'Active') settled = `schedule ${scheduleId} is not paused`;

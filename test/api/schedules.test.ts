@@ -79,6 +79,8 @@ describe('createSchedule', () => {
     expect((await gql(api().url, `mutation { deleteSchedule(id: "nightly") { changed status } }`)).data!.deleteSchedule).toEqual({ changed: true, status: 'Deleted' });
     const late = await gql(api().url, `mutation { triggerSchedule(id: "nightly") { scheduleId } }`);
     expect(late.errors![0]!.extensions).toMatchObject({ code: 'CONFLICT' });
+    const pausedDeleted = await gql(api().url, `mutation { pauseSchedule(id: "nightly") { changed } }`);
+    expect(pausedDeleted.errors![0]).toMatchObject({ message: 'schedule nightly is deleted; nothing to pause', extensions: { code: 'CONFLICT' } });
     expect((await gql(api().url, SCHEDULE, { id: 'nope' })).data!.schedule).toBeNull();
     // Not projected yet: folded from its stream.
     await gql(api().url, CREATE, { id: 'fresh', every: '1h', action: 'core.noop' });

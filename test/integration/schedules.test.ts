@@ -107,6 +107,10 @@ describe('schedules', () => {
     expect((await showSchedule(deps, 'manual')).nextFireTimes).toEqual([]);
     expect(await changeSchedule(deps, 'manual', 'delete')).toMatchObject({ changed: true, status: 'Deleted' });
     await expect(triggerSchedule(deps, 'manual')).rejects.toThrow(/deleted/);
+    // Deleting again is a retry; pausing or resuming what is deleted is refused, as a trigger is.
+    expect(await changeSchedule(deps, 'manual', 'delete')).toMatchObject({ changed: false, status: 'Deleted' });
+    await expect(changeSchedule(deps, 'manual', 'pause')).rejects.toThrow('schedule manual is deleted; nothing to pause');
+    await expect(changeSchedule(deps, 'manual', 'resume')).rejects.toThrow('schedule manual is deleted; nothing to resume');
     const view = await showSchedule(deps, 'manual');
     expect(view).toMatchObject({ status: 'Deleted', fired: 1 });
   });
