@@ -116,7 +116,9 @@ function graphProblems(steps: readonly StepSketch[], knownActions?: ReadonlySet<
     }
     step.dependsOn.forEach((parent, j) => {
       if (parent === '') return; // not a string: the field check said so
-      if (parent === step.id) problems.push({ path: `steps.${i}.dependsOn.${j}`, message: `step "${step.id}" depends on itself` });
+      const first = step.dependsOn.indexOf(parent);
+      if (first < j) problems.push({ path: `steps.${i}.dependsOn.${j}`, message: `"${parent}" is already dependsOn.${first}` });
+      else if (parent === step.id) problems.push({ path: `steps.${i}.dependsOn.${j}`, message: `step "${step.id}" depends on itself` });
       else if (!index.has(parent)) problems.push({ path: `steps.${i}.dependsOn.${j}`, message: `no step "${parent}" in this workflow` });
     });
     for (const [key, ref] of step.inputFrom) {

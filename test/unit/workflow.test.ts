@@ -31,12 +31,13 @@ describe('checkWorkflow', () => {
     expect(problems({ steps })).toEqual([{ path: 'steps', message: 'dependency cycle: a → b → c → a' }]);
   });
 
-  it('names every other problem by field: self-reference, missing step, unknown action, duplicate id, a result from a non-parent', () => {
+  it('names every other problem by field: self-reference, a parent named twice, missing step, unknown action, duplicate id, a result from a non-parent', () => {
     const steps = [
       { id: 'a', action: 'core.echo', dependsOn: ['a'] },
       { id: 'b', action: 'nope.action', dependsOn: ['zzz'] },
       { id: 'b', action: 'core.echo' },
       { id: 'c', action: 'core.echo', inputFrom: { url: 'a.result.url' } },
+      { id: 'd', action: 'core.echo', dependsOn: ['c', 'a', 'c'] },
     ];
     expect(problems({ steps }, new Set(['core.echo']))).toEqual([
       { path: 'steps.2.id', message: '"b" is already the id of steps.1' },
@@ -44,6 +45,7 @@ describe('checkWorkflow', () => {
       { path: 'steps.1.action', message: 'unknown action "nope.action"' },
       { path: 'steps.1.dependsOn.0', message: 'no step "zzz" in this workflow' },
       { path: 'steps.3.inputFrom.url', message: '"a.result.url" names "a", which is not in dependsOn' },
+      { path: 'steps.4.dependsOn.2', message: '"c" is already dependsOn.0' },
     ]);
   });
 
