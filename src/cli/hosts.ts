@@ -23,7 +23,7 @@ import { componentLogger, createLogger } from '../log.ts';
 import type { HealthServer } from '../observability/http.ts';
 import { connectNats, createNatsWorkTransport } from '../transport/nats/index.ts';
 import { watchReachability } from '../process/reachability.ts';
-import { waitForDatabase } from '../db/wait.ts';
+import { waitForServer } from '../db/wait.ts';
 import { redactUrl } from '../db/connect.ts';
 import { natsNamesOf } from '../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../transport/postgres/index.ts';
@@ -90,7 +90,7 @@ export async function openHostEnvironment(o: {
   try {
     if (kind === 'nats') {
       // Waited for as the database is (BATON_DB_WAIT): a host started beside its NATS server must not exit before it is up.
-      nc = await waitForDatabase(() => connectNats(config.natsUrl!, log), { ...dbWaitFor(config, 'host'), log, what: `NATS at ${redactUrl(config.natsUrl!)}`, ...(o.signal && { signal: o.signal }) });
+      nc = await waitForServer(() => connectNats(config.natsUrl!, log), { ...dbWaitFor(config, 'host'), log, what: `NATS at ${redactUrl(config.natsUrl!)}`, ...(o.signal && { signal: o.signal }) });
       transport = await createNatsWorkTransport(nc, { log, ...(await natsNamesOf(db.pool)) });
     } else {
       transport = createPostgresWorkTransport(db.pool, { log });

@@ -7,7 +7,7 @@ import { BatonError } from '../errors.ts';
 import { migrateAll } from './all-migrations.ts';
 import { createSchemaPool } from './db-schema.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
-import { transientReason, waitForDatabase } from './wait.ts';
+import { transientReason, waitForServer } from './wait.ts';
 import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
 
 /** The database server could not be reached or refused us; the message names the URL (no password) and its source. */
@@ -88,7 +88,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
   try {
     // Connecting and migrating are retried together: a server out of connection slots or
     // still starting up can refuse either (pg opens more connections for the migrations).
-    const applied = await waitForDatabase(
+    const applied = await waitForServer(
       async () => {
         await pool.query('SELECT 1');
         return migrateAll(pool, { log });

@@ -1,4 +1,5 @@
-// Waiting for a database that is not ready yet. A host started together with its Postgres
+// Waiting for a server that is not ready yet: the database, and a host's NATS server the same
+// way. A host started together with its Postgres
 // (compose, a reboot, a failover) or beside a Postgres out of connection slots must wait for
 // it, as it already rides out an outage once running, rather than exit and leave its work
 // undone until something restarts it. Only conditions that pass by themselves are waited out;
@@ -69,7 +70,7 @@ export function transientReason(err: unknown): string | undefined {
   return undefined;
 }
 
-export interface WaitForDatabaseOptions {
+export interface WaitForServerOptions {
   /** Give up after this long: Infinity waits for good, 0 tries once. */
   waitMs: number;
   /** Where the waiting is logged (one warn line per new reason). */
@@ -88,7 +89,7 @@ export interface WaitForDatabaseOptions {
  * step) for at most `waitMs`. Throws a permanent error at once, and the last transient one
  * when the time is up.
  */
-export async function waitForDatabase<T>(attempt: () => Promise<T>, o: WaitForDatabaseOptions): Promise<T> {
+export async function waitForServer<T>(attempt: () => Promise<T>, o: WaitForServerOptions): Promise<T> {
   const started = performance.now();
   const logged = new Set<string>();
   let delay = FIRST_DELAY_MS;

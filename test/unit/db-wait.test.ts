@@ -3,7 +3,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { transientReason, waitForDatabase } from '../../src/db/wait.ts';
+import { transientReason, waitForServer } from '../../src/db/wait.ts';
 
 const pgError = (code: string, message = code) => Object.assign(new Error(message), { code });
 
@@ -43,13 +43,13 @@ describe('transientReason', () => {
   });
 });
 
-describe('waitForDatabase', () => {
+describe('waitForServer', () => {
   it('retries a transient failure with backoff, logging each reason once, until it succeeds', async () => {
     const { log, lines } = capturingLogger();
     const failures = [pgError('ECONNREFUSED'), pgError('57P03'), pgError('57P03'), pgError('53300'), pgError('53300')];
     const at: number[] = [];
     const t0 = performance.now();
-    const result = await waitForDatabase(
+    const result = await waitForServer(
       async () => {
         at.push(performance.now() - t0);
         const next = failures.shift();
@@ -74,16 +74,16 @@ describe('waitForDatabase', () => {
     const { log } = capturingLogger();
     let tries = 0;
     const permanent = pgError('3D000', 'database "nope" does not exist');
-    await expect(waitForDatabase(async () => { tries++; throw permanent; }, { waitMs: Infinity, log, what: 'x', setting: 'x' })).rejects.toBe(permanent);
+    await expect(waitForServer(async () => { tries++; throw permanent; }, { waitMs: Infinity, log, what: 'x', setting: 'x' })).rejects.toBe(permanent);
     expect(tries).toBe(1);
 
     tries = 0;
-    await expect(waitForDatabase(async () => { tries++; throw pgError('ECONNREFUSED'); }, { waitMs: 0, log, what: 'x', setting: 'x' })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(waitForServer(async () => { tries++; throw pgError('ECONNREFUSED'); }, { waitMs: 0, log, what: 'x', setting: 'x' })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     expect(tries).toBe(1);
 
     tries = 0;
     const t0 = performance.now();
-    await expect(waitForDatabase(async () => { tries++; throw pgError('53300'); }, { waitMs: 700, log, what: 'x', setting: 'x' })).rejects.toMatchObject({ code: '53300' });
+    await expect(waitForServer(async () => { tries++; throw pgError('53300'); }, { waitMs: 700, log, what: 'x', setting: 'x' })).rejects.toMatchObject({ code: '53300' });
     const took = performance.now() - t0;
     expect(took).toBeGreaterThanOrEqual(690);
     expect(took).toBeLessThan(1_500); // the last try comes at the deadline, not a whole backoff step later
