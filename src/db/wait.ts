@@ -1,10 +1,9 @@
 // Waiting for a server that is not ready yet: the database, and a host's NATS server the same
-// way. A host started together with its Postgres
-// (compose, a reboot, a failover) or beside a Postgres out of connection slots must wait for
-// it, as it already rides out an outage once running, rather than exit and leave its work
-// undone until something restarts it. Only conditions that pass by themselves are waited out;
-// a wrong password, a database that does not exist or a host name that does not resolve fail
-// at once, because waiting would not change them.
+// way. A host started together with its Postgres (compose, a reboot, a failover) or beside a
+// Postgres out of connection slots must wait for it, as it already rides out an outage once
+// running, rather than exit and leave its work undone until something restarts it. Only
+// conditions that pass by themselves are waited out; a wrong password, a database that does not
+// exist or a host name that does not resolve fail at once, because waiting would not change them.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
