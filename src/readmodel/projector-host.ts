@@ -110,15 +110,15 @@ export function startProjector(o: ProjectorOptions): Projector {
   const log = o.log;
   const metrics = projectorMetrics(o, list);
   const stopping = new AbortController();
-  const failing = new Map<string, string>();
-  /** Members whose failure was the database going away (connectionLost): cleared once it answers. */
-  const lostConnection = new Set<string>();
+  /** Projections failing now, each with why and whether the database going away was the cause. */
+  const failing = new Map<string, { message: string; connectionLost: boolean }>();
+  const fail = (name: string, message: string, lost = false) => failing.set(name, { message, connectionLost: lost });
   /**
    * The database answered for these members: one that failed only because it was gone is no longer
    * failing. At a quiet time no batch comes to say so, and /healthz stayed 503 until one did.
    */
   const answered = (members: readonly Projection[]) => {
-    for (const p of members) if (lostConnection.delete(p.name)) failing.delete(p.name);
+    for (const p of members) if (failing.get(p.name)?.connectionLost) failing.delete(p.name);
   };
   const backoffs = new Map(list.map((p) => [p.name, new Backoff()]));
   const driftSampleSize = o.driftSampleSize ?? 20;
@@ -168,7 +168,7 @@ export function startProjector(o: ProjectorOptions): Projector {
         if (failed && members.length > 1) {
           // One member cannot apply this batch (a poison event, a bug): the others must not stop
           // with it. It follows apart from here and retries alone; it joins again once it gets past.
-          failing.set(failed.name, failureMessage(err));
+          fail(failed.name, failureMessage(err));
           members = members.filter((p) => p !== failed);
           names = members.map((p) => p.name);
           backoff = backoffs.get(names[0]!)!;
@@ -176,11 +176,8 @@ export function startProjector(o: ProjectorOptions): Projector {
           apart(failed);
           continue;
         }
-        for (const name of failed ? [failed.name] : names) {
-          failing.set(name, failureMessage(err));
-          if (!failed && connectionLost(err instanceof ProjectionApplyError ? err.cause : err)) lostConnection.add(name);
-          else lostConnection.delete(name);
-        }
+        const lost = !failed && connectionLost(err instanceof ProjectionApplyError ? err.cause : err);
+        for (const name of failed ? [failed.name] : names) fail(name, failureMessage(err), lost);
         log.error({ err, projections: names, retryInMs: backoff.nextMs }, 'projection follower failed; retrying');
         await backoff.wait(round.signal);
       }
@@ -218,7 +215,7 @@ export function startProjector(o: ProjectorOptions): Projector {
         failing.delete(p.name);
       } catch (err) {
         if (stopping.signal.aborted) return;
-        failing.set(p.name, (err as Error).message);
+        fail(p.name, (err as Error).message);
         const backoff = backoffs.get(p.name)!;
         log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'rebuilding a projection failed; retrying');
         await backoff.wait(stopping.signal);
@@ -292,10 +289,7 @@ export function startProjector(o: ProjectorOptions): Projector {
         }
       } catch (err) {
         if (stopping.signal.aborted) break;
-        for (const p of list) {
-          failing.set(p.name, (err as Error).message);
-          if (connectionLost(err)) lostConnection.add(p.name);
-        }
+        for (const p of list) fail(p.name, (err as Error).message, connectionLost(err));
         log.error({ err, retryInMs: backoff.nextMs }, 'projector failed to start its followers; retrying');
         await backoff.wait(stopping.signal);
       }
@@ -329,7 +323,7 @@ export function startProjector(o: ProjectorOptions): Projector {
       if (driftTimer) clearInterval(driftTimer);
       await running;
     },
-    problems: () => [...failing].map(([name, message]) => `projection ${name}: ${message}`),
+    problems: () => [...failing].map(([name, { message }]) => `projection ${name}: ${message}`),
     checkDrift,
   };
 }
