@@ -2,10 +2,12 @@
 // `baton replay --file` / `baton inspect --file` read (src/replay/history.ts). Written to a
 // temporary file, fsynced, renamed into place and the directory fsynced, so that once this
 // returns the file survives a crash, and a crash before leaves no half-written file (the next
-// run writes it again: same name, same content).
+// run writes it again: same name, same content). A name that holds another history is never
+// written over (archivePathFor).
 import { BatonError } from '../errors.ts';
-import { open, mkdir, rename, rm } from 'node:fs/promises';
+import { open, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { fromStored, toHistoryDocument, type HistoryEvent } from '../replay/history.ts';
 
@@ -14,6 +16,37 @@ export const WORKFLOW_HISTORY_FORMAT = 'baton.workflow-history';
 /** A workflow's own stream, in the same shape as an execution history (its steps are archived as execution histories of their own). */
 export function workflowHistoryDocument(workflowId: string, events: readonly StoredEvent[], executionIds: readonly string[], exportedAt = new Date()) {
   return { format: WORKFLOW_HISTORY_FORMAT, formatVersion: 1, workflowId, exportedAt: exportedAt.toISOString(), executions: [...executionIds], events: events.map(fromStored) as HistoryEvent[] };
+}
+
+/**
+ * Where an archive file goes: `execution-<id>.json` (workflow-…), or, when that name already holds
+ * another history, `execution-<id>.2.json`, `.3.json`… An id comes back after its archive (a key
+ * submitted again, a workflow id reused) and two stores may share an archive directory: a file
+ * written before is never replaced by another history. A file that holds this same history (a run
+ * a crash cut short), or nothing readable, is written again under its own name.
+ */
+export async function archivePathFor(file: string, doc: { events: readonly unknown[] }): Promise<string> {
+  const events = JSON.parse(JSON.stringify(doc.events)) as unknown;
+  const { dir, name } = path.parse(file);
+  for (let n = 1; ; n++) {
+    const candidate = n === 1 ? file : path.join(dir, `${name}.${n}.json`);
+    let held: string;
+    try {
+      held = await readFile(candidate, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return candidate;
+      throw err;
+    }
+    let replace: boolean;
+    try {
+      replace = isDeepStrictEqual((JSON.parse(held) as { events?: unknown }).events, events);
+    } catch {
+      // Not JSON, so no history can be read from it (a file cut short outside this writer, which
+      // renames only whole files into place): written over, as a crash's leftover would be.
+      replace = true;
+    }
+    if (replace) return candidate;
+  }
 }
 
 export const executionArchivePath = (dir: string, executionId: string) => path.join(dir, `execution-${executionId}.json`);

@@ -19,14 +19,14 @@ import type { Logger } from 'pino';
 import { isFinal } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { workflowStreamId } from '../../schemas/workflow-events.ts';
-import { WrongExpectedRevisionError } from '../errors.ts';
+import { BatonError, WrongExpectedRevisionError } from '../errors.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import type { PostgresEventStore } from '../eventstore/postgres.ts';
 import { mapLimit } from '../async/map-limit.ts';
 import { inTransaction } from '../readmodel/tables.ts';
 import { executionKind } from '../runtime/execution-kind.ts';
 import { workflowKind } from '../runtime/workflow-kind.ts';
-import { archiveUnwritable, executionArchivePath, executionHistoryDocument, workflowArchivePath, workflowHistoryDocument, writeDurably } from './archive-file.ts';
+import { archivePathFor, archiveUnwritable, executionArchivePath, executionHistoryDocument, workflowArchivePath, workflowHistoryDocument, writeDurably } from './archive-file.ts';
 import { removeFromReadModel } from './read-model.ts';
 import {
   countCandidates,
@@ -86,10 +86,44 @@ interface Checked {
   id: string;
   streamId: string;
   events: StoredEvent[];
+  /** Its archive file: the usual name until remove() finds it holds another history (archivePathFor). */
   archive: string;
 }
 
+/** Another run holds the retention lock (an executor's BATON_RETENTION, or another `baton retention run`). */
+export class RetentionBusyError extends BatonError {
+  constructor() {
+    super('another retention run is in progress on this store (an executor with BATON_RETENTION, or another `baton retention run`); try again once it has finished');
+  }
+}
+
+const LOCK = "hashtextextended('baton_retention', 0)";
+
+/**
+ * Archive and remove what finished before the cutoff. One run at a time per store: a session
+ * advisory lock, held for the whole run (a dry run changes nothing and takes none). Two runs at
+ * once both took the same executions out of the read model, and its counters went below zero.
+ */
 export async function runRetention(o: RetentionOptions): Promise<RetentionSummary> {
+  if (o.dryRun) return retentionRun(o);
+  const client = await o.pool.connect();
+  try {
+    const r = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(${LOCK}) AS locked`);
+    if (!r.rows[0]!.locked) throw new RetentionBusyError();
+    try {
+      return await retentionRun(o);
+    } finally {
+      await client.query(`SELECT pg_advisory_unlock(${LOCK})`);
+    }
+  } finally {
+    client.release();
+  }
+}
+
+/** A stream already removed by the time this run removes it: the unit is skipped, as one that moved on. */
+class RemovedMeanwhile extends BatonError {}
+
+async function retentionRun(o: RetentionOptions): Promise<RetentionSummary> {
   const started = performance.now();
   const now = o.now?.() ?? new Date();
   const cutoff = new Date(now.getTime() - o.olderThanMs);
@@ -132,12 +166,15 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
   async function remove(units: Unit[]): Promise<boolean[]> {
     if (units.length === 0) return [];
     const files = units.flatMap((u) => [
-      ...u.steps.map((s) => ({ file: s.archive, doc: executionHistoryDocument(s.id, s.events) })),
-      ...(u.workflow ? [{ file: u.workflow.archive, doc: workflowHistoryDocument(u.workflow.id, u.workflow.events, u.steps.map((s) => s.id)) }] : []),
+      ...u.steps.map((s) => ({ of: s, doc: executionHistoryDocument(s.id, s.events) })),
+      ...(u.workflow ? [{ of: u.workflow, doc: workflowHistoryDocument(u.workflow.id, u.workflow.events, u.steps.map((s) => s.id)) }] : []),
     ]);
     // fsyncs in parallel: the file system batches them. A file that cannot be written stops the run
     // before anything is removed from the store, in one line naming where and why.
-    await mapLimit(files, 8, (f) => writeDurably(f.file, f.doc)).catch((err: unknown) => {
+    await mapLimit(files, 8, async (f) => {
+      f.of.archive = await archivePathFor(f.of.archive, f.doc);
+      await writeDurably(f.of.archive, f.doc);
+    }).catch((err: unknown) => {
       throw archiveUnwritable(o.archiveDir, err);
     });
     const all = units.flatMap((u) => (u.workflow ? [u.workflow, ...u.steps] : u.steps));
@@ -147,14 +184,17 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
       await inTransaction(o.pool, async (client) => {
         await recordArchived(client, records, !postgres);
         if (postgres) {
-          for (const s of all) await postgres.deleteStreamWithin(client, s.streamId, { expectedRevision: s.events[s.events.length - 1]!.revision });
+          for (const s of all) {
+            const { deleted } = await postgres.deleteStreamWithin(client, s.streamId, { expectedRevision: s.events[s.events.length - 1]!.revision });
+            if (deleted === 0) throw new RemovedMeanwhile(`${s.streamId} was removed meanwhile`);
+          }
         } else {
           await o.store.snapshots?.delete(all.map((s) => s.streamId), client); // Postgres's deleteStreamWithin does this itself
         }
         await removeFromReadModel(client, histories);
       });
     } catch (err) {
-      if (!(err instanceof WrongExpectedRevisionError)) throw err;
+      if (!(err instanceof WrongExpectedRevisionError) && !(err instanceof RemovedMeanwhile)) throw err;
       if (units.length === 1) return [false]; // it moved on since the check: not final after all
       const each: boolean[] = [];
       for (const u of units) each.push(...(await remove([u])));
@@ -179,7 +219,7 @@ export async function runRetention(o: RetentionOptions): Promise<RetentionSummar
     }
     const removed = o.dryRun ? ready.map(() => true) : await remove(ready.map((c) => ({ steps: [c] })));
     ready.forEach((c, i) => {
-      if (!removed[i]) return skip(c.id, 'it moved on while being archived');
+      if (!removed[i]) return skip(c.id, 'it moved on, or another run removed it, while being archived');
       summary.executions += 1;
       summary.events += c.events.length;
     });

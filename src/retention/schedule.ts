@@ -1,16 +1,15 @@
 // What the executor host adds for retention: the gauge of events the store holds (always), and,
 // when BATON_RETENTION is set, a run of runRetention every BATON_RETENTION_INTERVAL. Several
-// executors may run: a session advisory lock lets one of them run it at a time (the others skip
-// that round), and a run is retry-safe anyway (retention.ts).
+// executors may run: runRetention's advisory lock lets one of them run it at a time (the others
+// skip that round), and a run is retry-safe anyway (retention.ts).
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RetentionConfig } from '../config.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import { formatAge } from './age.ts';
-import { runRetention } from './retention.ts';
+import { RetentionBusyError, runRetention } from './retention.ts';
 
-const LOCK = "hashtextextended('baton_retention', 0)";
 /** The gauge's count is refreshed at most this often: a scrape must not scan the store. */
 const COUNT_EVERY_MS = 60_000;
 /** The first run waits this long after start, so a restarting executor catches up first. */
@@ -51,20 +50,14 @@ export function scheduleRetention(o: { pool: pg.Pool; store: EventStore; config:
   let timer: NodeJS.Timeout | undefined;
 
   async function once(): Promise<void> {
-    const client = await o.pool.connect();
     try {
-      const r = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(${LOCK}) AS locked`);
-      if (!r.rows[0]!.locked) return o.log.debug('retention: another executor is running it');
-      try {
-        const s = await runRetention({ pool: o.pool, store: o.store, olderThanMs: o.config.olderThanMs, archiveDir: o.config.archiveDir, log: o.log, signal: stopping.signal });
-        archived.inc(s.executions);
-        removed.inc(s.events);
-        o.log.info({ executions: s.executions, workflows: s.workflows, events: s.events, skipped: s.skipped.length, ms: s.ms, archive: s.archiveDir }, 'retention: run finished');
-      } finally {
-        await client.query(`SELECT pg_advisory_unlock(${LOCK})`);
-      }
-    } finally {
-      client.release();
+      const s = await runRetention({ pool: o.pool, store: o.store, olderThanMs: o.config.olderThanMs, archiveDir: o.config.archiveDir, log: o.log, signal: stopping.signal });
+      archived.inc(s.executions);
+      removed.inc(s.events);
+      o.log.info({ executions: s.executions, workflows: s.workflows, events: s.events, skipped: s.skipped.length, ms: s.ms, archive: s.archiveDir }, 'retention: run finished');
+    } catch (err) {
+      if (!(err instanceof RetentionBusyError)) throw err;
+      o.log.debug('retention: another executor (or `baton retention run`) is running it');
     }
   }
 

@@ -176,6 +176,36 @@ describe('retention', () => {
     expect((await row(kept))?.status).toBe('Running');
   }, 60_000);
 
+  it('an id archived again (a key submitted after its archive) gets a file of its own, and the first file is kept', async () => {
+    const key = `again-${randomUUID()}`;
+    const finish = async (n: number) => {
+      const { executionId } = await runtime.submit({ action: 'core.noop', input: { n }, idempotencyKey: key });
+      await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: `round ${n}` }, by: 'executor' });
+      await catchUpFully(t.db.pool, t.store);
+      const s = await runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later });
+      expect(s.skipped.filter((k) => k.id === executionId)).toEqual([]);
+      return executionId;
+    };
+    const id = await finish(1);
+    expect(await finish(2)).toBe(id); // the key names the id, so the same file name comes back
+    const inputOf = async (file: string) => (JSON.parse(await readFile(file, 'utf8')) as { events: { data: { input?: unknown } }[] }).events[0]!.data.input;
+    expect(await inputOf(executionArchivePath(archiveDir, id))).toEqual({ n: 1 });
+    const second = executionArchivePath(archiveDir, id).replace(/\.json$/, '.2.json');
+    expect(await inputOf(second)).toEqual({ n: 2 });
+    const { rows } = await t.db.pool.query('SELECT archive FROM baton_archived_streams WHERE stream_id = $1', [executionStreamId(id)]);
+    expect(rows).toEqual([{ archive: second }]);
+  }, 60_000);
+
+  it('two runs at once: one runs, the other is refused, and the read model still verifies', async () => {
+    const done = [await completed('w5'), await completed('w5'), await completed('w6')];
+    await catchUpFully(t.db.pool, t.store);
+    const runs = await Promise.allSettled([0, 1].map(() => runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later })));
+    expect(runs.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(runs.find((r) => r.status === 'rejected')).toMatchObject({ reason: { message: expect.stringMatching(/^another retention run is in progress on this store/) } });
+    for (const id of done) expect(await streamLength(executionStreamId(id))).toBe(0);
+    expect(await verifyReadModel({ pool: t.db.pool, store: t.store })).toMatchObject({ ok: true, differences: [] });
+  }, 60_000);
+
   it('runs on the executor\'s schedule (BATON_RETENTION), one executor at a time, and the gauge counts what is left', async () => {
     const id = await completed('w3');
     const keep = await started('w3');
