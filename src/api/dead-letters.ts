@@ -1,6 +1,7 @@
 // The work transport's dead letters over GraphQL: the deadLetters query and the retryDeadLetter
 // and deleteDeadLetter mutations. They read the transport, not the read model, so they work only when the server was
 // given one (startApiServer's `transport`); otherwise they say so.
+import { retryDeadLetter as retryDeadLetterChecked } from '../runtime/dead-letter-retry.ts';
 import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
 import { bigintTextProblem } from '../input/rules.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
@@ -68,12 +69,12 @@ async function deadLetters(_: unknown, a: { first: number; after?: string | null
 
 async function retryDeadLetter(_: unknown, a: { messageId: string }, ctx: ApiContext) {
   const messageId = messageIdArg(a.messageId);
-  const d = await transportOf(ctx).retryDeadLetter(messageId); // NotFoundError → NOT_FOUND
+  const d = await retryDeadLetterChecked(transportOf(ctx), ctx.runtime, messageId); // NotFoundError → NOT_FOUND; final → CONFLICT
   ctx.log.info({ messageId, executionId: d.message.executionId, workerId: d.workerId }, 'dead letter retried');
   return toNode(d);
 }
 
-/** Gone for good: the message is not published again (the executor already failed the execution). */
+/** Gone for good: the message is not published again (the executor already abandoned the execution). */
 async function deleteDeadLetter(_: unknown, a: { messageId: string }, ctx: ApiContext) {
   const messageId = messageIdArg(a.messageId);
   const d = await transportOf(ctx).deleteDeadLetter(messageId); // NotFoundError → NOT_FOUND

@@ -3,6 +3,7 @@
 // `badInput`); `maskApiError` (yoga's maskedErrors hook) turns each into a coded GraphQLError,
 // a database outage into SERVICE_UNAVAILABLE (HTTP 503), and anything else into yoga's masked
 // "Unexpected error.".
+import { DeadLetterNotRetriableError } from '../runtime/dead-letter-retry.ts';
 import type { GraphQLError } from 'graphql';
 import type { Role } from './auth.ts';
 import { createGraphQLError, maskError as yogaMaskError } from 'graphql-yoga';
@@ -109,6 +110,7 @@ export function describeApiError(err: unknown): { code: ApiErrorCode; message: s
   if (err instanceof WorkflowIdConflictError) return { code: 'IDEMPOTENCY_CONFLICT', message: err.message, extra: { argument: 'id', workflowId: err.workflowId } };
   if (err instanceof NotFoundError) return { code: 'NOT_FOUND', message: err.message, extra: {} };
   if (err instanceof RejectedCommandError) return { code: 'CONFLICT', message: err.message, extra: { state: err.state } };
+  if (err instanceof DeadLetterNotRetriableError) return { code: 'CONFLICT', message: err.message, extra: { executionId: err.executionId } };
   return undefined;
 }
 

@@ -184,9 +184,17 @@ export async function repeatPulls(
 }
 
 /**
+ * How long a delivery whose handler threw waits before it comes again: 1 s, 2 s, 4 s, 8 s, then
+ * 15 s. Such a throw is mostly the worker's database away for a moment (a restart, a failover, a
+ * dropped connection); redelivered at once, the 5 deliveries of max-deliver were spent in a third
+ * of a second and the execution was abandoned over a blip. This way they span 15 s.
+ */
+export const redeliveryDelayMs = (deliveryCount: number): number => Math.min(1_000 * 2 ** Math.max(0, deliveryCount - 1), 15_000);
+
+/**
  * Run the handler on one delivery. Never rejects: a handler that throws, or returns without
- * settling, gets its delivery nak'ed (redelivered at once, up to max-deliver), and that is logged.
- * Settling twice is a no-op, like JetStream's own messages.
+ * settling, gets its delivery nak'ed (redelivered after redeliveryDelayMs, up to max-deliver), and
+ * that is logged. Settling twice is a no-op, like JetStream's own messages.
  */
 export async function runDelivery(
   handler: (delivery: Delivery) => Promise<void>,
@@ -225,7 +233,7 @@ export async function runDelivery(
   if (!threw) log?.warn(about, 'work handler returned without ack, nak or term; nak for redelivery');
   settled = true;
   try {
-    await settlement.nak(0);
+    await settlement.nak(redeliveryDelayMs(deliveryCount));
   } catch (err) {
     log?.warn({ err, ...about }, 'nak failed; the message is redelivered when its ack-wait runs out');
   }

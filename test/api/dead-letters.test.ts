@@ -85,7 +85,9 @@ describe('with a work transport', () => {
   });
 
   it('retryDeadLetter publishes the message again from delivery 1 and removes the dead letter; admin token only', async () => {
-    const m = message();
+    const { executionId } = await api().runtime.submit({ action: 'core.noop' });
+    await handOff(api().runtime, executionId, WORKER); // still waiting for its worker: a retry can run it
+    const m = message({ executionId });
     await killAll(api().transport!, [m]);
     const forbidden = await gql(api().url, RETRY, { messageId: m.messageId }, { token: READ });
     expect(forbidden.errors![0]!.extensions!.code).toBe('FORBIDDEN');
@@ -116,6 +118,21 @@ describe('with a work transport', () => {
     expect(again.data).toBeNull();
     expect(again.errors![0]!.message).toBe(`dead letter ${m.messageId} not found`);
     expect(again.errors![0]!.extensions!.code).toBe('NOT_FOUND');
+  });
+
+  it('retryDeadLetter refuses, and keeps the dead letter, when its execution has ended or is not stored: no worker would run it', async () => {
+    const { executionId } = await api().runtime.submit({ action: 'core.noop' });
+    await handOff(api().runtime, executionId, WORKER);
+    await api().runtime.dispatch(executionId, { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: WORKER, attempt: 1 }, by: 'executor' });
+    await api().runtime.dispatch(executionId, { type: 'ExecutionAbandoned', data: { reason: 'dead-lettered (by the test)' }, by: 'executor' });
+    const [ended, gone] = [message({ executionId }), message()];
+    await killAll(api().transport!, [ended, gone]);
+    for (const [m, why] of [[ended, 'has ended (Abandoned)'], [gone, 'is not in the event store (archived or never stored)']] as const) {
+      const r = await gql(api().url, RETRY, { messageId: m.messageId }, { token: ADMIN });
+      expect(r.errors![0]!.message).toBe(`dead letter ${m.messageId} is not published again: its execution ${m.executionId} ${why}, so no worker would run it; the dead letter is kept (delete it when done), and submitting the work again runs it anew`);
+      expect(r.errors![0]!.extensions).toMatchObject({ code: 'CONFLICT', executionId: m.executionId });
+      expect(await api().transport!.getDeadLetter(m.messageId)).toBeDefined();
+    }
   });
 
   it('refuses arguments it cannot use, naming them', async () => {

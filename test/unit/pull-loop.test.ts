@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/async/sleep.ts';
 import { repeatEvery } from '../../src/transport/background.ts';
-import { PULL_AGAIN, repeatPulls, runPullLoop, type PullEnd, type Pulled, type PullSource } from '../../src/transport/pull-loop.ts';
+import { PULL_AGAIN, redeliveryDelayMs, repeatPulls, runPullLoop, type PullEnd, type Pulled, type PullSource } from '../../src/transport/pull-loop.ts';
 import type { Delivery, WorkMessage } from '../../src/transport/work-transport.ts';
 import { until } from '../support/until.ts';
 
@@ -208,7 +208,7 @@ describe('runPullLoop', () => {
     expect(loop.stop()).toBe(loop.stop()); // idempotent: the one stop
   });
 
-  it('naks at once what a handler threw on or returned from unsettled, and settles each delivery at most once', async () => {
+  it('naks what a handler threw on or returned from unsettled after a back-off that grows with its deliveries, and settles each delivery at most once', async () => {
     const source = new MemorySource();
     const [throws, forgets, twice] = [message(), message(), message()];
     source.push(throws, forgets, twice);
@@ -227,8 +227,9 @@ describe('runPullLoop', () => {
     });
     await until('all three settled', () => [throws, forgets, twice].every((m) => source.settlements.of(m).length > 0));
     await loop.stop();
-    expect(source.settlements.of(throws)).toEqual(['nak:0']);
-    expect(source.settlements.of(forgets)).toEqual(['nak:0']);
+    expect(source.settlements.of(throws)).toEqual(['nak:1000']);
+    expect(source.settlements.of(forgets)).toEqual(['nak:1000']);
+    expect([1, 2, 3, 4, 5, 9].map(redeliveryDelayMs)).toEqual([1_000, 2_000, 4_000, 8_000, 15_000, 15_000]);
     expect(source.settlements.of(twice)).toEqual(['ack']);
     expect(lines.map((l) => l.msg).sort()).toEqual(['work handler returned without ack, nak or term; nak for redelivery', 'work handler threw; nak for redelivery']);
   });

@@ -8,7 +8,8 @@ import { connectNats, createNatsWorkTransport } from '../../transport/nats/index
 import { natsNamesOf } from '../../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../../transport/postgres/index.ts';
 import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
-import { cliConfig, cliLogger } from '../context.ts';
+import { cliConfig, cliLogger, withContext } from '../context.ts';
+import { retryDeadLetter } from '../../runtime/dead-letter-retry.ts';
 import { fields, table, toJson } from '../format.ts';
 import { componentLogger } from '../../log.ts';
 
@@ -95,10 +96,13 @@ export async function dlqShowCommand(messageId: string, o: { json?: boolean; tra
 }
 
 export async function dlqRetryCommand(messageId: string, o: { transport?: TransportKind }): Promise<void> {
-  await withTransport(o.transport, async (transport) => {
-    const d = await transport.retryDeadLetter(messageId); // NotFoundError: "dead letter … not found", exit 1
-    console.log(`published again: ${d.messageId} (execution ${d.message.executionId}, action ${d.message.action}) to worker ${d.workerId}`);
-  });
+  await withContext(({ runtime }) =>
+    withTransport(o.transport, async (transport) => {
+      // NotFoundError: "dead letter … not found"; a final execution: refused, the dead letter kept (exit 1).
+      const d = await retryDeadLetter(transport, runtime, messageId);
+      console.log(`published again: ${d.messageId} (execution ${d.message.executionId}, action ${d.message.action}) to worker ${d.workerId}`);
+    }),
+  );
 }
 
 export async function dlqDeleteCommand(messageId: string, o: { transport?: TransportKind }): Promise<void> {
