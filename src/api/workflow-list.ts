@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { qualified } from '../../projections/rows.ts';
 import { dateTimeRangeProblem } from '../input/rules.ts';
+import { text } from '../input/schemas.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { badInput } from './errors.ts';
@@ -21,7 +22,8 @@ export interface WorkflowCursor {
 
 const CursorShape = z.strictObject({
   startedAt: z.iso.datetime({ precision: 6 }).refine((t) => dateTimeRangeProblem(t) === undefined),
-  workflowId: z.string().min(1).max(200),
+  // Text as an event may hold it (no NUL, which Postgres text cannot hold, no lone surrogate).
+  workflowId: text().min(1).max(200),
 });
 const CURSOR_PREFIX = 'workflow:';
 const MAX_CURSOR_LENGTH = 512;

@@ -31,8 +31,13 @@ describe('console queries', () => {
     expect(w2.edges.map((e: any) => e.node.id)).toEqual(['wf-a']);
     expect(w2.pageInfo.hasNextPage).toBe(false);
 
-    const bad = await q(LIST, { after: 'bm90LWEtY3Vyc29y' });
-    expect(bad.errors![0]).toMatchObject({ message: expect.stringMatching(/^after: not a workflow cursor/), extensions: { code: 'BAD_USER_INPUT', argument: 'after' } });
+    // Not a cursor; a cursor's shape with a NUL or a lone surrogate in its id (a Postgres text holds neither).
+    const forged = (workflowId: string) => Buffer.from(`workflow:${JSON.stringify({ startedAt: '2026-11-30T09:45:13.533000Z', workflowId })}`).toString('base64url');
+    for (const after of ['bm90LWEtY3Vyc29y', forged('x\u0000'), forged('x\ud800')]) {
+      const bad = await q(LIST, { after });
+      expect(bad.errors![0], after).toMatchObject({ message: expect.stringMatching(/^after: not a workflow cursor/), extensions: { code: 'BAD_USER_INPUT', argument: 'after' } });
+    }
+    expect((await q(LIST, { after: forged('wf-z') })).errors).toBeUndefined(); // the shape itself is a cursor
 
     const steps = await q(`{ executions(first: 10, filter: { workflowId: "wf-b" }) { edges { node { workflowId } } } }`);
     expect(steps.data!.executions.edges).toEqual([{ node: { workflowId: 'wf-b' } }, { node: { workflowId: 'wf-b' } }]);
