@@ -241,21 +241,29 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
       else if (p.key !== undefined && (r.ok || r.error instanceof WrongExpectedRevisionError)) found.push(i);
       else outcomes[i] = { ok: false, error: r.ok ? new Error('unreachable') : r.error, executionId: p.executionId };
     });
-    await mapLimit(found, EXISTING_READS_IN_FLIGHT, async (i) => {
-      outcomes[i] = await existing(prepared[i]!).then(
-        (result): SubmitOutcome => ({ ok: true, result }),
-        (error: unknown): SubmitOutcome => ({ ok: false, error: error as Error, executionId: prepared[i]!.executionId }),
-      );
-    });
-    // Repeats of a key inside the batch: the first's execution, if they asked for the same.
+    /** The outcomes of these items from the execution their key names in the store. */
+    const fromStore = (items: number[]) =>
+      mapLimit(items, EXISTING_READS_IN_FLIGHT, async (i) => {
+        outcomes[i] = await existing(prepared[i]!).then(
+          (result): SubmitOutcome => ({ ok: true, result }),
+          (error: unknown): SubmitOutcome => ({ ok: false, error: error as Error, executionId: prepared[i]!.executionId }),
+        );
+      });
+    await fromStore(found);
+    // Repeats of a key inside the batch: the first's execution, if they asked for the same. When
+    // the first was refused because the store holds that key with another request, the stored one
+    // is what a repeat must match: one that asks exactly for it is that execution, not a conflict.
+    const againstStore: number[] = [];
     prepared.forEach((p, i) => {
       if (outcomes[i] !== undefined) return;
       const first = firstOfKey.get(p.executionId)!;
-      const differs = keyedDifferences(prepared[first]!.data, p.data);
       const was = outcomes[first]!;
+      if (!was.ok && was.error instanceof IdempotencyKeyConflictError) return void againstStore.push(i);
+      const differs = keyedDifferences(prepared[first]!.data, p.data);
       if (differs.length > 0) outcomes[i] = { ok: false, error: new IdempotencyKeyConflictError(p.key!, p.executionId, `differs in ${differs.join(', ')} from ${itemLabel(first)}`), executionId: p.executionId };
       else outcomes[i] = was.ok ? { ok: true, result: { ...was.result, created: false } } : was;
     });
+    await fromStore(againstStore);
     return outcomes;
   }
 

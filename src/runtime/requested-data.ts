@@ -32,5 +32,15 @@ export function requestedDataOf(request: SubmitRequest, defaultMaxAttempts: numb
   };
 }
 
-/** The keyed fields in which two recorded requests differ (none: one key may name both). */
-export const keyedDifferences = (a: RequestedData, b: RequestedData): string[] => KEYED_FIELDS.filter((f) => !sameJson(a[f], b[f]));
+/** A field as compared: an explicit priority 0 is the default, recorded or not (0 was recorded until 2026-11-30, when given). */
+const compared = (d: RequestedData, f: (typeof KEYED_FIELDS)[number]): unknown => (f === 'priority' ? (d.priority ?? 0) : d[f]);
+
+/**
+ * The keyed fields in which two recorded requests differ (none: one key may name both), by the
+ * names a submitter uses: a limit named against none (the action's own) is a difference in
+ * maxAttempts, even when the two limits happen to be equal today.
+ */
+export const keyedDifferences = (a: RequestedData, b: RequestedData): string[] => {
+  const differs = KEYED_FIELDS.filter((f) => !sameJson(compared(a, f), compared(b, f))).map((f) => (f === 'maxAttemptsIsDefault' ? 'maxAttempts' : f));
+  return [...new Set(differs)];
+};

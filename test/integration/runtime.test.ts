@@ -156,7 +156,28 @@ describe('execution runtime', () => {
     await runtime.submit({ action: 'core.echo', input: null, idempotencyKey: key });
     expect((await runtime.submit({ action: 'core.echo', input: null, idempotencyKey: key })).created).toBe(false);
     const err = await runtime.submit({ action: 'core.echo', input: null, idempotencyKey: key, maxAttempts: 3 }).catch((e: unknown) => e);
-    expect((err as Error).message).toMatch(/differs in maxAttemptsIsDefault/);
+    expect((err as Error).message).toMatch(/\(differs in maxAttempts\)$/);
+  });
+
+  it('takes an explicit priority 0 as the default it is: the same request under one key', async () => {
+    const key = `k-${randomUUID()}`;
+    const first = await runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key });
+    const again = await runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key, priority: 0 });
+    expect(again).toMatchObject({ executionId: first.executionId, created: false });
+    await expect(runtime.submit({ action: 'core.echo', input: { a: 1 }, idempotencyKey: key, priority: 1 })).rejects.toThrow(/\(differs in priority\)$/);
+  });
+
+  it('a key repeated in a batch whose first use conflicts with the store: a repeat that asks for the stored request is that execution', async () => {
+    const key = `k-${randomUUID()}`;
+    const stored = await runtime.submit({ action: 'core.echo', input: { n: 1 }, idempotencyKey: key });
+    const [differs, same, alsoDiffers] = await runtime.submitMany([
+      { action: 'core.echo', input: { n: 2 }, idempotencyKey: key },
+      { action: 'core.echo', input: { n: 1 }, idempotencyKey: key },
+      { action: 'core.echo', input: { n: 3 }, idempotencyKey: key },
+    ]);
+    expect(differs).toMatchObject({ ok: false, error: { message: expect.stringMatching(/with a different request \(differs in input\)$/) } });
+    expect(same).toMatchObject({ ok: true, result: { executionId: stored.executionId, created: false } });
+    expect(alsoDiffers).toMatchObject({ ok: false, error: { message: expect.stringMatching(/with a different request \(differs in input\)$/) } });
   });
 
   it('replays every path generated through the machine to the same state through the runtime', async () => {
