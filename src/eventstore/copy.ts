@@ -9,10 +9,10 @@
 //
 // Why a resumed copy never duplicates: every append names the revision the source had before
 // the run (`no_stream` for revision 0), so the target refuses an event whose place is already
-// taken. A refused run is then reconciled by reading that part of the target stream: events
-// already there with the same ids are counted as already copied and skipped, the rest are
-// appended; anything else at those revisions is a conflict and the copy stops, naming the
-// stream. The checkpoint (the last source position copied) only saves rereading: losing it,
+// taken. A refused run (or one the target took as a replay of ids it knew) is then reconciled by
+// reading that part of the target stream: the same events already there (ids and contents) are
+// counted as already copied and skipped, the rest are appended; anything else at those revisions
+// is a conflict and the copy stops, naming the stream. The checkpoint (the last source position copied) only saves rereading: losing it,
 // or crashing between an append and the checkpoint's save, costs time, never correctness.
 //
 // Speed: one append (one commit) per run, strictly in order. Measured here (2 cores, Postgres 15,
@@ -22,6 +22,7 @@
 // code path that only a Postgres target could use.
 import { BatonError, DuplicateEventIdError, WrongExpectedRevisionError } from '../errors.ts';
 import { START, type EventStore, type NewEvent, type StoredEvent } from './event-store.ts';
+import { sameJson } from '../input/rules.ts';
 
 /** The last event a copy wrote (or found already written), to check a checkpoint against the target. */
 export interface CopiedEventRef {
@@ -110,7 +111,9 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
     try {
       const r = await o.target.append(streamId, run.map(toNew), { expectedRevision: first.revision === 0n ? 'no_stream' : first.revision - 1n });
       if (r.idempotentReplay) {
-        totals.alreadyPresent += run.length;
+        // The target knew these event ids: it must hold these very events there, not others that
+        // share an id (a keyed execution's first event has an id made from its key, in every store).
+        totals.alreadyPresent += await alreadyCopied(o.target, run, new BatonError('its event ids are already in the target'), true);
       } else {
         totals.appended += run.length;
         if (first.revision === 0n) totals.streamsCreated++;
@@ -153,25 +156,31 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
   return { ...totals, position, lastEvent, complete, ms: performance.now() - started };
 }
 
+/** The same event: id, type, data and metadata (as JSON: a store may give its keys in another order). */
+const sameEvent = (a: StoredEvent, b: StoredEvent) => a.eventId === b.eventId && a.type === b.type && sameJson(a.data, b.data) && sameJson(a.metadata, b.metadata);
+
 /**
- * After the target refused a run: how many of its leading events the target already holds,
- * same ids at the same revisions. Throws CopyConflictError when the target holds other events
- * there, or is behind (its stream lacks earlier events the source has).
+ * After the target refused a run (or took it as a replay of events it had): how many of its
+ * leading events the target already holds, the same events at the same revisions. Throws
+ * CopyConflictError when the target holds other events there (another id, or the same id with
+ * other contents), or is behind (its stream lacks earlier events the source has); with `whole`,
+ * also when it holds fewer than the whole run.
  */
-async function alreadyCopied(target: EventStore, run: StoredEvent[], refusal: Error): Promise<number> {
+async function alreadyCopied(target: EventStore, run: StoredEvent[], refusal: Error, whole = false): Promise<number> {
   const first = run[0]!;
   const existing = await target.readStream(first.streamId, { fromRevision: first.revision, limit: run.length });
   let same = 0;
-  while (same < existing.length && existing[same]!.eventId === run[same]!.eventId) same++;
+  while (same < existing.length && sameEvent(existing[same]!, run[same]!)) same++;
   if (same < existing.length) {
     const theirs = existing[same]!;
-    throw new CopyConflictError(
-      first.streamId,
-      theirs.revision,
-      `the target already holds event ${theirs.eventId} (${theirs.type}) there, the source has ${run[same]!.eventId} (${run[same]!.type}); ` +
-        'copy into an empty event store, or into the one an earlier copy from this source wrote',
-    );
+    const ours = run[same]!;
+    const what =
+      theirs.eventId === ours.eventId
+        ? `the target already holds event ${theirs.eventId} there with other contents (${theirs.type} against the source's ${ours.type}${theirs.type === ours.type ? ', other data or metadata' : ''}): the same id made by another store (a keyed execution's or a workflow's first event)`
+        : `the target already holds event ${theirs.eventId} (${theirs.type}) there, the source has ${ours.eventId} (${ours.type})`;
+    throw new CopyConflictError(first.streamId, theirs.revision, `${what}; copy into an empty event store, or into the one an earlier copy from this source wrote`);
   }
+  if (whole && same < run.length) throw new CopyConflictError(first.streamId, first.revision + BigInt(same), `${refusal.message}, but the target holds only ${same} of these ${run.length} events at their revisions`);
   if (same === 0) {
     const where = refusal instanceof WrongExpectedRevisionError ? `the target stream is at ${String(refusal.actual)}, expected ${String(refusal.expected)}` : refusal.message;
     throw new CopyConflictError(first.streamId, first.revision, `the target refused it (${where}), and holds nothing at that revision`);

@@ -166,5 +166,14 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
     const conflict = await copy(c.db, ['--checkpoint', path.join(scratch, 'conflict.json')]);
     expect(conflict.code).toBe(1);
     expect(conflict.stderr).toContain(`cannot copy ${firstEvent!.streamId} at revision 0: the target already holds event`);
+
+    // The same event id with other contents (two stores that made a keyed execution's first event
+    // from the same key): refused, never counted as copied with the source's later events after it.
+    const d = await newTarget();
+    await d.store.append(firstEvent!.streamId, [{ eventId: firstEvent!.eventId, type: firstEvent!.type, data: { other: true }, metadata: firstEvent!.metadata }], { expectedRevision: 'no_stream' });
+    const spliced = await copy(d.db, ['--checkpoint', path.join(scratch, 'spliced.json')]);
+    expect(spliced.code).toBe(1);
+    expect(spliced.stderr).toContain(`cannot copy ${firstEvent!.streamId} at revision 0: the target already holds event ${firstEvent!.eventId} there with other contents (${firstEvent!.type} against the source's ${firstEvent!.type}, other data or metadata)`);
+    expect((await d.store.readStream(firstEvent!.streamId)).map((e) => e.data)).toEqual([{ other: true }]);
   });
 });
