@@ -204,3 +204,23 @@ describe('baton status and events given a workflow id', () => {
     expect((await baton('status', 'not an id!')).stderr).toMatch(/execution id must be a uuid, got "not an id!"/);
   });
 });
+
+describe('baton status of an ended execution', () => {
+  it('says why it ended where the end has a reason of its own: cancelled, abandoned', async () => {
+    const cancelled = await submitApart('core.noop');
+    await runtime.dispatch(cancelled, { type: 'ExecutionCancelled', data: { reason: 'not needed any more' }, by: 'executor' });
+    const abandoned = await submitApart('core.noop');
+    const deadline = new Date(Date.now() + 600_000).toISOString();
+    await runtime.dispatch(abandoned, [
+      { type: 'SchedulingStarted', data: {}, by: 'executor' },
+      { type: 'ExecutionHandedOff', data: { workerId: 'w9', attempt: 1, deadline }, by: 'executor' },
+    ]);
+    await runtime.dispatch(abandoned, { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: 'w9', attempt: 1 }, by: 'executor' });
+    await runtime.dispatch(abandoned, { type: 'ExecutionAbandoned', data: { reason: 'its work message was dead-lettered' }, by: 'executor' });
+    for (const [id, line] of [[cancelled, /^cancelled\s+not needed any more$/m], [abandoned, /^abandoned\s+its work message was dead-lettered$/m]] as const) {
+      const r = await baton('status', id);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(line);
+    }
+  });
+});

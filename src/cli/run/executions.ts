@@ -68,6 +68,10 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['finished', c.finishedAt],
         ['deadline', c.deadline],
         ['cancel requested', c.cancelRequested],
+        // Why it ended, where the end has a reason of its own (an error is shown below).
+        ['cancelled', c.cancelReason],
+        ['timed out', c.timedOutLimit === undefined ? undefined : `${c.timedOutLimit} limit`],
+        ['abandoned', c.abandonReason],
         ['result', c.result === undefined ? undefined : JSON.stringify(c.result)],
         ['error', c.error ? c.error.message : undefined],
         ['tags', c.tags ? Object.entries(c.tags).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(' ') : undefined],
