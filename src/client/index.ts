@@ -10,7 +10,7 @@ import { InvalidInputError } from '../input/errors.ts';
 import { openDatabaseTransport, type Transport } from './database-client.ts';
 import { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 import { openGraphQLTransport } from './graphql-client.ts';
-import type { BatonClient, ClientOptions, ExecutionStatus, SubmitItem, SubmitOptions } from './types.ts';
+import type { BatonClient, ClientOptions, ExecutionStatus, ExecutionView, SubmitItem, SubmitOptions } from './types.ts';
 import { UUID } from '../ids.ts';
 
 export * from './types.ts';
@@ -58,12 +58,18 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     let timedOut = false;
     const timer = timeout !== undefined ? setTimeout(() => ((timedOut = true), ac.abort()), timeout) : undefined;
     let status: ExecutionStatus | undefined;
+    const outcome = (view: ExecutionView): unknown => {
+      if (view.status === 'Completed') return view.result;
+      throw new ExecutionFailedError(id, view.status, view.error);
+    };
     try {
+      // One that has ended is answered at once, also when it is only in the archive (the API's
+      // execution query reads archives; its updates do not, and would wait for nothing).
+      const now = await transport.get(checkId(id));
+      if (now?.final) return outcome(now);
       for await (const view of transport.updates(checkId(id), ac.signal)) {
         status = view.status;
-        if (!view.final) continue;
-        if (view.status === 'Completed') return view.result;
-        throw new ExecutionFailedError(id, view.status, view.error);
+        if (view.final) return outcome(view);
       }
     } finally {
       clearTimeout(timer);

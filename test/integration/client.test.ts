@@ -2,6 +2,9 @@
 // worker with the executor and projector (`@baton-run/baton/worker`), and a real API server. The
 // same calls must give the same answers and the same typed errors over the database and over GraphQL.
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
@@ -26,6 +29,8 @@ import { startApiServer, type ApiServer } from '../../src/api/server.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { useTestStore } from '../support/test-store.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { runRetention } from '../../src/retention/retention.ts';
 
 const double = defineAction({
   name: 'test.double',
@@ -313,3 +318,22 @@ it('refuses an id that is not an execution id the same way in both modes, before
     expect(() => client.updates('nope')).toThrow(InvalidInputError);
   }
 });
+
+it('over GraphQL, result of an execution retention archived answers from the archive at once', async () => {
+  const { executionId } = await clients.graphql.submit(double, { n: 10 });
+  expect(await clients.graphql.result(executionId, { timeout: 20_000 })).toEqual({ doubled: 20, label: 'x' });
+  const archiveDir = await mkdtemp(path.join(os.tmpdir(), 'baton-client-archive-'));
+  try {
+    // Once the projector has applied its end (retention skips it until then), an hour on.
+    const later = () => new Date(Date.now() + 3_600_000);
+    for (const until = Date.now() + 15_000; (await t.store.readStream(executionStreamId(executionId))).length > 0; ) {
+      if (Date.now() > until) throw new Error('retention did not archive the execution within 15 s');
+      await runRetention({ pool: t.db.pool, store: t.store, olderThanMs: 60_000, archiveDir, now: later });
+    }
+    const started = performance.now();
+    expect(await clients.graphql.result(executionId, { timeout: 5_000 })).toEqual({ doubled: 20, label: 'x' });
+    expect(performance.now() - started).toBeLessThan(2_000); // not the updates' 10 s wait for an execution they cannot find
+  } finally {
+    await rm(archiveDir, { recursive: true, force: true });
+  }
+}, 40_000);
