@@ -130,6 +130,12 @@ describe('retention', () => {
     const archived = await t.db.pool.query<{ n: string }>('SELECT count(*) AS n FROM baton_archived_streams WHERE NOT pending_delete');
     expect(Number(archived.rows[0]!.n)).toBe(6); // 5 executions and 1 workflow
     expect(JSON.parse(await readFile(workflowArchivePath(archiveDir, finishedWorkflow.id), 'utf8'))).toMatchObject({ workflowId: finishedWorkflow.id, executions: finishedWorkflow.executions });
+    // The CLI says where an archived workflow went, not "not found".
+    for (const args of [['workflow', 'status', finishedWorkflow.id], ['workflow', 'cancel', finishedWorkflow.id]]) {
+      const r = await runBaton(args, { databaseUrl: t.db.url });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(new RegExp(`^baton: workflow ${finishedWorkflow.id} was archived at \\S+ \\(6 events, into .*workflow-${finishedWorkflow.id}\\.json, which lists its steps' executions\\)`));
+    }
 
     // Put the lie back (what the projector wrote), and bring the read model up to date.
     await t.db.pool.query("UPDATE baton_read.executions SET status = 'Running', finished_at = NULL WHERE execution_id = $1", [liar]);

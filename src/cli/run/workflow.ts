@@ -3,6 +3,10 @@
 import { createActionRegistry } from '../../actions/index.ts';
 import { readDefinitionFile } from '../../workflow/definition-file.ts';
 import { InvalidWorkflowError, cancelWorkflow, submitWorkflow, waitForWorkflowEnd, workflowStatus, type WorkflowStatusView } from '../../workflow/service.ts';
+import type pg from 'pg';
+import { workflowStreamId } from '../../../schemas/workflow-events.ts';
+import { BatonError, NotFoundError } from '../../errors.ts';
+import { archivedStream } from '../../retention/store-side.ts';
 import { withContext, type CliContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { loadActions } from '../hosts.ts';
@@ -83,9 +87,19 @@ export async function workflowSubmitCommand(file: string, o: SubmitOptions): Pro
   });
 }
 
+/** A workflow retention archived is not "not found": say when and where it went. */
+async function notFoundUnlessArchived(pool: pg.Pool, err: unknown, id: string): Promise<never> {
+  if (!(err instanceof NotFoundError)) throw err;
+  const archived = await archivedStream(pool, workflowStreamId(id)).catch(() => undefined);
+  if (!archived) throw err;
+  throw new BatonError(
+    `workflow ${id} was archived at ${archived.archivedAt.toISOString()} (${archived.events} events, into ${archived.archive}, which lists its steps' executions): \`baton inspect <execution id>\` reads each step from its own archive file`,
+  );
+}
+
 export async function workflowStatusCommand(id: string, o: { json?: boolean }): Promise<void> {
   await withContext(async (ctx) => {
-    const status = await workflowStatus(ctx, id);
+    const status = await workflowStatus(ctx, id).catch((err: unknown) => notFoundUnlessArchived(ctx.pool, err, id));
     if (o.json) console.log(viewJson(status));
     else printStatus(status);
   });
@@ -93,7 +107,7 @@ export async function workflowStatusCommand(id: string, o: { json?: boolean }): 
 
 export async function workflowCancelCommand(id: string, o: { reason: string; json?: boolean }): Promise<void> {
   await withContext(async (ctx) => {
-    const r = await cancelWorkflow(ctx, id, o.reason);
+    const r = await cancelWorkflow(ctx, id, o.reason).catch((err: unknown) => notFoundUnlessArchived(ctx.pool, err, id));
     if (o.json) console.log(toJson(r));
     else if (r.outcome === 'too-late') process.stderr.write(`baton: ${r.message}\n`);
     else console.log(r.message);
