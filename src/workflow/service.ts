@@ -8,6 +8,7 @@
 // `baton workflow submit --actions`, `baton dev --actions`), exactly as the API's
 // submitExecution checks its action. An action only some worker offers through a module the
 // caller did not load is refused: load the same module.
+import { namespaceOr } from '../input/namespace.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
 import { z } from 'zod';
 import { isDeepStrictEqual } from 'node:util';
@@ -34,10 +35,10 @@ export class InvalidWorkflowError extends BatonError {
   }
 }
 
-/** The workflow id is taken by a workflow with a different definition. */
+/** The workflow id is taken by another workflow: another definition, or the same in another namespace (ids are one per store). */
 export class WorkflowIdConflictError extends BatonError {
-  constructor(readonly workflowId: string) {
-    super(`workflow id "${workflowId}" is already used by a workflow with a different definition`);
+  constructor(readonly workflowId: string, why = 'a different definition') {
+    super(`workflow id "${workflowId}" is already used by a workflow with ${why}`);
   }
 }
 
@@ -133,7 +134,10 @@ export async function submitWorkflow(
   // The id is taken: the same workflow submitted again, or another one.
   const existing = await loadWorkflow(deps.store, workflowId);
   const first = asWorkflowEvent(existing.events[0]!);
-  if (first.type !== 'WorkflowStarted' || !isDeepStrictEqual(first.data.definition, definition) || first.data.namespace !== namespace) throw new WorkflowIdConflictError(workflowId);
+  if (first.type !== 'WorkflowStarted' || !isDeepStrictEqual(first.data.definition, definition)) throw new WorkflowIdConflictError(workflowId);
+  if (namespaceOr(first.data.namespace) !== namespaceOr(namespace)) {
+    throw new WorkflowIdConflictError(workflowId, `the same definition in namespace "${namespaceOr(first.data.namespace)}" (a workflow id is one per store, across namespaces)`);
+  }
   return { workflowId, created: false, status: existing.snapshot.value, steps: definition.steps.length };
 }
 

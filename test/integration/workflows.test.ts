@@ -54,6 +54,11 @@ describe('submitWorkflow refuses bad definitions and writes nothing', () => {
     expect(first).toMatchObject({ workflowId: 'nightly-2026-11-21', created: true, status: 'Running', steps: 1 });
     expect(await submitWorkflow(deps(), definition, { id: 'nightly-2026-11-21' })).toMatchObject({ created: false });
     await expect(submitWorkflow(deps(), { ...definition, name: 'other' }, { id: 'nightly-2026-11-21' })).rejects.toBeInstanceOf(WorkflowIdConflictError);
+    // The same definition in another namespace: refused for what it is, not as another definition.
+    await expect(submitWorkflow(deps(), definition, { id: 'nightly-2026-11-21', namespace: 'team-b' })).rejects.toThrow(
+      'workflow id "nightly-2026-11-21" is already used by a workflow with the same definition in namespace "default" (a workflow id is one per store, across namespaces)',
+    );
+    expect(await submitWorkflow(deps(), definition, { id: 'nightly-2026-11-21', namespace: 'default' })).toMatchObject({ created: false });
     expect(await deps().store.readStream(workflowStreamId('nightly-2026-11-21'))).toHaveLength(1);
     await expect(workflowStatus(deps(), 'no-such-workflow')).rejects.toBeInstanceOf(NotFoundError);
   });
