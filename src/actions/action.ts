@@ -51,6 +51,12 @@ export interface RetryPolicy {
   nonRetryable?: string[];
 }
 
+/** The backoff of an action that sets none, and of the fields a `retry` leaves out: 1 s, doubling, at most 60 s. */
+export const DEFAULT_BACKOFF: Readonly<Pick<RetryPolicy, 'initialIntervalMs' | 'multiplier' | 'maxIntervalMs'>> = Object.freeze({ initialIntervalMs: 1_000, multiplier: 2, maxIntervalMs: 60_000 });
+
+/** `retry` as a definition may give it: the backoff's fields default (DEFAULT_BACKOFF; a longer first delay raises the cap to it). */
+export type RetryPolicyInput = Pick<RetryPolicy, 'maxAttempts' | 'nonRetryable'> & Partial<Pick<RetryPolicy, 'initialIntervalMs' | 'multiplier' | 'maxIntervalMs'>>;
+
 /** What `run` gets besides its input. */
 export interface ActionContext {
   /** The execution this run belongs to. */
@@ -93,7 +99,7 @@ export interface ActionSpec<S extends z.ZodType, O> {
   stallTimeoutMs?: number;
   /** A handoff not started within this long is reclaimed and retried elsewhere (default BATON_SCHEDULE_TO_START_TIMEOUT, 30 s). */
   scheduleToStartTimeoutMs?: number;
-  retry?: RetryPolicy;
+  retry?: RetryPolicyInput;
   /**
    * At most `limit` (1 to 100,000) executions of this action hold a slot at once, from the
    * moment the executor schedules one until it reaches a final state or its baton comes back
@@ -192,7 +198,14 @@ const SpecShape = z.strictObject({
   stallTimeoutMs: positiveMs.optional(),
   scheduleToStartTimeoutMs: positiveMs.optional(),
   retry: z
-    .strictObject({ ...RetryBackoff.shape, nonRetryable: z.array(z.string().min(1)).optional() })
+    .strictObject({
+      maxAttempts: RetryBackoff.shape.maxAttempts,
+      initialIntervalMs: RetryBackoff.shape.initialIntervalMs.default(DEFAULT_BACKOFF.initialIntervalMs),
+      multiplier: RetryBackoff.shape.multiplier.default(DEFAULT_BACKOFF.multiplier),
+      maxIntervalMs: RetryBackoff.shape.maxIntervalMs.optional(),
+      nonRetryable: z.array(z.string().min(1)).optional(),
+    })
+    .transform(({ maxIntervalMs, ...r }) => ({ ...r, maxIntervalMs: maxIntervalMs ?? Math.max(DEFAULT_BACKOFF.maxIntervalMs, r.initialIntervalMs) }))
     .refine((r) => r.maxIntervalMs >= r.initialIntervalMs, {
       message: 'maxIntervalMs must be at least initialIntervalMs',
       path: ['maxIntervalMs'],

@@ -2,6 +2,7 @@
 // many attempts an execution gets. Pure: the decision and the action's advertised policy in,
 // the command out.
 import type { ExecutionContext } from '../../actors/execution.machine.ts';
+import { DEFAULT_BACKOFF } from '../actions/action.ts';
 import type { ActionPolicy } from '../../schemas/worker-events.ts';
 import type { ExecutionCommand } from '../runtime/execution-runtime.ts';
 import type { RetryDecision } from './scheduling-entries.ts';
@@ -12,8 +13,8 @@ export interface RetryBackoffDefaults {
   maxMs: number;
 }
 
-/** Backoff between attempts of an action that advertises none: 1 s, doubling, at most 60 s. */
-export const DEFAULT_RETRY_BACKOFF: Readonly<RetryBackoffDefaults> = Object.freeze({ initialMs: 1_000, multiplier: 2, maxMs: 60_000 });
+/** Backoff between attempts of an action that advertises none (DEFAULT_BACKOFF: 1 s, doubling, at most 60 s). */
+export const DEFAULT_RETRY_BACKOFF: Readonly<RetryBackoffDefaults> = Object.freeze({ initialMs: DEFAULT_BACKOFF.initialIntervalMs, multiplier: DEFAULT_BACKOFF.multiplier, maxMs: DEFAULT_BACKOFF.maxIntervalMs });
 
 /**
  * The attempt limit to record when scheduling: the action's advertised retry.maxAttempts,
