@@ -2,6 +2,7 @@
 // bytes that are not UTF-8 and a byte order mark, a directory for a file, options that belong to
 // one submission, a key repeated in a batch (named by its line), null for an absent field, a
 // line the store refuses (reported alone, the others stand), and --json on a refused file.
+import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -113,6 +114,36 @@ describe('baton submit --file, at the edges', { timeout: 120_000 }, () => {
       expect(out).toMatchObject({ submitted: 2, refused: { fromLine: 3 } });
       expect(out.executions.map((e: { line: number }) => e.line)).toEqual([1, 2]);
       expect(out.executions.every((e: { executionId: string }) => /^[0-9a-f-]{36}$/.test(e.executionId))).toBe(true);
+    });
+  });
+
+  it('Ctrl-C midway stops sending, lets the batches sent finish, reports what was submitted, and exits 130; the file again goes on without duplicates', async () => {
+    const lines = Array.from({ length: 20_000 }, (_, i) => line({ action: 'core.noop', idempotencyKey: `ctrl-c-${i}` })).join('\n');
+    await withFile(`${lines}\n`, async (file) => {
+      const { BATON_DATABASE_URL: _url, ...rest } = process.env;
+      const child = spawn(process.execPath, [path.resolve('bin/baton.js'), 'submit', '--file', file, '--batch-size', '20', '--json'], {
+        env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url },
+      });
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      // Interrupted once some lines are stored.
+      const stored = async () => (await db().pool.query("SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionRequested' AND data->>'idempotencyKey' LIKE 'ctrl-c-%'")).rows[0].n as number;
+      for (const until = Date.now() + 30_000; (await stored()) < 100; await new Promise((r) => setTimeout(r, 20))) {
+        if (Date.now() > until) throw new Error('no line was stored within 30 s');
+      }
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+      const out = JSON.parse(stdout) as { submitted: number; interrupted: { signal: string; afterLine: number }; executions: { line: number }[] };
+      expect(out.interrupted.signal).toBe('SIGINT');
+      expect(out.interrupted.afterLine).toBeLessThan(20_000);
+      expect(out.executions.map((e) => e.line)).toEqual(Array.from({ length: out.interrupted.afterLine }, (_, i) => i + 1));
+      expect(await stored()).toBe(out.interrupted.afterLine); // nothing after it was sent
+      const again = await baton('submit', '--file', file);
+      expect(again.code, again.stderr).toBe(0);
+      const n = (x: number) => x.toLocaleString('en');
+      expect(again.stdout).toContain(`: ${n(20_000 - out.interrupted.afterLine)} created, ${n(out.interrupted.afterLine)} already submitted (same idempotency key), 0 refused`);
+      expect(await stored()).toBe(20_000);
     });
   });
 });

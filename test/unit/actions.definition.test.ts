@@ -96,7 +96,7 @@ describe('defineAction', () => {
   });
 
   it('gives the backoff fields a retry leaves out their defaults (1 s, doubling, at most 60 s, or the first delay if longer)', () => {
-    const retryOf = (retry: Record<string, unknown>) => defineAction({ ...minimal, name: 'test.retry', retry } as Parameters<typeof defineAction>[0]).retry;
+    const retryOf = (retry: object) => defineAction({ ...minimal, name: 'test.retry', retry } as never as Parameters<typeof defineAction>[0]).retry;
     expect(retryOf({ maxAttempts: 1 })).toEqual({ maxAttempts: 1, initialIntervalMs: 1_000, multiplier: 2, maxIntervalMs: 60_000 });
     expect(retryOf({ maxAttempts: 4, initialIntervalMs: 120_000, nonRetryable: ['Declined'] })).toEqual({ maxAttempts: 4, initialIntervalMs: 120_000, multiplier: 2, maxIntervalMs: 120_000, nonRetryable: ['Declined'] });
     expect(retryOf({ maxAttempts: 4, multiplier: 3, maxIntervalMs: 5_000 })).toEqual({ maxAttempts: 4, initialIntervalMs: 1_000, multiplier: 3, maxIntervalMs: 5_000 });

@@ -184,13 +184,23 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       if (failure) throw failure;
     };
 
+    // Ctrl-C or SIGTERM: no further line is sent; the batches already sent finish, and what was
+    // submitted is reported as at the end (a second signal stops at once).
+    let interrupted: NodeJS.Signals | undefined;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (interrupted) process.exit(signal === 'SIGINT' ? 130 : 143);
+      interrupted = signal;
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     try {
       for await (const line of readLines(input, read, o.tags, namespace)) {
+        if (interrupted) break;
         lastLine = line.number;
         batch.push(line);
         if (batch.length >= batchSize) await flush();
       }
-      await flush();
+      if (!interrupted) await flush();
       await settle();
     } catch (err) {
       await Promise.all(inFlight.keys()); // the batches sent are written (or fail) before anything is reported
@@ -215,8 +225,24 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
         { cause },
       );
     }
+    finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
     const all = results.flat();
     const s = summary(all, started);
+    if (interrupted) {
+      const upTo = Math.max(0, ...all.map((r) => r.line));
+      progress.finish(`${interrupted}: stopped after line ${upTo}`);
+      process.stderr.write(
+        `baton: ${interrupted}: stopped; lines up to ${upTo} were submitted, nothing after line ${upTo} was sent. ` +
+          'Submit the file again to go on: lines with an idempotencyKey are found again, not duplicated (lines without one are submitted again)\n',
+      );
+      if (o.json) console.log(toJson({ ...s, executions: all, interrupted: { signal: interrupted, afterLine: upTo } }));
+      else console.log(`submitted ${s.submitted.toLocaleString('en')} lines before ${interrupted}: ${s.created.toLocaleString('en')} created, ${s.existing.toLocaleString('en')} already submitted (same idempotency key), ${s.conflicts.length} refused`);
+      process.exitCode = interrupted === 'SIGINT' ? 130 : 143;
+      return;
+    }
     progress.finish(`${s.submitted.toLocaleString('en')} lines in ${s.seconds} s`);
     // Not an error (a nightly export may well be empty), but likely the wrong file: say so on stderr.
     if (all.length === 0) process.stderr.write(`warning: ${source} holds no executions (${read.lines === 0 ? 'it is empty' : 'every line is blank'}): nothing was submitted\n`);
