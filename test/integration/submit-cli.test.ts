@@ -197,6 +197,15 @@ describe('the other commands’ options', { timeout: 120_000 }, () => {
     ]);
   });
 
+  it('dlq says where it looked when it finds no dead letter: an operator without BATON_NATS_URL reads the Postgres queue', async () => {
+    const list = await baton('dlq', 'list', '--transport', 'postgres');
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toBe("no dead letters in the Postgres work queue (a NATS installation's are read with BATON_NATS_URL set, or --transport nats)\n");
+    const show = await baton('dlq', 'show', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--transport', 'postgres');
+    expect(show.code).toBe(1);
+    expect(show.stderr).toMatch(/^baton: dead letter 6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31 not found in the Postgres work queue \(/);
+  });
+
   it('refuses an unknown BATON_* variable, naming the one probably meant', async () => {
     const r = await runBaton(['submit', 'core.noop'], { databaseUrl: db().url, env: { BATON_MAX_ATEMPTS: '5' } });
     expectRefused(r, 'invalid configuration: BATON_MAX_ATEMPTS: unknown variable; did you mean "BATON_MAX_ATTEMPTS"?', /\?$/);

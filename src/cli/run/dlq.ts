@@ -16,7 +16,13 @@ import { componentLogger } from '../../log.ts';
 export type TransportKind = 'nats' | 'postgres';
 
 /** Open the transport, run `fn`, close everything again. */
-async function withTransport<T>(kind: TransportKind | undefined, fn: (transport: WorkTransport, log: Logger) => Promise<T>): Promise<T> {
+/**
+ * Where the dead letters were looked for, for an answer that finds none: an operator's shell
+ * without BATON_NATS_URL reads the Postgres queue, which holds none of a NATS installation's.
+ */
+const POSTGRES_QUEUE = 'in the Postgres work queue (a NATS installation\'s are read with BATON_NATS_URL set, or --transport nats)';
+
+async function withTransport<T>(kind: TransportKind | undefined, fn: (transport: WorkTransport, log: Logger, where: string) => Promise<T>): Promise<T> {
   const config = cliConfig();
   const log = componentLogger(cliLogger(config), 'dlq');
   const use = kind ?? (config.natsUrl ? 'nats' : 'postgres');
@@ -28,7 +34,7 @@ async function withTransport<T>(kind: TransportKind | undefined, fn: (transport:
     try {
       const transport = await createNatsWorkTransport(nc, { log, ...names });
       try {
-        return await fn(transport, log);
+        return await fn(transport, log, `on NATS (stream ${names.streamName}_DLQ)`);
       } finally {
         await transport.close();
       }
@@ -40,7 +46,7 @@ async function withTransport<T>(kind: TransportKind | undefined, fn: (transport:
   try {
     const transport = createPostgresWorkTransport(db.pool, { log });
     try {
-      return await fn(transport, log);
+      return await fn(transport, log, POSTGRES_QUEUE);
     } finally {
       await transport.close();
     }
@@ -66,13 +72,13 @@ function describe(d: DeadLetter): string {
 }
 
 export async function dlqListCommand(o: { limit: number; after?: string; json?: boolean; transport?: TransportKind }): Promise<void> {
-  await withTransport(o.transport, async (transport) => {
+  await withTransport(o.transport, async (transport, _log, where) => {
     // One more than asked for, to know whether to say there are more.
     const page = await transport.listDeadLetters({ limit: Math.min(o.limit + 1, 1_000), ...(o.after !== undefined && { after: o.after }) });
     const shown = page.slice(0, o.limit);
     const more = page.length > o.limit || (page.length === 1_000 && o.limit === 1_000);
     if (o.json) return console.log(toJson(shown));
-    if (shown.length === 0) return console.log(o.after === undefined ? 'no dead letters' : 'no more dead letters');
+    if (shown.length === 0) return console.log(`${o.after === undefined ? 'no dead letters' : 'no more dead letters'} ${where}`);
     console.log(
       table(
         ['MESSAGE', 'EXECUTION', 'ACTION', 'WORKER', 'DELIVERIES', 'DEAD SINCE'],
@@ -84,10 +90,10 @@ export async function dlqListCommand(o: { limit: number; after?: string; json?: 
 }
 
 export async function dlqShowCommand(messageId: string, o: { json?: boolean; transport?: TransportKind }): Promise<void> {
-  await withTransport(o.transport, async (transport) => {
+  await withTransport(o.transport, async (transport, _log, where) => {
     const d = await transport.getDeadLetter(messageId);
     if (!d) {
-      process.stderr.write(`baton: dead letter ${messageId} not found\n`);
+      process.stderr.write(`baton: dead letter ${messageId} not found ${where}\n`);
       process.exitCode = 1;
       return;
     }
