@@ -184,12 +184,13 @@ export async function repeatPulls(
 }
 
 /**
- * How long a delivery whose handler threw waits before it comes again: 1 s, 2 s, 4 s, 8 s, then
+ * How long a delivery whose handler threw waits before it comes again: 250 ms, 1 s, 4 s, then
  * 15 s. Such a throw is mostly the worker's database away for a moment (a restart, a failover, a
  * dropped connection); redelivered at once, the 5 deliveries of max-deliver were spent in a third
- * of a second and the execution was abandoned over a blip. This way they span 15 s.
+ * of a second and the execution was abandoned over a blip. This way they span 20 s, and the first
+ * comes back soon.
  */
-export const redeliveryDelayMs = (deliveryCount: number): number => Math.min(1_000 * 2 ** Math.max(0, deliveryCount - 1), 15_000);
+export const redeliveryDelayMs = (deliveryCount: number): number => Math.min(250 * 4 ** Math.max(0, deliveryCount - 1), 15_000);
 
 /**
  * Run the handler on one delivery. Never rejects: a handler that throws, or returns without

@@ -264,7 +264,7 @@ export function consumerTests(suite: ContractSuite): void {
     expect(rec.seen.filter((s) => s.by === 'old').length).toBe(2);
   });
 
-  it('redelivers at once what a handler threw on, or returned from without settling', async () => {
+  it('redelivers after a short back-off what a handler threw on, or returned from without settling', async () => {
     const { transport } = suite;
     const w = newWorker();
     const rec = new Recorder();
@@ -281,7 +281,10 @@ export function consumerTests(suite: ContractSuite): void {
     const t0 = performance.now();
     await transport.publish([throws, forgets]);
     await rec.waitFor('both redelivered', () => rec.of(throws.messageId).length === 2 && rec.of(forgets.messageId).length === 2);
-    expect(performance.now() - t0).toBeLessThan(ACK_WAIT_MS); // nak'ed, not left to the ack-wait
+    // Nak'ed with the first back-off (redeliveryDelayMs: 250 ms), not left to the ack-wait, and not at once.
+    expect(performance.now() - t0).toBeLessThan(ACK_WAIT_MS);
+    const gap = (id: string) => rec.of(id)[1]!.at - rec.of(id)[0]!.at;
+    expect(Math.min(gap(throws.messageId), gap(forgets.messageId))).toBeGreaterThanOrEqual(200);
     expect(rec.of(throws.messageId).map((s) => s.delivery.deliveryCount)).toEqual([1, 2]);
     expect(rec.of(forgets.messageId).map((s) => s.delivery.deliveryCount)).toEqual([1, 2]);
     await eventually(`depth(${w})`, () => transport.depth(w), 0);

@@ -304,7 +304,7 @@ describe('dead letters', () => {
     await done(w);
   });
 
-  it('retries a dead letter after a confirmation', async () => {
+  it('a retry of a dead letter whose execution has ended is refused after the confirmation, saying why, and the dead letter stays', async () => {
     await submit('dead2', DEAD_ACTION, null);
     const w = await open('?view=dead-letters');
     const row = w.page.locator('[data-testid="dead-letter-row"]').filter({ hasText: ids['dead2']!.slice(-8) });
@@ -316,9 +316,11 @@ describe('dead letters', () => {
     await row.getByTestId('dead-letter-show').click();
     await w.page.getByTestId('dead-letter-retry').click();
     await w.page.getByTestId('confirm-yes').click();
-    await w.page.getByTestId('dead-letter-outcome').filter({ hasText: 'published again' }).waitFor();
+    // The executor abandoned the execution when its message became a dead letter: published again, no worker would run it.
+    await w.page.getByRole('alert').filter({ hasText: /is not published again: its execution .* has ended \(Abandoned\)/ }).waitFor();
     await done(w);
     expect(messageId).toBeTruthy();
+    expect(await c().transport.getDeadLetter(messageId!)).toBeDefined();
   });
 });
 

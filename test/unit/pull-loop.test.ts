@@ -227,9 +227,9 @@ describe('runPullLoop', () => {
     });
     await until('all three settled', () => [throws, forgets, twice].every((m) => source.settlements.of(m).length > 0));
     await loop.stop();
-    expect(source.settlements.of(throws)).toEqual(['nak:1000']);
-    expect(source.settlements.of(forgets)).toEqual(['nak:1000']);
-    expect([1, 2, 3, 4, 5, 9].map(redeliveryDelayMs)).toEqual([1_000, 2_000, 4_000, 8_000, 15_000, 15_000]);
+    expect(source.settlements.of(throws)).toEqual(['nak:250']);
+    expect(source.settlements.of(forgets)).toEqual(['nak:250']);
+    expect([1, 2, 3, 4, 5, 9].map(redeliveryDelayMs)).toEqual([250, 1_000, 4_000, 15_000, 15_000, 15_000]);
     expect(source.settlements.of(twice)).toEqual(['ack']);
     expect(lines.map((l) => l.msg).sort()).toEqual(['work handler returned without ack, nak or term; nak for redelivery', 'work handler threw; nak for redelivery']);
   });

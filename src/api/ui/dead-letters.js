@@ -69,7 +69,7 @@ export function DeadLettersView() {
       <h1 id="dead-letters-title">Dead letters</h1>
       <button type="button" onClick=${list.reload}>Refresh</button>
     </div>
-    <p class="muted">Work messages the transport gave up on after its deliveries; the executor ended their executions. Oldest first. Retry publishes one again to its worker; delete removes it for good.</p>
+    <p class="muted">Work messages the transport gave up on after its deliveries; the executor ended their executions. Oldest first. Retry publishes one again to its worker while its execution has not ended (once it has, it is refused: submit the work again); delete removes it for good.</p>
     <${ErrorLine} error=${list.error} />
     <div class="table-wrap">
       <table class="list" data-testid="dead-letters-table">
