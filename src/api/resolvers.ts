@@ -10,7 +10,7 @@ import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from '.
 import type { ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, badInput } from './errors.ts';
 import { inScope } from './namespace-tokens.ts';
 import { under } from '../input/errors.ts';
 import { tagsProblems } from '../input/tags.ts';
@@ -93,6 +93,10 @@ export const resolvers = {
       const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
       const after = a.after == null ? undefined : decodeCursor(a.after, 'after');
       const f = a.filter ?? {};
+      // An empty window matches nothing by construction: a mistake to say, not an empty page (as actionTimeline says).
+      if (f.since != null && f.until != null && Date.parse(f.until) <= Date.parse(f.since)) {
+        throw badInput('filter.until', `the window must not be empty: until (${f.until}) must be after since (${f.since})`);
+      }
       const filter = {
         ...f,
         action: filterText(f.action, 'filter.action'),

@@ -15,8 +15,8 @@ const revision = revisionOf('--fork-at');
 const atRevision = revisionOf('--at');
 const sinceTime = dateTimeOption('--since');
 const atTime = dateTimeOption('--at');
-// Digits (or a sign and digits) mean a revision; anything else, a time.
-const inspectPoint = (value: string): InspectPoint => (/^[-+]?\d+$/.test(value) ? { revision: atRevision(value) } : { at: atTime(value) });
+// A number (digits, a sign, a point) means a revision, refused unless whole; anything else, a time.
+const inspectPoint = (value: string): InspectPoint => (/^[-+]?[\d.]+$/.test(value) ? { revision: atRevision(value) } : { at: atTime(value) });
 const eventJson = jsonOption('--event');
 const forkEvent = (value: string, previous: ForkEventInput[] = []): ForkEventInput[] => {
   const parsed: unknown = eventJson(value).json;

@@ -106,11 +106,11 @@ export function nextEvents(snapshot: ExecutionSnapshot): NextEvent[] {
 export type InspectPoint = { revision: number } | { at: Date };
 
 /** The step at a revision, or the last one recorded at or before an instant (undefined: nothing yet). */
-export function stepAt(steps: readonly TimelineStep[], point: InspectPoint): TimelineStep | undefined {
+export function stepAt(steps: readonly TimelineStep[], point: InspectPoint, revisionName = 'revision'): TimelineStep | undefined {
   if ('revision' in point) {
     const last = steps.at(-1)?.revision ?? -1;
     if (!Number.isInteger(point.revision) || point.revision < 0 || point.revision > last) {
-      throw new InvalidEventError('inspect point', [{ path: 'revision', message: `must be a revision from 0 to ${last}, got ${point.revision}` }]);
+      throw new InvalidEventError('inspect point', [{ path: revisionName, message: `must be a revision from 0 to ${last} (this history's), got ${point.revision}` }]);
     }
     return steps[point.revision];
   }

@@ -109,6 +109,10 @@ describe('date-times and positions out of range', () => {
     expectRefused(await gql(api().url, EXECUTIONS, { filter: { since: '0000-01-01T00:00:00Z' } }), 'filter.since', /must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z/);
     expectRefused(await gql(api().url, `{ executions(filter: { until: "9999-12-31T23:00:00-02:00" }, first: 1) { edges { cursor } } }`), 'filter.until', /must be from 0001/);
     expect((await gql(api().url, EXECUTIONS, { filter: { since: '0001-01-01T00:00:00Z', until: '9999-12-31T23:59:59Z' } })).errors).toBeUndefined();
+    // An empty window is a mistake to say, as actionTimeline says it, not an empty page.
+    for (const until of ['2026-11-30T09:00:00Z', '2026-11-30T10:00:00+00:00']) {
+      expectRefused(await gql(api().url, EXECUTIONS, { filter: { since: '2026-11-30T10:00:00Z', until } }), 'filter.until', /the window must not be empty: until \(.*\) must be after since/);
+    }
   });
 
   it('stateAt(at:) in year 0', async () => {

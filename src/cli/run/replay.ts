@@ -135,7 +135,7 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
     if (!fork.ok) process.exitCode = 1;
     return;
   }
-  const step = stepAt(steps, o.at ?? { revision: steps.at(-1)!.revision });
+  const step = stepAt(steps, o.at ?? { revision: steps.at(-1)!.revision }, '--at');
   if (!step) throw new BatonError(`inspect: nothing was recorded at or before ${(o.at as { at: Date }).at.toISOString()}; the first event was recorded at ${steps[0]!.recordedAt}`);
   if (o.json) console.log(toJson({ executionId: id, ...step }));
   else printInspect(id, steps, step);
