@@ -125,6 +125,10 @@ describe('with a work transport', () => {
     await handOff(api().runtime, executionId, WORKER);
     await api().runtime.dispatch(executionId, { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: WORKER, attempt: 1 }, by: 'executor' });
     await api().runtime.dispatch(executionId, { type: 'ExecutionAbandoned', data: { reason: 'dead-lettered (by the test)' }, by: 'executor' });
+    await api().catchUp();
+    // A reclaim set retryPending; the end that followed leaves none pending.
+    const shown = await gql(api().url, `query($id: ID!) { execution(id: $id) { status retryPending } }`, { id: executionId }, { token: READ });
+    expect(shown.data!.execution).toEqual({ status: 'Abandoned', retryPending: false });
     const [ended, gone] = [message({ executionId }), message()];
     await killAll(api().transport!, [ended, gone]);
     for (const [m, why] of [[ended, 'has ended (Abandoned)'], [gone, 'is not in the event store (archived or never stored)']] as const) {
