@@ -35,6 +35,7 @@ export {
   type ActionSpec,
   type AnyActionDefinition,
   type RetryPolicy,
+  type RetryPolicyInput,
 } from './actions/action.ts';
 export {
   AlreadyFinalError,
