@@ -113,7 +113,7 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
       if (r.idempotentReplay) {
         // The target knew these event ids: it must hold these very events there, not others that
         // share an id (a keyed execution's first event has an id made from its key, in every store).
-        totals.alreadyPresent += await alreadyCopied(o.target, run, new BatonError('its event ids are already in the target'), true);
+        totals.alreadyPresent += await alreadyCopied(o.target, run);
       } else {
         totals.appended += run.length;
         if (first.revision === 0n) totals.streamsCreated++;
@@ -160,13 +160,13 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
 const sameEvent = (a: StoredEvent, b: StoredEvent) => a.eventId === b.eventId && a.type === b.type && sameJson(a.data, b.data) && sameJson(a.metadata, b.metadata);
 
 /**
- * After the target refused a run (or took it as a replay of events it had): how many of its
- * leading events the target already holds, the same events at the same revisions. Throws
- * CopyConflictError when the target holds other events there (another id, or the same id with
- * other contents), or is behind (its stream lacks earlier events the source has); with `whole`,
- * also when it holds fewer than the whole run.
+ * After the target refused a run (`refusal`), or took it as a replay of event ids it knew (none):
+ * how many of its leading events the target already holds, the same events at the same revisions.
+ * Throws CopyConflictError when the target holds other events there (another id, or the same id
+ * with other contents), or is behind (its stream lacks earlier events the source has); after a
+ * replay, also when it holds fewer than the whole run.
  */
-async function alreadyCopied(target: EventStore, run: StoredEvent[], refusal: Error, whole = false): Promise<number> {
+async function alreadyCopied(target: EventStore, run: StoredEvent[], refusal?: Error): Promise<number> {
   const first = run[0]!;
   const existing = await target.readStream(first.streamId, { fromRevision: first.revision, limit: run.length });
   let same = 0;
@@ -180,8 +180,10 @@ async function alreadyCopied(target: EventStore, run: StoredEvent[], refusal: Er
         : `the target already holds event ${theirs.eventId} (${theirs.type}) there, the source has ${ours.eventId} (${ours.type})`;
     throw new CopyConflictError(first.streamId, theirs.revision, `${what}; copy into an empty event store, or into the one an earlier copy from this source wrote`);
   }
-  if (whole && same < run.length) throw new CopyConflictError(first.streamId, first.revision + BigInt(same), `${refusal.message}, but the target holds only ${same} of these ${run.length} events at their revisions`);
-  if (same === 0) {
+  if (!refusal && same < run.length) {
+    throw new CopyConflictError(first.streamId, first.revision + BigInt(same), `the target knew these event ids, but holds only ${same} of these ${run.length} events at their revisions`);
+  }
+  if (refusal && same === 0) {
     const where = refusal instanceof WrongExpectedRevisionError ? `the target stream is at ${String(refusal.actual)}, expected ${String(refusal.expected)}` : refusal.message;
     throw new CopyConflictError(first.streamId, first.revision, `the target refused it (${where}), and holds nothing at that revision`);
   }

@@ -14,8 +14,7 @@ import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { executionTimeline } from '../../replay/execution-history.ts';
 import { versionShown } from '../../input/action-versions.ts';
-import { archivedStream } from '../../retention/store-side.ts';
-import { executionStreamId } from '../../../schemas/events.ts';
+import { archivedNotice } from './archived-notice.ts';
 import type pg from 'pg';
 
 
@@ -29,12 +28,8 @@ async function notAnExecution(store: EventStore, pool: pg.Pool, err: unknown, id
   if ((await store.readStream(workflowStreamId(id), { limit: 1 })).length > 0) {
     throw new BatonError(`${id} is a workflow, not an execution: run \`baton workflow status ${id}\``);
   }
-  const archived = await archivedStream(pool, executionStreamId(id)).catch(() => undefined);
-  if (archived) {
-    throw new BatonError(
-      `execution ${id} was archived at ${archived.archivedAt.toISOString()} (${archived.events} events, into ${archived.archive}): \`baton inspect ${id}\` and \`baton export ${id}\` read it there`,
-    );
-  }
+  const archived = await archivedNotice(pool, 'execution', id);
+  if (archived) throw new BatonError(`${archived}): \`baton inspect ${id}\` and \`baton export ${id}\` read it there`);
   throw err;
 }
 

@@ -4,9 +4,8 @@ import { createActionRegistry } from '../../actions/index.ts';
 import { readDefinitionFile } from '../../workflow/definition-file.ts';
 import { InvalidWorkflowError, cancelWorkflow, submitWorkflow, waitForWorkflowEnd, workflowStatus, type WorkflowStatusView } from '../../workflow/service.ts';
 import type pg from 'pg';
-import { workflowStreamId } from '../../../schemas/workflow-events.ts';
 import { BatonError, NotFoundError } from '../../errors.ts';
-import { archivedStream } from '../../retention/store-side.ts';
+import { archivedNotice } from './archived-notice.ts';
 import { withContext, type CliContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { loadActions } from '../hosts.ts';
@@ -90,11 +89,9 @@ export async function workflowSubmitCommand(file: string, o: SubmitOptions): Pro
 /** A workflow retention archived is not "not found": say when and where it went. */
 async function notFoundUnlessArchived(pool: pg.Pool, err: unknown, id: string): Promise<never> {
   if (!(err instanceof NotFoundError)) throw err;
-  const archived = await archivedStream(pool, workflowStreamId(id)).catch(() => undefined);
+  const archived = await archivedNotice(pool, 'workflow', id);
   if (!archived) throw err;
-  throw new BatonError(
-    `workflow ${id} was archived at ${archived.archivedAt.toISOString()} (${archived.events} events, into ${archived.archive}, which lists its steps' executions): \`baton inspect <execution id>\` reads each step from its own archive file`,
-  );
+  throw new BatonError(`${archived}, which lists its steps' executions): \`baton inspect <execution id>\` reads each step from its own archive file`);
 }
 
 export async function workflowStatusCommand(id: string, o: { json?: boolean }): Promise<void> {
