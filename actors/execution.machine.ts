@@ -44,6 +44,12 @@ export const MACHINE_VERSION = '7';
  * assign per transition rather than a separate `touch`: each assign copies the context and the
  * snapshot, and xstate's steps were ~13% of the hosts' CPU in `baton bench`.
  */
+/**
+ * What every final state's context says: no dwell limit, and no retry to come (a reclaim or a
+ * retryable failure set retryPending; the executor may then end the execution instead).
+ */
+const ended = { deadline: null, retryPending: false } as const;
+
 const touched = <U extends Partial<ExecutionContext>>(event: ExecutionEvent, update: U) => ({ updatedAt: event.metadata.occurredAt, ...update });
 
 export const executionMachine = setup({
@@ -107,14 +113,13 @@ export const executionMachine = setup({
       assertEvent(event, 'ExecutionFailed');
       return touched(event, { ...backToExecutor(context), error: event.data.error });
     }),
-    // Final states have no dwell limit, hence deadline: null.
     complete: assign(({ event }) => {
       assertEvent(event, 'ExecutionCompleted');
-      return touched(event, { result: event.data.result, finishedAt: event.metadata.occurredAt, deadline: null });
+      return touched(event, { result: event.data.result, finishedAt: event.metadata.occurredAt, ...ended });
     }),
     fail: assign(({ event }) => {
       assertEvent(event, 'ExecutionFailed');
-      return touched(event, { error: event.data.error, finishedAt: event.metadata.occurredAt, deadline: null });
+      return touched(event, { error: event.data.error, finishedAt: event.metadata.occurredAt, ...ended });
     }),
     requestCancel: assign(({ event }) => {
       assertEvent(event, 'ExecutionCancelRequested');
@@ -122,15 +127,15 @@ export const executionMachine = setup({
     }),
     cancel: assign(({ event }) => {
       assertEvent(event, 'ExecutionCancelled');
-      return touched(event, { cancelReason: event.data.reason, finishedAt: event.metadata.occurredAt, deadline: null });
+      return touched(event, { cancelReason: event.data.reason, finishedAt: event.metadata.occurredAt, ...ended });
     }),
     timeOut: assign(({ event }) => {
       assertEvent(event, 'ExecutionTimedOut');
-      return touched(event, { timedOutLimit: event.data.limit, finishedAt: event.metadata.occurredAt, deadline: null });
+      return touched(event, { timedOutLimit: event.data.limit, finishedAt: event.metadata.occurredAt, ...ended });
     }),
     abandon: assign(({ event }) => {
       assertEvent(event, 'ExecutionAbandoned');
-      return touched(event, { abandonReason: event.data.reason, finishedAt: event.metadata.occurredAt, deadline: null });
+      return touched(event, { abandonReason: event.data.reason, finishedAt: event.metadata.occurredAt, ...ended });
     }),
   },
 }).createMachine({

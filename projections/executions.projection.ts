@@ -68,7 +68,9 @@ export const executionsProjection: Projection = {
   // 8: no index on updated_at (the drift check samples what the projector changed: drift.ts), and
   //    the tags index holds tagged executions only. Fewer index entries per write: measured in
   //    `baton bench` (30,000 executions, seven pairs), Postgres's CPU per execution −6%.
-  version: 8,
+  // 9: retry_pending is false once the execution has ended (machine: a final state leaves no retry
+  //    pending; an Abandoned execution after a reclaim kept true).
+  version: 9,
   streamPrefixes: [EXECUTION_STREAM_PREFIX],
   tables: [
     { name: 'executions', key: ['execution_id'] },

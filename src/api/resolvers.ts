@@ -1,6 +1,5 @@
 // Query, subscription and type resolvers over the read model. Fields whose names match the row
 // (camelCase columns) need no resolver; nested reads go through the request's DataLoaders.
-import { finalStatuses } from '../../actors/execution.machine.ts';
 import type { GraphQLResolveInfo } from 'graphql';
 import { isStalled, type ExecutionRow } from '../../projections/executions.ts';
 import { offerKey, waitingReason } from '../liveness/waiting-reason.ts';
@@ -139,9 +138,6 @@ export const resolvers = {
     error: executionJson('error', 'error'),
     lastProgress: executionJson('lastProgress', 'last_progress'),
     stalled: (row: ExecutionRow) => isStalled(row, Date.now()),
-    // The machine's context keeps the flag a reclaim set when the execution then ended (Abandoned):
-    // no retry is pending for one that has ended.
-    retryPending: (row: ExecutionRow) => row.retryPending && !finalStatuses.has(row.status),
     async waitingReason(row: ExecutionRow, _a: unknown, ctx: ApiContext) {
       if (row.status !== 'Requested') return null;
       const offer = await ctx.loaders.offering(ctx.staleAfterMs).load(offerKey(row));

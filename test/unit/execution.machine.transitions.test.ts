@@ -67,6 +67,8 @@ describe('legal transitions', () => {
     const pending = accept(foldExecution(retryPending()), ev.abandoned('gave up'));
     expect(statusOf(pending)).toBe('Abandoned');
     expect(pending.context.abandonReason).toBe('gave up');
+    // The executor ended it instead of retrying: no retry is pending any more.
+    expect(pending.context.retryPending).toBe(false);
   });
 
   it('Requested (retry pending) → Requested on ExecutionRetryScheduled, starting the next attempt', () => {

@@ -110,6 +110,14 @@ describe('generated execution paths', () => {
     }
   });
 
+  it('leave nothing pending in a final state: no dwell limit, no retry to come', () => {
+    const ended = paths.filter((p) => isFinal(p.finalSnapshot));
+    expect(ended.length).toBeGreaterThan(0);
+    for (const { finalContext: c, finalStatus } of ended) {
+      expect({ finalStatus, deadline: c.deadline, retryPending: c.retryPending }).toEqual({ finalStatus, deadline: null, retryPending: false });
+    }
+  });
+
   it('leave the state alone on every alphabet event the machine refuses', () => {
     const alphabet = pathAlphabet();
     for (const { finalSnapshot } of paths) {
