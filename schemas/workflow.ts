@@ -157,15 +157,34 @@ export function findCycle(steps: readonly Pick<WorkflowStep, 'id' | 'dependsOn'>
   return null;
 }
 
-/** A step's input: its own, with `inputFrom` keys filled from its parents' results. */
-export function stepInput(step: WorkflowStep, results: ReadonlyMap<string, unknown>): unknown {
-  if (!step.inputFrom) return step.input ?? null;
-  const base = step.input && typeof step.input === 'object' && !Array.isArray(step.input) ? { ...step.input } : {};
+/** An `inputFrom` key whose path its parent's result does not hold. */
+export interface MissingResultPath {
+  key: string;
+  ref: string;
+  /** How far the path reached: the ref's prefix that is there (`p.result.out`). */
+  found: string;
+}
+
+/**
+ * A step's input: its own, with `inputFrom` keys filled from its parents' results. A path the
+ * result does not hold is not filled with anything: it is in `missing`, and the step cannot run
+ * (an explicit `null` in the result is there, and is passed on).
+ */
+export function stepInput(step: WorkflowStep, results: ReadonlyMap<string, unknown>): { input: unknown; missing: MissingResultPath[] } {
+  if (!step.inputFrom) return { input: step.input ?? null, missing: [] };
+  const base: Record<string, unknown> = step.input && typeof step.input === 'object' && !Array.isArray(step.input) ? { ...step.input } : {};
+  const missing: MissingResultPath[] = [];
   for (const [key, ref] of Object.entries(step.inputFrom)) {
     const [parent, , ...path] = ref.split('.');
-    let value: unknown = results.get(parent!);
-    for (const segment of path) value = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[segment] : undefined;
-    (base as Record<string, unknown>)[key] = value ?? null;
+    let value: unknown = results.get(parent!) ?? null;
+    let reached = 0;
+    for (const segment of path) {
+      if (value === null || typeof value !== 'object' || !Object.hasOwn(value, segment)) break;
+      value = (value as Record<string, unknown>)[segment];
+      reached++;
+    }
+    if (reached < path.length) missing.push({ key, ref, found: [parent, 'result', ...path.slice(0, reached)].join('.') });
+    else base[key] = value;
   }
-  return base;
+  return { input: base, missing };
 }

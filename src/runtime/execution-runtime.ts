@@ -7,7 +7,7 @@ import { v5 as uuidv5 } from 'uuid';
 import { executionStreamId, type ActorRef, type ExecutionEvent, type ExecutionEventOf, type ExecutionEventType } from '../../schemas/events.ts';
 import { startExecution, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { IdempotencyKeyConflictError, WrongExpectedRevisionError } from '../errors.ts';
-import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
+import type { EventStore, NewEvent, StoredEvent } from '../eventstore/event-store.ts';
 import { stateName, type Command } from './actor-kind.ts';
 import { createActorRuntime, systemClock, type ActorRuntime, type Clock } from './actor-runtime.ts';
 import { executionKind } from './execution-kind.ts';
@@ -31,6 +31,8 @@ export const executionIdForKey = (key: string, namespace: string = DEFAULT_NAMES
 
 /** The event id of a keyed execution's ExecutionRequested (what `submit` derives; unique store-wide). */
 export const requestedEventIdOf = (executionId: string): string => uuidv5(`requested-event:${executionId}`, IDEMPOTENCY_NAMESPACE);
+/** A keyed execution abandoned in the append that creates it (submitAbandoned): a repeat resends this id, so the store sees the same append. */
+const abandonedAtOnceEventIdOf = (executionId: string): string => uuidv5(`abandoned-at-once-event:${executionId}`, IDEMPOTENCY_NAMESPACE);
 
 /** A command: a domain event without the metadata the runtime fills in. */
 export type ExecutionCommand = Command<ExecutionEvent> & { by: ActorRef };
@@ -163,7 +165,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     const eventId = key === undefined ? newId() : requestedEventIdOf(executionId);
     const snapshot = startExecution(requested);
     const stored = { ...requested, metadata: { ...requested.metadata, stateAfter: stateName(snapshot) } };
-    return { key, executionId, data: requested.data, snapshot, append: { streamId: executionStreamId(executionId), events: [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }], expectedRevision: 'no_stream' as const } };
+    return { key, executionId, data: requested.data, snapshot, append: { streamId: executionStreamId(executionId), events: [{ eventId, type: stored.type, data: stored.data, metadata: stored.metadata }] as NewEvent[], expectedRevision: 'no_stream' as const } };
   }
   type Prepared = ReturnType<typeof prepare>;
 
@@ -186,6 +188,25 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return traceSubmit(request, (trace) => append(prepare(request, trace)));
   }
 
+  /**
+   * Create an execution that ends at once, Abandoned with `reason`, in the append that creates it:
+   * a request that is recorded but must not run (a workflow step whose input could not be made
+   * from its parents' results), so its history says why and no executor ever schedules it. With
+   * a key, a repeat finds it as submit finds an earlier execution.
+   */
+  async function submitAbandoned(request: SubmitRequest, reason: string): Promise<SubmitResult> {
+    await ensureNamespaces([request]);
+    return traceSubmit(request, (trace) => append(abandonedAtOnce(prepare(request, trace), reason, request.correlationId)));
+  }
+
+  function abandonedAtOnce(p: Prepared, reason: string, correlationId: string | undefined): Prepared {
+    const abandoned = executionKind.make({ type: 'ExecutionAbandoned', by: 'executor', data: { reason }, ...(correlationId && { correlationId }) }, clock().toISOString());
+    const d = executionKind.decide(p.executionId, p.snapshot, abandoned);
+    if (!d.ok) throw d.error;
+    const event = { eventId: p.key === undefined ? newId() : abandonedAtOnceEventIdOf(p.executionId), type: abandoned.type, data: abandoned.data, metadata: { ...abandoned.metadata, stateAfter: stateName(d.snapshot) } };
+    return { ...p, snapshot: d.snapshot, append: { ...p.append, events: [...p.append.events, event] } };
+  }
+
   /** `default` always exists; any other namespace is created on first use, before its first execution. */
   async function ensureNamespaces(requests: readonly SubmitRequest[]): Promise<void> {
     const named = new Set(requests.map((r) => r.namespace ?? DEFAULT_NAMESPACE));
@@ -198,7 +219,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     try {
       const r = await store.append(p.append.streamId, p.append.events, { expectedRevision: 'no_stream' });
       // Unkeyed, a replay is this append, retried by the store after a lost answer (see appendMany).
-      if (!r.idempotentReplay || p.key === undefined) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: 0n };
+      if (!r.idempotentReplay || p.key === undefined) return { executionId: p.executionId, created: true, snapshot: p.snapshot, revision: BigInt(p.append.events.length - 1) };
     } catch (err) {
       if (!(err instanceof WrongExpectedRevisionError) || p.key === undefined) throw err;
     }
@@ -267,7 +288,7 @@ export function createExecutionRuntime(store: EventStore, options: ExecutionRunt
     return outcomes;
   }
 
-  return { store, load, dispatch, submit, submitMany, observe: actors.observe, onChange: actors.onChange, cached: actors.cached, followed: actors.followed, actors };
+  return { store, load, dispatch, submit, submitMany, submitAbandoned, observe: actors.observe, onChange: actors.onChange, cached: actors.cached, followed: actors.followed, actors };
 }
 
 export type ExecutionRuntime = ReturnType<typeof createExecutionRuntime>;

@@ -22,7 +22,7 @@ import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/executio
 import { failedSteps, workflowPlan, type WorkflowSnapshot } from '../../actors/workflow.machine.ts';
 import type { ErrorInfo } from '../../schemas/events.ts';
 import type { StepOutcome, WorkflowEvent } from '../../schemas/workflow-events.ts';
-import { stepInput, type WorkflowStep } from '../../schemas/workflow.ts';
+import { stepInput, type MissingResultPath, type WorkflowStep } from '../../schemas/workflow.ts';
 import { mapLimit } from '../async/map-limit.ts';
 import { DuplicateEventIdError, IdempotencyKeyConflictError } from '../errors.ts';
 import type { Command } from '../runtime/actor-kind.ts';
@@ -147,9 +147,10 @@ async function submitStep(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowS
   const results = new Map(Object.entries(c.steps).flatMap(([id, s]) => (s.status === 'completed' ? [[id, s.result] as const] : [])));
   const parent = step.dependsOn[0];
   const parentId = parent === undefined ? undefined : c.steps[parent]?.executionId;
+  const { input, missing } = stepInput(step, results);
   const request = {
     action: step.action,
-    input: stepInput(step, results),
+    input,
     idempotencyKey: stepExecutionKey(w.id, step.id),
     workflowId: w.id,
     correlationId: w.id,
@@ -160,7 +161,10 @@ async function submitStep(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowS
   };
   let executionId: string;
   try {
-    executionId = (await d.executions.submit(request)).executionId;
+    // A path the parent's result lacks is most likely a misspelt ref or a changed action: the step's
+    // execution is recorded, ended at once saying which, so the workflow fails naming it rather
+    // than running the step on an input with a hole in it.
+    executionId = (missing.length === 0 ? await d.executions.submit(request) : await d.executions.submitAbandoned(request, missingPathsReason(missing))).executionId;
   } catch (err) {
     // Only the default maxAttempts can differ (an executor with another BATON_MAX_ATTEMPTS
     // submitted it first): the key names this workflow's step, so it is this step's execution.
@@ -170,6 +174,12 @@ async function submitStep(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowS
   }
   w.executions.set(executionId, step.id);
   return command(w, 'WorkflowStepScheduled', { stepId: step.id, executionId }, `${step.id}/scheduled`);
+}
+
+/** Why a step's execution was abandoned before it ran: each inputFrom path its parent's result does not hold. */
+export function missingPathsReason(missing: readonly MissingResultPath[]): string {
+  const each = missing.map((m) => `inputFrom.${m.key}: "${m.ref}" is not in the result (it holds ${m.found}, but not the rest)`);
+  return `not run: its input could not be made from its parents' results: ${each.join('; ')}`.slice(0, 2_000);
 }
 
 async function cancel(d: RoundDeps, w: FollowedWorkflow, executionIds: readonly string[], reason: string): Promise<void> {

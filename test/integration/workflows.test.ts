@@ -207,6 +207,33 @@ describe('workflows on a real executor and worker', () => {
     });
   });
 
+  it('a step whose inputFrom names a path its parent’s result lacks does not run: its execution ends Abandoned naming the path, and the workflow fails naming the step', async () => {
+    const { workflowId } = await submitWorkflow(deps(), {
+      onFailure: 'continue',
+      steps: [
+        { id: 'p', action: 'core.echo', input: { out: { url: 's3://x' }, none: null } },
+        { id: 'holey', action: 'core.echo', dependsOn: ['p'], input: { keep: 1 }, inputFrom: { url: 'p.result.out.url', gone: 'p.result.out.nope' } },
+        // An explicit null in the result is there, and is passed on.
+        { id: 'nulls', action: 'core.echo', dependsOn: ['p'], inputFrom: { none: 'p.result.none' } },
+      ],
+    });
+    const ended = await workflowEnded(c.store, workflowId);
+    const reason = `not run: its input could not be made from its parents' results: inputFrom.gone: "p.result.out.nope" is not in the result (it holds p.result.out, but not the rest)`;
+    expect(ended.events.at(-1)).toMatchObject({ type: 'WorkflowFailed', data: { failedSteps: ['holey'], reason: `step holey (Abandoned: ${reason}) did not complete` } });
+    const status = await workflowStatus(deps(), workflowId);
+    const byId = Object.fromEntries(status.steps.map((s) => [s.id, s]));
+    expect(byId['nulls']).toMatchObject({ status: 'Completed', result: { none: null } });
+    expect(byId['holey']).toMatchObject({ status: 'Abandoned', error: { message: reason }, execution: { status: 'Abandoned' } });
+    // Recorded, ended in the append that created it: no handoff, no start, its input without the hole.
+    const history = await c.store.readStream(executionStreamId(byId['holey']!.executionId!));
+    expect(history.map((e) => [e.type, e.revision])).toEqual([['ExecutionRequested', 0n], ['ExecutionAbandoned', 1n]]);
+    expect(history[0]!.data).toMatchObject({ input: { keep: 1, url: 's3://x' } });
+    expect(history[1]!.data).toEqual({ reason });
+    // A repeat of the step's submission (an orchestrator's retry) finds that execution.
+    const again = await c.runtime.submitAbandoned({ action: 'core.echo', input: { keep: 1, url: 's3://x' }, idempotencyKey: stepExecutionKey(workflowId, 'holey'), workflowId, correlationId: workflowId, parentId: byId['p']!.executionId! }, reason);
+    expect(again).toMatchObject({ executionId: byId['holey']!.executionId, created: false });
+  });
+
   it('cancelWorkflow mid-run: unfinished steps end Cancelled, nothing more starts, the workflow ends Cancelled', async () => {
     const { workflowId } = await submitWorkflow(deps(), {
       steps: [

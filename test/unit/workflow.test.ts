@@ -60,7 +60,25 @@ describe('checkWorkflow', () => {
     const d = checkWorkflow({ steps: [{ id: 'p', action: 'x' }, { id: 'c', action: 'x', dependsOn: ['p'], input: { size: 3 }, inputFrom: { url: 'p.result.out.url', all: 'p.result' } }] });
     if (!d.ok) throw new Error('invalid');
     const results = new Map([['p', { out: { url: 's3://x' } }]]);
-    expect(stepInput(d.definition.steps[1]!, results)).toEqual({ size: 3, url: 's3://x', all: { out: { url: 's3://x' } } });
+    expect(stepInput(d.definition.steps[1]!, results)).toEqual({ input: { size: 3, url: 's3://x', all: { out: { url: 's3://x' } } }, missing: [] });
+  });
+
+  it('names each inputFrom path a parent’s result does not hold, and leaves its key out; an explicit null is passed on', () => {
+    const d = checkWorkflow({
+      steps: [
+        { id: 'p', action: 'x' },
+        { id: 'c', action: 'x', dependsOn: ['p'], input: { size: 3 }, inputFrom: { url: 'p.result.out.url', gone: 'p.result.out.nope.deeper', none: 'p.result.none', n: 'p.result.items.1', str: 'p.result.out.url.length' } },
+      ],
+    });
+    if (!d.ok) throw new Error('invalid');
+    const results = new Map([['p', { out: { url: 's3://x' }, none: null, items: ['a', 'b'] }]]);
+    expect(stepInput(d.definition.steps[1]!, results)).toEqual({
+      input: { size: 3, url: 's3://x', none: null, n: 'b' },
+      missing: [
+        { key: 'gone', ref: 'p.result.out.nope.deeper', found: 'p.result.out' },
+        { key: 'str', ref: 'p.result.out.url.length', found: 'p.result.out.url' },
+      ],
+    });
   });
 });
 
