@@ -229,7 +229,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list())
-      .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs))
+      .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs) && (o.localWorkers?.takesWork(w.workerId) ?? true))
       .map((w) => ({ ...w, namespaces: view.workerNamespaces(w.workerId) }));
     // A bucket of a partition another executor leases has no slots here: its owner decides it.
     const freeSlots = (action: string, bucket: string) => (o.partitions && !o.partitions.owns(bucket) ? 0 : view.freeSlots(action, bucket));
@@ -280,6 +280,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
         const commands = (s: ExecutionSnapshot | undefined): ExecutionCommand[] | undefined => {
           // Too long after its rate-limit grant: the token lapses (rate-limits.ts); a later pass grants another.
           if (notAfter !== undefined && now() >= notAfter) return undefined;
+          // Its worker, of this process, began to drain since the placement: a later pass places it elsewhere.
+          if (o.localWorkers?.takesWork(workerId) === false) return undefined;
           const c = s!.context;
           made.attempt = c.attempt;
           const deadline = new Date(now() + (policy?.scheduleToStartTimeoutMs ?? scheduleToStartMs)).toISOString();

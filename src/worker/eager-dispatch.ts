@@ -39,6 +39,8 @@ export interface EagerCandidate {
 
 /** A worker host's side of eager dispatch. */
 export interface EagerIntake {
+  /** False once the worker drains: the executor places nothing more on it. */
+  accepting(): boolean;
   /** ExecutionStarted's data if this worker starts `candidate` at once; undefined: through the transport. */
   start(candidate: EagerCandidate): StartedData | undefined;
   /** Run an execution whose handoff and start were stored together, leaving it `started`. */
@@ -58,6 +60,8 @@ export interface EndedRun {
 /** The worker hosts of one process, by id: where the executor finds an intake for a placement. */
 export class LocalWorkers {
   readonly #intakes = new Map<string, EagerIntake>();
+  /** Ids whose worker host stopped in this process (and has not started again). */
+  readonly #stopped = new Set<string>();
   readonly #endings = new Set<(run: EndedRun) => void>();
   #runs = 0;
 
@@ -74,7 +78,9 @@ export class LocalWorkers {
 
   /** Adds a worker's intake; returns what removes it (a stopped worker takes nothing). */
   register(workerId: string, intake: EagerIntake): () => void {
+    this.#stopped.delete(workerId);
     const counted: EagerIntake = {
+      accepting: () => intake.accepting(),
       start: (candidate) => intake.start(candidate),
       run: (message, started) => {
         this.#runs++;
@@ -83,8 +89,22 @@ export class LocalWorkers {
     };
     this.#intakes.set(workerId, counted);
     return () => {
-      if (this.#intakes.get(workerId) === counted) this.#intakes.delete(workerId);
+      if (this.#intakes.get(workerId) !== counted) return;
+      this.#intakes.delete(workerId);
+      this.#stopped.add(workerId);
     };
+  }
+
+  /**
+   * Whether the executor may place work on `workerId`: false for a worker of this process that
+   * drains or stopped, known here at once where its heartbeat says so only a moment later. A
+   * handoff placed in that moment went to a worker that would never start it: it stayed Scheduled
+   * until a reclaim, which spent an attempt that never ran (with maxAttempts 1: Abandoned).
+   * Workers of other processes: true (their heartbeats decide).
+   */
+  takesWork(workerId: string): boolean {
+    if (this.#stopped.has(workerId)) return false;
+    return this.#intakes.get(workerId)?.accepting() ?? true;
   }
 
   /** Runs handed to these workers with their start so far (`baton bench` reports it). */
@@ -105,10 +125,12 @@ function eagerDelivery(message: WorkMessage, deliveryCount = 1): Delivery {
 
 /**
  * A worker host's intake: `deps` as its transport deliveries run with; `accepting` false once it
- * drains. Runs still going are in `runs` (the host's drain waits for them).
+ * drains; `closed` true once its drain stopped waiting for runs. Runs still going are in `runs`
+ * (the host's drain waits for them).
  */
-export function eagerIntake(o: { deps: RunDeliveryDeps; actions: ActionRegistry; accepting: () => boolean; runs: Set<Promise<void>>; log: Logger }): EagerIntake {
+export function eagerIntake(o: { deps: RunDeliveryDeps; actions: ActionRegistry; accepting: () => boolean; closed: () => boolean; runs: Set<Promise<void>>; log: Logger }): EagerIntake {
   return {
+    accepting: o.accepting,
     start(c) {
       if (!o.accepting() || c.cancelRequested) return undefined;
       const action = o.actions.get(c.action);
@@ -117,11 +139,14 @@ export function eagerIntake(o: { deps: RunDeliveryDeps; actions: ActionRegistry;
     },
     run(message, started) {
       const delivery = eagerDelivery(message);
-      // Started but no longer ours to run (the worker stopped between the decision and the commit),
-      // or a run that failed outside the action (its outcome could not be stored): the delivery
-      // path's check for an attempt of ours that no run holds hands the baton back for a retry.
+      // Its start is stored: the attempt is this worker's and has begun, so it runs even if the
+      // worker began to drain between the decision and the commit (the drain waits for it, as for
+      // any run; handing it back would spend an attempt that never ran). Only once the drain has
+      // stopped waiting, or when a run failed outside the action (its outcome could not be
+      // stored), does the delivery path's check for an attempt of ours that no run holds hand the
+      // baton back for a retry.
       const handBack = () => runDelivery(eagerDelivery(message, 2), o.deps, true);
-      const run = (o.accepting() ? traceRun(delivery, () => runStarted(delivery, o.deps, started)).catch(handBack) : handBack())
+      const run = (o.closed() ? handBack() : traceRun(delivery, () => runStarted(delivery, o.deps, started)).catch(handBack))
         .catch((err: unknown) => o.log.error({ err, executionId: message.executionId }, 'an eager run failed and could not hand its execution back; the executor reclaims it'))
         .finally(() => o.runs.delete(run));
       o.runs.add(run);

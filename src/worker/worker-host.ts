@@ -182,7 +182,8 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const consumer: Consumer = await o.transport.consume(workerId, (delivery) => traceRun(delivery, () => runDelivery(delivery, deps)), { concurrency: capacity });
   /** Runs an executor of this process started with their handoffs (eager-dispatch.ts). */
   const eagerRuns = new Set<Promise<void>>();
-  const unregister = o.localWorkers?.register(workerId, eagerIntake({ deps, actions: o.actions, accepting: () => !draining, runs: eagerRuns, log }));
+  let eagerClosed = false;
+  const unregister = o.localWorkers?.register(workerId, eagerIntake({ deps, actions: o.actions, accepting: () => !draining, closed: () => eagerClosed, runs: eagerRuns, log }));
   const signals = await o.transport.onSignal(workerId, (signal) => {
     const cancelRun = cancellers.get(signal.executionId);
     if (cancelRun) return cancelRun(signal.attempt, signal.reason);
@@ -215,6 +216,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         unregister?.();
         await consumer.stop();
         while (eagerRuns.size > 0) await Promise.all(eagerRuns);
+        eagerClosed = true; // a start the executor stores from now on is handed back (eager-dispatch.ts)
         await signals.stop();
         clearTimeout(grace);
         await heartbeat.stop();

@@ -144,7 +144,7 @@ describe('eager dispatch', () => {
     expect(events.at(-1)).toMatchObject({ data: { reason: 'not needed after all' }, metadata: { by: 'worker:eg-local' } });
   });
 
-  it('a start its worker can no longer run (it stopped before the commit) is handed back for a retry, not left Running', async () => {
+  it('a start its worker can no longer run (its drain stopped waiting before the commit) is handed back for a retry, not left Running', async () => {
     const { executionId } = await runtime.submit({ action: 'eg.unoffered', input: null, maxAttempts: 2 });
     // The executor places nobody for this action: hand it off and start it as the executor would.
     const started = await runtime.dispatch(executionId, [
@@ -154,7 +154,7 @@ describe('eager dispatch', () => {
     ]);
     const runs = new Set<Promise<void>>();
     const deps = { workerId: 'eg-gone', runtime, actions: localActions, log, shutdown: new AbortController().signal, running: new Set<string>() };
-    const intake = eagerIntake({ deps, actions: localActions, accepting: () => false, runs, log });
+    const intake = eagerIntake({ deps, actions: localActions, accepting: () => false, closed: () => true, runs, log });
     const message = { messageId: 'm', executionId, workerId: 'eg-gone', runtime: 'node', action: 'eg.unoffered', attempt: 1, handoffRevision: String(started.revision - 1n), publishedAt: new Date().toISOString() };
     intake.run(message, started);
     await Promise.all(runs);
@@ -166,10 +166,45 @@ describe('eager dispatch', () => {
     expect(intake.start({ action: 'eg.echo', attempt: 1, actionVersion: undefined, cancelRequested: false })).toBeUndefined();
   });
 
+  it('a start stored just as its worker began to drain still runs, and spends no attempt on a hand-back', async () => {
+    const { executionId } = await runtime.submit({ action: 'eg.unoffered', input: null, maxAttempts: 1 });
+    // The executor decided the start while the worker took work; the worker drains by the commit.
+    const started = await runtime.dispatch(executionId, [
+      { type: 'ExecutionHandedOff', data: { workerId: 'eg-drains', attempt: 1, deadline: new Date(Date.now() + 60_000).toISOString(), maxAttempts: 1 }, by: 'executor' },
+      { type: 'ExecutionStarted', data: { attempt: 1, deadline: new Date(Date.now() + 60_000).toISOString() }, by: 'worker:eg-drains' },
+    ]);
+    const runs = new Set<Promise<void>>();
+    const actions = createActionRegistry([defineAction({ name: 'eg.unoffered', input: z.null(), run: () => 'ran' })]);
+    const deps = { workerId: 'eg-drains', runtime, actions, log, shutdown: new AbortController().signal, running: new Set<string>() };
+    const intake = eagerIntake({ deps, actions, accepting: () => false, closed: () => false, runs, log });
+    const message = { messageId: 'm2', executionId, workerId: 'eg-drains', runtime: 'node', action: 'eg.unoffered', attempt: 1, handoffRevision: String(started.revision - 1n), publishedAt: new Date().toISOString() };
+    intake.run(message, started);
+    expect(runs.size).toBe(1); // what the drain waits for
+    await Promise.all(runs);
+    const events = await until(executionId, last('ExecutionCompleted'));
+    expect(types(events)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
+    expect(events.at(-1)).toMatchObject({ data: { result: 'ran' } });
+  });
+
+  it('the executor places nothing on a worker of its process once it drains or stopped; other processes\' workers are up to their heartbeats', () => {
+    const workers = new LocalWorkers();
+    let accepting = true;
+    const unregister = workers.register('w-1', { accepting: () => accepting, start: () => undefined, run: () => undefined });
+    expect(workers.takesWork('w-1')).toBe(true);
+    accepting = false;
+    expect(workers.takesWork('w-1')).toBe(false);
+    unregister();
+    expect(workers.takesWork('w-1')).toBe(false);
+    expect(workers.takesWork('elsewhere')).toBe(true);
+    // The same id started again in this process takes work again.
+    workers.register('w-1', { accepting: () => true, start: () => undefined, run: () => undefined });
+    expect(workers.takesWork('w-1')).toBe(true);
+  });
+
   it("an intake starts only what its worker runs: the action it offers, at the handoff's version, with no cancel request", () => {
     const runs = new Set<Promise<void>>();
     const deps = { workerId: 'eg-x', runtime, actions: localActions, log, shutdown: new AbortController().signal, running: new Set<string>(), startToCloseMs: 5_000 };
-    const intake = eagerIntake({ deps, actions: localActions, accepting: () => true, runs, log });
+    const intake = eagerIntake({ deps, actions: localActions, accepting: () => true, closed: () => false, runs, log });
     const candidate = { action: 'eg.slow', attempt: 2, actionVersion: undefined, cancelRequested: false };
     const data = intake.start(candidate);
     expect(data).toMatchObject({ attempt: 2 });
@@ -183,6 +218,7 @@ describe('eager dispatch', () => {
   it('an eager start the machine refuses sends that execution through the transport on the next pass; nothing refused is stored', async () => {
     // An intake whose start names another attempt: the machine refuses the whole handoff (a bug, if it ever happened).
     const unregister = localWorkers.register('eg-remote', {
+      accepting: () => true,
       start: (c) => ({ attempt: c.attempt + 7, deadline: new Date(Date.now() + 60_000).toISOString() }),
       run: () => {
         throw new Error('a refused start must never run');
