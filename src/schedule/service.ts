@@ -26,10 +26,15 @@ export interface ScheduleServiceDeps {
   clock?: () => Date;
 }
 
-/** The schedule id is taken by a schedule with a different definition. */
+/** The schedule id is taken: by a schedule with a different definition, or by one that was deleted (`deletedAt`). */
 export class ScheduleIdConflictError extends BatonError {
-  constructor(readonly scheduleId: string) {
-    super(`schedule id "${scheduleId}" is already used by a schedule with a different definition`);
+  constructor(readonly scheduleId: string, readonly deletedAt?: string) {
+    super(
+      deletedAt === undefined
+        ? `schedule id "${scheduleId}" is already used by a schedule with a different definition`
+        : // Its history stays under the id (replay, `schedule show`), so a new schedule needs another.
+          `schedule id "${scheduleId}" belonged to a schedule deleted at ${deletedAt}; an id is not used again once its schedule is deleted (its history stays under it): choose another id`,
+    );
   }
 }
 
@@ -116,7 +121,8 @@ export async function createSchedule(
     if (!(err instanceof WrongExpectedRevisionError)) throw err;
   }
   const existing = await showSchedule(deps, scheduleId);
-  if (existing.status === 'Deleted' || !isDeepStrictEqual(existing.spec, spec)) throw new ScheduleIdConflictError(scheduleId);
+  if (existing.status === 'Deleted') throw new ScheduleIdConflictError(scheduleId, existing.deletedAt ?? 'an unknown time');
+  if (!isDeepStrictEqual(existing.spec, spec)) throw new ScheduleIdConflictError(scheduleId);
   return { created: false, schedule: existing };
 }
 

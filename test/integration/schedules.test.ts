@@ -113,6 +113,10 @@ describe('schedules', () => {
     await expect(changeSchedule(deps, 'manual', 'resume')).rejects.toThrow('schedule manual is deleted; nothing to resume');
     const view = await showSchedule(deps, 'manual');
     expect(view).toMatchObject({ status: 'Deleted', fired: 1 });
+    // Its id keeps its history: creating it again, even with the same definition, says so.
+    await expect(createSchedule({ ...deps, actions }, { id: 'manual', cron: '0 3 * * *', timezone: 'Europe/Berlin', action: 'core.echo', input: { hello: 'world' } }, API_SCHEDULE_NAMES)).rejects.toThrow(
+      `schedule id "manual" belonged to a schedule deleted at ${view.deletedAt}; an id is not used again once its schedule is deleted (its history stays under it): choose another id`,
+    );
   });
 
   it('refuses a bad schedule naming every field at fault, and writes nothing', async () => {
