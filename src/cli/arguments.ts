@@ -110,6 +110,8 @@ export const tagOption =
   (text: string, previous: Record<string, string> | undefined): Record<string, string> => {
     const tag = parseTagText(text);
     if ('problem' in tag) throw refuse(option, tag.problem);
+    // A key holds one value: a second one would silently replace the first.
+    if (previous !== undefined && Object.hasOwn(previous, tag.key)) throw refuse(option, `tag "${tag.key}" is given twice (${tag.key}=${previous[tag.key]} and ${tag.key}=${tag.value}); a key holds one value`);
     const tags = { ...previous, [tag.key]: tag.value };
     if (Object.keys(tags).length > TAG_LIMITS.maxTags) throw refuse(option, `at most ${TAG_LIMITS.maxTags} tags`);
     return tags;

@@ -181,6 +181,7 @@ describe('baton submit --file', { timeout: 120_000 }, () => {
         [['submit', '--file', file, '--input', '{}', '--key', 'k'], 'submit --file: --input, --key belong on each line', /not on the command line$/],
         [['submit', '--file', `${file}.missing`], '--file: ', /no such file$/],
         [['submit', '--tag', 'nokey'], '--tag: must be key=value', /customer=c-42/],
+        [['submit', 'core.noop', '--tag', 'a=1', '--tag', 'a=2'], '--tag: tag "a" is given twice (a=1 and a=2)', /a key holds one value$/],
         [['submit'], 'submit: give an action', /--file/],
       ]);
     });
