@@ -156,6 +156,15 @@ export interface ForkResult {
   finalState: string;
 }
 
+const FORK_EVENT_FIELDS = new Set(['type', 'data', 'by', 'occurredAt']);
+
+/** Paths of the object fields in `given` that parsing left out of `kept`. */
+function droppedFields(given: unknown, kept: unknown, path: string): string[] {
+  if (given === null || typeof given !== 'object' || kept === null || typeof kept !== 'object') return [];
+  if (Array.isArray(given)) return Array.isArray(kept) ? given.flatMap((g, i) => droppedFields(g, kept[i], `${path}.${i}`)) : [];
+  return Object.entries(given).flatMap(([k, g]) => (Object.hasOwn(kept, k) ? droppedFields(g, (kept as Record<string, unknown>)[k], `${path}.${k}`) : [`${path}.${k}`]));
+}
+
 /**
  * Continue the history after `forkAt` with `inputs` instead of what really happened, through
  * the current machine. Pure: nothing is appended, published or projected.
@@ -166,11 +175,17 @@ export function forkExecution(steps: readonly TimelineStep[], forkAt: number, in
   let snapshot = executionMachine.resolveState({ value: base.state, context: base.context }) as ExecutionSnapshot;
   const result: ForkStep[] = [];
   for (const [i, input] of inputs.entries()) {
+    const what = `fork event ${i} (${input.type})`;
+    const unknown = Object.keys(input).filter((k) => !FORK_EVENT_FIELDS.has(k));
     const event = parseOrThrow(
       ExecutionEvent,
       { type: input.type, data: input.data ?? {}, metadata: { by: input.by ?? snapshot.context.owner, occurredAt: input.occurredAt ?? now().toISOString() } },
-      `fork event ${i} (${input.type})`,
+      what,
     );
+    // The catalog's schemas drop fields they do not know; a what-if must not answer for an event
+    // other than the one asked (a misspelt `retryabel` would be tried as if it were absent).
+    const dropped = [...unknown, ...droppedFields(input.data ?? {}, event.data, 'data')];
+    if (dropped.length > 0) throw new InvalidEventError(what, dropped.map((path) => ({ path, message: 'unknown field' })));
     const before = statusOf(snapshot);
     const decision = decideExecution(snapshot, event);
     if (!decision.ok) {

@@ -255,6 +255,14 @@ describe('what-if forks', () => {
     const steps = timeline('x', completed());
     expect(() => forkExecution(steps, 4, [{ type: 'ExecutionFailed', data: { retryable: false } }])).toThrow(/error/);
   });
+
+  it('refuses fields the event does not have, at any depth, rather than trying the event without them; a JSON result keeps its own', () => {
+    const steps = timeline('x', completed());
+    const fork = (input: object) => () => forkExecution(steps, 4, [input as { type: string }]);
+    expect(fork({ type: 'ExecutionCompleted', data: { result: 1, bogus: 2 }, bogus: 2 })).toThrow('invalid fork event 0 (ExecutionCompleted): bogus: unknown field; data.bogus: unknown field');
+    expect(fork({ type: 'ExecutionFailed', data: { error: { message: 'boom', kind: 'x' }, retryable: false } })).toThrow('data.error.kind: unknown field');
+    expect(fork({ type: 'ExecutionCompleted', data: { result: { anything: { goes: [1, { here: true }] } } } })()).toMatchObject({ ok: true, finalState: 'Completed' });
+  });
 });
 
 describe('history documents', () => {
