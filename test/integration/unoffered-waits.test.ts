@@ -93,4 +93,21 @@ describe('executions whose action no live worker offers', () => {
     await until('the gauge to drop the action', async () => (await unofferedGauge('deploy.soon')) === undefined);
     await liveness.remove('deployed');
   });
+
+  it('counts an action offered only to other namespaces as not offered: an execution of its own namespace is abandoned after the timeout, saying so', { timeout: 60_000 }, async () => {
+    const { runtime, store, liveness } = cluster();
+    await recordWorkerEvent(createWorkerRuntime(store), 'team-z-only', 'WorkerStarted', { actions: ['ns.only'], runtimes: ['node'], capacity: 4, namespaces: ['team-z'] });
+    await liveness.beat({ workerId: 'team-z-only', actions: ['ns.only'], runtimes: ['node'], capacity: 4, inFlight: 0, draining: false }, { starting: true });
+    const { executionId } = await runtime.submit({ action: 'ns.only', input: null });
+    await until('the gauge to count it', async () => (await unofferedGauge('ns.only')) === 1);
+    const abandoned = await until('abandonment', async () => {
+      const e = await events(executionId);
+      return e.at(-1)?.type === 'ExecutionAbandoned' && e;
+    });
+    expect(abandoned.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionAbandoned']);
+    expect(abandoned.at(-1)!.data).toEqual({
+      reason: 'no live worker offered action "ns.only" to namespace "default" for 2s (BATON_NO_WORKER_TIMEOUT; the workers offering it run other namespaces only)',
+    });
+    await liveness.remove('team-z-only');
+  });
 });

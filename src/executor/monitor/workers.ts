@@ -5,14 +5,19 @@ import { mapLimit } from '../../async/map-limit.ts';
 import { formatDuration } from '../../config.ts';
 import { BatonError, NotFoundError, RejectedCommandError, WrongExpectedRevisionError } from '../../errors.ts';
 import { recordWorkerEvent } from '../../runtime/worker-kind.ts';
+import { DEFAULT_NAMESPACE } from '../../input/namespace.ts';
 import type { WaitingExecution } from '../waiting-queue.ts';
 import { fitForWork, type LiveWorker } from '../worker-directory.ts';
 import type { MonitorContext } from './context.ts';
 
+/** What unofferedSince is keyed by: an action as one namespace waits for it. */
+const offerKey = (action: string, namespace: string) => `${action}\0${namespace}`;
+const namespaceOf = (w: WaitingExecution) => w.namespace ?? DEFAULT_NAMESPACE;
+
 export function workerDuties(c: MonitorContext) {
   /** Workers this executor declared lost while their heartbeat stays stale. */
   const declaredLost = new Set<string>();
-  /** Actions some execution waits for that no live worker offers: since when (this executor saw). */
+  /** Actions (per namespace: offerKey) some execution waits for that no live worker offers it: since when (this executor saw). */
   const unofferedSince = new Map<string, number>();
 
   return {
@@ -87,34 +92,59 @@ export function workerDuties(c: MonitorContext) {
      * An execution whose action no live worker offers waits visibly (baton status, the API, the
      * baton_executor_waiting_unoffered gauge). Once it has waited noWorkerTimeoutMs while no worker
      * offered its action (counted from when this executor first saw none, so a restart starts the
-     * count again), it is abandoned with that reason, an ordinary final event.
+     * count again), it is abandoned with that reason, an ordinary final event. Offered means to its
+     * namespace: workers that run only other namespaces' executions (`--namespaces`) would never
+     * take it, and it waited forever.
      */
     async abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
       const now = c.now();
-      const offered = new Set(workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs)).flatMap((w) => w.actions));
-      const waiting = c.view.queue.actions();
-      for (const action of unofferedSince.keys()) if (offered.has(action) || !waiting.has(action)) unofferedSince.delete(action);
+      const fit = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs));
+      const offeredEverywhere = new Set<string>();
+      const offeredIn = new Set<string>();
+      for (const w of fit) {
+        const namespaces = c.view.workerNamespaces(w.workerId);
+        for (const action of w.actions) {
+          if (namespaces === undefined) offeredEverywhere.add(action);
+          else for (const ns of namespaces) offeredIn.add(offerKey(action, ns));
+        }
+      }
+      const offered = (action: string, namespace: string) => offeredEverywhere.has(action) || offeredIn.has(offerKey(action, namespace));
+      const waitingFor = new Map<string, WaitingExecution[]>();
+      for (const action of c.view.queue.actions().keys()) {
+        if (offeredEverywhere.has(action)) continue; // the common case: no walk through its queue
+        for (const w of c.view.queue.of(action)) {
+          const key = offerKey(action, namespaceOf(w));
+          if (!offered(action, namespaceOf(w))) waitingFor.set(key, [...(waitingFor.get(key) ?? []), w]);
+        }
+      }
+      for (const key of unofferedSince.keys()) if (!waitingFor.has(key)) unofferedSince.delete(key);
       const due: WaitingExecution[] = [];
-      for (const action of waiting.keys()) {
-        if (offered.has(action)) continue;
-        const since = unofferedSince.get(action) ?? now;
-        unofferedSince.set(action, since);
-        if (now - since < c.noWorkerTimeoutMs) continue;
-        due.push(...c.view.queue.of(action).filter((w) => now - Math.max(w.since, since) >= c.noWorkerTimeoutMs));
+      for (const [key, waiting] of waitingFor) {
+        const since = unofferedSince.get(key) ?? now;
+        unofferedSince.set(key, since);
+        if (now - since >= c.noWorkerTimeoutMs) due.push(...waiting.filter((w) => now - Math.max(w.since, since) >= c.noWorkerTimeoutMs));
       }
       await mapLimit(due, c.parallelism, (w) =>
         c.enforce('no-worker abandon', w.executionId, {
           type: 'ExecutionAbandoned',
-          data: { reason: `no live worker offered action "${w.action}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT)` },
+          data: {
+            reason: offeredEverywhere.has(w.action) || [...offeredIn].some((k) => k.startsWith(`${w.action}\0`))
+              ? `no live worker offered action "${w.action}" to namespace "${namespaceOf(w)}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT; the workers offering it run other namespaces only)`
+              : `no live worker offered action "${w.action}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT)`,
+          },
           by: 'executor',
         }),
       );
     },
 
-    /** Per action no live worker offers now, the executions waiting for it (as the last tick saw). */
+    /** Per action no live worker offers now (to the namespace of each waiting for it), the executions waiting for it (as the last tick saw). */
     unoffered(): ReadonlyMap<string, number> {
-      const waiting = c.view.queue.actions();
-      return new Map([...unofferedSince.keys()].flatMap((action) => (waiting.has(action) ? [[action, waiting.get(action)!] as const] : [])));
+      const counts = new Map<string, number>();
+      for (const action of c.view.queue.actions().keys()) {
+        const n = c.view.queue.of(action).filter((w) => unofferedSince.has(offerKey(action, namespaceOf(w)))).length;
+        if (n > 0) counts.set(action, n);
+      }
+      return counts;
     },
   };
 }
