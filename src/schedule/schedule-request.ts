@@ -69,6 +69,18 @@ export function scheduleIdProblem(id: unknown): string | undefined {
   return r.success ? undefined : r.error.issues[0]!.message;
 }
 
+/** The shortest time between two of the next ticks from `first` (20 of them: a cron's gaps vary); undefined: it fires once. */
+function shortestGap(spec: ScheduleSpec, anchor: string, first: number): number | undefined {
+  let shortest: number | undefined;
+  for (let at = first, i = 0; i < 20; i++) {
+    const next = nextTickAfter(spec, anchor, at);
+    if (next === undefined) break;
+    shortest = Math.min(shortest ?? Infinity, next - at);
+    at = next;
+  }
+  return shortest;
+}
+
 /**
  * The spec a request makes (on top of `current` for an update), or InvalidInputError listing
  * every problem. `now` is when it is asked: end dates in the past and triggers that will never
@@ -192,8 +204,14 @@ export function checkScheduleRequest(
     const spec: ScheduleSpec = { trigger, target, jitterMs, overlap, catchUp, ...(startAt !== undefined && { startAt }), ...(endAt !== undefined && { endAt }), ...(namespace !== undefined && { namespace }) };
     // A trigger that never fires from now on (`0 0 30 2 *`, or no tick before the end date).
     const anchor = spec.startAt !== undefined && trigger.kind === 'every' ? spec.startAt : now.toISOString();
-    if (nextTickAfter(spec, anchor, now.getTime()) === undefined) {
+    const first = nextTickAfter(spec, anchor, now.getTime());
+    const gap = first === undefined ? undefined : shortestGap(spec, anchor, first);
+    if (first === undefined) {
       problems.push({ path: trigger.kind === 'cron' ? names.cron : names.endAt, message: `never fires${endAt ? ` before ${names.endAt} ${endAt}` : ''}` });
+    } else if (gap !== undefined && jitterMs >= gap) {
+      // Ticks are recorded in order: a tick delayed past the next one's time holds that one back,
+      // and every later tick fires late (its recorded fireAt no longer when it ran).
+      problems.push({ path: names.jitter, message: `must be shorter than the time between ticks (${human(gap)}${trigger.kind === 'cron' ? ' at the shortest' : ''}), got ${human(jitterMs)}` });
     } else return spec;
   }
   throw new InvalidInputError(problems.length > 0 ? problems : [{ path: names.cron, message: 'incomplete schedule' }]);

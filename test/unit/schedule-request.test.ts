@@ -49,6 +49,14 @@ describe('schedule requests', () => {
     expect(problems({ cron: '0 0 1 1 *', action: 'core.noop', endAt: '2026-12-01T00:00:00Z' })).toEqual(['cron: never fires before endAt 2026-12-01T00:00:00.000Z']);
   });
 
+  it('refuses a jitter not shorter than the time between ticks (ticks fire in order: one held back holds back the rest)', () => {
+    expect(problems({ every: '2s', jitter: '20s', action: 'core.noop' })).toEqual(['jitter: must be shorter than the time between ticks (2s), got 20s']);
+    expect(problems({ every: '2s', jitter: '2s', action: 'core.noop' }, CLI_SCHEDULE_NAMES)).toEqual(['--jitter: must be shorter than the time between ticks (2s), got 2s']);
+    expect(problems({ cron: '*/10 * * * * *', jitter: '10s', action: 'core.noop' })).toEqual(['jitter: must be shorter than the time between ticks (10s at the shortest), got 10s']);
+    expect(problems({ cron: '* * * * *', jitter: '5s', action: 'core.noop' })).toEqual([]);
+    expect(problems({ every: '2s', jitter: '1999ms', action: 'core.noop' })).toEqual([]);
+  });
+
   it('makes a spec with defaults, and an update keeps what it does not name', () => {
     const spec = checkScheduleRequest(actions, { cron: '0  9 * *  mon-fri', timezone: 'Europe/Berlin', action: 'core.echo', input: { a: 1 } }, API_SCHEDULE_NAMES, now);
     expect(spec).toEqual({ trigger: { kind: 'cron', cron: '0 9 * * mon-fri', timezone: 'Europe/Berlin' }, target: { kind: 'action', action: 'core.echo', input: { a: 1 } }, jitterMs: 0, overlap: 'skip', catchUp: 0 });
