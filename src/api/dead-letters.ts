@@ -6,26 +6,24 @@ import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
 import { bigintTextProblem } from '../input/rules.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
+import { notOurCursor } from './cursor.ts';
 import { ApiError, badInput } from './errors.ts';
+import { encodePrefixedCursor, parsePrefixedCursor } from './opaque-cursor.ts';
 import { UUID } from '../ids.ts';
 
-// A transport cursor is a decimal position; the API's is that, prefixed and base64url'd, so
-// clients treat it as opaque (as they do the executions cursors).
+// A transport cursor is a decimal position; the API's is that, prefixed and base64url'd
+// (opaque-cursor.ts), so clients treat it as opaque (as they do the executions cursors).
 const CURSOR_PREFIX = 'dead-letter:';
 const MAX_CURSOR_LENGTH = 64;
 
-export function encodeDeadLetterCursor(transportCursor: string): string {
-  return Buffer.from(`${CURSOR_PREFIX}${transportCursor}`).toString('base64url');
-}
+export const encodeDeadLetterCursor = (transportCursor: string): string => encodePrefixedCursor(CURSOR_PREFIX, transportCursor);
 
 /** Throws BAD_USER_INPUT naming `after` for anything this API did not hand out. */
 export function decodeDeadLetterCursor(value: string): string {
-  const refuse = () => badInput('after', 'not a dead-letter cursor from this API (pass pageInfo.endCursor of the previous page)');
-  if (value.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(value)) throw refuse();
-  const text = Buffer.from(value, 'base64url').toString('utf8');
+  const position = parsePrefixedCursor(CURSOR_PREFIX, value, MAX_CURSOR_LENGTH);
   // A position within Postgres's bigint: 19 digits can go past it.
-  if (!text.startsWith(CURSOR_PREFIX) || bigintTextProblem(text.slice(CURSOR_PREFIX.length))) throw refuse();
-  return text.slice(CURSOR_PREFIX.length);
+  if (position === undefined || bigintTextProblem(position)) throw notOurCursor('dead-letter');
+  return position;
 }
 
 function transportOf(ctx: ApiContext): WorkTransport {

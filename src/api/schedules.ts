@@ -1,20 +1,23 @@
 // Schedules over GraphQL: `schedule` folds the schedule's stream (never behind), `schedules`
-// pages through the read model (projections/schedules.ts); the mutations go through the same
-// service and the same checks as `baton schedule` (src/schedule/), so every refusal names the
-// argument at fault (`timezone: unknown time zone …`) and nothing is stored.
+// pages through the read model (projections/schedules.ts) by opaque, checked cursors
+// (schedule-cursor.ts); the mutations go through the same service and the same checks as
+// `baton schedule` (src/schedule/), so every refusal names the argument at fault
+// (`timezone: unknown time zone …`) and nothing is stored.
 import { namespaceOr } from '../input/namespace.ts';
 import { ScheduleId } from '../../schemas/schedule-events.ts';
 import { NotFoundError } from '../errors.ts';
 import { createScheduleRuntime } from '../runtime/schedule-kind.ts';
-import { findSchedule, listSchedules } from '../schedule/schedule-queries.ts';
+import { findSchedule } from '../schedule/schedule-queries.ts';
 import { API_SCHEDULE_NAMES, type ScheduleRequest } from '../schedule/schedule-request.ts';
 import { ScheduleDeletedError, ScheduleIdConflictError, changeSchedule, createSchedule, showSchedule, triggerSchedule, updateSchedule, type ScheduleServiceDeps, type ScheduleView } from '../schedule/service.ts';
 import { ScheduleTransitionError } from '../runtime/schedule-kind.ts';
 import { createWorkflowRuntime } from '../workflow/workflow-stream.ts';
 import { MAX_PAGE_SIZE, intInRange, textArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
+import { notOurCursor } from './cursor.ts';
 import { ApiError, badInput, knownFor } from './errors.ts';
 import { jsonField } from './response-budget.ts';
+import { encodeScheduleCursor, listSchedulesAfter, parseScheduleCursor } from './schedule-cursor.ts';
 
 const MAX_REASON_LENGTH = 1_000;
 
@@ -62,14 +65,20 @@ async function schedule(_: unknown, a: { id: string }, ctx: ApiContext) {
   }
 }
 
+/** The schedule id of an `after` cursor; BAD_USER_INPUT for anything this API did not hand out. */
+function scheduleCursorArg(value: string): string {
+  const id = parseScheduleCursor(value);
+  if (id === undefined) throw notOurCursor('schedule');
+  return id;
+}
+
 async function schedules(_: unknown, a: { status?: 'Active' | 'Paused' | 'Deleted' | null; includeDeleted?: boolean | null; first: number; after?: string | null }, ctx: ApiContext) {
   const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
-  const after = a.after == null ? undefined : scheduleIdArg(a.after, 'after');
-  const page = await listSchedules(ctx.pool, { first, ...(a.status && { status: a.status }), includeDeleted: a.includeDeleted ?? false, ...(after !== undefined && { after }) }, new Date());
-  return {
-    edges: page.schedules.map((node) => ({ cursor: node.scheduleId, node })),
-    pageInfo: { hasNextPage: page.hasNextPage, endCursor: page.schedules.at(-1)?.scheduleId ?? null },
-  };
+  const after = a.after == null ? undefined : scheduleCursorArg(a.after);
+  const page = await listSchedulesAfter(ctx.pool, { first, ...(a.status && { status: a.status }), includeDeleted: a.includeDeleted ?? false, ...(after !== undefined && { after }) }, new Date());
+  if (page === 'unknownAfter') throw badInput('after', `the cursor's schedule "${after}" is not in the read model (pass pageInfo.endCursor of the previous page)`);
+  const edges = page.schedules.map((node) => ({ cursor: encodeScheduleCursor(node.scheduleId), node }));
+  return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
 }
 
 async function createScheduleResolver(_: unknown, a: DefinitionArgs & { id?: string | null }, ctx: ApiContext) {

@@ -1,7 +1,8 @@
 // The GraphQL API host: graphql-yoga on node:http at /graphql (GraphiQL there too, for browsers).
 // Hardening, outermost first: connection cap and header/request timeouts, body size limit
-// (413), CSRF header check, bearer tokens (401/403; GraphiQL's page too), graphql-armor's
-// depth/alias/token/cost limits and suggestion blocking, introspection (a setting), argument
+// (413), CSRF header check, bearer tokens (401/403; GraphiQL's page too), bracket nesting checked
+// before parsing (query-nesting.ts), graphql-armor's depth/alias/token/cost limits and
+// suggestion blocking, introspection (a setting), argument
 // checks in the resolvers, the response budget (large values truncated, large responses
 // refused), subscription caps, and error masking (no stacks, no SQL; stack traces in stored
 // errors for the admin token only; database outages → 503 SERVICE_UNAVAILABLE).
@@ -29,8 +30,9 @@ import { createExecutionUpdates } from './live-updates.ts';
 import { createLoaders } from './loaders.ts';
 import { findExecutions } from './read-model-queries.ts';
 import { ResponseBudget, useResponseBudget } from './response-budget.ts';
-import { useVariableProblems } from './variable-errors.ts';
+import { useInputProblems } from './input-problems.ts';
 import { ARMOR } from './query-limits.ts';
+import { useQueryNestingLimit } from './query-nesting.ts';
 import { loadApiSchema } from './schema.ts';
 import { createSubscriptionSlots } from './subscription-slots.ts';
 import { createUiHandler, isUiRequest, UI_PATH } from './ui.ts';
@@ -142,10 +144,11 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     plugins: [
       useCSRFPrevention({ requestHeaders: [CSRF_HEADER] }),
       useTokenAuth(auth),
+      useQueryNestingLimit(), // throws from onParse, before any parser (armor's too) recurses
       EnvelopArmorPlugin(ARMOR),
       ...(introspection ? [] : [useNoIntrospection()]),
       useResponseBudget(),
-      useVariableProblems(),
+      useInputProblems(),
     ],
     context: ({ request, req }) => ({
       role: auth.roleOf(request) ?? 'read',

@@ -9,7 +9,8 @@ import { dateTimeRangeProblem } from '../input/rules.ts';
 import { text } from '../input/schemas.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
 import type { ApiContext } from './context.ts';
-import { badInput } from './errors.ts';
+import { notOurCursor } from './cursor.ts';
+import { encodePrefixedCursor, parsePrefixedCursor } from './opaque-cursor.ts';
 import { workflow } from './workflows.ts';
 
 const EXECUTIONS = (pool: pg.Pool) => qualified(readModelSchemaOf(pool), 'executions');
@@ -28,21 +29,20 @@ const CursorShape = z.strictObject({
 const CURSOR_PREFIX = 'workflow:';
 const MAX_CURSOR_LENGTH = 512;
 
-export const encodeWorkflowCursor = (c: WorkflowCursor) => Buffer.from(`${CURSOR_PREFIX}${JSON.stringify({ startedAt: c.startedAt, workflowId: c.workflowId })}`).toString('base64url');
+export const encodeWorkflowCursor = (c: WorkflowCursor) => encodePrefixedCursor(CURSOR_PREFIX, JSON.stringify({ startedAt: c.startedAt, workflowId: c.workflowId }));
 
 /** Throws BAD_USER_INPUT naming `after` for anything this API did not hand out. */
 export function decodeWorkflowCursor(value: string): WorkflowCursor {
-  const refuse = () => badInput('after', 'not a workflow cursor from this API (pass pageInfo.endCursor of the previous page)');
-  if (value.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(value)) throw refuse();
-  const text = Buffer.from(value, 'base64url').toString('utf8');
-  if (!text.startsWith(CURSOR_PREFIX)) throw refuse();
-  try {
-    const parsed = CursorShape.safeParse(JSON.parse(text.slice(CURSOR_PREFIX.length)));
-    if (parsed.success) return parsed.data;
-  } catch {
-    // not JSON: refused below
+  const position = parsePrefixedCursor(CURSOR_PREFIX, value, MAX_CURSOR_LENGTH);
+  if (position !== undefined) {
+    try {
+      const parsed = CursorShape.safeParse(JSON.parse(position));
+      if (parsed.success) return parsed.data;
+    } catch {
+      // not JSON: refused below
+    }
   }
-  throw refuse();
+  throw notOurCursor('workflow');
 }
 
 export interface WorkflowSummaryRow {

@@ -57,7 +57,7 @@ export function registerScheduleCommands(program: Command): void {
     .addOption(new Option('--status <status>', 'only schedules in this state').choices(['Active', 'Paused', 'Deleted']))
     .option('--all', 'include deleted schedules')
     .addOption(new Option('--limit <n>', 'schedules per page, 1 to 1000').argParser(intFrom(1, 1000)).default(50))
-    .option('--after <id>', 'the page after this schedule (the last of the previous page)', scheduleId)
+    .option('--after <cursor>', 'the page after this cursor (the one a full page ends with; a GraphQL endCursor works too)')
     .option('--json', 'print JSON: { schedules, nextAfter }')
     .action(async (o) => (await import('./run/schedule.ts')).scheduleListCommand(o));
 

@@ -138,6 +138,57 @@ describe('date-times and positions out of range', () => {
   });
 });
 
+describe('values the Long and DateTime scalars refuse, named by their argument', () => {
+  // Before, graphql answered these with the scalar's words alone (`Long must be a whole number …`,
+  // `DateTime must be an ISO 8601 date-time with a time zone …` also for a date that has a zone).
+  const LONG = /^must be a whole number between -\(2\^53 - 1\) and 2\^53 - 1$/;
+  const named = (where: string, problem: RegExp) => new RegExp(`^${where.replace(/[.$]/g, '\\$&')}: ${problem.source.slice(1)}`);
+  const EVENTS = (fromRevision: string) => `query($id: ID!${fromRevision === '$r' ? ', $r: Long' : ''}) { events(executionId: $id, fromRevision: ${fromRevision}) { revision } }`;
+
+  it('fromRevision: 1.5, 99999999999999999999 or "5", as literals and as variables (named by the argument they fill)', async () => {
+    const id = randomUUID();
+    for (const literal of ['1.5', '99999999999999999999', '"5"']) {
+      const r = await gql(api().url, EVENTS(literal), { id });
+      expect(r.status, r.text).toBe(400);
+      expectRefused(r, 'fromRevision', named('fromRevision', LONG));
+    }
+    for (const value of [1.5, 1e20, '5']) expectRefused(await gql(api().url, EVENTS('$r'), { id, r: value }), 'fromRevision', named('fromRevision', LONG));
+    // On a nested field too, and before any resolver runs: the execution does not exist.
+    expectRefused(await gql(api().url, `query($id: ID!) { execution(id: $id) { events(fromRevision: 2.5) { revision } } }`, { id }), 'fromRevision', named('fromRevision', LONG));
+    // A variable's default value is named by the variable.
+    expectRefused(await gql(api().url, `query($id: ID!, $r: Long = 2.5) { events(executionId: $id, fromRevision: $r) { revision } }`, { id }), '$r', named('$r', LONG));
+  });
+
+  it('filter.since past year 9999 or on a day the calendar lacks, as literals and as variables; the same query twice', async () => {
+    const cases: [string, RegExp][] = [
+      ['99999-01-01T00:00:00Z', /^must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z \(years 0001 to 9999 in UTC\)$/],
+      ['2026-02-30T00:00:00Z', /^not a real date: 2026-02 has no day 30$/],
+      ['2025-02-29T00:00:00+02:00', /^not a real date: 2025-02 has no day 29$/],
+      ['2026-13-01T00:00:00Z', /^not a real date: there is no month 13$/],
+      ['2026-02-01T00:00:00', /^must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z$/],
+    ];
+    for (const [since, problem] of cases) {
+      const literal = `{ executions(first: 5, filter: { action: "core.noop", since: "${since}" }) { edges { cursor } } }`;
+      for (let i = 0; i < 2; i++) expectRefused(await gql(api().url, literal), 'filter.since', named('filter.since', problem));
+      expectRefused(await gql(api().url, EXECUTIONS, { filter: { since } }), 'filter.since', named('filter.since', problem));
+      const other = `query($f: ExecutionFilter) { executions(first: 5, filter: $f) { edges { cursor } } }`;
+      expectRefused(await gql(api().url, other, { f: { since } }), 'filter.since', named('filter.since', problem));
+    }
+    expect((await gql(api().url, EXECUTIONS, { filter: { since: '2024-02-29T00:00:00Z' } })).errors).toBeUndefined();
+    // Each bad literal is named, not only the first.
+    const both = await gql(api().url, `{ executions(first: 5, filter: { since: "2026-02-30T00:00:00Z", until: 5 }) { edges { cursor } } }`);
+    expect(both.errors!.map((e) => e.message)).toEqual([
+      'filter.since: not a real date: 2026-02 has no day 30',
+      'filter.until: must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z',
+    ]);
+  });
+
+  it('a variable used in two places keeps its own name', async () => {
+    const query = `query($s: DateTime) { a: executions(first: 1, filter: { since: $s }) { edges { cursor } } b: executions(first: 1, filter: { until: $s }) { edges { cursor } } }`;
+    expectRefused(await gql(api().url, query, { s: 'yesterday' }), 's', /^s: must be an ISO 8601 date-time/);
+  });
+});
+
 describe('one submission check', () => {
   it('an unknown action says which it probably meant, and lists the known ones', async () => {
     const r = await gql(api().url, SUBMIT, { action: 'core.slep', input: { ms: 1 } });

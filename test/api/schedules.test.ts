@@ -1,8 +1,14 @@
 // Schedules over real HTTP: createSchedule refuses what `baton schedule create` refuses, naming
 // the argument; schedule shows the stream's state with its next fire times; schedules pages the
-// read model; pause/resume/delete/trigger; the read token may read but not create.
+// read model by opaque cursors, refusing any it did not hand out (so does `baton schedule list`);
+// pause/resume/delete/trigger; the read token may read but not create.
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { gql, useApi } from './api-harness.ts';
+import { encodeCursor } from '../../src/api/cursor.ts';
+import { encodeDeadLetterCursor } from '../../src/api/dead-letters.ts';
+import { encodeWorkflowCursor } from '../../src/api/workflow-list.ts';
+import { runBaton } from '../support/cli.ts';
+import { gql, useApi, type GqlResponse } from './api-harness.ts';
 
 const api = useApi();
 const CREATE = `mutation($id: ID, $cron: String, $timezone: String, $every: String, $action: String, $input: JSON, $workflow: JSON, $jitter: String, $overlap: String, $catchUp: Int, $startAt: String, $endAt: String) {
@@ -58,9 +64,10 @@ describe('createSchedule', () => {
 
     await api().catchUp();
     const page1 = await gql(api().url, LIST, { first: 1 });
-    expect(page1.data!.schedules).toEqual({ edges: [{ cursor: 'often', node: { id: 'often', status: 'Active' } }], pageInfo: { hasNextPage: true, endCursor: 'often' } });
-    const page2 = await gql(api().url, LIST, { first: 1, after: 'often' });
-    expect(page2.data!.schedules.edges.map((e: { cursor: string }) => e.cursor)).toEqual(['nightly']);
+    const often = page1.data!.schedules.edges[0].cursor;
+    expect(page1.data!.schedules).toEqual({ edges: [{ cursor: often, node: { id: 'often', status: 'Active' } }], pageInfo: { hasNextPage: true, endCursor: often } });
+    const page2 = await gql(api().url, LIST, { first: 1, after: often });
+    expect(page2.data!.schedules.edges.map((e: { node: { id: string } }) => e.node.id)).toEqual(['nightly']);
     expect((await gql(api().url, LIST, { first: 101 })).errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'first' });
 
     const paused = await gql(api().url, `mutation { pauseSchedule(id: "nightly", reason: "holiday") { scheduleId changed status message } }`);
@@ -87,6 +94,84 @@ describe('createSchedule', () => {
     expect((await gql(api().url, SCHEDULE, { id: 'fresh' })).data!.schedule).toMatchObject({ id: 'fresh', status: 'Active', fired: 0 });
     expect((await gql(api().url, `mutation { pauseSchedule(id: "nope") { changed } }`)).errors![0]!.extensions).toMatchObject({ code: 'NOT_FOUND' });
   });
+});
+
+describe('schedules cursors', () => {
+  const base64url = (text: string) => Buffer.from(text).toString('base64url');
+  const NOT_OURS = 'after: not a schedule cursor from this API (pass pageInfo.endCursor of the previous page)';
+
+  /** Every schedule id, newest first, a page of one at a time; and the cursors that got there. */
+  async function pageThrough(): Promise<{ ids: string[]; cursors: string[] }> {
+    const ids: string[] = [];
+    const cursors: string[] = [];
+    for (let after: string | null = null; ; ) {
+      const r: GqlResponse = await gql(api().url, LIST, { first: 1, after });
+      expect(r.errors, r.text).toBeUndefined();
+      const { edges, pageInfo }: { edges: { node: { id: string } }[]; pageInfo: { hasNextPage: boolean; endCursor: string } } = r.data!.schedules;
+      ids.push(...edges.map((e) => e.node.id));
+      if (!pageInfo.hasNextPage) return { ids, cursors };
+      after = pageInfo.endCursor;
+      cursors.push(pageInfo.endCursor);
+    }
+  }
+
+  it('are opaque; one the API did not hand out is refused naming `after`, as executions, workflows and deadLetters refuse theirs', async () => {
+    for (const id of ['page-a', 'page-b', 'page-c']) expect((await gql(api().url, CREATE, { id, every: '1h', action: 'core.noop' })).errors).toBeUndefined();
+    await api().catchUp();
+    const { ids, cursors } = await pageThrough();
+    expect(ids.filter((id) => id.startsWith('page-'))).toEqual(['page-c', 'page-b', 'page-a']);
+    for (const cursor of cursors) expect(ids).not.toContain(cursor);
+
+    const refused = [
+      'garbage',
+      'page-b', // a bare id, as the cursors were
+      base64url('schedule:'),
+      base64url('schedule:no spaces'),
+      base64url(`schedule:${'a'.repeat(201)}`),
+      encodeCursor({ requestedAt: '2026-01-01T00:00:00.000000Z', executionId: randomUUID() }),
+      encodeWorkflowCursor({ startedAt: '2026-01-01T00:00:00.000000Z', workflowId: 'page-b' }),
+      encodeDeadLetterCursor('1'),
+      'x'.repeat(400),
+    ];
+    for (const after of refused) {
+      const r = await gql(api().url, LIST, { first: 2, after });
+      expect(r.data, after).toBeNull();
+      expect(r.errors, after).toHaveLength(1);
+      expect(r.errors![0]).toMatchObject({ message: NOT_OURS, extensions: { code: 'BAD_USER_INPUT', argument: 'after' } });
+    }
+    // The same as a literal in the query text.
+    const literal = await gql(api().url, `{ schedules(first: 2, after: "garbage") { edges { cursor } pageInfo { hasNextPage } } }`);
+    expect(literal.errors![0]).toMatchObject({ message: NOT_OURS, extensions: { code: 'BAD_USER_INPUT', argument: 'after' } });
+
+    // Well formed, but its schedule is not in the read model: the page after it would be empty for no reason.
+    const ghost = await gql(api().url, LIST, { first: 2, after: base64url('schedule:ghost') });
+    expect(ghost.errors![0]).toMatchObject({ message: 'after: the cursor\'s schedule "ghost" is not in the read model (pass pageInfo.endCursor of the previous page)', extensions: { code: 'BAD_USER_INPUT', argument: 'after' } });
+    // After the oldest schedule there is nothing more, and that is no error.
+    const oldest = await gql(api().url, LIST, { first: 1, after: base64url(`schedule:${ids.at(-1)}`) });
+    expect(oldest.errors, oldest.text).toBeUndefined();
+    expect(oldest.data!.schedules).toEqual({ edges: [], pageInfo: { hasNextPage: false, endCursor: null } });
+  });
+
+  it('baton schedule list refuses a bad --after the same way (exit 1), and pages with the API’s cursors', async () => {
+    const list = (...args: string[]) => runBaton(['schedule', 'list', ...args], { databaseUrl: api().db.url });
+    for (const [after, message] of [
+      ['nope', /^baton: --after: "nope" is not a cursor from `baton schedule list` \(pass the one a full page ends with\)\n$/],
+      [base64url('schedule:ghost'), /^baton: --after: the cursor's schedule "ghost" is not in the read model/],
+    ] as const) {
+      const r = await list('--after', after);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(message);
+    }
+    const api1 = await gql(api().url, LIST, { first: 1 });
+    const cli1 = await list('--limit', '1', '--json');
+    expect(cli1.code, cli1.stderr).toBe(0);
+    const { nextAfter } = JSON.parse(cli1.stdout);
+    expect(nextAfter).toBe(api1.data!.schedules.pageInfo.endCursor);
+    const cli2 = await list('--limit', '1', '--json', '--after', nextAfter);
+    const api2 = await gql(api().url, LIST, { first: 1, after: nextAfter });
+    expect(JSON.parse(cli2.stdout).schedules.map((v: { scheduleId: string }) => v.scheduleId)).toEqual([api2.data!.schedules.edges[0].node.id]);
+  }, 120_000);
 });
 
 describe('createSchedule with tokens', () => {

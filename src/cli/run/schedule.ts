@@ -2,11 +2,11 @@
 import { createActionRegistry } from '../../actions/index.ts';
 import { InvalidInputError } from '../../input/errors.ts';
 import { CLI_SCHEDULE_NAMES, type ScheduleRequest } from '../../schedule/schedule-request.ts';
-import { listSchedules } from '../../schedule/schedule-queries.ts';
 import { changeSchedule, createSchedule, showSchedule, triggerSchedule, updateSchedule, type ScheduleView } from '../../schedule/service.ts';
 import { readDefinitionFile } from '../../workflow/definition-file.ts';
 import { scheduleStreamId } from '../../../schemas/schedule-events.ts';
-import { NotFoundError } from '../../errors.ts';
+import { BatonError, NotFoundError } from '../../errors.ts';
+import { encodeScheduleCursor, listSchedulesAfter, parseScheduleCursor } from '../../api/schedule-cursor.ts';
 import { asScheduleEvent } from '../../runtime/schedule-kind.ts';
 import { replaySchedule } from '../../schedule/schedule-replay.ts';
 import type { JsonOptionValue } from '../arguments.ts';
@@ -128,16 +128,25 @@ export async function scheduleShowCommand(id: string, o: { json?: boolean }): Pr
   });
 }
 
+/** The cursors are the GraphQL API's: its `endCursor` works here, and `nextAfter` as its `after`. */
+function afterCursor(value: string): string {
+  const id = parseScheduleCursor(value);
+  if (id === undefined) throw new BatonError(`--after: "${value.slice(0, 40)}" is not a cursor from \`baton schedule list\` (pass the one a full page ends with)`);
+  return id;
+}
+
 export async function scheduleListCommand(o: { status?: 'Active' | 'Paused' | 'Deleted'; all?: boolean; limit: number; after?: string; json?: boolean }): Promise<void> {
+  const after = o.after === undefined ? undefined : afterCursor(o.after);
   await withContext(async ({ pool }) => {
-    const page = await listSchedules(pool, { first: o.limit, ...(o.status && { status: o.status }), includeDeleted: o.all ?? false, ...(o.after !== undefined && { after: o.after }) }, new Date());
-    const nextAfter = page.hasNextPage ? page.schedules.at(-1)!.scheduleId : null;
+    const page = await listSchedulesAfter(pool, { first: o.limit, ...(o.status && { status: o.status }), includeDeleted: o.all ?? false, ...(after !== undefined && { after }) }, new Date());
+    if (page === 'unknownAfter') throw new BatonError(`--after: the cursor's schedule "${after}" is not in the read model (pass the cursor a full page ends with)`);
+    const nextAfter = page.hasNextPage ? encodeScheduleCursor(page.schedules.at(-1)!.scheduleId) : null;
     if (o.json) {
       console.log(toJson({ schedules: page.schedules, nextAfter }));
       return;
     }
     if (page.schedules.length === 0) {
-      console.log('no schedules');
+      console.log(after ? 'no more schedules' : 'no schedules');
       return;
     }
     console.log(table(['SCHEDULE', 'STATUS', 'TRIGGER', 'TARGET', 'FIRED', 'NEXT'], page.schedules.map((v) => [v.scheduleId, v.status, describeTrigger(v), describeTarget(v), String(v.fired), v.nextFireTimes[0] ?? '-'])));
