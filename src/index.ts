@@ -22,7 +22,7 @@ export type {
 } from './client/types.ts';
 export { FINAL_STATUSES, SUBMIT_BATCH } from './client/types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './client/errors.ts';
-export type { SubmitManyError, SubmitManyResult } from './client/submit-many.ts';
+export { SubmitManyError, type SubmitManyResult } from './client/submit-many.ts';
 export {
   ActionError,
   InvalidActionDefinitionError,
@@ -50,3 +50,8 @@ export {
   isBatonError,
 } from './errors.ts';
 export { InvalidInputError, type InputProblem } from './input/errors.ts';
+// What starting an embedded worker (`@baton-run/baton/worker`, which exports them too) or opening a client can throw.
+export { DuplicateActionError } from './actions/registry.ts';
+export { DatabaseUnavailableError } from './db/connect.ts';
+export { PortUnavailableError } from './observability/listen.ts';
+export { WorkerIdInUseError } from './worker/worker-host.ts';

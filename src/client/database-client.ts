@@ -5,10 +5,9 @@
 import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { configuredBuiltinActions } from '../actions/builtin.ts';
-import { InvalidActionInputError, isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
 import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
 import { openEnvironment, type Environment } from '../cli/environment.ts';
-import { loadConfig } from '../config.ts';
 import { BatonError, NotFoundError } from '../errors.ts';
 import { START } from '../eventstore/event-store.ts';
 import { InvalidInputError } from '../input/errors.ts';
@@ -16,8 +15,8 @@ import { versionShown } from '../input/action-versions.ts';
 import { createLogger } from '../log.ts';
 import { executionTimeline } from '../replay/execution-history.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
-import type { SubmitRequest } from '../runtime/execution-runtime.ts';
-import { API_NAMES, checkSubmission, repeatedKeyProblems, type Submission, type SubmissionNames } from '../runtime/submission.ts';
+import { checkItems, checkOne, type Actions } from './checks.ts';
+import { configWithOptions } from './options-config.ts';
 import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
 import type { CancelOutcome, DatabaseClientOptions, ExecutionStatus, ExecutionView, HistoryEntry, SubmitItem, SubmitOptions, Submitted } from './types.ts';
 
@@ -31,11 +30,6 @@ export interface Transport {
   updates(id: string, signal: AbortSignal | undefined): AsyncIterable<ExecutionView>;
   close(): Promise<void>;
 }
-
-const itemNames = (i: number): SubmissionNames => ({
-  ...(Object.fromEntries(Object.entries(API_NAMES).map(([k, v]) => [k, `items[${i}].${v}`])) as SubmissionNames),
-  namespace: `items[${i}].namespace`,
-});
 
 /** The view of an execution from its machine snapshot. */
 export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot, revision: bigint): ExecutionView {
@@ -71,7 +65,7 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
   });
   // The environment as the CLI has it, except for the database, which the caller names. A
   // caller's own BATON_* variables (BATON_EVENTSTORE_URL, BATON_LOG_LEVEL) still apply.
-  const config = loadConfig({ ...process.env, BATON_DATABASE_URL: o.databaseUrl }, process.cwd(), { logLevel: 'warn' });
+  const config = configWithOptions([{ path: 'databaseUrl', variable: 'BATON_DATABASE_URL', value: o.databaseUrl }], { logLevel: 'warn' });
   const env: Environment = await openEnvironment({ config, log: createLogger(config, { destination: 'stderr' }), as: 'cli', poolSize: 4, applicationName: 'baton-client' });
   const { runtime, store } = env;
   const builtins = configuredBuiltinActions(config);
@@ -84,24 +78,10 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
   }
 
   /** The registry a submission is checked against: the client's, with the definition it passed. */
-  const registryFor = (action: AnyActionDefinition | string): Pick<ActionRegistry, 'get' | 'names'> =>
+  const registryFor = (action: AnyActionDefinition | string): Actions =>
     typeof action === 'string' || registry.get(action.name) === action
       ? registry
       : { get: (n) => (n === action.name ? action : registry.get(n)), names: () => [...new Set([...registry.names(), action.name])].sort() };
-
-  function check(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions, names: SubmissionNames): SubmitRequest {
-    const s: Submission = {
-      action: typeof action === 'string' ? action : action.name,
-      input,
-      ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
-      ...(options.maxAttempts !== undefined && { maxAttempts: options.maxAttempts }),
-      ...(options.priority !== undefined && { priority: options.priority }),
-      ...(options.actionVersion !== undefined && { actionVersion: options.actionVersion }),
-      ...(options.tags !== undefined && { tags: options.tags }),
-      ...(options.namespace !== undefined && { namespace: options.namespace }),
-    };
-    return checkSubmission(registryFor(action), s, names);
-  }
 
   const submitted = (r: Awaited<ReturnType<typeof runtime.submit>>): Submitted => ({
     executionId: r.executionId,
@@ -121,23 +101,11 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
 
   return {
     async submit(action, input, options) {
-      return submitted(await runtime.submit(check(action, input, options, API_NAMES)));
+      return submitted(await runtime.submit(checkOne(registryFor(action), action, input, options)));
     },
     async submitMany(items) {
-      // Every item is checked before the first is stored (the first bad item refuses the call,
-      // as does a key used twice for different requests); then they are stored in order.
-      const requests = items.map((item, i) => {
-        const { action, input, ...options } = item;
-        try {
-          return check(action, input, options, itemNames(i));
-        } catch (err) {
-          // The schema's own paths start at `input`; say which item's.
-          if (err instanceof InvalidActionInputError) err.message = `items[${i}]: ${err.message}`;
-          throw err;
-        }
-      });
-      const repeated = repeatedKeyProblems(requests, itemNames, (i) => `items[${i}]`);
-      if (repeated.length > 0) throw new InvalidInputError(repeated);
+      // Every item is checked before the first is stored; then they are stored in order.
+      const requests = checkItems(registryFor, items);
       // One appendMany for all of them; an item the store does not take is reported alone (the others are stored).
       const outcomes = await runtime.submitMany(requests);
       return submittedOrThrow(outcomes.map((o): SubmitManyResult => (o.ok ? { ok: true, submitted: submitted(o.result) } : { ok: false, error: o.error })));

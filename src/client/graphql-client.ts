@@ -9,7 +9,8 @@ import { BatonError } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
-import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
+import { checkItems, checkOne, SERVER_KNOWS } from './checks.ts';
+import { submittedOrThrow, withResults, type SubmitManyResult } from './submit-many.ts';
 import { FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
 const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey namespace tags requestedAt finishedAt`;
@@ -76,6 +77,8 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   let batchSize = SUBMIT_BATCH;
 
   async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}): Promise<D> {
+    // Not in the try below: a value JSON cannot carry is a bug of ours (the calls check first), not an unreachable server.
+    const body = JSON.stringify({ query, variables });
     const ac = new AbortController();
     inFlight.add(ac);
     let res: Response;
@@ -84,7 +87,7 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       res = await fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
-        body: JSON.stringify({ query, variables }),
+        body,
         signal: ac.signal,
       });
       text = await res.text();
@@ -93,16 +96,16 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
     } finally {
       inFlight.delete(ac);
     }
-    let body: { data?: D | null; errors?: GraphQLErrorBody[] };
+    let answer: { data?: D | null; errors?: GraphQLErrorBody[] };
     try {
-      body = JSON.parse(text);
+      answer = JSON.parse(text);
     } catch {
       throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} without a GraphQL response: ${text.slice(0, 200)}`);
     }
-    const first = body.errors?.[0];
+    const first = answer.errors?.[0];
     if (first) throw fromGraphQLError(first, context);
-    if (!res.ok || body.data == null) throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} with no data`);
-    return body.data;
+    if (!res.ok || answer.data == null) throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} with no data`);
+    return answer.data;
   }
 
   function submitVariables(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
@@ -123,12 +126,17 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   }`;
 
   async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
+    checkOne(SERVER_KNOWS, action, input, options); // as over the database, before anything is sent
     const variables = submitVariables(action, input, options);
-    const d = await request<{ submitExecution: { executionId: string; created: boolean; status: ExecutionStatus } }>(SUBMIT, variables, {
-      action: variables.action,
-      ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
-    });
-    return d.submitExecution;
+    try {
+      const d = await request<{ submitExecution: { executionId: string; created: boolean; status: ExecutionStatus } }>(SUBMIT, variables, {
+        action: variables.action,
+        ...(options.idempotencyKey !== undefined && { idempotencyKey: options.idempotencyKey }),
+      });
+      return d.submitExecution;
+    } catch (err) {
+      throw tooLarge(err) ? inputTooLarge('input', input, url) : err;
+    }
   }
 
   async function get(id: string): Promise<ExecutionView | undefined> {
@@ -139,10 +147,12 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   return {
     submit,
     async submitMany(items) {
+      checkItems(() => SERVER_KNOWS, items); // every item, as over the database, before the first batch is sent
       // One submitExecutions request (one appendMany on the server) per batch, in order.
       const results: SubmitManyResult[] = [];
-      for (let start = 0; start < items.length; start += batchSize) {
-        const batch = items.slice(start, start + batchSize);
+      let size = batchSize;
+      for (let start = 0; start < items.length; start += size) {
+        const batch = items.slice(start, start + size);
         let d: { submitExecutions: { results: SubmitExecutionsItemJson[] } };
         try {
           d = await request(SUBMIT_MANY, { inputs: batch.map(({ action, input, ...options }) => submitVariables(action, input, options)) });
@@ -150,12 +160,16 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
           // A server with a lower BATON_API_MAX_SUBMIT_BATCH refused the batch whole, storing
           // nothing: send it again in batches it takes, and this client's later calls too.
           const limit = serverBatchLimit(err);
-          if (limit !== undefined && limit < batch.length) {
-            batchSize = limit;
-            start -= batchSize; // the loop adds it back: the same start, smaller batches
-            continue;
+          if (limit !== undefined && limit < batch.length) batchSize = size = limit;
+          // A body larger than the server takes is refused before it is read, so nothing of it is
+          // stored either: this call's batches are halved until they fit (or one item is too large alone).
+          else if (tooLarge(err) && batch.length > 1) size = Math.ceil(batch.length / 2);
+          else {
+            const error = tooLarge(err) ? inputTooLarge(`items[${start}].input`, batch[0]!.input, url, storedNote(start)) : itemError(err, batch, start);
+            throw error instanceof Error ? withResults(error, results) : error;
           }
-          throw Object.assign(itemError(err, batch, start) as object, { results });
+          start -= size; // the loop adds it back: the same start, smaller batches
+          continue;
         }
         for (const r of d.submitExecutions.results) {
           if (r.error === null) results.push({ ok: true, submitted: { executionId: r.executionId, created: r.created, status: r.status! } });
@@ -241,12 +255,6 @@ interface SubmitExecutionsItemJson {
   error: { code: string; message: string } | null;
 }
 
-/**
- * A batch's refusal with its items named as the client's caller knows them: the server's
- * `inputs.3.input.n` of the batch starting at 500 is `items[503].input.n`; an item whose input
- * alone does not fit its action's schema is InvalidActionInputError (`items[503]: invalid input
- * for action …`), as over the database. Earlier batches, already stored, are named.
- */
 /** The server's BATON_API_MAX_SUBMIT_BATCH, when `err` is its refusal of a call with more inputs. */
 function serverBatchLimit(err: unknown): number | undefined {
   if (!(err instanceof InvalidInputError)) return undefined;
@@ -255,9 +263,29 @@ function serverBatchLimit(err: unknown): number | undefined {
   return limit >= 1 ? limit : undefined;
 }
 
+/** What a refusal of the batch starting at `start` adds: the earlier batches were stored. */
+const storedNote = (start: number) => (start > 0 ? ` (items 0 to ${start - 1}, the earlier batches, were submitted)` : '');
+
+/** The server refused the request's body as larger than it takes (BATON_API_MAX_BODY_BYTES), before reading it. */
+const tooLarge = (err: unknown) => err instanceof BatonApiError && err.code === 'REQUEST_ENTITY_TOO_LARGE';
+
+/** That refusal, named by the input it carried: within the JSON limits, but not within this server's body limit. */
+function inputTooLarge(at: string, input: unknown, url: URL, note = ''): InvalidInputError {
+  const bytes = Buffer.byteLength(JSON.stringify(input ?? null));
+  const error = new InvalidInputError([{ path: at, message: `is ${bytes} bytes as JSON, larger than a request the Baton API at ${url.href} takes (its BATON_API_MAX_BODY_BYTES, 1 MiB by default)` }]);
+  error.message += note;
+  return error;
+}
+
+/**
+ * A batch's refusal with its items named as the client's caller knows them: the server's
+ * `inputs.3.input.n` of the batch starting at 500 is `items[503].input.n`; an item whose input
+ * alone does not fit its action's schema is InvalidActionInputError (`items[503]: invalid input
+ * for action …`), as over the database. Earlier batches, already stored, are named.
+ */
 function itemError(err: unknown, batch: readonly SubmitItem[], start: number): unknown {
   if (!(err instanceof BatonError)) return err;
-  const storedNote = start > 0 ? ` (items 0 to ${start - 1}, the earlier batches, were submitted)` : '';
+  const note = storedNote(start);
   if (err instanceof InvalidInputError) {
     const asItem = (_: string, n: string) => `items[${start + Number(n)}]`;
     // Named as the caller knows them: `inputs.3.priority` and "the same key as inputs.0" are items of all it passed.
@@ -274,10 +302,10 @@ function itemError(err: unknown, batch: readonly SubmitItem[], start: number): u
     } else {
       typed = new InvalidInputError(problems);
     }
-    typed.message += storedNote;
+    typed.message += note;
     return typed;
   }
-  err.message = err.message.replace(/\binputs\.(\d+)\b/g, (_, n: string) => `items[${start + Number(n)}]`) + storedNote;
+  err.message = err.message.replace(/\binputs\.(\d+)\b/g, (_, n: string) => `items[${start + Number(n)}]`) + note;
   return err;
 }
 

@@ -12,9 +12,11 @@ import { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './error
 import { openGraphQLTransport } from './graphql-client.ts';
 import type { BatonClient, ClientOptions, ExecutionStatus, ExecutionView, SubmitItem, SubmitOptions } from './types.ts';
 import { UUID } from '../ids.ts';
+import { textProblem } from '../input/rules.ts';
 
 export * from './types.ts';
 export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
+export { SubmitManyError, type SubmitManyResult } from './submit-many.ts';
 
 const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion', 'tags', 'namespace'] as const;
 // Execution ids are UUIDs (time-ordered, or derived from an idempotency key), as the API's uuidArg requires.
@@ -22,6 +24,21 @@ const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion
 function checkId(id: unknown): string {
   if (typeof id !== 'string' || !UUID.test(id)) throw new InvalidInputError([{ path: 'id', message: 'must be an execution id (a UUID)' }]);
   return id.toLowerCase();
+}
+
+/** `baton cancel --reason` and the API's `cancelExecution(reason:)` take at most this many characters. */
+const MAX_REASON_LENGTH = 1_000;
+
+/**
+ * A cancel's reason, by the rule the CLI and the API check it with (storable text, not empty,
+ * at most 1,000 characters), so both modes refuse it alike before anything is recorded. Left
+ * out (or null, as a GraphQL variable): the default reason.
+ */
+function checkReason(reason: unknown): string | undefined {
+  if (reason === undefined || reason === null) return undefined;
+  const problem = textProblem(reason, { required: true, maxLength: MAX_REASON_LENGTH });
+  if (problem) throw new InvalidInputError([{ path: 'reason', message: problem }]);
+  return reason as string;
 }
 
 /** Unknown submit options are refused, not ignored. (Tags and namespaces are checked where the submission is: src/runtime/submission.ts.) */
@@ -92,7 +109,7 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
       return transport.submitMany(checked);
     },
     result: result as BatonClient['result'],
-    cancel: async (id, reason) => transport.cancel(checkId(id), reason),
+    cancel: async (id, reason) => transport.cancel(checkId(id), checkReason(reason)),
     get: (async (id: string) => transport.get(checkId(id))) as BatonClient['get'],
     history: async (id) => transport.history(checkId(id)),
     updates: ((id: string, o: { signal?: AbortSignal } = {}) => transport.updates(checkId(id), o.signal)) as BatonClient['updates'],

@@ -7,12 +7,31 @@ import type { Submitted } from './types.ts';
 /** One item's outcome, as the error submitMany throws carries them (`results`). */
 export type SubmitManyResult = { ok: true; submitted: Submitted } | { ok: false; error: Error };
 
+// Marks the errors submitMany threw with `results`; Symbol.for, so that two copies of the package agree.
+const THROWN_BY_SUBMIT_MANY = Symbol.for('@baton-run/baton.SubmitManyError');
+
 /**
  * The error submitMany throws once something was sent: the first item not submitted, with every
  * item's outcome. Over GraphQL, when a later batch is refused whole (a bad item in it), `results`
  * holds the items of the batches before it, which were stored; the message names where it stopped.
+ *
+ * The error thrown keeps its own class (`IdempotencyKeyConflictError`, `InvalidInputError`, …), so
+ * this class is never constructed: `err instanceof SubmitManyError` says whether `err` is such an
+ * error, and then `err.results` is there.
  */
-export type SubmitManyError = Error & { results: SubmitManyResult[] };
+export abstract class SubmitManyError extends Error {
+  abstract readonly results: SubmitManyResult[];
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return value instanceof Error && (value as { [THROWN_BY_SUBMIT_MANY]?: unknown })[THROWN_BY_SUBMIT_MANY] === true;
+  }
+}
+
+/** `error`, with every item's outcome attached (`results`): a SubmitManyError. */
+export function withResults<E extends Error>(error: E, results: SubmitManyResult[]): E & SubmitManyError {
+  Object.defineProperty(error, THROWN_BY_SUBMIT_MANY, { value: true });
+  return Object.assign(error, { results }) as E & SubmitManyError;
+}
 
 /** Every item's Submitted, or the first failed item's error (`items[i]: …`) with `results` attached. */
 export function submittedOrThrow(results: SubmitManyResult[]): Submitted[] {
@@ -23,5 +42,5 @@ export function submittedOrThrow(results: SubmitManyResult[]): Submitted[] {
   const others = results.length - 1;
   const note = others === 0 ? '' : stored === others ? ' (the other items were submitted)' : ` (${stored} of the ${results.length} items were submitted; the error's \`results\` says which)`;
   error.message = `items[${failedAt}]: ${error.message}${note}`;
-  throw Object.assign(error, { results });
+  throw withResults(error, results);
 }

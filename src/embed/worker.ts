@@ -12,11 +12,19 @@ import { configuredBuiltinActions } from '../actions/builtin.ts';
 import { createActionRegistry } from '../actions/registry.ts';
 import { defaultWorkerId, openHostEnvironment, startExecutorHost, startWorker as startWorkerHost, type HostEnvironment, type RunningHosts } from '../cli/hosts.ts';
 import { stopHosts } from '../cli/shutdown.ts';
-import { loadConfig } from '../config.ts';
+import { configWithOptions } from '../client/options-config.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import { componentLogger, createLogger } from '../log.ts';
 import { startHealthServer } from '../observability/http.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
+import { WorkerId } from '../../schemas/events.ts';
+
+// What starting one can throw besides InvalidInputError (an option named): an action name given
+// twice, a metricsPort that is taken, a database that cannot be reached, an id a live worker holds.
+export { DuplicateActionError } from '../actions/registry.ts';
+export { DatabaseUnavailableError } from '../db/connect.ts';
+export { PortUnavailableError } from '../observability/listen.ts';
+export { WorkerIdInUseError } from '../worker/worker-host.ts';
 
 /** What `startWorker` takes. */
 export interface EmbeddedWorkerOptions {
@@ -26,7 +34,7 @@ export interface EmbeddedWorkerOptions {
   actions: readonly AnyActionDefinition[];
   /** Offer the built-in actions too. Default true. */
   builtins?: boolean;
-  /** The worker's id, unique among live workers. Default: `<hostname>-<pid>` (`-2`, `-3`, … for further ones in this process). */
+  /** The worker's id, unique among live workers: 1 to 200 letters, digits and `. _ : -`. Default: `<hostname>-<pid>` (`-2`, `-3`, … for further ones in this process). */
   id?: string;
   /** How many runs at once. Default 10. */
   capacity?: number;
@@ -36,7 +44,7 @@ export interface EmbeddedWorkerOptions {
   executor?: boolean;
   /** Also run the projector, which keeps the read model the GraphQL API and `baton list` read. */
   projector?: boolean;
-  /** How long a drain lets runs finish before handing them back, in ms. Default BATON_SHUTDOWN_TIMEOUT (30 s). */
+  /** How long a drain lets runs finish before handing them back, in ms (at most 7 days). Default BATON_SHUTDOWN_TIMEOUT (30 s). */
   shutdownTimeoutMs?: number;
   /** Drains and stops the worker when it aborts (the same as calling `stop()`). */
   signal?: AbortSignal;
@@ -92,9 +100,11 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
   const capacity = o.capacity ?? 10;
   if (!Number.isInteger(capacity) || capacity < 1 || capacity > 100_000) throw new InvalidInputError([{ path: 'options.capacity', message: 'must be a whole number from 1 to 100000' }]);
 
-  const config = loadConfig(
-    { ...process.env, BATON_DATABASE_URL: o.databaseUrl, ...(o.natsUrl !== undefined && { BATON_NATS_URL: o.natsUrl }) },
-    process.cwd(),
+  const config = configWithOptions(
+    [
+      { path: 'options.databaseUrl', variable: 'BATON_DATABASE_URL', value: o.databaseUrl },
+      { path: 'options.natsUrl', variable: 'BATON_NATS_URL', value: o.natsUrl },
+    ],
     { logLevel: 'warn' },
   );
   const log = componentLogger(o.logger ?? createLogger(config, { destination: 'stderr' }), 'embedded-worker');
@@ -158,6 +168,9 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
   }
 }
 
+const WORKER_ID_RULE = 'must be a string of 1 to 200 letters, digits and . _ : -';
+const MAX_SHUTDOWN_TIMEOUT_MS = 7 * 24 * 3_600_000;
+
 /** Each given option of the wrong type, named (`options.executor: must be true or false`), before anything starts. */
 function optionTypeProblems(o: EmbeddedWorkerOptions): { path: string; message: string }[] {
   const given = o as unknown as Record<string, unknown>;
@@ -166,9 +179,12 @@ function optionTypeProblems(o: EmbeddedWorkerOptions): { path: string; message: 
     if (given[key] !== undefined && !ok(given[key])) problems.push({ path: `options.${key}`, message });
   };
   for (const key of ['builtins', 'executor', 'projector']) check(key, (v) => typeof v === 'boolean', 'must be true or false');
-  check('id', (v) => typeof v === 'string' && v.trim() !== '' && v.length <= 200, 'must be a non-empty string of at most 200 characters');
+  // The rule every worker id is checked by where it is recorded (its heartbeat, its events), here before anything starts.
+  const id = given['id'] === undefined ? undefined : WorkerId.safeParse(given['id']);
+  if (id && !id.success) problems.push({ path: 'options.id', message: typeof given['id'] === 'string' ? id.error.issues[0]!.message : WORKER_ID_RULE });
   check('natsUrl', (v) => typeof v === 'string', 'must be a string like nats://127.0.0.1:4222');
-  check('shutdownTimeoutMs', (v) => Number.isSafeInteger(v) && (v as number) >= 0, 'must be a whole number of ms, 0 or more');
+  // At most BATON_SHUTDOWN_TIMEOUT's 7 days: a timer past 2^31 - 1 ms would fire at once.
+  check('shutdownTimeoutMs', (v) => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_SHUTDOWN_TIMEOUT_MS, `must be a whole number of ms from 0 to ${MAX_SHUTDOWN_TIMEOUT_MS} (7 days)`);
   check('metricsPort', (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 65_535, 'must be a port number from 0 (any free one) to 65535');
   check('signal', (v) => v instanceof AbortSignal, 'must be an AbortSignal (from an AbortController)');
   check('logger', (v) => typeof v === 'object' && v !== null && typeof (v as { child?: unknown }).child === 'function', 'must be a pino logger');

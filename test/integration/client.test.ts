@@ -20,7 +20,7 @@ import {
   defineAction,
   type BatonClient,
   type ExecutionView,
-  type SubmitManyError,
+  SubmitManyError,
 } from '@baton-run/baton';
 import { startWorker, type EmbeddedWorker } from '@baton-run/baton/worker';
 import { builtinActions } from '../../src/actions/builtin.ts';
@@ -171,8 +171,12 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     expect(err).toBeInstanceOf(IdempotencyKeyConflictError);
     expect(err).toMatchObject({ executionId: first.executionId });
     expect((err as Error).message).toMatch(/^items\[1\]: idempotency key ".*" already used by execution .* \(differs in input\) \(the other items were submitted\)$/);
-    // Every item's outcome rides on the error, so exactly the others are known to be stored.
-    const results = (err as SubmitManyError).results;
+    // Every item's outcome rides on the error, so exactly the others are known to be stored;
+    // it is a SubmitManyError as well as the item's own class.
+    expect(err).toBeInstanceOf(SubmitManyError);
+    expect(new IdempotencyKeyConflictError('k', first.executionId, 'input')).not.toBeInstanceOf(SubmitManyError);
+    if (!(err instanceof SubmitManyError)) throw err;
+    const results = err.results;
     expect(results).toHaveLength(2);
     expect(results[0]).toMatchObject({ ok: true, submitted: { created: true, status: 'Requested' } });
     expect(results[1]).toMatchObject({ ok: false, error: expect.any(IdempotencyKeyConflictError) });

@@ -1,11 +1,13 @@
 // `@baton-run/baton/worker` in the user's process: it drains when told to (stop(), or an
 // AbortSignal), letting a running action finish rather than dropping it, and says so in health().
 import { spawnSync } from 'node:child_process';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { z } from 'zod';
+import * as root from '@baton-run/baton';
 import { createClient, defineAction, InvalidInputError, type BatonClient } from '@baton-run/baton';
-import { startWorker } from '@baton-run/baton/worker';
+import { DatabaseUnavailableError, DuplicateActionError, PortUnavailableError, startWorker, WorkerIdInUseError } from '@baton-run/baton/worker';
 import { silentLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -75,7 +77,9 @@ it('a worker on its own (no executor, no metrics port) starts in a process with 
 it('refuses an id a worker of this very process already runs under', async () => {
   const first = await startWorker({ databaseUrl: db.url, actions: [slow], id: 'one-id-twice', logger: silentLogger(), shutdownTimeoutMs: 1_000 });
   try {
-    await expect(startWorker({ databaseUrl: db.url, actions: [slow], id: 'one-id-twice', logger: silentLogger() })).rejects.toThrow(/^worker id "one-id-twice" is in use by a live worker \(pid \d+/);
+    const taken = startWorker({ databaseUrl: db.url, actions: [slow], id: 'one-id-twice', logger: silentLogger() });
+    await expect(taken).rejects.toThrow(/^worker id "one-id-twice" is in use by a live worker \(pid \d+/);
+    await expect(taken).rejects.toBeInstanceOf(WorkerIdInUseError);
     expect(first.health()).toEqual({ healthy: true, problems: [] });
   } finally {
     await first.stop();
@@ -93,5 +97,47 @@ it('two in one process get ids of their own, and both run work', async () => {
     for (const id of ids) expect(await client.result(id, { timeout: 20_000 })).toEqual({ waited: 1, aborted: false });
   } finally {
     await Promise.all([a!.stop(), b!.stop()]);
+  }
+}, 30_000);
+
+it('refuses a bad id, a URL that is not one and a shutdown timeout a timer cannot hold, naming each option, before connecting', async () => {
+  // Nothing listens there: a check made only after connecting would wait for it (bounded by the signal).
+  const nowhere = 'postgres://postgres@127.0.0.1:1/nowhere';
+  const cases: [Record<string, unknown>, string, RegExp][] = [
+    [{ id: 'a b' }, 'options.id', /^may contain only letters, digits and \. _ : -$/],
+    [{ id: 'x'.repeat(201) }, 'options.id', /200/],
+    [{ id: 7 }, 'options.id', /^must be a string of 1 to 200 letters, digits and \. _ : -$/],
+    [{ shutdownTimeoutMs: 1e15 }, 'options.shutdownTimeoutMs', /^must be a whole number of ms from 0 to 604800000 \(7 days\)$/],
+    [{ databaseUrl: 'nope' }, 'options.databaseUrl', /^Invalid url: expected postgres:\/\//],
+    // Blank would read as unset: the embedded Postgres instead of the database asked for.
+    [{ databaseUrl: ' ' }, 'options.databaseUrl', /^must not be empty$/],
+    [{ natsUrl: 'http://127.0.0.1:4222' }, 'options.natsUrl', /^Invalid url: expected nats:\/\//],
+  ];
+  for (const [given, path, message] of cases) {
+    const err = await startWorker({ databaseUrl: nowhere, actions: [slow], logger: silentLogger(), signal: AbortSignal.timeout(3_000), ...given } as never).catch((e: unknown) => e);
+    expect(err, JSON.stringify(given).slice(0, 80)).toBeInstanceOf(InvalidInputError);
+    expect((err as InvalidInputError).problems).toEqual([{ path, message: expect.stringMatching(message) }]);
+  }
+}, 40_000);
+
+it('the errors starting it can throw are exported, from the root and /worker alike, and are the classes it throws', async () => {
+  for (const [name, error] of Object.entries({ DatabaseUnavailableError, DuplicateActionError, PortUnavailableError, WorkerIdInUseError })) {
+    expect(typeof error, name).toBe('function');
+    expect(root[name as keyof typeof root], name).toBe(error);
+  }
+  await expect(startWorker({ databaseUrl: db.url, actions: [slow, slow], logger: silentLogger() })).rejects.toBeInstanceOf(DuplicateActionError);
+  const holder = net.createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  try {
+    const metricsPort = (holder.address() as net.AddressInfo).port;
+    await expect(startWorker({ databaseUrl: db.url, actions: [slow], metricsPort, logger: silentLogger() })).rejects.toBeInstanceOf(PortUnavailableError);
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  vi.stubEnv('BATON_DB_WAIT', '0'); // one try
+  try {
+    await expect(startWorker({ databaseUrl: 'postgres://postgres@127.0.0.1:1/nowhere', actions: [slow], logger: silentLogger() })).rejects.toBeInstanceOf(DatabaseUnavailableError);
+  } finally {
+    vi.unstubAllEnvs();
   }
 }, 30_000);
