@@ -15,7 +15,8 @@ import { startProjector } from '../readmodel/projector-host.ts';
 import { WorkerIdInUseError, type WorkerHost } from '../worker/worker-host.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { runHost, type MetricsOptions } from './host-commands.ts';
-import { hostBase, loadActions, startApi, startExecutorHost, startWorker, type HostEnvironment, type RunningHosts, type TransportKind } from './hosts.ts';
+import { refuseIfTaken } from '../observability/listen.ts';
+import { apiPortAsked, hostBase, loadActions, startApi, startExecutorHost, startWorker, type HostBase, type HostEnvironment, type RunningHosts, type TransportKind } from './hosts.ts';
 import { componentLogger } from '../log.ts';
 
 /** Another `baton dev` runs on this data dir. */
@@ -39,17 +40,9 @@ const MAX_ID_TRIES = 100;
 
 export async function runDev(o: DevOptions): Promise<void> {
   const base = hostBase('dev');
-  const dataDir = base.config.dataDir;
-  await fs.mkdir(dataDir, { recursive: true });
-  const lock = await claimPidFile(path.join(dataDir, 'dev.pid'));
-  if (!lock.claimed) {
-    throw new DevAlreadyRunningError(
-      `baton dev is already running in ${dataDir} (pid ${lock.holder?.pid ?? '?, still starting'}): ` +
-        'use that one (Ctrl-C in its terminal stops it), or set BATON_DATA_DIR to another directory to run a second one',
-    );
-  }
+  await refuseIfTaken(apiPortAsked(base.config, o.apiPort, o.apiPortSetting));
+  const release = await claimDataDir(base.config);
   // process.exit() (a second Ctrl-C, a drain given up) skips `finally`; 'exit' handlers still run.
-  const release = () => lock.held.releaseSync();
   process.on('exit', release);
   try {
     // One process runs every role here, so it gets the connections of several hosts.
@@ -70,6 +63,25 @@ export async function runDev(o: DevOptions): Promise<void> {
     process.off('exit', release);
     release();
   }
+}
+
+/**
+ * On the embedded Postgres, the data dir is this process's alone: a second `baton dev` there is
+ * refused. With BATON_DATABASE_URL nothing of the data dir is used, and several may share it.
+ * Returns what lets go of it.
+ */
+async function claimDataDir(config: HostBase['config']): Promise<() => void> {
+  if (config.databaseUrl !== undefined) return () => undefined;
+  const dataDir = config.dataDir;
+  await fs.mkdir(dataDir, { recursive: true });
+  const lock = await claimPidFile(path.join(dataDir, 'dev.pid'));
+  if (!lock.claimed) {
+    throw new DevAlreadyRunningError(
+      `baton dev is already running in ${dataDir} (pid ${lock.holder?.pid ?? '?, still starting'}): ` +
+        'use that one (Ctrl-C in its terminal stops it), or set BATON_DATA_DIR to another directory to run a second one',
+    );
+  }
+  return () => lock.held.releaseSync();
 }
 
 /** `dev-1` … `dev-<n>`, skipping ids a live process holds; each started worker is pushed to `into` at once. */

@@ -5,8 +5,10 @@
 // stop signal (shutdown.ts). A failed start stops whatever had started and exits 1 in one line.
 import { createActionRegistry } from '../actions/index.ts';
 import { startHealthServer } from '../observability/http.ts';
+import { refuseIfTaken } from '../observability/listen.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
 import {
+  apiPortAsked,
   defaultWorkerId,
   hostBase,
   loadActions,
@@ -131,9 +133,11 @@ export function runProjector(o: MetricsOptions): Promise<void> {
 }
 
 /** `port`: from `--port` (refused when taken); unset: BATON_API_PORT, else the default. */
-export function runApi(o: MetricsOptions & { port?: number; actions?: string }): Promise<void> {
+export async function runApi(o: MetricsOptions & { port?: number; actions?: string }): Promise<void> {
+  const base = hostBase('api');
+  await refuseIfTaken(apiPortAsked(base.config, o.port, '--port'));
   // Its transport serves deadLetters.
-  return runHost(hostBase('api'), 'api', o, async (env, hosts) => {
+  return runHost(base, 'api', o, async (env, hosts) => {
     const api = (hosts.api = await startApi(env, createActionRegistry(await loadActions(o.actions, env.config)), o.port, '--port'));
     return { announce: () => env.log.info({ graphql: api.url, metrics: `${hosts.health.url}/metrics` }, 'API running') };
   });

@@ -250,17 +250,24 @@ export function startWorker(
  * Imported here, not at the top: graphql-yoga and its plugins take ~0.4 s to load (2-core dev
  * machine), which the executor, worker and projector hosts would otherwise pay on every start.
  */
+/** The GraphQL API's port as startApi will bind it, with the setting that asked for it (none: the default, swapped when taken). */
+export function apiPortAsked(config: Pick<Config, 'apiHost' | 'apiPort' | 'apiPortSet'>, port: number | undefined, portSetting: string | undefined) {
+  const setting = port !== undefined ? portSetting : config.apiPortSet ? 'BATON_API_PORT' : undefined;
+  return { host: config.apiHost, port: port ?? config.apiPort, setting, what: 'the GraphQL API' };
+}
+
 export async function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number, portSetting?: string): Promise<ApiServer> {
   const { startApiServer } = await import('../api/server.ts');
+  const asked = apiPortAsked(env.config, port, portSetting);
   return startApiServer({
     pool: env.db.pool,
     runtime: env.runtime,
     store: env.store,
     actions,
     log: env.log,
-    host: env.config.apiHost,
-    port: port ?? env.config.apiPort,
-    portSetting: port !== undefined ? portSetting : env.config.apiPortSet ? 'BATON_API_PORT' : undefined,
+    host: asked.host,
+    port: asked.port,
+    portSetting: asked.setting,
     transport: env.transport,
     staleAfterMs: workerStaleAfterMs(env.config.timeouts),
     namespaceRateLimits: env.config.namespaceRateLimits,

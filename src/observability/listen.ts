@@ -2,7 +2,7 @@
 // variable) is that port or nothing — taken, the host refuses to start in one line naming the
 // setting —, while a taken default port is swapped for a free one and the swap is logged, so
 // a second host on one machine (two workers, two `baton dev`) starts instead of crashing.
-import type http from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
@@ -67,4 +67,17 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
     server.once('listening', onListening);
     server.listen(port, host);
   });
+}
+
+/**
+ * Refuse now, naming the setting, when a port the user asked for (`setting` given) is taken:
+ * for a host that binds it only after its database is up (the GraphQL API), so the refusal comes
+ * before an embedded Postgres starts and migrations run. A default port needs no check: a taken
+ * one is swapped when it binds. A port taken between this check and the bind still fails there.
+ */
+export async function refuseIfTaken(o: Omit<ListenOptions, 'log'>): Promise<void> {
+  if (o.setting === undefined || o.port === 0) return;
+  const probe = http.createServer();
+  await listenOn(probe, o);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
 }

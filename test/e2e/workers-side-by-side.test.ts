@@ -77,14 +77,25 @@ describe('two workers on one machine', () => {
       `baton: --metrics-port ${port} is in use by another program (127.0.0.1:${port}); choose another --metrics-port, or 0 for a free one (the /healthz and /metrics server)`,
     );
     expect(await started('blocked')).toBe(0);
+    // baton dev's API port asked for and taken: refused in that one line before it opens its database.
+    const devDir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-dev-port-'));
+    try {
+      const dev = start('dev (taken port)', ['dev', '--port', String(port), '--metrics-port', '0'], { cwd: devDir, env: { BATON_DATA_DIR: devDir } });
+      expect(await dev.exitWithin(30_000)).toBe(1);
+      expect(dev.output.join('').trim()).toBe(`baton: --port ${port} is in use by another program (127.0.0.1:${port}); choose another --port, or 0 for a free one (the GraphQL API)`);
+    } finally {
+      await fs.rm(devDir, { recursive: true, force: true });
+    }
 
     for (const c of [w1, w2, executor]) c.proc.kill('SIGTERM');
     for (const c of [w1, w2, executor]) expect(await c.exitWithin(20_000), diagnostics()).toBe(0);
   }, 180_000);
 
-  it('gives two baton dev sharing one database (BATON_DATABASE_URL) different worker ids', async () => {
+  it('gives two baton dev sharing one database (BATON_DATABASE_URL) different worker ids, even from one directory', async () => {
     await t.db.pool.query('DELETE FROM baton_worker_liveness');
-    const dirs = await Promise.all([1, 2].map(() => fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-dev-shared-'))));
+    // One directory for both: with BATON_DATABASE_URL a dev keeps nothing there, so it is not refused as a second one.
+    const shared = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-dev-shared-'));
+    const dirs = [shared, shared];
     try {
       const devs = [];
       for (const [i, dir] of dirs.entries()) {
@@ -98,7 +109,7 @@ describe('two workers on one machine', () => {
       for (const d of devs) d.proc.kill('SIGINT');
       for (const d of devs) expect(await d.exitWithin(20_000), diagnostics()).toBe(0);
     } finally {
-      for (const dir of dirs) await fs.rm(dir, { recursive: true, force: true });
+      await fs.rm(shared, { recursive: true, force: true });
     }
   }, 120_000);
 });

@@ -5,7 +5,7 @@ import net from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { listenOn, PortUnavailableError } from '../../src/observability/listen.ts';
+import { listenOn, PortUnavailableError, refuseIfTaken } from '../../src/observability/listen.ts';
 
 const servers: (http.Server | net.Server)[] = [];
 afterEach(async () => {
@@ -41,5 +41,21 @@ describe('listenOn', () => {
       `--metrics-port ${taken} is in use by another program (127.0.0.1:${taken}); choose another --metrics-port, or 0 for a free one (the metrics server)`,
     );
     expect(server.listening).toBe(false);
+  });
+
+  it('refuseIfTaken: refuses a taken port asked for, leaves a free one free, and checks no default', async () => {
+    const taken = await squat();
+    await expect(refuseIfTaken({ host: '127.0.0.1', port: taken, setting: '--port', what: 'the GraphQL API' })).rejects.toThrow(
+      `--port ${taken} is in use by another program (127.0.0.1:${taken}); choose another --port, or 0 for a free one (the GraphQL API)`,
+    );
+    await expect(refuseIfTaken({ host: '127.0.0.1', port: taken, what: 'the GraphQL API' })).resolves.toBeUndefined();
+    const free = await squat();
+    const held = servers.pop()!;
+    await new Promise((resolve) => held.close(resolve));
+    await refuseIfTaken({ host: '127.0.0.1', port: free, setting: '--port', what: 'the GraphQL API' });
+    // The probe let go of it: the real server binds it.
+    const server = http.createServer();
+    expect((await listenOn(server, { host: '127.0.0.1', port: free, setting: '--port', what: 'the GraphQL API' })).port).toBe(free);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   });
 });
