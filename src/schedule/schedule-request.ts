@@ -13,6 +13,7 @@ import { dateTimeProblem, integerProblem, printable, textProblem } from '../inpu
 import { checkSubmission, type SubmissionNames } from '../runtime/submission.ts';
 import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
 import { workflowProblems } from '../workflow/service.ts';
+import { formatDuration } from '../config-values.ts';
 
 /** What a person asks for. On update, a missing field keeps the schedule's current value. */
 export interface ScheduleRequest {
@@ -61,7 +62,8 @@ export function durationMs(value: string | number): { ms: number } | { problem: 
   return { ms };
 }
 
-const human = (ms: number) => (ms === 0 ? '0s' : ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`);
+/** A duration as a schedule's options write it: `2d`, `1h`, `90s`, `500ms`. */
+export const human = (ms: number): string => (ms === 0 ? '0s' : ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : formatDuration(ms));
 
 /** The schedule id a request names, or the problem with it. */
 export function scheduleIdProblem(id: unknown): string | undefined {

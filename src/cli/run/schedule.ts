@@ -1,7 +1,7 @@
 // What `baton schedule …` does (its options are defined in schedule-commands.ts).
 import { createActionRegistry } from '../../actions/index.ts';
 import { InvalidInputError } from '../../input/errors.ts';
-import { CLI_SCHEDULE_NAMES, type ScheduleRequest } from '../../schedule/schedule-request.ts';
+import { CLI_SCHEDULE_NAMES, human, type ScheduleRequest } from '../../schedule/schedule-request.ts';
 import { changeSchedule, createSchedule, showSchedule, triggerSchedule, updateSchedule, type ScheduleView } from '../../schedule/service.ts';
 import { readDefinitionFile } from '../../workflow/definition-file.ts';
 import { scheduleStreamId } from '../../../schemas/schedule-events.ts';
@@ -54,7 +54,7 @@ async function requestOf(o: DefinitionOptions): Promise<ScheduleRequest> {
   };
 }
 
-const describeTrigger = (v: ScheduleView) => (v.spec.trigger.kind === 'cron' ? `cron '${v.spec.trigger.cron}' (${v.spec.trigger.timezone})` : `every ${v.spec.trigger.everyMs / 1000}s`);
+const describeTrigger = (v: ScheduleView) => (v.spec.trigger.kind === 'cron' ? `cron '${v.spec.trigger.cron}' (${v.spec.trigger.timezone})` : `every ${human(v.spec.trigger.everyMs)}`);
 const describeTarget = (v: ScheduleView) => (v.spec.target.kind === 'action' ? `action ${v.spec.target.action}` : `workflow ${v.spec.target.definition.name ?? `(${v.spec.target.definition.steps.length} steps)`}`);
 
 function printView(v: ScheduleView): void {
