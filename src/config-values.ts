@@ -38,6 +38,9 @@ export function parseDuration(text: string): number | undefined {
   const ms = Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']!;
   return Number.isFinite(ms) ? Math.round(ms) : undefined;
 }
+/** The longest duration a setting takes (BATON_SHUTDOWN_TIMEOUT and the like): a timer past 2^31 - 1 ms would fire at once. */
+export const MAX_DURATION_MS = 7 * 24 * 3_600_000;
+
 /** The inverse of parseDuration for messages: the largest unit that divides it (`1h`, `90s`, `250ms`). */
 export function formatDuration(ms: number): string {
   for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) {
@@ -52,7 +55,7 @@ export const duration = (fallback: number) =>
       .string()
       .transform((v, ctx) => {
         const ms = parseDuration(v);
-        if (ms === undefined || ms < 1 || ms > 7 * 24 * 3_600_000) {
+        if (ms === undefined || ms < 1 || ms > MAX_DURATION_MS) {
           ctx.addIssue({ code: 'custom', message: `Invalid duration "${v}": expected e.g. 500ms, 5s, 2m or 1h (at least 1 ms, at most 7 days)` });
           return z.NEVER;
         }

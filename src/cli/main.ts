@@ -10,7 +10,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { dateTimeOption, executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
-import { filterText, givenOption, intFrom, namespaceName, namespaceNames, positiveInt } from './options.ts';
+import { filterText, givenOption, intFrom, namespaceName, namespaceNames, positiveInt, shutdownTimeoutArg, workerIdArg } from './options.ts';
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
@@ -133,7 +133,7 @@ program
   .option('--actions <module>', 'a module exporting more actions (besides the built-ins)')
   .addOption(portOption(9464))
   .addOption(hostOption())
-  .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
+  .addOption(new Option('--shutdown-timeout <ms>', 'on Ctrl-C, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(shutdownTimeoutArg))
   .addOption(apiPortOption())
   .action(async (o: { workers: number; capacity: number; transport: 'nats' | 'postgres'; actions?: string; metricsPort: number; metricsHost: string; shutdownTimeout?: number; port?: number }, cmd: Command) =>
     (await import('./dev.ts')).runDev({ ...o, shutdownTimeoutMs: o.shutdownTimeout, apiPort: o.port, apiPortSetting: givenOption(cmd, 'port', '--port'), metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
@@ -152,14 +152,14 @@ program
 program
   .command('worker')
   .description('run a worker: pulls its work, runs actions, appends outcomes; SIGTERM drains')
-  .option('--id <id>', 'worker id (default: <hostname>-<pid>)')
+  .option('--id <id>', 'worker id (default: <hostname>-<pid>)', workerIdArg)
   .option('--actions <module>', 'a module exporting actions (besides the built-ins)')
   .addOption(new Option('--capacity <n>', 'concurrent runs').argParser(positiveInt).default(10))
   .option('--namespaces <a,b>', 'run only executions of these namespaces (default: every namespace)', namespaceNames)
   .addOption(transportOption())
   .addOption(portOption(9465))
   .addOption(hostOption())
-  .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(positiveInt))
+  .addOption(new Option('--shutdown-timeout <ms>', 'on SIGTERM, wait this long for runs to finish (default: BATON_SHUTDOWN_TIMEOUT, 30 s)').argParser(shutdownTimeoutArg))
   .action(async (o: { id?: string; actions?: string; capacity: number; namespaces?: string[]; transport?: 'nats' | 'postgres'; metricsPort: number; metricsHost: string; shutdownTimeout?: number }, cmd: Command) =>
     (await import('./host-commands.ts')).runWorker({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
   );

@@ -4,6 +4,8 @@
 // command definitions that use them stay cheap to load.
 import { InvalidArgumentError, type Command } from 'commander';
 import { namespaceProblem, parseNamespaceList } from '../input/namespace.ts';
+import { MAX_DURATION_MS } from '../config-values.ts';
+import { WorkerId } from '../../schemas/events.ts';
 
 /** An integer from `min` to `max`. */
 export const intFrom = (min: number, max: number) => (value: string): number => {
@@ -21,6 +23,20 @@ export const filterText = (max: number) => (value: string): string => {
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value)) throw new InvalidArgumentError('must not contain control characters');
   return value;
+};
+
+/** A worker id as the event catalog takes it (schemas/events.ts WorkerId): refused at once, before the worker starts. */
+export const workerIdArg = (value: string): string => {
+  const r = WorkerId.safeParse(value);
+  if (!r.success) throw new InvalidArgumentError(`${r.error.issues[0]!.message} (1 to 200 characters)`);
+  return value;
+};
+
+/** A drain's grace period in ms: at most 7 days, as BATON_SHUTDOWN_TIMEOUT (a longer timer fires at once). */
+export const shutdownTimeoutArg = (value: string): number => {
+  const ms = positiveInt(value);
+  if (ms > MAX_DURATION_MS) throw new InvalidArgumentError(`must be at most ${MAX_DURATION_MS} ms (7 days), got ${ms}`);
+  return ms;
 };
 
 export const positiveInt = (value: string): number => {

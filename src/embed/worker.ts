@@ -13,6 +13,7 @@ import { createActionRegistry } from '../actions/registry.ts';
 import { defaultWorkerId, openHostEnvironment, startExecutorHost, startWorker as startWorkerHost, type HostEnvironment, type RunningHosts } from '../cli/hosts.ts';
 import { stopHosts } from '../cli/shutdown.ts';
 import { configWithOptions } from '../client/options-config.ts';
+import { MAX_DURATION_MS } from '../config-values.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import { componentLogger, createLogger } from '../log.ts';
 import { startHealthServer } from '../observability/http.ts';
@@ -169,7 +170,6 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
 }
 
 const WORKER_ID_RULE = 'must be a string of 1 to 200 letters, digits and . _ : -';
-const MAX_SHUTDOWN_TIMEOUT_MS = 7 * 24 * 3_600_000;
 
 /** Each given option of the wrong type, named (`options.executor: must be true or false`), before anything starts. */
 function optionTypeProblems(o: EmbeddedWorkerOptions): { path: string; message: string }[] {
@@ -184,7 +184,7 @@ function optionTypeProblems(o: EmbeddedWorkerOptions): { path: string; message: 
   if (id && !id.success) problems.push({ path: 'options.id', message: typeof given['id'] === 'string' ? id.error.issues[0]!.message : WORKER_ID_RULE });
   check('natsUrl', (v) => typeof v === 'string', 'must be a string like nats://127.0.0.1:4222');
   // At most BATON_SHUTDOWN_TIMEOUT's 7 days: a timer past 2^31 - 1 ms would fire at once.
-  check('shutdownTimeoutMs', (v) => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_SHUTDOWN_TIMEOUT_MS, `must be a whole number of ms from 0 to ${MAX_SHUTDOWN_TIMEOUT_MS} (7 days)`);
+  check('shutdownTimeoutMs', (v) => Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_DURATION_MS, `must be a whole number of ms from 0 to ${MAX_DURATION_MS} (7 days)`);
   check('metricsPort', (v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 65_535, 'must be a port number from 0 (any free one) to 65535');
   check('signal', (v) => v instanceof AbortSignal, 'must be an AbortSignal (from an AbortController)');
   check('logger', (v) => typeof v === 'object' && v !== null && typeof (v as { child?: unknown }).child === 'function', 'must be a pino logger');
