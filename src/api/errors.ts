@@ -19,6 +19,9 @@ import { InvalidInputError } from '../input/errors.ts';
 import { ArchivedError } from '../retention/archived-history.ts';
 import { WorkflowIdConflictError } from '../workflow/service.ts';
 
+/** Each refused field as `{ path, message }`, the shape every refusal's `problems` has. */
+export const problemsOf = (issues: readonly { path: string; message: string }[]) => issues.map(({ path, message }) => ({ path, message }));
+
 export type ApiErrorCode =
   | 'BAD_USER_INPUT'
   | 'NOT_FOUND'
@@ -101,9 +104,10 @@ export function describeApiError(err: unknown): { code: ApiErrorCode; message: s
     return { code: 'BAD_USER_INPUT', message: err.describe({ listKnown: false }), extra: { argument: err.argument, problems } };
   }
   if (err instanceof InvalidActionInputError) {
-    return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', issues: err.issues } };
+    // `problems` as every other refusal has them; `issues` kept for clients that read it.
+    return { code: 'BAD_USER_INPUT', message: err.issues.map((i) => `${i.path}: ${i.message}`).join('; '), extra: { argument: 'input', problems: problemsOf(err.issues), issues: err.issues } };
   }
-  if (err instanceof InvalidEventError) return { code: 'BAD_USER_INPUT', message: err.message, extra: { issues: err.issues } };
+  if (err instanceof InvalidEventError) return { code: 'BAD_USER_INPUT', message: err.message, extra: { problems: problemsOf(err.issues), issues: err.issues } };
   if (err instanceof IdempotencyKeyConflictError) {
     return { code: 'IDEMPOTENCY_CONFLICT', message: err.message, extra: { argument: 'idempotencyKey', executionId: err.executionId } };
   }

@@ -6,7 +6,7 @@ import { InvalidEventError } from '../errors.ts';
 import { forkExecution, type ForkStep } from '../replay/inspect.ts';
 import { intInRange, textArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
-import { ApiError, badInput } from './errors.ts';
+import { ApiError, badInput, problemsOf } from './errors.ts';
 import { timelineOf } from './history.ts';
 import { jsonField } from './response-budget.ts';
 
@@ -32,7 +32,7 @@ async function whatIf(row: ExecutionRow, a: { fromRevision: number; events: What
     return { fromRevision, baseState: fork.base.state, ok: fork.ok, finalState: fork.finalState, steps: fork.steps };
   } catch (err) {
     // An event the catalog does not accept: name it by its place in `events`.
-    if (err instanceof InvalidEventError) throw new ApiError('BAD_USER_INPUT', `events: ${err.message}`, 'events', { issues: err.issues });
+    if (err instanceof InvalidEventError) throw new ApiError('BAD_USER_INPUT', `events: ${err.message}`, 'events', { problems: problemsOf(err.issues), issues: err.issues });
     throw err;
   }
 }

@@ -29,7 +29,7 @@ describe('submitExecution', () => {
     const r = await submit({ action: 'core.sleep', input: { ms: -1 } });
     expect(r.data).toBeNull();
     expect(r.errors![0]!.message).toMatch(/^input\.ms: /);
-    expect(r.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'input', issues: [{ path: 'input.ms' }] });
+    expect(r.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'input', problems: [{ path: 'input.ms', message: expect.any(String) }], issues: [{ path: 'input.ms' }] });
     const missing = await submit({ action: 'core.fail', input: {} });
     expect(missing.errors![0]!.message).toMatch(/^input\.message: /);
     const after = await api().db.pool.query('SELECT count(*)::int AS n FROM baton_events');
