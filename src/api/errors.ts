@@ -98,7 +98,7 @@ export function describeApiError(err: unknown): { code: ApiErrorCode; message: s
   }
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
   if (err instanceof InvalidInputError) {
-    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    const problems = problemsOf(err.problems);
     // The lists of what may be chosen (every registered action, for an unknown one) stay out:
     // only a resolver knows the caller's role, and it adds them for admins (knownFor).
     return { code: 'BAD_USER_INPUT', message: err.describe({ listKnown: false }), extra: { argument: err.argument, problems } };
@@ -150,7 +150,7 @@ export async function knownFor<T>(role: Role, fn: () => Promise<T>): Promise<T> 
     return await fn();
   } catch (err) {
     if (!(err instanceof InvalidInputError) || role !== 'admin') throw err;
-    const problems = err.problems.map(({ path, message }) => ({ path, message }));
+    const problems = problemsOf(err.problems);
     throw new ApiError('BAD_USER_INPUT', err.describe({ listKnown: true }), err.argument, { problems });
   }
 }
