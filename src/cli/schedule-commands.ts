@@ -19,7 +19,7 @@ const MAX_REASON_LENGTH = 1_000;
 
 function definitionOptions(cmd: Command): Command {
   return cmd
-    .option('--cron <expression>', "a cron expression: 5 fields (minute hour day month weekday), or 6 with seconds first, e.g. '*/5 * * * *'")
+    .option('--cron <expression>', "a cron expression: 5 fields (minute hour day month weekday), or 6 with seconds first, e.g. '*/5 * * * *', or @hourly, @daily, @weekly, @monthly, @yearly")
     .option('--tz <zone>', 'with --cron: an IANA time zone, e.g. Europe/Berlin (default UTC); DST as cron handles it')
     .option('--every <duration>', 'a fixed interval instead of --cron: 30s, 5m, 1h30m, 2d (from 1s to 366d)')
     .option('--action <name>', 'the action each tick runs')
