@@ -52,6 +52,6 @@ export {
 export { InvalidInputError, type InputProblem } from './input/errors.ts';
 // What starting an embedded worker (`@baton-run/baton/worker`, which exports them too) or opening a client can throw.
 export { DuplicateActionError } from './actions/registry.ts';
-export { DatabaseUnavailableError } from './db/connect.ts';
+export { DatabaseUnavailableError } from './db/database-unavailable.ts';
 export { PortUnavailableError } from './observability/listen.ts';
-export { WorkerIdInUseError } from './worker/worker-host.ts';
+export { WorkerIdInUseError } from './worker/worker-id-in-use.ts';

@@ -10,8 +10,8 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { transientReason, waitForServer } from './wait.ts';
 import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
 
-/** The database server could not be reached or refused us; the message names the URL (no password) and its source. */
-export class DatabaseUnavailableError extends BatonError {}
+import { DatabaseUnavailableError } from './database-unavailable.ts';
+export { DatabaseUnavailableError };
 
 export interface Database {
   /** Connection URL (contains the password: do not log it; use redactUrl()). */

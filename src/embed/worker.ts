@@ -23,9 +23,9 @@ import { WorkerId } from '../../schemas/events.ts';
 // What starting one can throw besides InvalidInputError (an option named): an action name given
 // twice, a metricsPort that is taken, a database that cannot be reached, an id a live worker holds.
 export { DuplicateActionError } from '../actions/registry.ts';
-export { DatabaseUnavailableError } from '../db/connect.ts';
+export { DatabaseUnavailableError } from '../db/database-unavailable.ts';
 export { PortUnavailableError } from '../observability/listen.ts';
-export { WorkerIdInUseError } from '../worker/worker-host.ts';
+export { WorkerIdInUseError } from '../worker/worker-id-in-use.ts';
 
 /** What `startWorker` takes. */
 export interface EmbeddedWorkerOptions {

@@ -9,7 +9,8 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ActionRegistry } from '../actions/index.ts';
-import { BatonError } from '../errors.ts';
+import { WorkerIdInUseError } from './worker-id-in-use.ts';
+export { WorkerIdInUseError };
 import type { EventStore } from '../eventstore/event-store.ts';
 import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
 import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore, type WorkerLiveness } from '../liveness/liveness-store.ts';
@@ -49,18 +50,6 @@ export interface WorkerHostOptions {
   localWorkers?: LocalWorkers;
 }
 
-/** A live process already runs a worker with this id; nothing was announced. */
-export class WorkerIdInUseError extends BatonError {
-  constructor(
-    readonly workerId: string,
-    readonly holder: WorkerLiveness,
-  ) {
-    super(
-      `worker id "${workerId}" is in use by a live worker (pid ${holder.pid ?? '?'} on ${holder.host ?? 'an unknown host'}, ` +
-        `last heartbeat ${(holder.ageMs / 1000).toFixed(1)} s ago): give this worker another id (--id, or startWorker's id option), or stop that one first`,
-    );
-  }
-}
 
 /**
  * The process behind a fresh liveness row is gone when it ran here and its pid is dead, or is our
