@@ -70,6 +70,8 @@ interface StepSketch {
   action?: string;
   dependsOn: string[];
   inputFrom: [key: string, ref: string][];
+  /** The keys its own input gives (an object input). */
+  inputKeys: string[];
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -84,6 +86,7 @@ export function sketchSteps(value: unknown): StepSketch[] {
       ...(typeof s.action === 'string' && { action: s.action }),
       dependsOn: Array.isArray(s.dependsOn) ? s.dependsOn.map((p) => (typeof p === 'string' ? p : '')) : [],
       inputFrom: isRecord(s.inputFrom) ? Object.entries(s.inputFrom).flatMap(([k, ref]) => (typeof ref === 'string' && RESULT_REF.test(ref) ? [[k, ref] as [string, string]] : [])) : [],
+      inputKeys: isRecord(s.input) ? Object.keys(s.input) : [],
     };
   });
 }
@@ -124,6 +127,8 @@ function graphProblems(steps: readonly StepSketch[], knownActions?: ReadonlySet<
     for (const [key, ref] of step.inputFrom) {
       const parent = ref.split('.')[0]!;
       if (!step.dependsOn.includes(parent)) problems.push({ path: `steps.${i}.inputFrom.${key}`, message: `"${ref}" names "${parent}", which is not in dependsOn` });
+      // One of the two would silently replace the other.
+      else if (step.inputKeys.includes(key)) problems.push({ path: `steps.${i}.inputFrom.${key}`, message: `"${key}" is given in input too; a key is filled from one place` });
     }
   });
   const cycle = findCycle(steps.flatMap((s) => (s.id === undefined ? [] : [{ id: s.id, dependsOn: s.dependsOn }])));
@@ -179,7 +184,9 @@ export function stepInput(step: WorkflowStep, results: ReadonlyMap<string, unkno
     let value: unknown = results.get(parent!) ?? null;
     let reached = 0;
     for (const segment of path) {
-      if (value === null || typeof value !== 'object' || !Object.hasOwn(value, segment)) break;
+      // A list holds its items by index (`rows.0`), not its `length`; an object, its own fields.
+      const holds = Array.isArray(value) ? /^(0|[1-9]\d*)$/.test(segment) && Number(segment) < value.length : value !== null && typeof value === 'object' && Object.hasOwn(value, segment);
+      if (!holds) break;
       value = (value as Record<string, unknown>)[segment];
       reached++;
     }

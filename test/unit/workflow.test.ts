@@ -63,11 +63,17 @@ describe('checkWorkflow', () => {
     expect(stepInput(d.definition.steps[1]!, results)).toEqual({ input: { size: 3, url: 's3://x', all: { out: { url: 's3://x' } } }, missing: [] });
   });
 
+  it('refuses a key given both in input and in inputFrom, which would silently replace one with the other', () => {
+    expect(problems({ steps: [{ id: 'p', action: 'x' }, { id: 'c', action: 'x', dependsOn: ['p'], input: { x: 1, y: 2 }, inputFrom: { x: 'p.result.x' } }] })).toEqual([
+      { path: 'steps.1.inputFrom.x', message: '"x" is given in input too; a key is filled from one place' },
+    ]);
+  });
+
   it('names each inputFrom path a parent’s result does not hold, and leaves its key out; an explicit null is passed on', () => {
     const d = checkWorkflow({
       steps: [
         { id: 'p', action: 'x' },
-        { id: 'c', action: 'x', dependsOn: ['p'], input: { size: 3 }, inputFrom: { url: 'p.result.out.url', gone: 'p.result.out.nope.deeper', none: 'p.result.none', n: 'p.result.items.1', str: 'p.result.out.url.length' } },
+        { id: 'c', action: 'x', dependsOn: ['p'], input: { size: 3 }, inputFrom: { url: 'p.result.out.url', gone: 'p.result.out.nope.deeper', none: 'p.result.none', n: 'p.result.items.1', str: 'p.result.out.url.length', len: 'p.result.items.length', past: 'p.result.items.2' } },
       ],
     });
     if (!d.ok) throw new Error('invalid');
@@ -77,6 +83,9 @@ describe('checkWorkflow', () => {
       missing: [
         { key: 'gone', ref: 'p.result.out.nope.deeper', found: 'p.result.out' },
         { key: 'str', ref: 'p.result.out.url.length', found: 'p.result.out.url' },
+        // A list's items are its fields: not its length, nor an index past its end.
+        { key: 'len', ref: 'p.result.items.length', found: 'p.result.items' },
+        { key: 'past', ref: 'p.result.items.2', found: 'p.result.items' },
       ],
     });
   });
