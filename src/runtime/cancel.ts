@@ -35,7 +35,7 @@ export async function cancelExecution(runtime: ExecutionRuntime, executionId: st
     try {
       if (owner === EXECUTOR) {
         const r = await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason }, by: EXECUTOR }, { known: loaded });
-        return { executionId, outcome: 'cancelled', status: statusOf(r.snapshot), message: `execution ${executionId} cancelled before any worker ran it` };
+        return { executionId, outcome: 'cancelled', status: statusOf(r.snapshot), message: `execution ${executionId} cancelled ${whileExecutorHeld(loaded.snapshot)}` };
       }
       const r = await runtime.dispatch(executionId, { type: 'ExecutionCancelRequested', data: { reason }, by: EXECUTOR }, { known: loaded });
       return {
@@ -51,6 +51,12 @@ export async function cancelExecution(runtime: ExecutionRuntime, executionId: st
       if (!(err instanceof RejectedCommandError) || race >= MAX_RACES) throw err;
     }
   }
+}
+
+/** When the executor held it: before any worker did, or between attempts (a retry's backoff, a reclaim). */
+function whileExecutorHeld(snapshot: ExecutionSnapshot): string {
+  const held = snapshot.context.owners.filter((o) => o !== EXECUTOR).length;
+  return held === 0 ? 'before any worker ran it' : `between attempts, while the executor held it (workers had held it ${held === 1 ? 'once' : `${held} times`})`;
 }
 
 function alreadySettled(executionId: string, snapshot: ExecutionSnapshot): CancelResult | undefined {

@@ -113,6 +113,19 @@ describe.each(['postgres', 'nats'] as const)('cancellation (%s transport)', (kin
     expect(events[1]).toMatchObject({ data: { reason: 'not needed' }, metadata: { by: 'executor' } });
   });
 
+  it('Requested between attempts (a retry backing off): cancelled at once, saying attempts had run', async () => {
+    const { executionId } = await runtime.submit({ action: 'cx.nobody-offers-this', input: null, maxAttempts: 3 });
+    const far = new Date(Date.now() + 3_600_000).toISOString();
+    await runtime.dispatch(executionId, [
+      { type: 'ExecutionHandedOff', data: { workerId: 'gone', attempt: 1, deadline: far, maxAttempts: 3 }, by: 'executor' },
+      { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:gone' },
+      { type: 'ExecutionFailed', data: { error: { message: 'flaky' }, retryable: true }, by: 'worker:gone' },
+      { type: 'ExecutionRetryScheduled', data: { attempt: 2, retryAt: far, reason: 'backoff' }, by: 'executor' },
+    ]);
+    const r = await cancelExecution(runtime, executionId, 'not needed');
+    expect(r).toEqual({ executionId, outcome: 'cancelled', status: 'Cancelled', message: `execution ${executionId} cancelled between attempts, while the executor held it (workers had held it once)` });
+  });
+
   it('Running: the worker is rung, its run sees the AbortSignal, and it records ExecutionCancelled', async () => {
     const { executionId } = await runtime.submit({ action: 'cx.wait', input: null });
     await until('the run', executionId, (e) => e.some((x) => x.type === 'ExecutionStarted'));
