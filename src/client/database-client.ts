@@ -18,7 +18,7 @@ import { cancelExecution } from '../runtime/cancel.ts';
 import { checkItems, checkOne, type Actions } from './checks.ts';
 import { configWithOptions } from './options-config.ts';
 import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
-import type { CancelOutcome, DatabaseClientOptions, ExecutionStatus, ExecutionView, HistoryEntry, SubmitItem, SubmitOptions, Submitted } from './types.ts';
+import { endReasonOf, type CancelOutcome, type DatabaseClientOptions, type ExecutionStatus, type ExecutionView, type HistoryEntry, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
 /** The calls the shared client (index.ts) builds `result` and the typed `submit` on. */
 export interface Transport {
@@ -54,6 +54,7 @@ export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot,
     tags: { ...c.tags },
     requestedAt: c.requestedAt,
     finishedAt: c.finishedAt,
+    endReason: endReasonOf(c),
     final: isFinal(snapshot),
   };
 }

@@ -17,7 +17,9 @@ export class ExecutionFailedError extends BatonError {
     /** Why, when the history says: a cancel's reason, the timeout that fired, why it was abandoned. */
     readonly reason?: string,
   ) {
-    const why = error ? `: ${error.type ? `${error.type}: ` : ''}${error.message}` : reason ? `: ${reason}` : '';
+    // Why it ended first (a cancel's reason is not the last attempt's error); then that error.
+    const failure = error && `${error.type ? `${error.type}: ` : ''}${error.message}`;
+    const why = reason ? `: ${reason}${failure ? ` (the last attempt's error: ${failure})` : ''}` : failure ? `: ${failure}` : '';
     super(`execution ${executionId} ended as ${status}${why}`);
   }
 }

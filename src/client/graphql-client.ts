@@ -11,9 +11,9 @@ import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
 import { checkItems, checkOne, SERVER_KNOWS } from './checks.ts';
 import { submittedOrThrow, withResults, type SubmitManyResult } from './submit-many.ts';
-import { FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
+import { endReasonOf, FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
-const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey namespace tags requestedAt finishedAt`;
+const VIEW_FIELDS = `id action status revision input(whole: true) result(whole: true) error(whole: true) attempt maxAttempts owner workerId priority actionVersion idempotencyKey namespace tags requestedAt finishedAt cancelReason timedOutLimit abandonReason`;
 
 interface ExecutionRowJson {
   id: string;
@@ -34,6 +34,9 @@ interface ExecutionRowJson {
   tags: Record<string, string> | null;
   requestedAt: string;
   finishedAt: string | null;
+  cancelReason: string | null;
+  timedOutLimit: string | null;
+  abandonReason: string | null;
 }
 
 function viewOfRow(r: ExecutionRowJson): ExecutionView {
@@ -56,6 +59,7 @@ function viewOfRow(r: ExecutionRowJson): ExecutionView {
     tags: r.tags ?? {},
     requestedAt: r.requestedAt,
     finishedAt: r.finishedAt ?? undefined,
+    endReason: endReasonOf(r),
     final: FINAL_STATUSES.has(r.status),
   };
 }

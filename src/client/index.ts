@@ -77,7 +77,7 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     let status: ExecutionStatus | undefined;
     const outcome = (view: ExecutionView): unknown => {
       if (view.status === 'Completed') return view.result;
-      throw new ExecutionFailedError(id, view.status, view.error);
+      throw new ExecutionFailedError(id, view.status, view.error, view.endReason);
     };
     try {
       // One that has ended is answered at once, also when it is only in the archive (the API's

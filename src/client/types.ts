@@ -63,6 +63,8 @@ export interface ExecutionView<O = unknown> {
   requestedAt: string;
   /** ISO 8601, once in a final state. */
   finishedAt: string | undefined;
+  /** Why it ended, when it was Cancelled, TimedOut or Abandoned: the cancel's reason, the limit that fired (`start-to-close limit`), or why it was abandoned. */
+  endReason: string | undefined;
   /** Whether `status` is final (Completed, Failed, Cancelled, TimedOut, Abandoned). */
   final: boolean;
 }
@@ -205,3 +207,7 @@ export interface BatonClient {
   /** Closes the client's connections. */
   close(): Promise<void>;
 }
+
+/** Why an execution ended other than by its action's own outcome (ExecutionView.endReason). */
+export const endReasonOf = (c: { cancelReason?: string | null; timedOutLimit?: string | null; abandonReason?: string | null }): string | undefined =>
+  c.cancelReason ?? (c.timedOutLimit ? `${c.timedOutLimit} limit` : undefined) ?? c.abandonReason ?? undefined;

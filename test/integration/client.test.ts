@@ -134,8 +134,9 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     const cancelled = await client().cancel(executionId, 'no longer needed');
     expect(['cancelled', 'cancel-requested']).toContain(cancelled.outcome);
     const err = await client().result(executionId, { timeout: 20_000 }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ status: 'Cancelled' });
+    expect(err).toMatchObject({ status: 'Cancelled', reason: 'no longer needed', message: `execution ${executionId} ended as Cancelled: no longer needed` });
     expect(err).toBeInstanceOf(ExecutionFailedError);
+    expect(await client().get(executionId)).toMatchObject({ status: 'Cancelled', endReason: 'no longer needed' });
     expect(await client().cancel(executionId)).toMatchObject({ outcome: 'too-late', status: 'Cancelled' });
   });
 
