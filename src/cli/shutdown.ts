@@ -4,6 +4,8 @@
 // it owns — then exits 0. A second signal exits at once, saying so. A drain
 // that cannot finish (a database that is gone: every step waits on connections that fail)
 // is given up after the workers' shutdown timeout plus DRAIN_GRACE_MS, and the process exits 1.
+// A drained process that something else still holds (an action deaf to its abort signal) exits
+// EXIT_AFTER_DRAIN_MS later with the drain's exit code.
 import type { Logger } from 'pino';
 import type { HostEnvironment, RunningHosts } from './hosts.ts';
 
@@ -68,15 +70,26 @@ export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHost
   const boundMs = (o.shutdownTimeoutMs ?? env.config.timeouts.shutdownTimeoutMs) + DRAIN_GRACE_MS;
   // Unref'd: it fires only if the process is still here by then, drained or not.
   const progress: DrainProgress = { step: 'starting' };
-  setTimeout(() => {
+  const givenUp = setTimeout(() => {
     log.error({ signal, boundMs, step: progress.step }, `still not stopped this long after the signal (stuck stopping the ${progress.step}; is the database reachable?); exiting without finishing the drain`);
     process.exit(1);
   }, boundMs).unref();
 
   if (!(await stopHosts(env, hosts, `received ${signal}`, progress))) process.exitCode = 1;
+  clearTimeout(givenUp);
   log.info({ signal }, 'drained; exiting');
   stop.dispose(); // the process is about to exit anyway
+  // Drained: nothing of Baton's holds the process now. An action that ignored its abort signal
+  // (its run was handed back at the shutdown timeout) may still hold timers or sockets; the
+  // process exits anyway, with the drain's exit code, rather than wait for it.
+  setTimeout(() => {
+    log.warn({ signal, afterMs: EXIT_AFTER_DRAIN_MS }, 'drained, but something still holds this process open (an action that ignores its abort signal?); exiting');
+    process.exit(process.exitCode ?? 0);
+  }, EXIT_AFTER_DRAIN_MS).unref();
 }
+
+/** After a finished drain, how long the process may take to exit by itself (normally it exits at once). */
+const EXIT_AFTER_DRAIN_MS = 1_000;
 
 /**
  * Stop whatever of `hosts` runs, in drain order, then close the environment. Every step runs
