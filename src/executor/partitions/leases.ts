@@ -92,7 +92,8 @@ export function startPartitionLeases(o: PartitionLeaseOptions): PartitionLeases 
     const from = first ? now() : now() + settleMs;
     let gained = 0;
     for (const p of mine) if (!held.has(p)) (held.set(p, from), gained++);
-    if (r.appended) log.info({ event: command.type, partitions: [...mine].length }, `partition leases: ${command.type}`);
+    // `partitions`: how many the event names (taken or released); `held`: how many this executor holds after it.
+    if (r.appended) log.info({ event: command.type, partitions: command.data.partitions.length, held: mine.size }, `partition leases: ${command.type}`);
     if (gained > 0) kickAt(from);
   }
 
