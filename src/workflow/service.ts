@@ -157,6 +157,8 @@ export interface WorkflowStepView {
 export interface WorkflowView {
   workflowId: string;
   name: string | null;
+  /** Where it and its steps' executions live. */
+  namespace: string;
   status: WorkflowStatus;
   onFailure: WorkflowDefinition['onFailure'];
   revision: bigint;
@@ -204,6 +206,7 @@ export function describeWorkflow(loaded: LoadedWorkflow): WorkflowView {
   return {
     workflowId: loaded.workflowId,
     name: c.definition.name ?? null,
+    namespace: namespaceOr(c.namespace),
     status: snapshot.value,
     onFailure: c.definition.onFailure,
     revision: loaded.revision,

@@ -70,10 +70,13 @@ describe('baton workflow', () => {
     ].join('\n'));
     const r = await baton('workflow', 'submit', p, '--id', 'report-1', '--wait');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^workflow\s+report-1\nname\s+report\nstatus\s+Completed\n/);
+    expect(r.stdout).toMatch(/^workflow\s+report-1\nname\s+report\nnamespace\s+default\nstatus\s+Completed\n/);
     expect(r.stdout).toMatch(/STEP\s+ACTION\s+STATUS\s+ATTEMPTS\s+EXECUTION\nfetch\s+core\.echo\s+Completed\s+1\/3\s+[0-9a-f-]{36}\nrender\s+core\.echo\s+Completed\s+1\/3\s+[0-9a-f-]{36}/);
     const again = await baton('workflow', 'submit', p, '--id', 'report-1');
     expect(again.stdout).toBe('already submitted (same id): report-1 (2 steps, Completed)\n');
+    // With --wait --json, `created` says it was found under its id, as without --wait.
+    const waited = await baton('workflow', 'submit', p, '--id', 'report-1', '--wait', '--json');
+    expect(JSON.parse(waited.stdout)).toMatchObject({ created: false, workflowId: 'report-1', namespace: 'default', status: 'Completed' });
     const status = await baton('workflow', 'status', 'report-1', '--json');
     expect(JSON.parse(status.stdout)).toMatchObject({ workflowId: 'report-1', status: 'Completed', steps: [{ id: 'fetch', result: { rows: 3 } }, { id: 'render', result: { rows: 3 }, execution: { status: 'Completed' } }] });
     const cancel = await baton('workflow', 'cancel', 'report-1');

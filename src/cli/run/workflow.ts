@@ -15,6 +15,7 @@ function printStatus(w: WorkflowStatusView): void {
     fields([
       ['workflow', w.workflowId],
       ['name', w.name],
+      ['namespace', w.namespace],
       ['status', w.status],
       ['on failure', w.onFailure],
       ['started', w.startedAt],
@@ -41,7 +42,7 @@ function printStatus(w: WorkflowStatusView): void {
   if (errors.length > 0) console.log(`\n${errors.map((s) => `${s.id}: ${s.error!.message}`).join('\n')}`);
 }
 
-const viewJson = (w: WorkflowStatusView) => toJson({ ...w, definition: undefined });
+const viewJson = (w: WorkflowStatusView, extra: { created?: boolean } = {}) => toJson({ ...extra, ...w, definition: undefined });
 
 export interface SubmitOptions {
   id?: string;
@@ -80,7 +81,8 @@ export async function workflowSubmitCommand(file: string, o: SubmitOptions): Pro
       return;
     }
     const status = await workflowStatus(ctx, r.workflowId);
-    if (o.json) console.log(viewJson(status));
+    // `created` as without --wait: whether this call started it or found it under its id.
+    if (o.json) console.log(viewJson(status, { created: r.created }));
     else printStatus(status);
     if (status.status !== 'Completed') process.exitCode = 1;
   });
