@@ -219,6 +219,51 @@ describe('workflows', () => {
     await done(w);
   });
 
+  it('lists a workflow’s executions from its page’s link and from the Workflow filter', async () => {
+    const steps = (await admin(`{ workflow(id: "nightly-report-1") { steps { executionId } } }`)).data!.workflow.steps as { executionId: string }[];
+    const stepIds = steps.map((s) => s.executionId).sort();
+    const shown = (page: Page) => page.getByTestId('execution-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id')).sort());
+    const w = await open('?workflow=nightly-report-1');
+    const { page } = w;
+    await page.getByTestId('dag').waitFor();
+    await page.getByRole('link', { name: 'its executions' }).click();
+    await expect.poll(() => shown(page), POLL).toEqual(stepIds);
+    expect(Object.fromEntries(new URL(page.url()).searchParams)).toEqual({ view: 'executions', workflow: 'nightly-report-1' });
+    expect(await page.locator('h1').textContent()).toBe('Executions');
+    expect(await page.getByTestId('filter-workflow').inputValue()).toBe('nightly-report-1');
+
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await expect.poll(async () => (await shown(page)).length, POLL).toBeGreaterThan(stepIds.length);
+    await page.getByTestId('filter-workflow').fill('nightly-report-1');
+    await page.getByTestId('filter-workflow').press('Enter');
+    await expect.poll(() => new URL(page.url()).searchParams.get('workflow'), POLL).toBe('nightly-report-1');
+    await expect.poll(() => shown(page), POLL).toEqual(stepIds);
+    await done(w);
+  });
+
+  it('opens a workflow whose id is typed in the search box, or named as an execution in the address', async () => {
+    const w = await open('?view=workflows');
+    const { page } = w;
+    await tabTo(page, '[data-testid="execution-search"]');
+    await page.keyboard.type('nightly-report-1');
+    await page.keyboard.press('Enter');
+    await page.getByTestId('dag').waitFor();
+    expect(await page.locator('#workflow-title').textContent()).toBe('nightly-report');
+    expect(Object.fromEntries(new URL(page.url()).searchParams)).toEqual({ workflow: 'nightly-report-1' });
+    await done(w);
+
+    // A generated workflow id is a UUID, as an execution id is.
+    const d = { name: 'uuid-named', steps: [{ id: 'only', action: 'core.echo' }] };
+    const r = await admin(`mutation($d: JSON!) { submitWorkflow(definition: $d) { workflowId } }`, { d });
+    const id = r.data!.submitWorkflow.workflowId as string;
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    const u = await open(`?execution=${id}`);
+    await u.page.getByTestId('dag').waitFor();
+    expect(await u.page.locator('#workflow-title').textContent()).toBe('uuid-named');
+    expect(new URL(u.page.url()).searchParams.get('workflow')).toBe(id);
+    await done(u);
+  });
+
   it('cancels a running workflow from the page with the admin token; the read-only token is refused', async () => {
     const d = { name: 'long-run', steps: [{ id: 'wait', action: 'core.sleep', input: { ms: 60_000 } }] };
     await admin(`mutation($d: JSON!) { submitWorkflow(definition: $d, id: "long-run-1") { workflowId } }`, { d });
@@ -282,6 +327,7 @@ describe('dead letters', () => {
     const reader = await open('?view=dead-letters', READ_TOKEN);
     await rowOf(reader.page).first().waitFor();
     await rowOf(reader.page).first().getByTestId('dead-letter-show').click();
+    await reader.page.getByText('needs the admin token').waitFor(); // the read-only token: said before trying
     await reader.page.getByTestId('dead-letter-delete').click();
     await reader.page.getByTestId('confirm-yes').click();
     await reader.page.getByRole('alert').filter({ hasText: 'Refused: mutations need the admin token' }).waitFor();
@@ -295,6 +341,11 @@ describe('dead letters', () => {
     await tabTo(page, `[data-testid="dead-letter-row"][data-id="${messageId}"] [data-testid="dead-letter-show"]`);
     await page.keyboard.press('Enter');
     await page.getByTestId('dead-letter-details').waitFor();
+    // Oldest first: the pager's first page is the oldest.
+    expect(await page.getByTestId('pager').locator('button').first().textContent()).toBe('Oldest');
+    // With the admin token the changes go through: no hint that they need it.
+    await page.waitForLoadState('networkidle');
+    expect(await page.getByText('needs the admin token').count()).toBe(0);
     await screenshot(page, 'ui-dead-letters');
     await page.getByTestId('dead-letter-delete').click();
     await page.getByTestId('confirm-yes').click();

@@ -90,6 +90,11 @@ describe(`the console with ${TOTAL.toLocaleString('en')} executions`, () => {
     const secondPage = await rows.evaluateAll((r) => r.map((x) => x.getAttribute('data-id')));
     expect(secondPage).toHaveLength(50);
     expect(secondPage.filter((id) => firstPage.includes(id))).toEqual([]);
+    // The page is in the address: a reload shows the same one.
+    expect(new URL(page.url()).searchParams.get('after')).toBeTruthy();
+    await page.reload();
+    await expect.poll(async () => (await rows.evaluateAll((r) => r.map((x) => x.getAttribute('data-id')))).join(), POLL).toBe(secondPage.join());
+    expect(await page.getByTestId('pager-page').textContent()).toBe('page 2');
     await page.getByTestId('pager-next').click();
     await expect.poll(() => page.getByTestId('pager-page').textContent(), POLL).toBe('page 3');
     await page.getByRole('button', { name: 'Previous' }).click();

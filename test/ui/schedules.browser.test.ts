@@ -8,6 +8,9 @@ import type { Page } from 'playwright-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { gql } from '../api/api-harness.ts';
 import { eventually } from '../support/workflow-cluster.ts';
+import { builtinActions, createActionRegistry } from '../../src/actions/index.ts';
+import { startApiServer } from '../../src/api/server.ts';
+import { silentLogger } from '../../src/log.ts';
 import { ADMIN_TOKEN, POLL, READ_TOKEN, openPage, screenshot, tabTo, useConsole, type WatchedPage } from './console-harness.ts';
 
 const c = useConsole({ tokens: true, schedules: true });
@@ -121,7 +124,7 @@ describe('changing a schedule', () => {
     const w = await open('?schedule=nightly-billing', READ_TOKEN);
     const { page } = w;
     await page.getByTestId('schedule-pause').waitFor();
-    expect(await page.locator('.schedule-changes').textContent()).toContain('needs the admin token');
+    await page.locator('.schedule-changes').getByText('needs the admin token').waitFor(); // once the console knows its token is read-only
     await page.getByTestId('schedule-pause').click();
     await page.getByTestId('confirm-yes').click();
     await page.getByRole('alert').filter({ hasText: 'Refused: mutations need the admin token' }).waitFor();
@@ -132,6 +135,10 @@ describe('changing a schedule', () => {
   it('pauses, resumes, triggers and deletes from the keyboard, each after a confirmation', async () => {
     const w = await open('?schedule=nightly-billing');
     const { page } = w;
+    // The admin token may: no "needs the admin token" beside the buttons.
+    await page.getByTestId('schedule-pause').waitFor();
+    await page.waitForLoadState('networkidle');
+    expect(await page.locator('.schedule-changes').getByText('needs the admin token').count()).toBe(0);
     const status = () => page.getByTestId('schedule-status').textContent();
     const confirmByKeyboard = async (button: string) => {
       await tabTo(page, `[data-testid="${button}"]`);
@@ -182,5 +189,69 @@ describe('changing a schedule', () => {
     await list.page.getByTestId('schedule-status-filter').selectOption('Deleted');
     await row(list.page, 'nightly-billing').waitFor();
     await done(list);
+  });
+});
+
+describe('a server with no tokens', () => {
+  it('shows a schedule’s changes without saying they need the admin token, and they work', async () => {
+    const { db, store, runtime, transport } = c();
+    const api = await startApiServer({ pool: db.pool, runtime, store, transport, actions: createActionRegistry([...builtinActions]), log: silentLogger(), port: 0 });
+    try {
+      const w = await openPage(c().browser, `${api.uiUrl}?schedule=heartbeat-echo`); // no token
+      const { page } = w;
+      await page.getByTestId('schedule-pause').waitFor();
+      await page.waitForLoadState('networkidle');
+      expect(await page.locator('.schedule-changes').getByText('needs the admin token').count()).toBe(0);
+      await page.getByTestId('schedule-trigger').click();
+      await page.getByTestId('confirm-yes').click();
+      await page.getByTestId('schedule-outcome').filter({ hasText: 'Triggered' }).waitFor();
+      await done(w);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('paging the schedules', () => {
+  it('keeps the page in the address: reload, Back and a link show the same page', async () => {
+    for (let i = 0; i < 26; i++) {
+      const id = `paged-${String(i).padStart(2, '0')}`;
+      await admin(`mutation($id: ID!) { createSchedule(id: $id, cron: "0 4 1 1 *", action: "core.echo") { created } }`, { id });
+      await admin(`mutation($id: ID!) { deleteSchedule(id: $id, reason: "paging test") { changed } }`, { id });
+    }
+    await c().catchUp();
+    const w = await open('?view=schedules&status=Deleted');
+    const { page } = w;
+    const shown = () => page.getByTestId('schedule-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id')));
+    await expect.poll(async () => (await shown()).length, POLL).toBe(25);
+    const first = await shown();
+    await page.getByTestId('pager-next').click();
+    await expect.poll(() => page.getByTestId('pager-page').textContent(), POLL).toBe('page 2');
+    await expect.poll(async () => (await shown()).some((id) => first.includes(id!)), POLL).toBe(false);
+    const second = await shown();
+    expect(second.length).toBeGreaterThan(0);
+    const address = new URL(page.url());
+    expect(address.searchParams.get('status')).toBe('Deleted');
+    expect(address.searchParams.get('after')).toBeTruthy();
+
+    await page.reload();
+    await expect.poll(() => shown(), POLL).toEqual(second);
+    expect(await page.getByTestId('pager-page').textContent()).toBe('page 2');
+    await page.goBack();
+    await expect.poll(() => shown(), POLL).toEqual(first);
+    expect(new URL(page.url()).searchParams.get('after')).toBeNull();
+    await page.goForward();
+    await expect.poll(() => shown(), POLL).toEqual(second);
+    await page.getByRole('button', { name: 'Previous' }).click();
+    await expect.poll(() => shown(), POLL).toEqual(first);
+    expect(await page.getByTestId('pager-page').textContent()).toBe('page 1');
+    await done(w);
+
+    // The address alone, in a new tab: the same page; its number is not known, the first page is a click away.
+    const linked = await open(`${address.search}`);
+    await expect.poll(() => linked.page.getByTestId('schedule-row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-id'))), POLL).toEqual(second);
+    await linked.page.getByRole('button', { name: 'Newest' }).click();
+    await expect.poll(() => linked.page.getByTestId('schedule-row').count(), POLL).toBe(25);
+    await done(linked);
   });
 });

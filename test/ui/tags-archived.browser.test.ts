@@ -104,6 +104,16 @@ describe('tags in the executions list', () => {
     await done(w);
   });
 
+  it('lists nothing for a tag in the address that is not key=value, as for a key the API refuses', async () => {
+    const w = await open('?view=executions&tag=bad');
+    const { page } = w;
+    await page.getByRole('alert').filter({ hasText: 'tag "bad" must be key=value, like customer=c-42' }).waitFor();
+    await page.waitForLoadState('networkidle'); // whatever the page asked for has come and shown
+    expect(await page.getByTestId('execution-row').count()).toBe(0);
+    expect(await page.getByTestId('executions-empty').count()).toBe(0); // not "no executions match": nothing was asked
+    await done(w);
+  });
+
   it('filters by a tag when its chip in a row is clicked, keeping the other filters', async () => {
     const w = await open('?view=executions&status=Failed');
     const { page } = w;

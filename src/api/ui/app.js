@@ -24,13 +24,18 @@ const VIEWS = [
   { id: 'dead-letters', label: 'Dead letters', View: DeadLettersView },
 ];
 
-/** Which view the address names: an execution, a workflow or a schedule by id, else ?view= (default: executions). */
+/**
+ * Which view the address names: an execution by id, else ?view= (where `workflow` is a filter:
+ * `?view=executions&workflow=<id>` lists that workflow's executions), else a workflow or a
+ * schedule by id, else the executions. `id` is the one page shown (it keys the page).
+ */
 function routeOf(params) {
-  if (params.get('execution')) return { nav: 'executions', Page: TimelinePage };
-  if (params.get('workflow')) return { nav: 'workflows', Page: WorkflowPage };
-  if (params.get('schedule')) return { nav: 'schedules', Page: SchedulePage };
-  const view = VIEWS.find((v) => v.id === params.get('view')) ?? VIEWS[0];
-  return { nav: view.id, Page: view.View };
+  if (params.get('execution')) return { nav: 'executions', Page: TimelinePage, id: params.get('execution') };
+  const view = VIEWS.find((v) => v.id === params.get('view'));
+  if (view) return { nav: view.id, Page: view.View, id: '' };
+  if (params.get('workflow')) return { nav: 'workflows', Page: WorkflowPage, id: params.get('workflow') };
+  if (params.get('schedule')) return { nav: 'schedules', Page: SchedulePage, id: params.get('schedule') };
+  return { nav: VIEWS[0].id, Page: VIEWS[0].View, id: '' };
 }
 
 function TokenForm({ reason, onSave }) {
@@ -47,7 +52,7 @@ function TokenForm({ reason, onSave }) {
   </form>`;
 }
 
-/** The search box: an execution id opens its timeline; `key=value` (no id has a `=`) lists the executions with that tag. */
+/** The search box: an execution id opens its timeline, a workflow id its workflow (the timeline page finds it is one); `key=value` (no id has a `=`) lists the executions with that tag. */
 function Finder() {
   const [value, setValue] = useState('');
   const submit = (e) => {
@@ -58,7 +63,7 @@ function Finder() {
     else navigate({ execution: text });
   };
   return html`<form class="finder" role="search" onSubmit=${submit}>
-    <label for="execution-id">Execution id or tag</label>
+    <label for="execution-id">Execution or workflow id, or tag</label>
     <input id="execution-id" type="search" placeholder="e.g. 0190c2d4-… or customer=c-42" spellcheck="false" value=${value}
       data-testid="execution-search" onInput=${(e) => setValue(e.currentTarget.value)} />
     <button type="submit" data-testid="execution-open">Open</button>
@@ -78,7 +83,7 @@ function App() {
       removeEventListener('baton:navigate', onChange);
     };
   }, []);
-  const { nav, Page } = routeOf(params);
+  const { nav, Page, id } = routeOf(params);
   useEffect(() => {
     document.title = `Baton · ${VIEWS.find((v) => v.id === nav).label}`;
   }, [nav]);
@@ -98,7 +103,7 @@ function App() {
     </header>
     ${tokenReason && html`<${TokenForm} reason=${tokenReason} onSave=${applyToken} />`}
     <main class="page">
-      <${Page} key=${`${nav}:${params.get('execution') ?? params.get('workflow') ?? params.get('schedule') ?? ''}`} params=${params} />
+      <${Page} key=${`${nav}:${id}`} params=${params} />
     </main>
   `;
 }

@@ -3,7 +3,7 @@
 // both are mutations, which the API refuses to a read-only token (the page says so).
 import { useState } from './vendor/hooks.mjs';
 import { Forbidden } from './graphql.js';
-import { Badge, Confirm, ErrorLine, graphql, html, Link, Pager, shortId, shortTime, useQuery, usePaging } from './shared.js';
+import { Badge, Confirm, ErrorLine, graphql, html, Link, Pager, shortId, shortTime, useMayChange, useQuery, usePaging } from './shared.js';
 
 const PAGE_SIZE = 25;
 const LIST = `query DeadLetters($after: String) {
@@ -23,6 +23,7 @@ const ACTIONS = {
 function Details({ letter, onDone }) {
   const [asking, setAsking] = useState(undefined);
   const [outcome, setOutcome] = useState({});
+  const mayChange = useMayChange();
   const act = async (kind) => {
     setAsking(undefined);
     setOutcome({ running: kind });
@@ -54,13 +55,13 @@ function Details({ letter, onDone }) {
       : html`<div class="buttons">
           <button type="button" onClick=${() => setAsking('retry')} disabled=${outcome.running} data-testid="dead-letter-retry">Retry…</button>
           <button type="button" class="danger" onClick=${() => setAsking('delete')} disabled=${outcome.running} data-testid="dead-letter-delete">Delete…</button>
-          <span class="muted">needs the admin token</span>
+          ${mayChange === false && html`<span class="muted">needs the admin token</span>`}
         </div>`)}
   </div>`;
 }
 
-export function DeadLettersView() {
-  const paging = usePaging('dead-letters');
+export function DeadLettersView({ params }) {
+  const paging = usePaging(params);
   const list = useQuery(() => graphql(LIST, { after: paging.after }), `dl:${paging.after}`);
   const [open, setOpen] = useState(undefined);
   const edges = list.data?.deadLetters.edges ?? [];
@@ -90,6 +91,6 @@ export function DeadLettersView() {
       </table>
       ${!list.loading && !list.error && edges.length === 0 && html`<p class="hint" data-testid="dead-letters-empty">No dead letters.</p>`}
     </div>
-    ${list.data && html`<${Pager} paging=${paging} pageInfo=${list.data.deadLetters.pageInfo} />`}
+    ${list.data && html`<${Pager} paging=${paging} pageInfo=${list.data.deadLetters.pageInfo} firstLabel="Oldest" />`}
   </section>`;
 }

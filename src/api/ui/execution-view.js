@@ -3,6 +3,7 @@
 // history loads a page at a time once; scrubbing is local. While the execution is not final the
 // page asks for its revision every 2 s and reloads the history when it moved.
 import { useEffect, useMemo, useState } from './vendor/hooks.mjs';
+import { TokenRequired } from './graphql.js';
 import { Badge, errorMessage, ErrorLine, graphql, html, Link, navigate, shortId, useQuery } from './shared.js';
 import { StatePanel } from './state-panel.js';
 import { TagChips } from './tags.js';
@@ -26,6 +27,7 @@ const MORE_HISTORY = `query MoreHistory($id: ID!, $from: Int!) {
   execution(id: $id) { history(fromRevision: $from, limit: ${HISTORY_PAGE}) { ${STEP_FIELDS} } }
 }`;
 const REVISION = `query Revision($id: ID!) { execution(id: $id) { revision status } }`;
+const WORKFLOW = `query WorkflowOfId($id: ID!) { workflow(id: $id) { id } }`;
 
 // One step's event data and context whole: inside `history` a value larger than the API's value
 // limit comes as a `$truncated` marker; outside a list (stateAt) it comes whole.
@@ -53,9 +55,21 @@ function useWholeStep(executionId, step) {
   return cut && whole ? { ...step, context: whole.context, data: whole.event.data } : step;
 }
 
-/** The execution with its whole history (fetched a page at a time), and the machine. */
+/** The workflow's id when `id` is a workflow's (the search box takes either), else undefined (also when the token may not read workflows). */
+const workflowOf = (id) => graphql(WORKFLOW, { id }).then((data) => data.workflow?.id, () => undefined);
+
+/** The execution with its whole history (fetched a page at a time), and the machine; with no such execution, `workflowId` when the id is a workflow's. */
 async function loadTimeline(id) {
-  const data = await graphql(TIMELINE, { id });
+  let data;
+  try {
+    data = await graphql(TIMELINE, { id });
+  } catch (error) {
+    // Not an execution id at all ("id: must be an execution id"): a workflow's, perhaps.
+    const workflowId = error instanceof TokenRequired ? undefined : await workflowOf(id);
+    if (workflowId) return { workflowId };
+    throw error;
+  }
+  if (!data.execution) data.workflowId = await workflowOf(id);
   const history = data.execution?.history;
   for (let page = history; page?.length === HISTORY_PAGE; ) {
     page = (await graphql(MORE_HISTORY, { id, from: page.at(-1).revision + 1 })).execution?.history ?? [];
@@ -127,8 +141,13 @@ export function TimelinePage({ params }) {
   useEffect(() => {
     if (execution && liveRevision !== undefined && liveRevision !== execution.revision) setReloads((n) => n + 1);
   }, [liveRevision]);
+  // A workflow's id: show the workflow (in place of this address, so Back skips it).
+  const workflowId = execution ? undefined : timeline.data?.workflowId;
+  useEffect(() => {
+    if (workflowId) navigate({ workflow: workflowId }, { replace: true });
+  }, [workflowId]);
   // Not projected yet (a link opened right after its submit): ask again until it is.
-  const notYet = !timeline.loading && timeline.data != null && !execution;
+  const notYet = !timeline.loading && timeline.data != null && !execution && !workflowId;
   useEffect(() => {
     if (!notYet) return;
     const timer = setTimeout(() => setReloads((n) => n + 1), LIVE_MS);
@@ -140,7 +159,8 @@ export function TimelinePage({ params }) {
   return html`
     ${timeline.loading && execution?.id !== id && html`<p class="hint" aria-live="polite">Loading ${id}…</p>`}
     <${ErrorLine} error=${timeline.error} />
-    ${!timeline.loading && timeline.data && !execution && html`<p class="hint" role="status">No execution ${id} in the read model (yet: it appears once projected).</p>`}
+    ${!timeline.loading && timeline.data && !execution && !workflowId && html`<p class="hint" role="status">No execution ${id} in the read model (yet: it appears once projected).</p>`}
+    ${!timeline.loading && workflowId && html`<p class="hint" role="status">${id} is a workflow: <${Link} to=${{ workflow: workflowId }}>open it</${Link}>.</p>`}
     ${execution && execution.id === id && html`<${ExecutionView} execution=${execution} machine=${timeline.data.executionMachine} revision=${revision} onSelect=${select} />`}
   `;
 }

@@ -4,7 +4,7 @@
 // confirmation; the API refuses them to the read-only token and the page says so.
 import { useState } from './vendor/hooks.mjs';
 import { Forbidden } from './graphql.js';
-import { Badge, Confirm, duration, ErrorLine, graphql, html, Link, shortId, shortTime, useQuery } from './shared.js';
+import { Badge, Confirm, duration, ErrorLine, graphql, html, Link, shortId, shortTime, useMayChange, useQuery } from './shared.js';
 import { fromNow, ScheduleBadge, Target, Trigger } from './schedules.js';
 
 const LIVE_MS = 3_000;
@@ -80,6 +80,7 @@ function Ticks({ ticks }) {
 function Changes({ schedule, onDone }) {
   const [asking, setAsking] = useState(undefined);
   const [outcome, setOutcome] = useState({});
+  const mayChange = useMayChange();
   const run = async (kind) => {
     setAsking(undefined);
     setOutcome({ running: kind });
@@ -101,7 +102,7 @@ function Changes({ schedule, onDone }) {
       ? html`<${Confirm} question=${CHANGES[asking].question(schedule.id)} confirmLabel=${CHANGES[asking].label} onConfirm=${() => run(asking)} onCancel=${() => setAsking(undefined)} />`
       : html`<div class="buttons">
           ${kinds.map((k) => html`<button type="button" class=${k === 'delete' ? 'danger' : ''} onClick=${() => setAsking(k)} disabled=${!!outcome.running} data-testid=${`schedule-${k}`}>${CHANGES[k].label}…</button>`)}
-          <span class="muted">needs the admin token</span>
+          ${mayChange === false && html`<span class="muted">needs the admin token</span>`}
         </div>`}
   </div>`;
 }

@@ -70,7 +70,7 @@ function Row({ node }) {
 
 export function SchedulesView({ params }) {
   const status = STATUSES.includes(params.get('status')) ? params.get('status') : '';
-  const paging = usePaging(status);
+  const paging = usePaging(params);
   const list = useQuery(() => graphql(LIST, { status: status || null, after: paging.after }), `schedules:${status}:${paging.after}`, { pollMs: paging.page === 1 ? LIVE_MS : undefined });
   const edges = list.data?.schedules.edges ?? [];
   return html`<section class="view" aria-labelledby="schedules-title">

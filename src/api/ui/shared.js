@@ -4,7 +4,7 @@
 import { h } from './vendor/preact.mjs';
 import { useEffect, useRef, useState } from './vendor/hooks.mjs';
 import htm from './vendor/htm.mjs';
-import { graphql, TokenRequired } from './graphql.js';
+import { Forbidden, graphql, savedToken, TokenRequired } from './graphql.js';
 
 export const html = htm.bind(h);
 export { graphql };
@@ -77,6 +77,32 @@ export function useQuery(run, key, { pollMs } = {}) {
   return { ...result, reload: () => setBump((n) => n + 1) };
 }
 
+// Whether the console may change things (cancel, retry, pause…): asked once per token with a
+// mutation that runs nothing (`__typename` only). The API lets it through with no tokens
+// configured (every request is admin) or with the admin token, and refuses it (403) otherwise.
+const MAY_CHANGE = 'mutation MayChange { __typename }';
+let mayChange = { token: undefined, answer: undefined };
+function askMayChange() {
+  const token = savedToken();
+  if (mayChange.token !== token || !mayChange.answer) {
+    const answer = graphql(MAY_CHANGE).then(
+      () => true,
+      (error) => {
+        if (error instanceof Forbidden) return false;
+        if (mayChange.answer === answer) mayChange = { token: undefined, answer: undefined }; // ask again next time
+        throw error;
+      },
+    );
+    mayChange = { token, answer };
+  }
+  return mayChange.answer;
+}
+
+/** True when this console's mutations go through, false when they need the admin token, undefined until known. */
+export function useMayChange() {
+  return useQuery(askMayChange, 'may-change').data;
+}
+
 // ---------------------------------------------------------------------------
 // The address: /ui?view=…&…. Every view reads its state from it, so any view can be linked to.
 
@@ -90,15 +116,18 @@ function searchOf(params) {
   return search;
 }
 
-/** Go to `params` (an object; see searchOf); the app re-renders from the address. */
-export function navigate(params, { replace = false } = {}) {
+/** Go to `params` (an object; see searchOf), with `state` kept in the history entry; the app re-renders from the address. */
+export function navigate(params, { replace = false, state = null } = {}) {
   const search = searchOf(params);
   const url = `${location.pathname}${search.size ? `?${search}` : ''}`;
   if (url === `${location.pathname}${location.search}`) return;
-  if (replace) history.replaceState(null, '', url);
-  else history.pushState(null, '', url);
+  if (replace) history.replaceState(state, '', url);
+  else history.pushState(state, '', url);
   dispatchEvent(new Event('baton:navigate'));
 }
+
+/** The address's parameters as an object for navigate (a repeated one as an array). */
+const objectOf = (params) => Object.fromEntries([...new Set(params.keys())].map((k) => [k, params.getAll(k)]));
 
 export const hrefOf = (params) => {
   const search = searchOf(params);
@@ -139,26 +168,34 @@ export const ErrorLine = ({ error }) => (error && !(error instanceof TokenRequir
 export const errorMessage = (error) => (error == null ? undefined : typeof error === 'string' ? error : typeof error.message === 'string' ? error.message : undefined);
 
 /**
- * Cursor paging for a connection: the cursors of the pages before this one are kept, so Back
- * works without offsets. `reset` is a key: when it changes (new filters) paging starts over.
+ * Cursor paging for a connection, in the address: `after=<cursor>` names the page shown (none:
+ * the first), so reload, Back and a link keep it, and new filters (an address without it) start
+ * over. The cursors of the pages before it are kept in the history entry (reload and Back keep
+ * that too), so Previous works without offsets; a link opened afresh has none: its page number
+ * is unknown and only the first page is a click away.
  */
-export function usePaging(reset) {
-  const [stack, setStack] = useState([]);
-  useEffect(() => setStack([]), [reset]);
+export function usePaging(params) {
+  const after = params.get('after') || null;
+  const kept = history.state?.pages;
+  /** The cursors of pages 2 up to this one, when known. */
+  const pages = !after ? [] : Array.isArray(kept) && kept.at(-1) === after ? kept : undefined;
+  const go = (cursor, stack) => navigate({ ...objectOf(params), after: cursor }, { state: stack ? { pages: stack } : null });
   return {
-    after: stack.at(-1) ?? null,
-    page: stack.length + 1,
-    next: (cursor) => setStack((s) => [...s, cursor]),
-    back: () => setStack((s) => s.slice(0, -1)),
-    first: () => setStack([]),
+    after,
+    /** 1 for the first page; undefined for a page opened by a link. */
+    page: pages ? pages.length + 1 : undefined,
+    next: (cursor) => go(cursor, pages && [...pages, cursor]),
+    back: () => pages?.length && go(pages.at(-2) ?? null, pages.slice(0, -1)),
+    first: () => go(null, []),
   };
 }
 
-export function Pager({ paging, pageInfo, testId = 'pager' }) {
+/** The pager of a list; `firstLabel` names its first page by the list's order (Newest, Oldest). */
+export function Pager({ paging, pageInfo, testId = 'pager', firstLabel = 'Newest' }) {
   return html`<nav class="pager" aria-label="Pages" data-testid=${testId}>
-    <button type="button" onClick=${paging.first} disabled=${paging.page === 1}>Newest</button>
-    <button type="button" onClick=${paging.back} disabled=${paging.page === 1}>Previous</button>
-    <span class="muted" data-testid=${`${testId}-page`}>page ${paging.page}</span>
+    <button type="button" onClick=${paging.first} disabled=${paging.page === 1}>${firstLabel}</button>
+    <button type="button" onClick=${paging.back} disabled=${!(paging.page > 1)}>Previous</button>
+    <span class="muted" data-testid=${`${testId}-page`}>${paging.page ? `page ${paging.page}` : 'a later page'}</span>
     <button type="button" onClick=${() => paging.next(pageInfo.endCursor)} disabled=${!pageInfo?.hasNextPage} data-testid=${`${testId}-next`}>Next</button>
   </nav>`;
 }

@@ -22,8 +22,8 @@ const WORKFLOW = `query Workflow($id: ID!) {
 const CANCEL = `mutation CancelWorkflow($id: ID!) { cancelWorkflow(id: $id, reason: "cancelled from the console") { outcome status message } }`;
 const ENDED = new Set(['Completed', 'Failed', 'Cancelled']);
 
-export function WorkflowsView() {
-  const paging = usePaging('workflows');
+export function WorkflowsView({ params }) {
+  const paging = usePaging(params);
   const list = useQuery(() => graphql(LIST, { after: paging.after }), `wf:${paging.after}`, { pollMs: paging.page === 1 ? LIST_LIVE_MS : undefined });
   const edges = list.data?.workflows.edges ?? [];
   return html`<section class="view" aria-labelledby="workflows-title">
