@@ -36,7 +36,7 @@ export type ApiErrorCode =
   /** A per-client or server-wide cap (subscriptions) is reached: try again once one is free. */
   | 'LIMIT_EXCEEDED'
   | 'SERVICE_UNAVAILABLE'
-  /** Retention archived it: no longer in the store; extensions say when and where (src/retention/). */
+  /** Retention archived it: no longer in the store; extensions say when and where (src/retention/), and why the file could not be read (`unreadable`, `reason`). */
   | 'ARCHIVED';
 
 const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {
@@ -94,7 +94,10 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 export function describeApiError(err: unknown): { code: ApiErrorCode; message: string; extra: Record<string, unknown> } | undefined {
   if (err instanceof ArchivedError) {
     const a = err.archived;
-    return { code: 'ARCHIVED', message: err.message, extra: { kind: err.kind, id: err.id, archivedAt: a.archivedAt.toISOString(), lastEventAt: a.lastEventAt.toISOString(), events: a.events, archive: a.archive } };
+    // `archive` is the path the archiving process wrote, as README and the schema document it
+    // (ArchivedHistory.archive): what an operator needs to put the file back.
+    const unreadable = err.unreadable && { unreadable: err.unreadable.problem, reason: err.unreadable.reason };
+    return { code: 'ARCHIVED', message: err.message, extra: { kind: err.kind, id: err.id, archivedAt: a.archivedAt.toISOString(), lastEventAt: a.lastEventAt.toISOString(), events: a.events, archive: a.archive, ...unreadable } };
   }
   if (err instanceof ApiError) return { code: err.code, message: err.message, extra: { ...(err.argument && { argument: err.argument }), ...err.extra } };
   if (err instanceof InvalidInputError) {

@@ -33,6 +33,8 @@ export interface Loaders {
   heartbeat: DataLoader<string, string | null>;
   /** One loader per (fromRevision, limit) a request uses: ids → that window of each stream. */
   events(fromRevision: number, limit: number): DataLoader<string, EventRow[]>;
+  /** Charge `count` events read elsewhere (an archive file, the event store) to the same EVENTS_PER_REQUEST. */
+  takeEvents(count: number): void;
   /** An execution's large JSON value whole: execution id → value (undefined: no such row). */
   executionValue(column: ExecutionValueColumn): DataLoader<string, unknown>;
   /** An event's large JSON value whole: `executionId:revision` → value. */
@@ -60,6 +62,12 @@ export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST, v
     return loader;
   };
   let eventsLeft = eventBudget;
+  const takeEvents = (count: number) => {
+    if (count > eventsLeft) {
+      throw badInput('limit', `this request would return more than ${eventBudget} events in all; ask for fewer executions (first) or fewer events each (limit)`);
+    }
+    eventsLeft -= count;
+  };
   return {
     execution: new DataLoader(async (ids) => {
       const rows = new Map((await findExecutions(pool, ids, valueCap)).map((r) => [r.executionId, r]));
@@ -76,17 +84,14 @@ export function createLoaders(pool: pg.Pool, eventBudget = EVENTS_PER_REQUEST, v
         loader = new DataLoader(async (ids) => {
           // One more than is left: getting it means the request asked for too much.
           const byExecution = await listEvents(pool, ids, { fromRevision, limit, total: eventsLeft + 1, valueCap });
-          const got = [...byExecution.values()].reduce((n, rows) => n + rows.length, 0);
-          if (got > eventsLeft) {
-            throw badInput('limit', `this request would return more than ${eventBudget} events in all; ask for fewer executions (first) or fewer events each (limit)`);
-          }
-          eventsLeft -= got;
+          takeEvents([...byExecution.values()].reduce((n, rows) => n + rows.length, 0));
           return ids.map((id) => byExecution.get(id) ?? []);
         });
         eventLoaders.set(key, loader);
       }
       return loader;
     },
+    takeEvents,
     executionValue: (column) => wholeValues({ table: 'executions', column }),
     eventValue: (column) => wholeValues({ table: 'events', column }),
     rateLimit: new DataLoader(async (actions) => {

@@ -166,14 +166,16 @@ export interface EventRow {
   executionId: string;
   streamId: string;
   revision: number;
-  globalPosition: number;
+  /** Null for an event read from an archive file, which keeps no store positions. */
+  globalPosition: number | null;
   type: string;
   by: string | null;
   /** Null when larger than the query's cap (see dataBytes). */
   data: unknown;
-  dataBytes: number;
+  /** Null when not measured (an archive file's event): the response budget measures the value. */
+  dataBytes: number | null;
   metadata: unknown;
-  metadataBytes: number;
+  metadataBytes: number | null;
   occurredAt: string | null;
   recordedAt: string;
 }

@@ -15,7 +15,11 @@ import { inScope } from './namespace-tokens.ts';
 import { under } from '../input/errors.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
-import { archivedExecution } from './archived.ts';
+import { archivedEvents, archivedExecution, isArchivedRow, workflowIdProblem } from './archived.ts';
+import { executionEventRow } from '../../projections/execution-events.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { namespaceOr } from '../input/namespace.ts';
+import type { StoredEvent } from '../eventstore/event-store.ts';
 import type { ArchivedStream } from '../retention/store-side.ts';
 import { workflowResolvers } from './workflows.ts';
 import { workflowListResolvers } from './workflow-list.ts';
@@ -74,6 +78,38 @@ function tagsFilter(tags: unknown): Record<string, string> | undefined {
   return tags as Record<string, string>;
 }
 
+/** The execution's first event from the event store (the read model may not show it yet); [] when the store has none (or retention removed it). */
+const storedStart = (ctx: ApiContext, executionId: string): Promise<StoredEvent[]> => (ctx.store ?? ctx.runtime.store).readStream(executionStreamId(executionId), { limit: 1 });
+
+/**
+ * `events(executionId)` of an id the read model has no row for: an archived execution's from its
+ * file, one the projector has not reached yet from the event store, else NOT_FOUND naming the
+ * argument (saying so when the id is a workflow's). Another namespace's execution is, to a token
+ * limited to namespaces, not found with the same words.
+ */
+async function eventsOfUnprojected(ctx: ApiContext, id: string, w: EventWindow): Promise<EventRow[]> {
+  const notFound = (message = `executionId: no execution ${id}`) => new ApiError('NOT_FOUND', message, 'executionId');
+  const archived = await archivedExecution(ctx, id);
+  if (archived) {
+    if (!visible(archived, ctx)) throw notFound();
+    return archivedEvents(ctx, archived, w);
+  }
+  const [first] = await storedStart(ctx, id);
+  if (!first) throw notFound(ctx.namespaces === undefined ? await workflowIdProblem(ctx, id, 'executionId') : undefined);
+  if (!inScope(ctx.namespaces, namespaceOr((first.data as { namespace?: string } | null)?.namespace))) throw notFound();
+  const window = await (ctx.store ?? ctx.runtime.store).readStream(first.streamId, { fromRevision: BigInt(w.fromRevision), limit: w.limit });
+  ctx.loaders.takeEvents(window.length);
+  return window.map((e) => {
+    const row = executionEventRow(e)!;
+    return { ...row, globalPosition: Number(row.globalPosition), dataBytes: null, metadataBytes: null };
+  });
+}
+
+/** One value, then the end: a subscription's answer for an execution that can change no more. */
+async function* once<T>(value: T): AsyncGenerator<T> {
+  yield value;
+}
+
 // Names and worker ids are bounded by the event schemas; longer values can match nothing.
 const filterText = (value: string | null | undefined, name: string) => (value == null ? value : textArg(value, name, 500));
 
@@ -110,11 +146,20 @@ export const resolvers = {
       return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
     },
 
+    // Like execution(id), an archived execution's come from its archive file; an id nothing knows
+    // is NOT_FOUND (the list cannot be null, and [] would be an execution with no events there).
     async events(_: unknown, a: { executionId: string } & EventWindow, ctx: ApiContext) {
       const w = eventWindow(a);
       const id = uuidArg(a.executionId, 'executionId');
-      if (ctx.namespaces !== undefined && !visible(await ctx.loaders.execution.load(id), ctx)) return [];
-      return ctx.loaders.events(w.fromRevision, w.limit).load(id);
+      const events = ctx.loaders.events(w.fromRevision, w.limit);
+      if (ctx.namespaces === undefined) {
+        const rows = await events.load(id);
+        if (rows.length > 0) return rows; // the usual case: one query
+      }
+      const row = await ctx.loaders.execution.load(id);
+      if (!row) return eventsOfUnprojected(ctx, id, w);
+      if (!visible(row, ctx)) throw new ApiError('NOT_FOUND', `executionId: no execution ${id}`, 'executionId');
+      return events.load(id); // the same loader: read once
     },
 
     workers: (_: unknown, _a: unknown, ctx: ApiContext) => listWorkers(ctx.pool, ctx.staleAfterMs),
@@ -156,6 +201,7 @@ export const resolvers = {
     },
     events(row: ExecutionRow, a: EventWindow, ctx: ApiContext) {
       const w = eventWindow(a);
+      if (isArchivedRow(row)) return archivedEvents(ctx, row, w); // from its archive file, as its history is
       return ctx.loaders.events(w.fromRevision, w.limit).load(row.executionId);
     },
     ...historyResolvers.Execution,
@@ -190,6 +236,16 @@ export const resolvers = {
       async subscribe(_: unknown, a: { id: string }, ctx: ApiContext) {
         const id = uuidArg(a.id, 'id');
         await ctx.updates.ready();
+        // Neither in the read model nor in the store: an archived execution answers its final state
+        // from its file at once and ends (ARCHIVED when the file cannot be read), and a workflow's
+        // id is refused at once; any other id is followed (the wait and NOT_FOUND of live-updates.ts).
+        // When the store cannot say, follow: ending a real execution's subscription is worse.
+        if (!(await ctx.loaders.execution.load(id)) && (await storedStart(ctx, id).catch(() => undefined))?.length === 0) {
+          const archived = await archivedExecution(ctx, id);
+          if (archived && visible(archived, ctx)) return once(archived);
+          const workflow = !archived && ctx.namespaces === undefined ? await workflowIdProblem(ctx, id, 'id').catch(() => undefined) : undefined;
+          if (workflow) throw new ApiError('NOT_FOUND', workflow, 'id');
+        }
         return ctx.updates.follow(id, ctx.client, (namespace) => inScope(ctx.namespaces, namespace));
       },
       // Each event is its own response: a fresh budget and loaders (a cached row is stale by now).

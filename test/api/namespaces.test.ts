@@ -67,7 +67,13 @@ describe('namespaces', () => {
     // By id: another namespace's execution is not there.
     expect((await gql(api().url, ONE, { id: b }, { token: TOKEN_A })).data!.execution).toBeNull();
     expect((await gql(api().url, ONE, { id: a }, { token: TOKEN_A })).data!.execution).toEqual({ id: a, namespace: 'team-a' });
-    expect((await gql(api().url, EVENTS, { id: b }, { token: TOKEN_A })).data!.events).toEqual([]);
+    // Its events: NOT_FOUND, in the very words an id no execution has gets.
+    const bEvents = await gql(api().url, EVENTS, { id: b }, { token: TOKEN_A });
+    const noneId = '00000000-0000-4000-8000-000000000000';
+    const none = await gql(api().url, EVENTS, { id: noneId }, { token: TOKEN_A });
+    expect(bEvents.errors![0]!).toMatchObject({ message: `executionId: no execution ${b}`, extensions: { code: 'NOT_FOUND', argument: 'executionId' } });
+    expect(none.errors![0]!).toMatchObject({ message: `executionId: no execution ${noneId}`, extensions: { code: 'NOT_FOUND', argument: 'executionId' } });
+    expect((await gql(api().url, EVENTS, { id: a }, { token: TOKEN_A })).data!.events).toEqual([{ type: 'ExecutionRequested' }]);
     // Mutations: submitting elsewhere is refused, cancelling another's execution is not found.
     const elsewhere = await submit('team-b', TOKEN_A);
     expect(elsewhere.errors![0]!.extensions!.code).toBe('FORBIDDEN');

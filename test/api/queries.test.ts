@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import type { StoredEvent } from '../../src/eventstore/event-store.ts';
+import type { PostgresEventStore } from '../../src/eventstore/postgres.ts';
 import { gql, handOff, startWorker, useApi } from './api-harness.ts';
 
 const api = useApi();
@@ -188,7 +190,49 @@ describe('events(executionId)', () => {
     expect(window.data!.events).toEqual([{ revision: 2 }, { revision: 3 }]);
     const tooMany = await gql(api().url, `query($id: ID!) { events(executionId: $id, limit: 5000) { revision } }`, { id: ids[5] });
     expect(tooMany.errors![0]!.message).toMatch(/^limit: must be from 1 to 1000/);
-    expect((await gql(api().url, `{ events(executionId: "${randomUUID()}") { revision } }`)).data).toEqual({ events: [] });
+    // An id no execution has is NOT_FOUND, naming the argument: [] would say it exists with no events there.
+    const none = randomUUID();
+    const unknown = await gql(api().url, `{ events(executionId: "${none}") { revision } }`);
+    expect(unknown.data).toBeNull();
+    expect(unknown.errors![0]!).toMatchObject({ message: `executionId: no execution ${none}`, extensions: { code: 'NOT_FOUND', argument: 'executionId' } });
+    expect((await gql(api().url, `query($id: ID!) { events(executionId: $id, fromRevision: 9) { revision } }`, { id: ids[5] })).data).toEqual({ events: [] });
+  });
+});
+
+// The read model's events are a view of the Postgres store's; with EventStoreDB they are a table
+// the projector fills, a moment behind. Here the store holds a stream the read model never saw.
+describe('events(executionId) of an execution the read model does not show yet', () => {
+  const ghost = randomUUID();
+  let ghostEvents: StoredEvent[] = [];
+  const lagging = useApi({
+    store: new Proxy({} as PostgresEventStore, {
+      get(_, key) {
+        const store = lagging().store;
+        if (key === 'readStream') {
+          return async (streamId: string, o?: { fromRevision?: bigint; limit?: number }) => {
+            if (streamId !== `execution-${ghost}`) return store.readStream(streamId, o);
+            const from = Number(o?.fromRevision ?? 0n);
+            return ghostEvents.slice(from, from + (o?.limit ?? ghostEvents.length));
+          };
+        }
+        const value = Reflect.get(store, key);
+        return typeof value === 'function' ? value.bind(store) : value;
+      },
+    }),
+  });
+
+  it('reads them from the event store, not NOT_FOUND and not []', async () => {
+    const { runtime, store } = lagging();
+    const real = (await runtime.submit({ action: 'core.echo', input: { n: 7 } })).executionId;
+    await handOff(runtime, real, 'w1');
+    ghostEvents = (await store.readStream(`execution-${real}`)).map((e) => ({ ...e, streamId: `execution-${ghost}` }));
+    const r = await gql(lagging().url, `query($id: ID!) { events(executionId: $id, fromRevision: 1) { executionId revision globalPosition type by data } }`, { id: ghost });
+    expect(r.errors).toBeUndefined();
+    expect(r.data!.events).toEqual([
+      { executionId: ghost, revision: 1, globalPosition: Number(ghostEvents[1]!.globalPosition), type: 'SchedulingStarted', by: 'executor', data: {} },
+      expect.objectContaining({ revision: 2, type: 'ExecutionHandedOff', data: expect.objectContaining({ workerId: 'w1' }) }),
+    ]);
+    expect((await gql(lagging().url, `query($id: ID!) { execution(id: $id) { id } }`, { id: ghost })).data!.execution).toBeNull(); // not projected
   });
 });
 
