@@ -63,7 +63,7 @@ function Finder() {
     else navigate({ execution: text });
   };
   return html`<form class="finder" role="search" onSubmit=${submit}>
-    <label for="execution-id">Execution or workflow id, or tag</label>
+    <label for="execution-id">Execution id, workflow id or tag</label>
     <input id="execution-id" type="search" placeholder="e.g. 0190c2d4-… or customer=c-42" spellcheck="false" value=${value}
       data-testid="execution-search" onInput=${(e) => setValue(e.currentTarget.value)} />
     <button type="submit" data-testid="execution-open">Open</button>
