@@ -11,7 +11,7 @@ import type { StoredEvent } from '../eventstore/event-store.ts';
 import { readHistoryFile } from '../replay/history.ts';
 import { ArchivedError, unreadableArchive } from '../retention/archived-history.ts';
 import { archivedStream, type ArchivedStream } from '../retention/store-side.ts';
-import type { ApiContext } from './context.ts';
+import { eventStoreOf, type ApiContext } from './context.ts';
 import type { CappedExecutionRow, EventRow } from './read-model-queries.ts';
 
 export type ArchivedExecutionRow = CappedExecutionRow & {
@@ -35,9 +35,14 @@ export async function archivedExecution(ctx: Pick<ApiContext, 'pool'>, execution
     throw new ArchivedError('execution', executionId, archived, unreadableArchive(err));
   }
   if (!row) throw new ArchivedError('execution', executionId, archived, { problem: 'invalid', reason: 'its events fold to no execution' });
-  const archivedEvents = events.map((e) => ({ ...executionEventRow(e)!, globalPosition: null, dataBytes: null, metadataBytes: null }));
+  const archivedEvents = events.map((e) => eventRowOf(e, null));
   // Sizes unknown: the response budget measures the values themselves.
   return { ...row, inputBytes: null, resultBytes: null, errorBytes: null, lastProgressBytes: null, archived, archivedEvents };
+}
+
+/** A stored event as `events` answers it, read whole (no sizes); an archived one has no global position. */
+export function eventRowOf(e: StoredEvent, globalPosition: number | null): EventRow {
+  return { ...executionEventRow(e)!, globalPosition, dataBytes: null, metadataBytes: null };
 }
 
 /** `events(fromRevision, limit)` of an archived execution, charged to the request's events. */
@@ -55,7 +60,7 @@ export const isArchivedRow = (row: object): row is ArchivedExecutionRow => 'arch
  */
 export async function workflowIdProblem(ctx: Pick<ApiContext, 'pool' | 'store' | 'runtime'>, id: string, argument: string): Promise<string | undefined> {
   const streamId = workflowStreamId(id);
-  const stored = await (ctx.store ?? ctx.runtime.store).readStream(streamId, { limit: 1 });
+  const stored = await eventStoreOf(ctx).readStream(streamId, { limit: 1 });
   const archived = stored.length > 0 ? undefined : await archivedStream(ctx.pool, streamId);
   if (stored.length === 0 && !archived) return undefined;
   if (archived) return `${argument}: ${id} is a workflow id (retention archived it at ${archived.archivedAt.toISOString()}, with its steps), not an execution id`;

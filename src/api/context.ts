@@ -41,3 +41,6 @@ export interface ApiContext {
   /** The caller's trace context (W3C `traceparent` header), when tracing: a submission continues it. */
   trace?: TraceFields;
 }
+
+/** The event store this API reads: its own when given, else the runtime's. */
+export const eventStoreOf = (ctx: Pick<ApiContext, 'store' | 'runtime'>): EventStore => ctx.store ?? ctx.runtime.store;

@@ -7,7 +7,7 @@ import { namespaceRateLimitReason, rateLimitReason } from '../liveness/rate-limi
 import { rateBucketsOf } from '../runtime/rate-buckets.ts';
 import type { WorkerRow } from '../../projections/workers.ts';
 import { MAX_EVENTS_LIMIT, MAX_PAGE_SIZE, intInRange, textArg, uuidArg } from './arguments.ts';
-import type { ApiContext } from './context.ts';
+import { eventStoreOf, type ApiContext } from './context.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { deadLetterResolvers } from './dead-letters.ts';
 import { ApiError, badInput } from './errors.ts';
@@ -15,8 +15,7 @@ import { inScope } from './namespace-tokens.ts';
 import { under } from '../input/errors.ts';
 import { tagsProblems } from '../input/tags.ts';
 import { historyResolvers } from './history.ts';
-import { archivedEvents, archivedExecution, isArchivedRow, workflowIdProblem } from './archived.ts';
-import { executionEventRow } from '../../projections/execution-events.ts';
+import { archivedEvents, archivedExecution, eventRowOf, isArchivedRow, workflowIdProblem } from './archived.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { namespaceOr } from '../input/namespace.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
@@ -79,7 +78,7 @@ function tagsFilter(tags: unknown): Record<string, string> | undefined {
 }
 
 /** The execution's first event from the event store (the read model may not show it yet); [] when the store has none (or retention removed it). */
-const storedStart = (ctx: ApiContext, executionId: string): Promise<StoredEvent[]> => (ctx.store ?? ctx.runtime.store).readStream(executionStreamId(executionId), { limit: 1 });
+const storedStart = (ctx: ApiContext, executionId: string): Promise<StoredEvent[]> => eventStoreOf(ctx).readStream(executionStreamId(executionId), { limit: 1 });
 
 /**
  * `events(executionId)` of an id the read model has no row for: an archived execution's from its
@@ -97,12 +96,9 @@ async function eventsOfUnprojected(ctx: ApiContext, id: string, w: EventWindow):
   const [first] = await storedStart(ctx, id);
   if (!first) throw notFound(ctx.namespaces === undefined ? await workflowIdProblem(ctx, id, 'executionId') : undefined);
   if (!inScope(ctx.namespaces, namespaceOr((first.data as { namespace?: string } | null)?.namespace))) throw notFound();
-  const window = await (ctx.store ?? ctx.runtime.store).readStream(first.streamId, { fromRevision: BigInt(w.fromRevision), limit: w.limit });
+  const window = await eventStoreOf(ctx).readStream(first.streamId, { fromRevision: BigInt(w.fromRevision), limit: w.limit });
   ctx.loaders.takeEvents(window.length);
-  return window.map((e) => {
-    const row = executionEventRow(e)!;
-    return { ...row, globalPosition: Number(row.globalPosition), dataBytes: null, metadataBytes: null };
-  });
+  return window.map((e) => eventRowOf(e, Number(e.globalPosition)));
 }
 
 /** One value, then the end: a subscription's answer for an execution that can change no more. */
