@@ -9,7 +9,7 @@ import { foldExecutionStream } from '../../projections/executions.ts';
 import { executionEventRow } from '../../projections/execution-events.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { readHistoryFile } from '../replay/history.ts';
-import { ArchivedError, unreadableArchive } from '../retention/archived-history.ts';
+import { ArchivedError, unreadableArchive, type UnreadableArchive } from '../retention/archived-history.ts';
 import { archivedStream, type ArchivedStream } from '../retention/store-side.ts';
 import { eventStoreOf, type ApiContext } from './context.ts';
 import type { CappedExecutionRow, EventRow } from './read-model-queries.ts';
@@ -20,9 +20,18 @@ export type ArchivedExecutionRow = CappedExecutionRow & {
   archivedEvents: EventRow[];
 };
 
-export async function archivedExecution(ctx: Pick<ApiContext, 'pool'>, executionId: string): Promise<ArchivedExecutionRow | null> {
+/**
+ * An archived execution folded from its file; null when none was archived. A file this server
+ * cannot read is an ARCHIVED error, except to a token limited to namespaces: the file is what
+ * says the execution's namespace, so to it the execution is not found, with no path or time.
+ */
+export async function archivedExecution(ctx: Pick<ApiContext, 'pool' | 'namespaces'>, executionId: string): Promise<ArchivedExecutionRow | null> {
   const archived = await archivedStream(ctx.pool, executionStreamId(executionId));
   if (!archived) return null;
+  const refuse = (unreadable: UnreadableArchive) => {
+    if (ctx.namespaces !== undefined) return null;
+    throw new ArchivedError('execution', executionId, archived, unreadable);
+  };
   const streamId = executionStreamId(executionId);
   let events: StoredEvent[];
   let row: ReturnType<typeof foldExecutionStream>;
@@ -32,9 +41,9 @@ export async function archivedExecution(ctx: Pick<ApiContext, 'pool'>, execution
     events = doc.events.map((e) => ({ ...e, streamId, revision: BigInt(e.revision), globalPosition: 0n, recordedAt: new Date(e.recordedAt) }));
     row = foldExecutionStream(events);
   } catch (err) {
-    throw new ArchivedError('execution', executionId, archived, unreadableArchive(err));
+    return refuse(unreadableArchive(err));
   }
-  if (!row) throw new ArchivedError('execution', executionId, archived, { problem: 'invalid', reason: 'its events fold to no execution' });
+  if (!row) return refuse({ problem: 'invalid', reason: 'its events fold to no execution' });
   const archivedEvents = events.map((e) => eventRowOf(e, null));
   // Sizes unknown: the response budget measures the values themselves.
   return { ...row, inputBytes: null, resultBytes: null, errorBytes: null, lastProgressBytes: null, archived, archivedEvents };

@@ -11,7 +11,8 @@ import { executionArchivePath } from '../../src/retention/archive-file.ts';
 import { runRetention } from '../../src/retention/retention.ts';
 import { workflowKind } from '../../src/runtime/workflow-kind.ts';
 import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
-import { gql, handOff, openSse, useApi } from './api-harness.ts';
+import { startApiServer } from '../../src/api/server.ts';
+import { actions, gql, handOff, log, openSse, useApi } from './api-harness.ts';
 
 const api = useApi();
 let archiveDir: string;
@@ -167,6 +168,33 @@ describe('archived histories', () => {
       await rename(moved, file);
     }
     expect((await gql(api().url, `query($id: ID!) { execution(id: $id) { status } }`, { id: other })).data!.execution).toEqual({ status: 'Completed' });
+  });
+
+  it('to a token limited to namespaces, an archived execution whose file cannot be read is not found: no path, no time', async () => {
+    const { db, runtime, store } = api();
+    const TOKEN = 'team-a-token-0123456789';
+    const scoped = await startApiServer({ pool: db.pool, runtime, store, actions, log, port: 0, adminToken: 'admin-token-0123456789', namespaceTokens: `team-a=${TOKEN}` });
+    const file = executionArchivePath(archiveDir, other);
+    const moved = `${file}.moved`;
+    try {
+      // Readable, the file says the namespace (default), which this token does not see.
+      const readable = await gql(scoped.url, `query($id: ID!) { execution(id: $id) { id } }`, { id: other }, { token: TOKEN });
+      expect(readable.errors).toBeUndefined();
+      expect(readable.data!.execution).toBeNull();
+      await rename(file, moved);
+      const r = await gql(scoped.url, `query($id: ID!) { execution(id: $id) { id } }`, { id: other }, { token: TOKEN });
+      expect(r.errors).toBeUndefined();
+      expect(r.data!.execution).toBeNull();
+      const events = await gql(scoped.url, EVENTS, { id: other }, { token: TOKEN });
+      expect(events.errors![0]!.extensions).toMatchObject({ code: 'NOT_FOUND' });
+      expect(JSON.stringify(events.errors)).not.toContain(archiveDir);
+      // An admin still hears why.
+      const admin = await gql(scoped.url, `query($id: ID!) { execution(id: $id) { id } }`, { id: other }, { token: 'admin-token-0123456789' });
+      expect(admin.errors![0]!.extensions).toMatchObject({ code: 'ARCHIVED', unreadable: 'missing' });
+    } finally {
+      await rename(moved, file).catch(() => undefined);
+      await scoped.close();
+    }
   });
 
   it('says ARCHIVED, with when and where, for an archived execution whose file this server cannot read, and for an archived workflow', async () => {
