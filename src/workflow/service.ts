@@ -167,7 +167,7 @@ export interface WorkflowView {
   cancelReason: string | null;
   /** Why it failed or was cancelled, from its last event. */
   reason: string | null;
-  /** Steps whose execution did not complete (WorkflowFailed's list once it failed). */
+  /** Steps whose execution did not complete (WorkflowFailed's list once it failed; of a cancelled workflow, not those its cancel stopped). */
   failedSteps: string[];
   definition: WorkflowDefinition;
   steps: WorkflowStepView[];
@@ -182,7 +182,9 @@ export function describeWorkflow(loaded: LoadedWorkflow): WorkflowView {
   const skipped = new Set(snapshot.status === 'done' ? c.definition.steps.map((s) => s.id) : workflowPlan(snapshot).skipped);
   const finishedEvents = new Map<string, { error?: ErrorInfo }>();
   let reason: string | null = null;
-  let failed: string[] = failedSteps(snapshot);
+  // Steps the workflow's own cancel stopped are not failures of a cancelled workflow; one that
+  // failed before the cancel still is.
+  let failed: string[] = failedSteps(snapshot).filter((id) => !(snapshot.value === 'Cancelled' || snapshot.value === 'Cancelling') || c.steps[id]!.outcome !== 'Cancelled');
   for (const e of loaded.events.map(asWorkflowEvent)) {
     if (e.type === 'WorkflowStepFinished') finishedEvents.set(e.data.stepId, { ...(e.data.error && { error: e.data.error }) });
     if (e.type === 'WorkflowFailed') [reason, failed] = [e.data.reason, e.data.failedSteps];

@@ -270,6 +270,8 @@ describe('workflows on a real executor and worker', () => {
     expect(slowEvents.at(-1)!.metadata.by).toMatch(/^worker:/);
     expect(byId['slow']).toMatchObject({ status: 'Cancelled', execution: { status: 'Cancelled' } });
     expect(byId['later']).toMatchObject({ status: 'Skipped', executionId: null });
+    // Stopped by the workflow's cancel, not failed: no step is listed as failed.
+    expect(status.failedSteps).toEqual([]);
     expect(await cancelWorkflow(deps(), workflowId, 'too late')).toMatchObject({ outcome: 'too-late', status: 'Cancelled', message: expect.stringMatching(/already Cancelled/) });
   });
 });
