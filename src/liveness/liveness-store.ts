@@ -5,6 +5,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { WorkerId } from '../../schemas/events.ts';
 import { parseOrThrow } from '../errors.ts';
+import { NAMESPACE_RULE, namespaceProblem } from '../input/namespace.ts';
 
 /** How often a worker beats by default. */
 export const HEARTBEAT_INTERVAL_MS = 10_000;
@@ -22,6 +23,8 @@ export interface WorkerBeat {
   /** Executions it is running (or holding) right now. */
   inFlight: number;
   draining: boolean;
+  /** The namespaces whose executions it runs; absent: every namespace. */
+  namespaces?: string[];
   pid?: number;
   host?: string;
 }
@@ -33,6 +36,7 @@ const WorkerBeat = z.object({
   capacity: z.number().int().min(1),
   inFlight: z.number().int().min(0),
   draining: z.boolean(),
+  namespaces: z.array(z.string().refine((n) => namespaceProblem(n) === undefined, { message: NAMESPACE_RULE })).optional(),
   pid: z.number().int().positive().optional(),
   host: z.string().min(1).optional(),
 });
@@ -42,7 +46,9 @@ export interface BeatOptions {
   starting?: boolean;
 }
 
-export interface WorkerLiveness extends Omit<WorkerBeat, 'pid' | 'host'> {
+export interface WorkerLiveness extends Omit<WorkerBeat, 'pid' | 'host' | 'namespaces'> {
+  /** null: every namespace. */
+  namespaces: string[] | null;
   pid: number | null;
   host: string | null;
   heartbeatAt: Date;
@@ -56,6 +62,10 @@ export interface ActionOffer {
   /** Taking work: not draining. */
   ready: number;
   draining: number;
+  /** Of the ready ones, those that run every namespace's executions. */
+  readyEverywhere: number;
+  /** The namespaces the other ready ones run (`--namespaces`), each once. */
+  readyNamespaces: string[];
 }
 
 /** claim()'s answer: the id is ours now, or a live process holds it. */
@@ -105,6 +115,7 @@ interface Row {
   capacity: number;
   in_flight: number;
   draining: boolean;
+  namespaces: string[] | null;
   heartbeat_at: Date;
   started_at: Date;
   pid: number | null;
@@ -112,7 +123,7 @@ interface Row {
   age_ms: number;
 }
 
-const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host,
+const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, namespaces, heartbeat_at, started_at, pid, host,
   (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms`;
 
 const toLiveness = (r: Row): WorkerLiveness => ({
@@ -122,6 +133,7 @@ const toLiveness = (r: Row): WorkerLiveness => ({
   capacity: r.capacity,
   inFlight: r.in_flight,
   draining: r.draining,
+  namespaces: r.namespaces,
   heartbeatAt: r.heartbeat_at,
   startedAt: r.started_at,
   pid: r.pid,
@@ -141,20 +153,20 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
       const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
       await pool.query(
         `INSERT INTO baton_worker_liveness
-           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host)
-         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8)
+           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host, namespaces)
+         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8, $10)
          ON CONFLICT (worker_id) DO UPDATE SET
            actions = EXCLUDED.actions, runtimes = EXCLUDED.runtimes, capacity = EXCLUDED.capacity,
            in_flight = EXCLUDED.in_flight, draining = EXCLUDED.draining, heartbeat_at = now(),
            started_at = CASE WHEN $9 THEN now() ELSE baton_worker_liveness.started_at END,
-           pid = EXCLUDED.pid, host = EXCLUDED.host`,
-        [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true],
+           pid = EXCLUDED.pid, host = EXCLUDED.host, namespaces = EXCLUDED.namespaces`,
+        [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true, w.namespaces ?? null],
       );
     },
 
     async claim(worker, options) {
       const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
-      const values = [w.workerId, w.actions, w.runtimes, w.capacity, w.pid ?? null, w.host ?? null];
+      const values = [w.workerId, w.actions, w.runtimes, w.capacity, w.pid ?? null, w.host ?? null, w.namespaces ?? null];
       for (;;) {
         // xmin: the row version, which every write changes.
         const { rows } = await pool.query<Row & { version: string }>(
@@ -168,13 +180,13 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
         const r = current
           ? await pool.query(
               `UPDATE baton_worker_liveness SET actions = $2, runtimes = $3, capacity = $4, in_flight = 0, draining = true,
-                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6
-               WHERE worker_id = $1 AND xmin::text = $7`,
+                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6, namespaces = $7
+               WHERE worker_id = $1 AND xmin::text = $8`,
               [...values, rows[0]!.version],
             )
           : await pool.query(
-              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host)
-               VALUES ($1, $2, $3, $4, 0, true, $5, $6) ON CONFLICT (worker_id) DO NOTHING`,
+              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host, namespaces)
+               VALUES ($1, $2, $3, $4, 0, true, $5, $6, $7) ON CONFLICT (worker_id) DO NOTHING`,
               values,
             );
         if (r.rowCount === 1) return { claimed: true };
@@ -202,14 +214,22 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
              UNION SELECT x || '@1' FROM unnest(l.actions) x
               WHERE strpos(x, '@') = 0 AND NOT EXISTS (SELECT 1 FROM unnest(l.actions) y WHERE starts_with(y, x || '@')))`
         : 'unnest(l.actions)';
-      const { rows } = await pool.query<{ action: string; ready: number; draining: number }>(
-        `SELECT a.action, count(*) FILTER (WHERE NOT l.draining)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining
+      // Namespace names hold no ',' (NAMESPACE_PATTERN): joined, the ready workers' lists fit one text.
+      const { rows } = await pool.query<{ action: string; ready: number; draining: number; ready_everywhere: number; ready_namespaces: string | null }>(
+        `SELECT a.action, count(*) FILTER (WHERE NOT l.draining)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining,
+                count(*) FILTER (WHERE NOT l.draining AND l.namespaces IS NULL)::int AS ready_everywhere,
+                string_agg(array_to_string(l.namespaces, ','), ',') FILTER (WHERE NOT l.draining) AS ready_namespaces
            FROM baton_worker_liveness l CROSS JOIN LATERAL ${names} AS a(action)
           WHERE a.action = ANY($1::text[]) AND l.heartbeat_at > now() - $2::float8 * interval '1 millisecond'
           GROUP BY a.action`,
         [actions, staleAfterMs],
       );
-      return new Map(rows.map((r) => [r.action, { ready: r.ready, draining: r.draining }]));
+      return new Map(
+        rows.map((r) => [
+          r.action,
+          { ready: r.ready, draining: r.draining, readyEverywhere: r.ready_everywhere, readyNamespaces: [...new Set(r.ready_namespaces ? r.ready_namespaces.split(',') : [])].sort() },
+        ]),
+      );
     },
 
     async candidates(action, staleAfterMs) {

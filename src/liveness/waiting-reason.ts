@@ -1,11 +1,14 @@
 // Why an execution waits in Requested, told from what exists: its own state (a retry's backoff)
 // and the workers' heartbeats now (is any live worker offering its action?). Nothing is kept by
 // hand for it, so `baton status` and the GraphQL API say the same from the same facts.
+import { namespaceOr } from '../input/namespace.ts';
 import type { ActionOffer, LivenessStore } from './liveness-store.ts';
 
 export interface ExecutionWaitState {
   status: string;
   action: string;
+  /** Its namespace; absent or null: the default. */
+  namespace?: string | null;
   /** The action version the submission pinned: only workers offering it count. */
   pinnedVersion?: number | null;
   /** ISO: a retry may not be scheduled before it. */
@@ -14,15 +17,21 @@ export interface ExecutionWaitState {
 
 /**
  * `retry backoff until <time>`, `no live worker offers action "x"` (with how many that do are
- * draining), or null: not waiting in Requested, or waiting only for a free worker slot or
- * concurrency slot, which is the normal queue.
+ * draining, or which other namespaces the ready ones serve), or null: not waiting in Requested,
+ * or waiting only for a free worker slot or concurrency slot, which is the normal queue.
  */
 export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefined, now: number): string | null {
   if (e.status !== 'Requested') return null;
   if (e.retryAt && Date.parse(e.retryAt) > now) return `retry backoff until ${new Date(e.retryAt).toISOString()}`;
-  if ((offer?.ready ?? 0) > 0) return null;
+  const namespace = namespaceOr(e.namespace ?? undefined);
+  const elsewhere = offer?.readyNamespaces.filter((n) => n !== namespace) ?? [];
+  if (offer && (offer.readyEverywhere > 0 || elsewhere.length < offer.readyNamespaces.length)) return null;
   const draining = offer?.draining ?? 0;
   const version = e.pinnedVersion != null ? ` at version ${e.pinnedVersion} (pinned)` : '';
+  // Workers that run only other namespaces' executions (`--namespaces`) would never take it.
+  if (elsewhere.length > 0) {
+    return `no live worker offers action "${e.action}"${version} to namespace "${namespace}" (the ones that do serve only ${elsewhere.map((n) => `"${n}"`).join(', ')})`;
+  }
   return `no live worker offers action "${e.action}"${version}${draining > 0 ? ` (${draining} draining)` : ''}`;
 }
 

@@ -117,10 +117,12 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const runtimes = o.actions.runtimes();
 
   const policies = o.actions.policies();
+  // In the liveness row too, so the API and `baton status` can say an execution waits for its namespace.
+  const namespaces = o.namespaces !== undefined ? { namespaces: [...o.namespaces] } : {};
   // Take the id before announcing it: two live processes under one id would share a stream,
   // a liveness row and a queue, and each would take the other's work for its own.
   const claim = await o.liveness.claim(
-    { workerId, actions: offers, runtimes, capacity, inFlight: 0, draining: true, pid: process.pid, host: os.hostname() },
+    { workerId, actions: offers, runtimes, capacity, inFlight: 0, draining: true, ...namespaces, pid: process.pid, host: os.hostname() },
     { staleAfterMs: o.staleAfterMs ?? staleAfterMs(o.heartbeatIntervalMs), holderIsGone },
   );
   if (!claim.claimed) throw new WorkerIdInUseError(workerId, claim.holder);
@@ -142,7 +144,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const lifecycle = workerLifecycle({ workers, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
-    state: () => ({ workerId, actions: offers, runtimes, capacity, inFlight: running.size, draining, pid: process.pid, host: os.hostname() }),
+    state: () => ({ workerId, actions: offers, runtimes, capacity, inFlight: running.size, draining, ...namespaces, pid: process.pid, host: os.hostname() }),
     intervalMs: heartbeatIntervalMs,
     log,
     afterBeat: lifecycle.afterBeat,

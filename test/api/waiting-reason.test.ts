@@ -29,6 +29,28 @@ describe('Execution.waitingReason', () => {
     expect(byAction['core.sleep']!.waitingReason).toBe('no live worker offers action "core.sleep"');
   });
 
+  it('says when the live workers offering the action serve only other namespaces (`--namespaces`)', async () => {
+    const { runtime, db } = api();
+    const inA = (await runtime.submit({ action: 'core.fail', input: { message: 'x' }, namespace: 'team-a' })).executionId;
+    const inB = (await runtime.submit({ action: 'core.fail', input: { message: 'x' }, namespace: 'team-b' })).executionId;
+    const liveness = createLivenessStore(db.pool);
+    await liveness.beat({ workerId: 'w-b', actions: ['core.fail'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: false, namespaces: ['team-b', 'team-c'] }, { starting: true });
+    await api().catchUp();
+    const reason = async (id: string) => (await gql(api().url, `query($id: ID!) { execution(id: $id) { waitingReason } }`, { id })).data!.execution.waitingReason;
+    expect(await reason(inA)).toBe('no live worker offers action "core.fail" to namespace "team-a" (the ones that do serve only "team-b", "team-c")');
+    expect(await reason(inB)).toBeNull();
+    // A worker that serves every namespace takes team-a's too.
+    await liveness.beat({ workerId: 'w-all', actions: ['core.fail'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: false }, { starting: true });
+    expect(await reason(inA)).toBeNull();
+    await liveness.remove('w-all');
+    await liveness.remove('w-b');
+  });
+
+  it('refuses a heartbeat naming a malformed namespace, naming the field', async () => {
+    const liveness = createLivenessStore(api().db.pool);
+    await expect(liveness.beat({ workerId: 'w-bad', actions: ['core.fail'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: false, namespaces: ['Team A'] })).rejects.toThrow(/namespaces\.0/);
+  });
+
   it('is null once the execution is no longer waiting in Requested', async () => {
     const { runtime } = api();
     await runtime.dispatch(ids['core.sleep']!, { type: 'ExecutionCancelled', data: { reason: 'not needed' }, by: 'executor' });

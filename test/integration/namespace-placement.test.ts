@@ -3,7 +3,12 @@
 // a namespace hold a slot at once than BATON_NAMESPACE_CONCURRENCY allows.
 import { describe, expect, it } from 'vitest';
 import { statusOf } from '../../actors/execution.machine.ts';
+import { builtinActions } from '../../src/actions/builtin.ts';
+import { createActionRegistry } from '../../src/actions/registry.ts';
+import { waitingReasonNow } from '../../src/liveness/waiting-reason.ts';
+import { silentLogger } from '../../src/log.ts';
 import { createWorkerRuntime, recordWorkerEvent } from '../../src/runtime/worker-kind.ts';
+import { startWorkerHost } from '../../src/worker/worker-host.ts';
 import { useInProcessExecutor } from '../support/in-process-executor.ts';
 import { eventually } from '../support/workflow-cluster.ts';
 
@@ -40,5 +45,21 @@ describe('placement by namespace', () => {
     const statuses = await Promise.all(b.map(async (id) => statusOf((await runtime.load(id, { fresh: true })).snapshot)));
     expect(statuses.filter((s) => s === 'Scheduled')).toHaveLength(1);
     expect(statuses.filter((s) => s === 'Requested')).toHaveLength(2);
+  });
+
+  it('a worker host serving some namespaces says so in its heartbeat: an execution of another waits, saying why', async () => {
+    const { runtime, store, transport, liveness } = cluster();
+    const worker = await startWorkerHost({ workerId: 'serves-x', store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions]), capacity: 2, log: silentLogger(), namespaces: ['team-x'], heartbeatIntervalMs: 1_000 });
+    try {
+      expect((await liveness.list()).find((w) => w.workerId === 'serves-x')).toMatchObject({ namespaces: ['team-x'] });
+      const { executionId } = await runtime.submit({ action: 'core.echo', input: { n: 1 }, namespace: 'team-y' });
+      const c = (await runtime.load(executionId, { fresh: true })).snapshot.context;
+      expect(await waitingReasonNow(liveness, { status: 'Requested', action: c.action, namespace: c.namespace, retryAt: c.retryAt }, 30_000)).toBe(
+        'no live worker offers action "core.echo" to namespace "team-y" (the ones that do serve only "team-x")',
+      );
+      await runtime.dispatch(executionId, { type: 'ExecutionCancelled', data: { reason: 'test done' }, by: 'executor' });
+    } finally {
+      await worker.stop();
+    }
   });
 });

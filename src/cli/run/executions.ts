@@ -38,7 +38,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
     const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, pool, err, id));
     const c = snapshot.context;
     const waiting =
-      (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
+      (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, namespace: c.namespace, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
       (statusOf(snapshot) === 'Requested'
         ? ((await namespaceRateLimitReason(new RateBuckets(store), namespaceOr(c.namespace), config.namespaceRateLimits, Date.now())) ??
           (await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now())))
