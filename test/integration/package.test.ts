@@ -37,7 +37,10 @@ describe('the installed package', () => {
       at('package.json'),
       JSON.stringify({ name: 'scratch', private: true, type: 'module', dependencies: { '@baton-run/baton': `file:./${path.basename(tarball)}`, zod: own.dependencies['zod'] } }, null, 2),
     );
-    // The compiler and Node's types come from the repository, so the install is only the package and its dependencies.
+    // The compiler comes from the repository, so the install is only the package and its
+    // dependencies; Node's types are the ones that install brings (no `types`/`typeRoots`), as a
+    // user's project sees them: @eventstore/db-client depends on @types/node 16, which, hoisted,
+    // did not compile pino's declarations until the package depended on @types/node 20 itself.
     await fs.writeFile(
       at('tsconfig.json'),
       JSON.stringify({
@@ -48,8 +51,6 @@ describe('the installed package', () => {
           strict: true,
           skipLibCheck: false,
           outDir: 'out',
-          types: ['node'],
-          typeRoots: [path.join(ROOT, 'node_modules', '@types')],
         },
         include: ['main.ts'],
       }),
