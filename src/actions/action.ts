@@ -17,7 +17,7 @@ import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
 import { ConcurrencyPolicy, RateLimitPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
 import { BatonError, InvalidEventError } from '../errors.ts';
-import { storableText } from '../input/rules.ts';
+import { printable, storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
 import { MAX_ACTION_VERSION } from '../input/action-versions.ts';
 
@@ -163,7 +163,7 @@ export class InvalidActionDefinitionError extends BatonError {
     readonly action: string,
     readonly issues: { path: string; message: string }[],
   ) {
-    super(`invalid action definition${action ? ` "${action}"` : ''}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    super(`invalid action definition${action ? ` "${printable(action, 100)}"` : ''}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
   }
 }
 

@@ -2,6 +2,7 @@
 // the action's schema first (so bad input fails the execution before any action code
 // runs), then run under the action's time limit.
 import { BatonError, zodIssues } from '../errors.ts';
+import { builtinActions } from './builtin.ts';
 import {
   InvalidActionInputError,
   isActionDefinition,
@@ -30,7 +31,11 @@ export interface ActionRegistry {
 /** Two actions with one name: which one runs would be an accident of load order. */
 export class DuplicateActionError extends BatonError {
   constructor(readonly action: string) {
-    super(`action "${action}" is defined more than once; action names must be unique within a worker`);
+    super(
+      `action "${action}" is defined more than once; action names must be unique within a worker` +
+        // Most often the second definition is the user's own, of a name a built-in already has.
+        (builtinActions.some((b) => b.name === action) ? ` (it is the name of one of Baton's built-in actions: name yours differently, or leave the built-ins out, builtins: false)` : ''),
+    );
   }
 }
 

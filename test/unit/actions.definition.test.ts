@@ -80,6 +80,8 @@ describe('defineAction', () => {
     const attempt = (spec: Record<string, unknown>) => () =>
       defineAction({ ...minimal, name: 'test.bad', ...spec } as Parameters<typeof defineAction>[0]);
     expect(attempt({ timeoutMs: -1 })).toThrow(/invalid action definition "test.bad": timeoutMs: Too small/);
+    // A control character in the name is shown escaped, never written raw into the message.
+    expect(attempt({ name: 'a\u0000b' })).toThrow('invalid action definition "a\\u0000b": name: ');
     expect(attempt({ timeoutMs: 1.5 })).toThrow(/timeoutMs: /);
     expect(attempt({ heartbeatTimeoutMs: 0 })).toThrow(/heartbeatTimeoutMs: Too small/);
     expect(attempt({ runtime: 'node.js' })).toThrow(/runtime: must be one lowercase token/);
@@ -195,6 +197,10 @@ describe('createActionRegistry', () => {
     const again = defineAction({ ...minimal, name: 'core.noop' });
     expect(() => createActionRegistry([noop, echo, again])).toThrow(DuplicateActionError);
     expect(() => createActionRegistry([noop, again])).toThrow(/action "core.noop" is defined more than once/);
+    // A user's action named like a built-in: say so, and how to get out of it.
+    expect(() => createActionRegistry([noop, again])).toThrow(/the name of one of Baton's built-in actions: name yours differently, or leave the built-ins out, builtins: false/);
+    const mine = defineAction({ ...minimal, name: 'billing.charge' });
+    expect(() => createActionRegistry([mine, mine])).toThrow(/^action "billing.charge" is defined more than once; action names must be unique within a worker$/);
   });
 
   it('refuses entries not built with defineAction', () => {
