@@ -9,7 +9,8 @@ import { CURRENT_MACHINE, RECORDED_MACHINES, type ReplayTarget } from './replay.
 const isMachine = (value: unknown): value is AnyStateMachine =>
   typeof value === 'object' && value !== null && typeof (value as AnyStateMachine).transition === 'function' && typeof (value as AnyStateMachine).root === 'object';
 
-export async function loadReplayTarget(spec: string): Promise<ReplayTarget> {
+/** `label`: how the caller's option is named in messages (`--against` on the CLI, `against` in the library). */
+export async function loadReplayTarget(spec: string, label = '--against'): Promise<ReplayTarget> {
   if (spec === 'current') return CURRENT_MACHINE;
   if (spec === 'recorded') return RECORDED_MACHINES;
   const file = path.resolve(spec);
@@ -17,11 +18,11 @@ export async function loadReplayTarget(spec: string): Promise<ReplayTarget> {
   try {
     module = await importUserModule(file);
   } catch (err) {
-    throw new BatonError(`--against ${spec}: cannot import ${file}: ${(err as Error).message}`, { cause: err });
+    throw new BatonError(`${label} ${spec}: cannot import ${file}: ${(err as Error).message}`, { cause: err });
   }
   const machine = module.executionMachine ?? module.default;
   if (!isMachine(machine)) {
-    throw new BatonError(`--against ${spec}: the module must export an xstate machine as \`executionMachine\` (or default); it exports ${Object.keys(module).join(', ') || 'nothing'}`);
+    throw new BatonError(`${label} ${spec}: the module must export an xstate machine as \`executionMachine\` (or default); it exports ${Object.keys(module).join(', ') || 'nothing'}`);
   }
   const version = typeof module.MACHINE_VERSION === 'string' ? ` (version ${module.MACHINE_VERSION})` : '';
   return { kind: 'machine', machine, label: `${spec}${version}` };

@@ -39,7 +39,7 @@ export async function expectHistoryReplays(file: string, o: ExpectHistoryOptions
   if (o.finalState !== undefined && typeof o.finalState !== 'string') throw new InvalidInputError([{ path: 'options.finalState', message: "must be a state's name, e.g. 'Completed'" }]);
   const doc = await readHistoryFile(file);
   const target: ReplayTarget =
-    typeof o.against === 'object' ? { kind: 'machine', machine: o.against, label: 'the given machine' } : await loadReplayTarget(o.against ?? 'current');
+    typeof o.against === 'object' ? { kind: 'machine', machine: o.against, label: 'the given machine' } : await loadReplayTarget(o.against ?? 'current', 'options.against:');
   const { steps, verdict } = replayHistory(doc.executionId, doc.events, target);
   const problems = verdict.divergences.map(describeDivergence);
   const last = steps.at(-1);

@@ -19,3 +19,7 @@ test('it checks the final state when asked, and names a missing file', async () 
 test('it refuses an option it does not know, naming the one probably meant: a misspelt check must not pass unchecked', async () => {
   await expect(expectHistoryReplays('test/histories/report-completed.json', { finalstate: 'Failed' } as never)).rejects.toThrow(/options\.finalstate: unknown option; did you mean "finalState"\?/);
 });
+
+test('a machine module that cannot be imported is named as the option it came from, not as a CLI flag', async () => {
+  await expect(expectHistoryReplays('test/histories/report-completed.json', { against: 'nonsense' })).rejects.toThrow(/^options\.against: nonsense: cannot import /);
+});
