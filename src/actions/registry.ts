@@ -110,6 +110,8 @@ export class ActionAbortedError extends BatonError {
   constructor(
     readonly action: string,
     options?: ErrorOptions,
+    /** The action's own run, which settles when its code returns: later than this error when it ignores its signal. */
+    readonly running: Promise<unknown> = Promise.resolve(),
   ) {
     const why = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
     super(`action ${action} was aborted${why}`, options);
@@ -129,13 +131,14 @@ export async function runAction<I, O>(action: ActionDefinition<I, O>, input: unk
   const run = runSignal(ctx.signal, action.timeoutMs, () => new ActionTimeoutError(action.name, action.timeoutMs ?? 0));
   const { signal } = run;
   let onAbort!: () => void;
+  let running: Promise<O> | undefined;
   const stopped = new Promise<never>((_, reject) => {
     onAbort = () =>
-      reject(run.timedOut() ? signal.reason : new ActionAbortedError(action.name, { cause: ctx.signal.reason }));
+      reject(run.timedOut() ? signal.reason : new ActionAbortedError(action.name, { cause: ctx.signal.reason }, running));
     signal.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    const running = action.run(parsed, { ...ctx, signal });
+    running = action.run(parsed, { ...ctx, signal });
     // A run that settles after we stopped waiting for it must not become an unhandled rejection.
     running.catch(() => undefined);
     return await Promise.race([running, stopped]);

@@ -10,7 +10,7 @@ import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorIn
 import { DEFAULT_ACTION_VERSION } from '../input/action-versions.ts';
 import { describeProblem, refuseAny, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
-import { ActionTimeoutError } from '../actions/registry.ts';
+import { ActionAbortedError, ActionTimeoutError } from '../actions/registry.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
 import { traceOutcome } from '../observability/tracing.ts';
 import { restoreExecution } from '../runtime/carried-execution.ts';
@@ -43,7 +43,18 @@ export interface RunDeliveryDeps {
   progressEveryMs?: number;
   /** start-to-close limit of a run whose action sets none (ms). Default 10 minutes. */
   startToCloseMs?: number;
+  /**
+   * A run stopped by the shutdown whose action ignored its abort signal: its execution stays held
+   * by this worker (not released), for the executor to reclaim once this process is gone.
+   */
+  onDeafRun?: (executionId: string) => void;
 }
+
+/**
+ * How long a run stopped by the shutdown has to return once aborted before it counts as deaf to
+ * its signal: an action that honours it returns within milliseconds (it rejects on the abort).
+ */
+export const DEAF_RUN_GRACE_MS = 1_000;
 
 /** Why this worker stopped a run on its own: a limit the history will name. */
 class LimitReached extends Error {
@@ -102,6 +113,14 @@ function asJson(value: unknown, what: 'result' | 'details'): Json {
   const problems = jsonProblems(json, JSON_LIMITS, 1);
   if (problems.length > 0) throw unstorable(describeProblem(under(what, problems)[0]!));
   return json;
+}
+
+/** Whether `p` settles (either way) within `ms`. */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([p.then(() => true, () => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
+  clearTimeout(timer);
+  return settled;
 }
 
 /** Retry a transient failure (not a refusal) a few times: an outcome must not be lost to a blip. */
@@ -292,6 +311,8 @@ export async function runStarted(
     | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } }
     | { type: 'ExecutionTimedOut'; data: { limit: 'start-to-close' | 'heartbeat'; deadline: string } }
     | { type: 'ExecutionCancelled'; data: { reason: string } };
+  /** The action's own run, when we stopped waiting for it (an abort) before it returned. */
+  let stillRunning: Promise<unknown> | undefined;
   try {
     if (!action) throw Object.assign(new Error(`worker ${workerId} does not offer action ${ctx.action}`), { name: 'UnknownAction' });
     const result = await runAction(action, ctx.input, {
@@ -337,6 +358,7 @@ export async function runStarted(
     });
     outcome = { type: 'ExecutionCompleted', data: { result: asJson(result, 'result') } };
   } catch (err) {
+    if (err instanceof ActionAbortedError) stillRunning = err.running;
     const limit = abort.signal.reason instanceof LimitReached ? abort.signal.reason : err instanceof ActionTimeoutError ? new LimitReached('start-to-close', deadline) : undefined;
     if (abort.signal.reason instanceof CancelRequested) {
       // However the action reacted to the abort (AbortError, its own error), it was cancelled.
@@ -362,7 +384,13 @@ export async function runStarted(
   const outcomeRecorded = new Promise<void>((resolve) => (recorded = resolve));
   deps.onActionEnded?.(message.executionId, outcomeRecorded);
   try {
-    if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed') {
+    if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed' && stillRunning && !(await settlesWithin(stillRunning, DEAF_RUN_GRACE_MS))) {
+      // Its code still runs here: released now, the next attempt could start on another worker
+      // alongside it. The baton stays with this worker; once this process is gone, the executor
+      // reclaims it (worker lost, or at once when this worker id starts again).
+      log.error({ action: ctx.action }, `action ${ctx.action} ignored its abort signal at the shutdown timeout; its execution stays held by worker ${workerId} until this process is gone`);
+      deps.onDeafRun?.(message.executionId);
+    } else if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed') {
       // Stopped by our own shutdown, not by the action: hand the baton back for another worker.
       await persistently('releasing the execution', log, () =>
         append(message.executionId, { type: 'OwnershipReleased', data: { reason: `worker ${workerId} shut down before the run finished` }, by: me, eventId: endEventId }, { known }),

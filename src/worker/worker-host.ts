@@ -106,6 +106,8 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const running = new Set<string>();
   const cancellers = new Map<string, (attempt: number, reason: string) => void>();
   const shutdown = new AbortController();
+  /** Runs stopped by the shutdown whose action still runs (deaf to its signal): their executions stay held. */
+  const deafRuns = new Set<string>();
   setMaxListeners(capacity + 16, shutdown.signal); // each run listens for the shutdown
   let draining = false;
   const metrics = o.registry ? workerMetrics(o.registry) : undefined;
@@ -163,6 +165,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     cancellers,
     startToCloseMs: o.startToCloseMs,
     onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
+    onDeafRun: (executionId) => deafRuns.add(executionId),
     ...(o.localWorkers && { onActionEnded: (executionId: string, recorded: Promise<void>) => o.localWorkers!.runEnded({ workerId, executionId, recorded, runtime: o.runtime }) }),
     onFinished: (outcome) => {
       metrics?.runs.inc({ worker: workerId, outcome });
@@ -211,8 +214,14 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         await signals.stop();
         clearTimeout(grace);
         await heartbeat.stop();
-        // Best effort: a row left behind goes stale by itself, and the drain must not wait on a database that is gone.
-        await o.liveness.remove(workerId).catch((err: unknown) => log.warn({ err }, 'could not remove the liveness row'));
+        if (deafRuns.size > 0) {
+          // Left to go stale: the executor reclaims what a stale worker holds (worker-lost) once
+          // this process, and the deaf runs' code with it, is gone; a removed row would hide them.
+          log.warn({ held: [...deafRuns] }, `leaving worker ${workerId}'s liveness row to go stale: ${deafRuns.size} run(s) ignored their abort signal, and their executions are reclaimed once it is stale`);
+        } else {
+          // Best effort: a row left behind goes stale by itself, and the drain must not wait on a database that is gone.
+          await o.liveness.remove(workerId).catch((err: unknown) => log.warn({ err }, 'could not remove the liveness row'));
+        }
         metrics?.running.delete(workerId);
         await lifecycle.record('WorkerStopped', { reason });
         log.info(`worker ${workerId} stopped`);
