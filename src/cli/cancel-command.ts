@@ -3,16 +3,12 @@
 // An id that names no execution but a workflow cancels the workflow (`baton workflow cancel`).
 import { InvalidArgumentError, type Command } from 'commander';
 import { executionId, textOption, workflowId } from './arguments.ts';
+import { durationMsArg } from './options.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
 /** ExecutionCancelRequested's limit (schemas/events.ts), as the API's cancel takes it. */
 const MAX_REASON_LENGTH = 1_000;
 
-const positiveMs = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer (milliseconds)');
-  return n;
-};
 
 /** An execution id (a uuid) or a workflow id. */
 function executionOrWorkflowId(value: string): string {
@@ -34,7 +30,7 @@ export function registerCancelCommand(program: Command): void {
     .argument('<id>', 'execution id, or workflow id', executionOrWorkflowId)
     .option('--reason <text>', 'why (recorded in the history)', textOption('--reason', MAX_REASON_LENGTH), DEFAULT_REASON)
     .option('--wait', 'wait until it reaches a final state and print it (exit 1 unless Cancelled)')
-    .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveMs)
+    .option('--timeout <ms>', 'with --wait: give up after this long (exit 2; at most 7 days)', durationMsArg)
     .option('--json', 'print JSON')
     .action(async (id: string, o) => (await import('./run/cancel.ts')).cancelCommand(id, o));
 }

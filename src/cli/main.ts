@@ -6,11 +6,14 @@
 // alone ~0.4 s, the EventStoreDB client ~0.16 s); defined this way it takes 0.16 s of CPU, bare
 // `node -e 0` 0.1 s, and `baton status <id>` 0.43 s.
 import { readFileSync } from 'node:fs';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { dateTimeOption, executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
 import { BatonError } from '../errors.ts';
-import { filterText, givenOption, intFrom, namespaceName, namespaceNames, positiveInt, shutdownTimeoutArg, workerIdArg } from './options.ts';
+import { durationMsArg, filterText, givenOption, intFrom, listenHostArg, namespaceName, namespaceNames, portArg, positiveInt, shutdownTimeoutArg, workerIdArg } from './options.ts';
+
+/** A worker's concurrent runs: WorkerStarted's limit (schemas/worker-events.ts). */
+const capacityArg = intFrom(1, 100_000);
 import { registerVerifyCommand } from './verify-command.ts';
 import { registerDlqCommand } from './dlq-command.ts';
 import { registerReplayCommands } from './replay-commands.ts';
@@ -58,7 +61,7 @@ program
   .option('--file <path>', 'submit one request per line of this NDJSON file (`-`: stdin): {"action", "input"?, "idempotencyKey"?, "maxAttempts"?, "priority"?, "tags"?, "actionVersion"?, "namespace"?}')
   .addOption(new Option('--batch-size <n>', 'with --file: lines per batch (one transaction each), 1 to 1000').argParser(intFrom(1, 1_000)).default(500))
   .option('--wait', 'wait until the execution reaches a final state and print its result (exit 1 unless Completed)')
-  .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
+  .option('--timeout <ms>', 'with --wait: give up after this long (exit 2; at most 7 days)', durationMsArg)
   .option('--json', 'print JSON')
   .action(async (action: string | undefined, o, cmd: Command) => {
     if (o.file === undefined) {
@@ -114,12 +117,8 @@ program
 
 const transportOption = () =>
   new Option('--transport <kind>', 'work transport (default: nats when BATON_NATS_URL is set, else postgres)').choices(['nats', 'postgres']);
-const hostOption = () => new Option('--metrics-host <address>', 'address for /healthz and /metrics (0.0.0.0 in a container)').default('127.0.0.1');
-const portNumber = (v: string): number => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number (0-65535)');
-  return n;
-};
+const hostOption = () => new Option('--metrics-host <address>', 'address for /healthz and /metrics (0.0.0.0 in a container)').argParser(listenHostArg).default('127.0.0.1');
+const portNumber = portArg;
 const portOption = (fallback: number) =>
   new Option('--metrics-port <port>', '/healthz and /metrics port on 127.0.0.1 (0 picks a free one)').argParser(portNumber).default(fallback);
 const apiPortOption = () => new Option('--port <port>', 'GraphQL API port (default: BATON_API_PORT or 4000; 0 picks a free one)').argParser(portNumber);
@@ -128,7 +127,7 @@ program
   .command('dev')
   .description('run everything in one process on the embedded default: Postgres, work queue, executor and workers')
   .addOption(new Option('--workers <n>', 'worker hosts').argParser(positiveInt).default(2))
-  .addOption(new Option('--capacity <n>', 'concurrent runs per worker').argParser(positiveInt).default(10))
+  .addOption(new Option('--capacity <n>', 'concurrent runs per worker (1 to 100000)').argParser(capacityArg).default(10))
   .addOption(new Option('--transport <kind>', 'work transport').choices(['nats', 'postgres']).default('postgres'))
   .option('--actions <module>', 'a module exporting more actions (besides the built-ins)')
   .addOption(portOption(9464))
@@ -154,7 +153,7 @@ program
   .description('run a worker: pulls its work, runs actions, appends outcomes; SIGTERM drains')
   .option('--id <id>', 'worker id (default: <hostname>-<pid>)', workerIdArg)
   .option('--actions <module>', 'a module exporting actions (besides the built-ins)')
-  .addOption(new Option('--capacity <n>', 'concurrent runs').argParser(positiveInt).default(10))
+  .addOption(new Option('--capacity <n>', 'concurrent runs (1 to 100000)').argParser(capacityArg).default(10))
   .option('--namespaces <a,b>', 'run only executions of these namespaces (default: every namespace)', namespaceNames)
   .addOption(transportOption())
   .addOption(portOption(9465))

@@ -32,11 +32,31 @@ export const workerIdArg = (value: string): string => {
   return value;
 };
 
-/** A drain's grace period in ms: at most 7 days, as BATON_SHUTDOWN_TIMEOUT (a longer timer fires at once). */
-export const shutdownTimeoutArg = (value: string): number => {
-  const ms = positiveInt(value);
-  if (ms > MAX_DURATION_MS) throw new InvalidArgumentError(`must be at most ${MAX_DURATION_MS} ms (7 days), got ${ms}`);
+/**
+ * A time limit in ms (a drain's grace period, a --wait's --timeout): at most 7 days, as
+ * BATON_SHUTDOWN_TIMEOUT. Node's timers fire at once past 2^31-1 ms, so a longer wait gave up at once.
+ */
+export const durationMsArg = (value: string): number => {
+  const ms = Number(value);
+  if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(ms) || ms < 1 || ms > MAX_DURATION_MS) {
+    throw new InvalidArgumentError(`must be a whole number of milliseconds from 1 to ${MAX_DURATION_MS} (7 days), written in digits`);
+  }
   return ms;
+};
+export const shutdownTimeoutArg = durationMsArg;
+
+/** A TCP port, in digits: Number() would read '' and ' ' as 0 (a random port) and 0x2F as 47. */
+export const portArg = (value: string): number => {
+  if (!/^\s*\d{1,5}\s*$/.test(value) || Number(value) > 65_535) throw new InvalidArgumentError('must be a port number (0-65535; 0 picks a free one), written in digits');
+  return Number(value);
+};
+
+/** An address to listen on: an IP address or a host name (whether it resolves is found when listening). */
+export const listenHostArg = (value: string): string => {
+  if (value.length === 0 || value.length > 253 || !/^[A-Za-z0-9.:%_-]+$/.test(value)) {
+    throw new InvalidArgumentError('must be an IP address or a host name, such as 127.0.0.1 or 0.0.0.0');
+  }
+  return value;
 };
 
 export const positiveInt = (value: string): number => {

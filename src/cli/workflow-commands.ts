@@ -3,7 +3,7 @@
 // path; the executors' orchestrators run the rest (src/workflow/orchestrator.ts).
 import type { Command } from 'commander';
 import { textOption, workflowId } from './arguments.ts';
-import { namespaceName, positiveInt } from './options.ts';
+import { durationMsArg, namespaceName } from './options.ts';
 
 const DEFAULT_REASON = 'cancelled from the command line';
 /** ExecutionCancelRequested's limit (schemas/events.ts), as the API's cancel takes it. */
@@ -20,7 +20,7 @@ export function registerWorkflowCommands(program: Command): void {
     .option('--actions <module>', 'a module exporting more actions, so steps may use them (the built-ins are always known)')
     .option('--namespace <name>', "where the workflow and its steps' executions live (default: $BATON_NAMESPACE, or default)", namespaceName)
     .option('--wait', 'wait until the workflow ends and print its steps (exit 1 unless Completed)')
-    .option('--timeout <ms>', 'with --wait: give up after this long (exit 2)', positiveInt)
+    .option('--timeout <ms>', 'with --wait: give up after this long (exit 2; at most 7 days)', durationMsArg)
     .option('--json', 'print JSON')
     .action(async (file: string, o) => (await import('./run/workflow.ts')).workflowSubmitCommand(file, o));
 

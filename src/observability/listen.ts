@@ -34,6 +34,10 @@ export async function listenOn(server: http.Server, o: ListenOptions): Promise<{
       await listen(server, 0, o.host);
       const chosen = (server.address() as AddressInfo).port;
       o.log?.warn({ port: o.port, chosen }, `${o.what}: port ${o.port} (the default) is in use; listening on ${chosen} instead`);
+    } else if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EADDRNOTAVAIL') {
+      // The host is wrong, not the port: another port would not help.
+      const why = code === 'EADDRNOTAVAIL' ? 'is not an address of this machine' : `does not resolve to an address (${code})`;
+      throw new PortUnavailableError(`${o.what} cannot listen on ${o.host}: it ${why}; choose another address (127.0.0.1, 0.0.0.0 or one of this machine's)`, { cause: err });
     } else {
       const asked = o.setting ? `${o.setting} ${o.port}` : `port ${o.port}`;
       const why =
@@ -41,9 +45,7 @@ export async function listenOn(server: http.Server, o: ListenOptions): Promise<{
           ? `is in use by another program (${o.host}:${o.port})`
           : code === 'EACCES'
             ? `needs privileges this process does not have (${o.host}:${o.port})`
-            : code === 'EADDRNOTAVAIL'
-              ? `cannot be had: ${o.host} is not an address of this machine`
-              : `cannot be had (${o.host}:${o.port}): ${(err as Error).message}`;
+            : `cannot be had (${o.host}:${o.port}): ${(err as Error).message}`;
       throw new PortUnavailableError(`${asked} ${why}; choose another${o.setting ? ` ${o.setting}` : ''}, or 0 for a free one (${o.what})`, {
         cause: err,
       });

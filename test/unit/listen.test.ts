@@ -43,6 +43,19 @@ describe('listenOn', () => {
     expect(server.listening).toBe(false);
   });
 
+  it('blames the host, not the port, when the host does not resolve or is not this machine\'s', async () => {
+    for (const [host, why] of [
+      ['bogus.invalid', /^the metrics server cannot listen on bogus\.invalid: it does not resolve to an address \((ENOTFOUND|EAI_AGAIN)\); choose another address/],
+      ['192.0.2.1', /^the metrics server cannot listen on 192\.0\.2\.1: it is not an address of this machine; choose another address/],
+    ] as const) {
+      const server = http.createServer();
+      const err = await listenOn(server, { host, port: 0, setting: '--metrics-port', what: 'the metrics server' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(PortUnavailableError);
+      expect((err as Error).message).toMatch(why);
+      expect((err as Error).message).not.toMatch(/--metrics-port/);
+    }
+  });
+
   it('refuseIfTaken: refuses a taken port asked for, leaves a free one free, and checks no default', async () => {
     const taken = await squat();
     await expect(refuseIfTaken({ host: '127.0.0.1', port: taken, setting: '--port', what: 'the GraphQL API' })).rejects.toThrow(
