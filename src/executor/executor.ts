@@ -31,7 +31,7 @@ import { SchedulingView } from './scheduling-view.ts';
 import { EndingRuns, dispatchHandoffs } from './ending-runs.ts';
 import { handoffVersion } from './version-choice.ts';
 import { workMessage } from './work-messages.ts';
-import { cachedDirectory, fitForWork, type WorkerDirectory } from './worker-directory.ts';
+import { cachedDirectory, fitForWork, reachableSaying, type WorkerDirectory } from './worker-directory.ts';
 import type { LocalWorkers } from '../worker/eager-dispatch.ts';
 import { newId } from '../ids.ts';
 
@@ -226,10 +226,12 @@ export function startExecutor(o: ExecutorOptions): Executor {
     if (view.waitingCount() > 0 || view.retryPending().length > 0) safetyTimer = setTimeout(kick, 1_000).unref();
   }
 
+  const reachable = reachableSaying(o.transport.kind, log);
+
   async function schedulePass(): Promise<void> {
     if (view.waitingCount() === 0) return;
     const workers = (await directory.list())
-      .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs) && (o.localWorkers?.takesWork(w.workerId) ?? true))
+      .filter((w) => fitForWork(w, view.workerStatus(w.workerId), staleAfterMs) && reachable(w) && (o.localWorkers?.takesWork(w.workerId) ?? true))
       .map((w) => ({ ...w, namespaces: view.workerNamespaces(w.workerId) }));
     // A bucket of a partition another executor leases has no slots here: its owner decides it.
     const freeSlots = (action: string, bucket: string) => (o.partitions && !o.partitions.owns(bucket) ? 0 : view.freeSlots(action, bucket));

@@ -1,5 +1,6 @@
 // The live workers the executor schedules to, as the liveness table reports them, and the one
 // rule for which of them may get new work now (scheduling and the monitor both ask it).
+import type { Logger } from 'pino';
 import type { WorkerStatus } from './scheduling-entries.ts';
 
 export interface LiveWorker {
@@ -11,6 +12,29 @@ export interface LiveWorker {
   /** now − last heartbeat, by the database's clock. */
   ageMs: number;
   heartbeatAt: Date;
+  /** The work transport it pulls from (WorkTransport.kind); null or absent: not said. */
+  transport?: string | null;
+}
+
+/**
+ * Whether a worker pulls from the transport an executor publishes to (`kind`): one on the other
+ * transport never sees the work, and each handoff to it would wait out its schedule-to-start
+ * deadline. A worker (or transport) that does not say is taken at its word, as before.
+ */
+export const reachableOver = (kind: string | undefined) => (w: LiveWorker): boolean => !kind || !w.transport || w.transport === kind;
+
+/** reachableOver, saying once per worker id that one on another transport gets no work. */
+export function reachableSaying(kind: string | undefined, log: Logger): (w: LiveWorker) => boolean {
+  const reachable = reachableOver(kind);
+  const said = new Set<string>();
+  return (w) => {
+    if (reachable(w)) return true;
+    if (!said.has(w.workerId)) {
+      said.add(w.workerId);
+      log.warn({ workerId: w.workerId, workerTransport: w.transport, transport: kind }, `worker ${w.workerId} pulls from the ${w.transport} transport, but this executor publishes to ${kind}: no work is placed on it (start both with the same --transport)`);
+    }
+    return false;
+  };
 }
 
 /** What the executor needs to know about live workers (the liveness table provides it). */

@@ -25,6 +25,8 @@ export interface WorkerBeat {
   draining: boolean;
   /** The namespaces whose executions it runs; absent: every namespace. */
   namespaces?: string[];
+  /** The work transport it pulls from; absent: not said. */
+  transport?: 'nats' | 'postgres';
   pid?: number;
   host?: string;
 }
@@ -37,6 +39,7 @@ const WorkerBeat = z.object({
   inFlight: z.number().int().min(0),
   draining: z.boolean(),
   namespaces: z.array(z.string().refine((n) => namespaceProblem(n) === undefined, { message: NAMESPACE_RULE })).optional(),
+  transport: z.enum(['nats', 'postgres']).optional(),
   pid: z.number().int().positive().optional(),
   host: z.string().min(1).optional(),
 });
@@ -46,9 +49,11 @@ export interface BeatOptions {
   starting?: boolean;
 }
 
-export interface WorkerLiveness extends Omit<WorkerBeat, 'pid' | 'host' | 'namespaces'> {
+export interface WorkerLiveness extends Omit<WorkerBeat, 'pid' | 'host' | 'namespaces' | 'transport'> {
   /** null: every namespace. */
   namespaces: string[] | null;
+  /** null: not said (a worker from before the column). */
+  transport: string | null;
   pid: number | null;
   host: string | null;
   heartbeatAt: Date;
@@ -116,6 +121,7 @@ interface Row {
   in_flight: number;
   draining: boolean;
   namespaces: string[] | null;
+  transport: string | null;
   heartbeat_at: Date;
   started_at: Date;
   pid: number | null;
@@ -123,7 +129,7 @@ interface Row {
   age_ms: number;
 }
 
-const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, namespaces, heartbeat_at, started_at, pid, host,
+const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, namespaces, transport, heartbeat_at, started_at, pid, host,
   (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms`;
 
 const toLiveness = (r: Row): WorkerLiveness => ({
@@ -134,6 +140,7 @@ const toLiveness = (r: Row): WorkerLiveness => ({
   inFlight: r.in_flight,
   draining: r.draining,
   namespaces: r.namespaces,
+  transport: r.transport,
   heartbeatAt: r.heartbeat_at,
   startedAt: r.started_at,
   pid: r.pid,
@@ -153,20 +160,20 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
       const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
       await pool.query(
         `INSERT INTO baton_worker_liveness
-           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host, namespaces)
-         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8, $10)
+           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host, namespaces, transport)
+         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8, $10, $11)
          ON CONFLICT (worker_id) DO UPDATE SET
            actions = EXCLUDED.actions, runtimes = EXCLUDED.runtimes, capacity = EXCLUDED.capacity,
            in_flight = EXCLUDED.in_flight, draining = EXCLUDED.draining, heartbeat_at = now(),
            started_at = CASE WHEN $9 THEN now() ELSE baton_worker_liveness.started_at END,
-           pid = EXCLUDED.pid, host = EXCLUDED.host, namespaces = EXCLUDED.namespaces`,
-        [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true, w.namespaces ?? null],
+           pid = EXCLUDED.pid, host = EXCLUDED.host, namespaces = EXCLUDED.namespaces, transport = EXCLUDED.transport`,
+        [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true, w.namespaces ?? null, w.transport ?? null],
       );
     },
 
     async claim(worker, options) {
       const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
-      const values = [w.workerId, w.actions, w.runtimes, w.capacity, w.pid ?? null, w.host ?? null, w.namespaces ?? null];
+      const values = [w.workerId, w.actions, w.runtimes, w.capacity, w.pid ?? null, w.host ?? null, w.namespaces ?? null, w.transport ?? null];
       for (;;) {
         // xmin: the row version, which every write changes.
         const { rows } = await pool.query<Row & { version: string }>(
@@ -180,13 +187,13 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
         const r = current
           ? await pool.query(
               `UPDATE baton_worker_liveness SET actions = $2, runtimes = $3, capacity = $4, in_flight = 0, draining = true,
-                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6, namespaces = $7
-               WHERE worker_id = $1 AND xmin::text = $8`,
+                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6, namespaces = $7, transport = $8
+               WHERE worker_id = $1 AND xmin::text = $9`,
               [...values, rows[0]!.version],
             )
           : await pool.query(
-              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host, namespaces)
-               VALUES ($1, $2, $3, $4, 0, true, $5, $6, $7) ON CONFLICT (worker_id) DO NOTHING`,
+              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host, namespaces, transport)
+               VALUES ($1, $2, $3, $4, 0, true, $5, $6, $7, $8) ON CONFLICT (worker_id) DO NOTHING`,
               values,
             );
         if (r.rowCount === 1) return { claimed: true };

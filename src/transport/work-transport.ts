@@ -117,6 +117,12 @@ export interface WorkTransportOptions {
 }
 
 export interface WorkTransport {
+  /**
+   * Which transport this is. A worker's heartbeat says it, and an executor places work only on
+   * workers of its own kind: a worker pulling from the Postgres queue never sees what an executor
+   * publishes to NATS, and each handoff to it was reclaimed at its schedule-to-start deadline.
+   */
+  readonly kind?: 'nats' | 'postgres';
   /** Publish; resolves once the transport has stored every message (durable). Idempotent per messageId. */
   publish(messages: WorkMessage[]): Promise<void>;
   /**

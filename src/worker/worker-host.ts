@@ -119,12 +119,13 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const runtimes = o.actions.runtimes();
 
   const policies = o.actions.policies();
-  // In the liveness row too, so the API and `baton status` can say an execution waits for its namespace.
-  const namespaces = o.namespaces !== undefined ? { namespaces: [...o.namespaces] } : {};
+  // In the liveness row too: the API and `baton status` say when an execution waits for its
+  // namespace, and executors place work only on workers of their own transport.
+  const servedBy = { ...(o.namespaces !== undefined && { namespaces: [...o.namespaces] }), ...(o.transport.kind && { transport: o.transport.kind }) };
   // Take the id before announcing it: two live processes under one id would share a stream,
   // a liveness row and a queue, and each would take the other's work for its own.
   const claim = await o.liveness.claim(
-    { workerId, actions: offers, runtimes, capacity, inFlight: 0, draining: true, ...namespaces, pid: process.pid, host: os.hostname() },
+    { workerId, actions: offers, runtimes, capacity, inFlight: 0, draining: true, ...servedBy, pid: process.pid, host: os.hostname() },
     { staleAfterMs: o.staleAfterMs ?? staleAfterMs(o.heartbeatIntervalMs), holderIsGone },
   );
   if (!claim.claimed) throw new WorkerIdInUseError(workerId, claim.holder);
@@ -146,7 +147,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const lifecycle = workerLifecycle({ workers, workerId, announcement, heartbeatIntervalMs, log });
   const heartbeat = new HeartbeatLoop({
     store: o.liveness,
-    state: () => ({ workerId, actions: offers, runtimes, capacity, inFlight: running.size, draining, ...namespaces, pid: process.pid, host: os.hostname() }),
+    state: () => ({ workerId, actions: offers, runtimes, capacity, inFlight: running.size, draining, ...servedBy, pid: process.pid, host: os.hostname() }),
     intervalMs: heartbeatIntervalMs,
     log,
     afterBeat: lifecycle.afterBeat,

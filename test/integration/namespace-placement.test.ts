@@ -51,7 +51,7 @@ describe('placement by namespace', () => {
     const { runtime, store, transport, liveness } = cluster();
     const worker = await startWorkerHost({ workerId: 'serves-x', store, runtime, transport, liveness, actions: createActionRegistry([...builtinActions]), capacity: 2, log: silentLogger(), namespaces: ['team-x'], heartbeatIntervalMs: 1_000 });
     try {
-      expect((await liveness.list()).find((w) => w.workerId === 'serves-x')).toMatchObject({ namespaces: ['team-x'] });
+      expect((await liveness.list()).find((w) => w.workerId === 'serves-x')).toMatchObject({ namespaces: ['team-x'], transport: 'postgres' });
       const { executionId } = await runtime.submit({ action: 'core.echo', input: { n: 1 }, namespace: 'team-y' });
       const c = (await runtime.load(executionId, { fresh: true })).snapshot.context;
       expect(await waitingReasonNow(liveness, { status: 'Requested', action: c.action, namespace: c.namespace, retryAt: c.retryAt }, 30_000)).toBe(

@@ -7,7 +7,7 @@ import { BatonError, NotFoundError, RejectedCommandError, WrongExpectedRevisionE
 import { recordWorkerEvent } from '../../runtime/worker-kind.ts';
 import { DEFAULT_NAMESPACE } from '../../input/namespace.ts';
 import type { WaitingExecution } from '../waiting-queue.ts';
-import { fitForWork, type LiveWorker } from '../worker-directory.ts';
+import { fitForWork, reachableOver, type LiveWorker } from '../worker-directory.ts';
 import type { MonitorContext } from './context.ts';
 
 /** What unofferedSince is keyed by: an action as one namespace waits for it. */
@@ -98,7 +98,8 @@ export function workerDuties(c: MonitorContext) {
      */
     async abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
       const now = c.now();
-      const fit = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs));
+      // A worker on another transport never gets the work: it offers nothing here.
+      const fit = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs) && reachableOver(c.transport.kind)(w));
       const offeredEverywhere = new Set<string>();
       const offeredIn = new Set<string>();
       for (const w of fit) {

@@ -3,3 +3,6 @@
 -- an execution waits ("no live worker offers action x to namespace y"), as the executor's
 -- no-worker timeout already judges it from the workers' WorkerStarted events.
 ALTER TABLE baton_worker_liveness ADD COLUMN namespaces text[];
+-- The work transport it pulls from ('nats' or 'postgres'; NULL: not said, as before this column):
+-- an executor places work only on workers of its own transport.
+ALTER TABLE baton_worker_liveness ADD COLUMN transport text;

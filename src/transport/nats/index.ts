@@ -87,5 +87,5 @@ export async function createNatsWorkTransport(nc: NatsConnection, options: NatsW
     })());
   }
 
-  return { publish: publisher.publish, ...consumers.port, ...deadLetters.port, ...signals.port, close };
+  return { kind: 'nats', publish: publisher.publish, ...consumers.port, ...deadLetters.port, ...signals.port, close };
 }

@@ -53,5 +53,5 @@ export function createPostgresWorkTransport(pool: pg.Pool, options: PostgresWork
     })());
   }
 
-  return { publish: createPublish(ctx), ...consumers.port, ...deadLetters.port, sendSignal, onSignal, close };
+  return { kind: 'postgres', publish: createPublish(ctx), ...consumers.port, ...deadLetters.port, sendSignal, onSignal, close };
 }
