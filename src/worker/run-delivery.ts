@@ -11,7 +11,9 @@ import { DEFAULT_ACTION_VERSION } from '../input/action-versions.ts';
 import { describeProblem, refuseAny, under } from '../input/errors.ts';
 import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
 import { ActionAbortedError, ActionTimeoutError } from '../actions/registry.ts';
+import { settlesWithin } from '../async/settles-within.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
+import { persistently } from './persistently.ts';
 import { traceOutcome } from '../observability/tracing.ts';
 import { restoreExecution } from '../runtime/carried-execution.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -113,27 +115,6 @@ function asJson(value: unknown, what: 'result' | 'details'): Json {
   const problems = jsonProblems(json, JSON_LIMITS, 1);
   if (problems.length > 0) throw unstorable(describeProblem(under(what, problems)[0]!));
   return json;
-}
-
-/** Whether `p` settles (either way) within `ms`. */
-async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = await Promise.race([p.then(() => true, () => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
-  clearTimeout(timer);
-  return settled;
-}
-
-/** Retry a transient failure (not a refusal) a few times: an outcome must not be lost to a blip. */
-async function persistently<T>(what: string, log: Logger, fn: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (err instanceof RejectedCommandError || attempt >= 10) throw err;
-      log.warn({ err, attempt }, `${what} failed; retrying`);
-      await new Promise((r) => setTimeout(r, Math.min(2_000, 50 * 2 ** attempt)));
-    }
-  }
 }
 
 const FINISHED = { ExecutionCompleted: 'completed', ExecutionFailed: 'failed', ExecutionTimedOut: 'timed-out', ExecutionCancelled: 'cancelled' } as const;

@@ -28,7 +28,7 @@ describe('placement by transport', () => {
     expect(transport.kind).toBe('postgres');
     await startWorker('on-nats', 'nats');
     const id = (await runtime.submit({ action: 'tx.work', input: null })).executionId;
-    await eventually('the executor to say it passes over on-nats', () => (lines.some((l) => l.workerId === 'on-nats') ? true : undefined), 10_000);
+    await eventually('the executor to say it passes over on-nats', async () => (lines.some((l) => l.workerId === 'on-nats') ? true : undefined), 10_000);
     expect(statusOf(await status(id))).toBe('Requested');
     expect(lines.filter((l) => l.workerId === 'on-nats')).toEqual([
       expect.objectContaining({ msg: 'worker on-nats pulls from the nats transport, but this executor publishes to postgres: no work is placed on it (start both with the same --transport)' }),

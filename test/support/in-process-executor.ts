@@ -22,7 +22,7 @@ export interface InProcessExecutor {
   executor: Executor;
 }
 
-type Options = Partial<Omit<ExecutorOptions, 'store' | 'runtime' | 'transport' | 'workers' | 'log'>> & {
+type Options = Partial<Omit<ExecutorOptions, 'store' | 'runtime' | 'transport' | 'workers'>> & {
   /** Wrap the real transport (to record what the executor publishes, say). */
   transport?: (real: WorkTransport) => WorkTransport;
   /** The executor works on the fixture's own `runtime`, as in one process's hosts (`baton dev`), not on one of its own. */
