@@ -84,7 +84,10 @@ async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: Ap
 
 /**
  * Works in every state: cancelled at once while the executor holds it, a cancel request to the
- * worker once one does (the result says which). A finished execution is a CONFLICT naming its state.
+ * worker once one does (the result says which). A finished execution is a CONFLICT naming its
+ * state, as the event store has it (`extensions.outcome` TOO_LATE and `status`): the typed client
+ * answers it as `too-late` from these, not from the read model, which may not show the end yet.
+ * (The schema's CancelOutcome has no TOO_LATE, so this stays an error for existing callers.)
  */
 async function cancelExecution(_: unknown, a: { id: string; reason?: string | null }, ctx: ApiContext) {
   const id = uuidArg(a.id, 'id');
@@ -95,7 +98,7 @@ async function cancelExecution(_: unknown, a: { id: string; reason?: string | nu
     if (!inScope(ctx.namespaces, loaded.snapshot.context.namespace)) throw new NotFoundError('execution', id);
   }
   const r = await cancel(ctx.runtime, id, reason); // NotFoundError → NOT_FOUND
-  if (r.outcome === 'too-late') throw new ApiError('CONFLICT', r.message);
+  if (r.outcome === 'too-late') throw new ApiError('CONFLICT', r.message, undefined, { outcome: 'TOO_LATE', status: r.status });
   ctx.log.info({ executionId: id, outcome: r.outcome }, r.message);
   return { executionId: id, status: r.status, outcome: r.outcome.toUpperCase().replace('-', '_'), message: r.message };
 }

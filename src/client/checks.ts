@@ -1,13 +1,13 @@
 // The checks a submission passes in the client before it is stored or sent, the same in both
-// modes: checkSubmission (src/runtime/submission.ts), the one every front door runs. Over the
-// database it knows the actions; over GraphQL only the server does, so there the client checks
-// all the rest (storable JSON, the options' ranges, tags, namespace) and the server checks the
-// action and its schema. Either way `{ n: NaN }`, a Date or a cycle is refused, naming where,
-// rather than changed or dropped by JSON.stringify on the way.
+// modes: checkSubmission (src/runtime/submission.ts), the one every front door runs, against
+// the actions the client knows (the definition passed, the client's `actions`, the built-ins).
+// Over GraphQL an action named only by the server is let through with its input unchecked: the
+// server checks it. Either way `{ n: NaN }`, a Date, a cycle or a symbol key is refused, naming
+// where, rather than changed or dropped by JSON.stringify on the way.
 import { z } from 'zod';
-import { InvalidActionInputError, type AnyActionDefinition } from '../actions/action.ts';
+import { InvalidActionInputError, isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
-import { InvalidInputError } from '../input/errors.ts';
+import { InvalidInputError, pathIn, type InputProblem } from '../input/errors.ts';
 import type { SubmitRequest } from '../runtime/execution-runtime.ts';
 import { API_NAMES, checkSubmission, repeatedKeyProblems, type Submission, type SubmissionNames } from '../runtime/submission.ts';
 import type { SubmitItem, SubmitOptions } from './types.ts';
@@ -34,9 +34,29 @@ function submissionOf(action: AnyActionDefinition | string, input: unknown, opti
   };
 }
 
+/**
+ * Each symbol key in `value` (input or tags), which JSON.stringify would drop without a word.
+ * Run after checkSubmission: the value is JSON then (no cycle, bounded depth and size).
+ */
+function symbolKeyProblems(value: unknown, at: string): InputProblem[] {
+  const problems: InputProblem[] = [];
+  const stack: { value: unknown; path: (string | number)[] }[] = [{ value, path: [] }];
+  while (stack.length > 0) {
+    const { value: v, path } = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    for (const s of Object.getOwnPropertySymbols(v)) problems.push({ path: pathIn(at, path), message: `a symbol key (${String(s)}) is not JSON` });
+    if (Array.isArray(v)) v.forEach((item, i) => stack.push({ value: item, path: [...path, i] }));
+    else for (const key of Object.keys(v)) stack.push({ value: (v as Record<string, unknown>)[key], path: [...path, key] });
+  }
+  return problems;
+}
+
 /** One submission checked against `actions`: InvalidInputError or InvalidActionInputError naming each field by `names`. */
 export function checkOne(actions: Actions, action: AnyActionDefinition | string, input: unknown, options: SubmitOptions, names: SubmissionNames = API_NAMES): SubmitRequest {
-  return checkSubmission(actions, submissionOf(action, input, options), names);
+  const request = checkSubmission(actions, submissionOf(action, input, options), names);
+  const symbols = [...symbolKeyProblems(input, names.input), ...symbolKeyProblems(options.tags, names.tags)];
+  if (symbols.length > 0) throw new InvalidInputError(symbols);
+  return request;
 }
 
 /**
@@ -60,11 +80,20 @@ export function checkItems(actionsFor: (action: AnyActionDefinition | string) =>
   return requests;
 }
 
-// Over GraphQL the server knows the actions: any name passes here with a schema that takes
-// anything, so only what the server's own check would add is left to it (unknown action, schema).
+// An action only the server knows: any input passes here, and the server checks it.
 const TAKES_ANY = z.unknown();
-/** The actions as the GraphQL client checks against them: every name known, every input fitting. */
-export const SERVER_KNOWS: Actions = {
-  get: (name) => ({ name, input: TAKES_ANY }) as unknown as AnyActionDefinition,
-  names: () => [],
-};
+
+/**
+ * The actions a submission of `action` is checked against: `known` (the built-ins and the
+ * client's `actions`), with the definition passed in place of a registered one of its name.
+ * A name `known` lacks is refused as unknown, or with `others: 'server'` (over GraphQL) taken
+ * with any input, for the server to check.
+ */
+export function actionsFor(known: Actions, others: 'refuse' | 'server'): (action: AnyActionDefinition | string) => Actions {
+  const base: Actions =
+    others === 'refuse' ? known : { get: (name) => known.get(name) ?? ({ name, input: TAKES_ANY } as unknown as AnyActionDefinition), names: () => known.names() };
+  return (action) =>
+    !isActionDefinition(action) || known.get(action.name) === action
+      ? base
+      : { get: (n) => (n === action.name ? action : base.get(n)), names: () => [...new Set([...known.names(), action.name])].sort() };
+}

@@ -5,17 +5,16 @@
 import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { configuredBuiltinActions } from '../actions/builtin.ts';
-import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import type { AnyActionDefinition } from '../actions/action.ts';
 import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
 import { openEnvironment, type Environment } from '../cli/environment.ts';
 import { BatonError, NotFoundError } from '../errors.ts';
 import { START } from '../eventstore/event-store.ts';
-import { InvalidInputError } from '../input/errors.ts';
 import { versionShown } from '../input/action-versions.ts';
 import { createLogger } from '../log.ts';
 import { executionTimeline } from '../replay/execution-history.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
-import { checkItems, checkOne, type Actions } from './checks.ts';
+import { actionsFor, checkItems, checkOne } from './checks.ts';
 import { configWithOptions } from './options-config.ts';
 import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
 import { endReasonOf, type CancelOutcome, type DatabaseClientOptions, type ExecutionStatus, type ExecutionView, type HistoryEntry, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
@@ -59,11 +58,9 @@ export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot,
   };
 }
 
+/** `o.actions` is checked by createClient (index.ts) before this opens anything. */
 export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<Transport> {
   const known = o.actions ?? [];
-  known.forEach((a, i) => {
-    if (!isActionDefinition(a)) throw new InvalidInputError([{ path: `actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }]);
-  });
   // The environment as the CLI has it, except for the database, which the caller names. A
   // caller's own BATON_* variables (BATON_EVENTSTORE_URL, BATON_LOG_LEVEL) still apply.
   const config = configWithOptions([{ path: 'databaseUrl', variable: 'BATON_DATABASE_URL', value: o.databaseUrl }], { logLevel: 'warn' });
@@ -79,10 +76,7 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
   }
 
   /** The registry a submission is checked against: the client's, with the definition it passed. */
-  const registryFor = (action: AnyActionDefinition | string): Actions =>
-    typeof action === 'string' || registry.get(action.name) === action
-      ? registry
-      : { get: (n) => (n === action.name ? action : registry.get(n)), names: () => [...new Set([...registry.names(), action.name])].sort() };
+  const registryFor = actionsFor(registry, 'refuse');
 
   const submitted = (r: Awaited<ReturnType<typeof runtime.submit>>): Submitted => ({
     executionId: r.executionId,

@@ -39,10 +39,12 @@ export class ResultTimeoutError extends BatonError {
 /**
  * An API answer with no more specific class: UNAUTHENTICATED, FORBIDDEN, LIMIT_EXCEEDED,
  * SERVICE_UNAVAILABLE, an HTTP failure, an unreachable server, or a GraphQL error without a code.
+ * In both modes also `CLOSED`: a call on a closed client, or a `result` or `updates` still waiting
+ * when it closed.
  */
 export class BatonApiError extends BatonError {
   constructor(
-    /** The error's `extensions.code` (`UNAUTHENTICATED`, …), or `HTTP_<status>`, or `NETWORK`. */
+    /** The error's `extensions.code` (`UNAUTHENTICATED`, …), or `HTTP_<status>`, `NETWORK`, or `CLOSED` (the client was closed). */
     readonly code: string,
     message: string,
     options?: ErrorOptions,

@@ -3,13 +3,14 @@
 // graphql-sse's client speaks its "distinct connections" protocol). Every GraphQL error comes
 // back as the typed error the server's resolver threw (errors.ts).
 import { createClient as createSseClient, NetworkError } from 'graphql-sse';
-import type { AnyActionDefinition } from '../actions/action.ts';
-import { InvalidActionInputError } from '../actions/action.ts';
+import { InvalidActionInputError, type AnyActionDefinition } from '../actions/action.ts';
+import { builtinActions } from '../actions/builtin.ts';
+import { createActionRegistry } from '../actions/registry.ts';
 import { BatonError } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
-import { checkItems, checkOne, SERVER_KNOWS } from './checks.ts';
+import { actionsFor, checkItems, checkOne } from './checks.ts';
 import { submittedOrThrow, withResults, type SubmitManyResult } from './submit-many.ts';
 import { endReasonOf, FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
@@ -64,7 +65,7 @@ function viewOfRow(r: ExecutionRowJson): ExecutionView {
   };
 }
 
-const OUTCOMES: Record<string, CancelOutcome['outcome']> = { CANCELLED: 'cancelled', CANCEL_REQUESTED: 'cancel-requested', ALREADY_REQUESTED: 'already-requested' };
+const OUTCOMES: Record<string, CancelOutcome['outcome']> = { CANCELLED: 'cancelled', CANCEL_REQUESTED: 'cancel-requested', ALREADY_REQUESTED: 'already-requested', TOO_LATE: 'too-late' };
 
 export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   let url: URL;
@@ -75,12 +76,17 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
     throw new InvalidInputError([{ path: 'graphqlUrl', message: 'must be an http(s) URL like http://127.0.0.1:4000/graphql' }]);
   }
   const headers: Record<string, string> = o.token ? { authorization: `Bearer ${o.token}` } : {};
+  // What the client checks before sending: the built-ins, the caller's `actions` and any
+  // definition passed; an action only the server knows is checked there (checks.ts).
+  const known = o.actions ?? [];
+  const registryFor = actionsFor(createActionRegistry([...builtinActions, ...known.filter((a) => !builtinActions.some((b) => b.name === a.name))]), 'server');
   const sse = createSseClient({ url: url.href, headers, retryAttempts: 3 });
   const inFlight = new Set<AbortController>();
   // Items per submitExecutions request: SUBMIT_BATCH until the server says it takes fewer.
   let batchSize = SUBMIT_BATCH;
 
-  async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}): Promise<D> {
+  /** `answer`: turns a GraphQL error that is an answer (a cancel too late) into data; undefined throws it. */
+  async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}, answer?: (e: GraphQLErrorBody) => D | undefined): Promise<D> {
     // Not in the try below: a value JSON cannot carry is a bug of ours (the calls check first), not an unreachable server.
     const body = JSON.stringify({ query, variables });
     const ac = new AbortController();
@@ -100,16 +106,18 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
     } finally {
       inFlight.delete(ac);
     }
-    let answer: { data?: D | null; errors?: GraphQLErrorBody[] };
+    let reply: { data?: D | null; errors?: GraphQLErrorBody[] };
     try {
-      answer = JSON.parse(text);
+      reply = JSON.parse(text);
     } catch {
       throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} without a GraphQL response: ${text.slice(0, 200)}`);
     }
-    const first = answer.errors?.[0];
+    const first = reply.errors?.[0];
+    const answered = first && answer?.(first);
+    if (answered !== undefined) return answered;
     if (first) throw fromGraphQLError(first, context);
-    if (!res.ok || answer.data == null) throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} with no data`);
-    return answer.data;
+    if (!res.ok || reply.data == null) throw new BatonApiError(`HTTP_${res.status}`, `the Baton API answered ${res.status} with no data`);
+    return reply.data;
   }
 
   function submitVariables(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
@@ -130,7 +138,7 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   }`;
 
   async function submit(action: AnyActionDefinition | string, input: unknown, options: SubmitOptions) {
-    checkOne(SERVER_KNOWS, action, input, options); // as over the database, before anything is sent
+    checkOne(registryFor(action), action, input, options); // as over the database, before anything is sent
     const variables = submitVariables(action, input, options);
     try {
       const d = await request<{ submitExecution: { executionId: string; created: boolean; status: ExecutionStatus } }>(SUBMIT, variables, {
@@ -151,7 +159,7 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   return {
     submit,
     async submitMany(items) {
-      checkItems(() => SERVER_KNOWS, items); // every item, as over the database, before the first batch is sent
+      checkItems(registryFor, items); // every item, as over the database, before the first batch is sent
       // One submitExecutions request (one appendMany on the server) per batch, in order.
       const results: SubmitManyResult[] = [];
       let size = batchSize;
@@ -169,8 +177,12 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
           // stored either: this call's batches are halved until they fit (or one item is too large alone).
           else if (tooLarge(err) && batch.length > 1) size = Math.ceil(batch.length / 2);
           else {
-            const error = tooLarge(err) ? inputTooLarge(`items[${start}].input`, batch[0]!.input, url, storedNote(start)) : itemError(err, batch, start);
-            throw error instanceof Error ? withResults(error, results) : error;
+            const note = storedNote(results);
+            const error = tooLarge(err) ? inputTooLarge(`items[${start}].input`, batch[0]!.input, url, note) : itemError(err, batch, start, note);
+            if (!(error instanceof Error)) throw error;
+            // Every item's outcome: the earlier batches' as the server gave them, then this batch's
+            // and the later ones', none stored (a request that got no answer may have been: NETWORK).
+            throw withResults(error, [...results, ...items.slice(start).map((): SubmitManyResult => ({ ok: false, error }))]);
           }
           start -= size; // the loop adds it back: the same start, smaller batches
           continue;
@@ -187,16 +199,24 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       return submittedOrThrow(results);
     },
     async cancel(id, reason) {
+      type Answer = { cancelExecution: { executionId: string; status: ExecutionStatus; outcome: string; message: string } };
+      // The store's answer for one already finished: a CONFLICT carrying outcome TOO_LATE and its status (src/api/mutations.ts).
+      const tooLate = (e: GraphQLErrorBody): Answer | undefined => {
+        const ext = e.extensions ?? {};
+        if (ext['code'] !== 'CONFLICT' || ext['outcome'] !== 'TOO_LATE' || typeof ext['status'] !== 'string') return undefined;
+        return { cancelExecution: { executionId: id, status: ext['status'] as ExecutionStatus, outcome: 'TOO_LATE', message: e.message } };
+      };
       try {
-        const d = await request<{ cancelExecution: { executionId: string; status: ExecutionStatus; outcome: string; message: string } }>(
+        const d = await request<Answer>(
           `mutation Cancel($id: ID!, $reason: String) { cancelExecution(id: $id, reason: $reason) { executionId status outcome message } }`,
           { id, ...(reason !== undefined && { reason }) },
           { executionId: id },
+          tooLate,
         );
         const r = d.cancelExecution;
         return { executionId: r.executionId, status: r.status, outcome: OUTCOMES[r.outcome] ?? 'cancel-requested', message: r.message };
       } catch (err) {
-        // The API answers a finished execution with CONFLICT naming its state; the database client reports it as too late.
+        // A server without that answer: a CONFLICT is too late when the read model already shows it final.
         if (err instanceof BatonApiError && err.code === 'CONFLICT') {
           const view = await get(id);
           if (view?.final) return { executionId: id, status: view.status, outcome: 'too-late', message: err.message };
@@ -215,6 +235,9 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       return d.execution.history.map((h) => ({ ...h, stateBefore: h.stateBefore ?? undefined }));
     },
     async *updates(id, signal) {
+      // The subscription waits 10 s for an id the read model has not shown yet before it says
+      // NOT_FOUND; `events` asks the event store (and the archive) at once, as the database client does.
+      await request(`query Exists($id: ID!) { events(executionId: $id, limit: 1) { revision } }`, { id }, { executionId: id });
       const it = sse.iterate<{ executionUpdated: ExecutionRowJson }>({ query: `subscription Updates($id: ID!) { executionUpdated(id: $id) { ${VIEW_FIELDS} } }`, variables: { id } });
       const stop = () => void it.return?.();
       signal?.addEventListener('abort', stop, { once: true });
@@ -267,8 +290,13 @@ function serverBatchLimit(err: unknown): number | undefined {
   return limit >= 1 ? limit : undefined;
 }
 
-/** What a refusal of the batch starting at `start` adds: the earlier batches were stored. */
-const storedNote = (start: number) => (start > 0 ? ` (items 0 to ${start - 1}, the earlier batches, were submitted)` : '');
+/** What a refusal of a batch adds: which of the earlier batches' items were stored. */
+function storedNote(earlier: readonly SubmitManyResult[]): string {
+  if (earlier.length === 0) return '';
+  const stored = earlier.filter((r) => r.ok).length;
+  const items = `items 0 to ${earlier.length - 1}, the earlier batches,`;
+  return stored === earlier.length ? ` (${items} were submitted)` : ` (of ${items} ${stored} were submitted; the error's \`results\` says which)`;
+}
 
 /** The server refused the request's body as larger than it takes (BATON_API_MAX_BODY_BYTES), before reading it. */
 const tooLarge = (err: unknown) => err instanceof BatonApiError && err.code === 'REQUEST_ENTITY_TOO_LARGE';
@@ -287,9 +315,8 @@ function inputTooLarge(at: string, input: unknown, url: URL, note = ''): Invalid
  * alone does not fit its action's schema is InvalidActionInputError (`items[503]: invalid input
  * for action …`), as over the database. Earlier batches, already stored, are named.
  */
-function itemError(err: unknown, batch: readonly SubmitItem[], start: number): unknown {
+function itemError(err: unknown, batch: readonly SubmitItem[], start: number, note: string): unknown {
   if (!(err instanceof BatonError)) return err;
-  const note = storedNote(start);
   if (err instanceof InvalidInputError) {
     const asItem = (_: string, n: string) => `items[${start + Number(n)}]`;
     // Named as the caller knows them: `inputs.3.priority` and "the same key as inputs.0" are items of all it passed.

@@ -6,11 +6,15 @@
 //   const baton = await createClient({ databaseUrl: process.env.DATABASE_URL! });
 //   const { executionId } = await baton.submit(charge, { customerId: 'c1', cents: 500 });
 //   const { chargedCents } = await baton.result(executionId, { timeout: 30_000 });
-import { InvalidInputError } from '../input/errors.ts';
+import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { createActionRegistry } from '../actions/registry.ts';
+import { token as tokenRule } from '../config-values.ts';
+import { InvalidInputError, refuseAny, type InputProblem } from '../input/errors.ts';
+import { unknownNameMessage } from '../input/nearest.ts';
 import { openDatabaseTransport, type Transport } from './database-client.ts';
 import { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
 import { openGraphQLTransport } from './graphql-client.ts';
-import type { BatonClient, ClientOptions, ExecutionStatus, ExecutionView, SubmitItem, SubmitOptions } from './types.ts';
+import type { BatonClient, ClientOptions, DatabaseClientOptions, ExecutionStatus, ExecutionView, GraphQLClientOptions, SubmitItem, SubmitOptions } from './types.ts';
 import { UUID } from '../ids.ts';
 import { textProblem } from '../input/rules.ts';
 
@@ -19,6 +23,7 @@ export { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './error
 export { SubmitManyError, type SubmitManyResult } from './submit-many.ts';
 
 const OPTION_KEYS = ['idempotencyKey', 'priority', 'maxAttempts', 'actionVersion', 'tags', 'namespace'] as const;
+const ITEM_KEYS = ['action', 'input', ...OPTION_KEYS] as const;
 // Execution ids are UUIDs (time-ordered, or derived from an idempotency key), as the API's uuidArg requires.
 /** The id, lower-cased; anything but a UUID is refused the same way over the database and GraphQL. */
 function checkId(id: unknown): string {
@@ -41,36 +46,125 @@ function checkReason(reason: unknown): string | undefined {
   return reason as string;
 }
 
+/** Each key of `o` not in `known`, named under `at` with the nearest known one (`did you mean "input"?`); symbol keys too. */
+function unknownKeys(o: object, known: readonly string[], at: string): InputProblem[] {
+  const keys = Object.keys(o).filter((k) => !known.includes(k));
+  return [
+    ...keys.map((k) => ({ path: `${at}.${k}`, message: unknownNameMessage('option', k, known) })),
+    ...Object.getOwnPropertySymbols(o).map((k) => ({ path: at, message: `a symbol key (${String(k)}) is no option; known: ${known.join(', ')}` })),
+  ];
+}
+
 /** Unknown submit options are refused, not ignored. (Tags and namespaces are checked where the submission is: src/runtime/submission.ts.) */
-function checkOptions(options: unknown, at: string): SubmitOptions {
+function checkOptions(options: unknown, at: string, known: readonly string[] = OPTION_KEYS): SubmitOptions {
   if (options === undefined) return {};
   if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidInputError([{ path: at, message: 'must be an object' }]);
-  const problems = Object.keys(options)
-    .filter((k) => !(OPTION_KEYS as readonly string[]).includes(k) && !(at.startsWith('items[') && (k === 'action' || k === 'input')))
-    .map((k) => ({ path: `${at}.${k}`, message: `unknown option; known: ${OPTION_KEYS.join(', ')}` }));
-  if (problems.length > 0) throw new InvalidInputError(problems);
+  refuseAny(unknownKeys(options, known, at));
   return options as SubmitOptions;
 }
 
+/** createClient's options, each of the wrong type named, before anything is opened. */
+function checkClientOptions(o: Record<string, unknown>, byDatabase: boolean): void {
+  const allowed = byDatabase ? ['databaseUrl', 'actions'] : ['graphqlUrl', 'token', 'actions'];
+  refuseAny(unknownKeys(o, allowed, 'options'));
+  const actions = o['actions'];
+  if (actions !== undefined && !Array.isArray(actions)) refuseAny([{ path: 'options.actions', message: 'must be an array of actions built with defineAction' }]);
+  refuseAny(((actions ?? []) as unknown[]).flatMap((a, i) => (isActionDefinition(a) ? [] : [{ path: `options.actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }])));
+  createActionRegistry((actions as AnyActionDefinition[] | undefined) ?? []); // DuplicateActionError: one name given twice
+  const token = o['token'];
+  // Empty is no token, as an empty BATON_API_TOKEN is unset.
+  if (token !== undefined && token !== '') {
+    const parsed = tokenRule.safeParse(token);
+    if (!parsed.success) refuseAny([{ path: 'options.token', message: typeof token === 'string' ? parsed.error.issues[0]!.message : 'must be a string (a bearer token)' }]);
+  }
+}
+
+const CLOSED = Symbol('closed');
+/** What any call on a closed client throws, in both modes. */
+const closedError = () => new BatonApiError('CLOSED', 'the client is closed (close() was called): create another with createClient');
+/** What `result` and `updates` still waiting when the client closed reject with. */
+const closedWhileWaiting = (id: string, status: ExecutionStatus | undefined) =>
+  new BatonApiError('CLOSED', `the client was closed while waiting for execution ${id} to finish${status ? ` (it is ${status})` : ''}`);
+
 /**
  * A client for one Baton installation: `{ databaseUrl }` talks to its database directly,
- * `{ graphqlUrl, token }` to its API. Close it when done (`await client.close()`).
+ * `{ graphqlUrl, token }` to its API. Close it when done (`await client.close()`); any call after
+ * that, and a `result` or `updates` still waiting then, rejects with BatonApiError `CLOSED`.
  */
 export async function createClient(options: ClientOptions): Promise<BatonClient> {
   const o = (options ?? {}) as unknown as Record<string, unknown>;
+  for (const url of ['databaseUrl', 'graphqlUrl']) {
+    if (o[url] !== undefined && typeof o[url] !== 'string') throw new InvalidInputError([{ path: url, message: `must be a string (${url === 'databaseUrl' ? 'postgres://…' : 'http://…/graphql'})` }]);
+  }
   const byDatabase = typeof o['databaseUrl'] === 'string';
   const byApi = typeof o['graphqlUrl'] === 'string';
   if (byDatabase === byApi) {
     throw new InvalidInputError([{ path: 'options', message: 'give either databaseUrl (postgres://…) or graphqlUrl (http://…/graphql), not both and not neither' }]);
   }
-  const allowed = byDatabase ? ['databaseUrl', 'actions'] : ['graphqlUrl', 'token'];
-  const unknown = Object.keys(o).filter((k) => !allowed.includes(k));
-  if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: `unknown option; known: ${allowed.join(', ')}` })));
-  const transport: Transport = byDatabase ? await openDatabaseTransport(options as { databaseUrl: string }) : openGraphQLTransport(options as { graphqlUrl: string });
+  checkClientOptions(o, byDatabase);
+  const transport: Transport = byDatabase ? await openDatabaseTransport(options as DatabaseClientOptions) : openGraphQLTransport(options as GraphQLClientOptions);
+  let closing: Promise<void> | undefined;
+  // close() settles every wait in progress (result, updates) at once: a transport's own call
+  // in flight (a query queued on a pool that is ending) could take its connect timeout to fail.
+  const waits = new Set<AbortController>();
+  const onClose = new Set<() => void>();
+  const open = () => {
+    if (closing) throw closedError();
+  };
+  /** `p`, or CLOSED once the client closes first (then `p`'s own failure is of no interest). */
+  function unlessClosed<T>(p: Promise<T>): Promise<T | typeof CLOSED> {
+    p.catch(() => undefined);
+    if (closing) return Promise.resolve(CLOSED);
+    return new Promise((resolve, reject) => {
+      const closed = () => resolve(CLOSED);
+      onClose.add(closed);
+      void p.then(resolve, reject).finally(() => onClose.delete(closed));
+    });
+  }
+
+  /** The execution's views until a final one, ending when `signal` aborts; CLOSED when the client closes first. */
+  async function* follow(id: string, signal: AbortSignal | undefined, seen: (view: ExecutionView) => void = () => undefined): AsyncGenerator<ExecutionView> {
+    if (signal?.aborted) return;
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    signal?.addEventListener('abort', stop, { once: true });
+    waits.add(ac);
+    const it = transport.updates(id, ac.signal)[Symbol.asyncIterator]();
+    let last: ExecutionView | undefined;
+    let ended = false;
+    try {
+      for (;;) {
+        const step = await unlessClosed(it.next());
+        if (step === CLOSED) break;
+        if (step.done) {
+          ended = true;
+          if (closing && !signal?.aborted) break; // ended by the close, not by the caller
+          return;
+        }
+        last = step.value;
+        seen(last);
+        yield last;
+        if (last.final) return;
+      }
+    } catch (err) {
+      if (!closing) throw err; // once closed, a failure of the transport's is the close's doing
+    } finally {
+      waits.delete(ac);
+      signal?.removeEventListener('abort', stop);
+      ac.abort();
+      // The transport's own cleanup; not awaited once closed (its call in flight may be slow to fail).
+      const cleanup = ended ? undefined : it.return?.();
+      if (closing) cleanup?.catch(() => undefined);
+      else await cleanup;
+    }
+    if (!signal?.aborted) throw closedWhileWaiting(id, last?.status);
+  }
 
   async function result(id: string, o: { timeout?: number } = {}): Promise<unknown> {
+    open();
     const timeout = o.timeout;
     if (timeout !== undefined && !(Number.isFinite(timeout) && timeout > 0)) throw new InvalidInputError([{ path: 'timeout', message: 'must be a positive number of ms' }]);
+    const checked = checkId(id);
     const ac = new AbortController();
     let timedOut = false;
     const timer = timeout !== undefined ? setTimeout(() => ((timedOut = true), ac.abort()), timeout) : undefined;
@@ -82,10 +176,13 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     try {
       // One that has ended is answered at once, also when it is only in the archive (the API's
       // execution query reads archives; its updates do not, and would wait for nothing).
-      const now = await transport.get(checkId(id));
+      const now = await unlessClosed(transport.get(checked)).catch((err: unknown): typeof CLOSED => {
+        if (closing) return CLOSED;
+        throw err;
+      });
+      if (now === CLOSED) throw closedWhileWaiting(id, undefined);
       if (now?.final) return outcome(now);
-      for await (const view of transport.updates(checkId(id), ac.signal)) {
-        status = view.status;
+      for await (const view of follow(checked, ac.signal, (v) => (status = v.status))) {
         if (view.final) return outcome(view);
       }
     } finally {
@@ -98,22 +195,42 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
 
   const client: BatonClient = {
     mode: byDatabase ? 'database' : 'graphql',
-    submit: (async (action: Parameters<Transport['submit']>[0], input?: unknown, options?: SubmitOptions) =>
-      transport.submit(action, input, checkOptions(options, 'options'))) as BatonClient['submit'],
+    submit: (async (action: Parameters<Transport['submit']>[0], input?: unknown, options?: SubmitOptions) => {
+      open();
+      return transport.submit(action, input, checkOptions(options, 'options'));
+    }) as BatonClient['submit'],
     async submitMany(items: readonly SubmitItem[]) {
+      open();
       if (!Array.isArray(items)) throw new InvalidInputError([{ path: 'items', message: 'must be an array' }]);
       const checked = items.map((item, i) => {
-        const options = checkOptions(item, `items[${i}]`); // an item that is no object is refused here
+        const options = checkOptions(item, `items[${i}]`, ITEM_KEYS); // an item that is no object is refused here
         return { action: item.action, input: item.input, ...options };
       });
       return transport.submitMany(checked);
     },
     result: result as BatonClient['result'],
-    cancel: async (id, reason) => transport.cancel(checkId(id), checkReason(reason)),
-    get: (async (id: string) => transport.get(checkId(id))) as BatonClient['get'],
-    history: async (id) => transport.history(checkId(id)),
-    updates: ((id: string, o: { signal?: AbortSignal } = {}) => transport.updates(checkId(id), o.signal)) as BatonClient['updates'],
-    close: () => transport.close(),
+    cancel: async (id, reason) => {
+      open();
+      return transport.cancel(checkId(id), checkReason(reason));
+    },
+    get: (async (id: string) => {
+      open();
+      return transport.get(checkId(id));
+    }) as BatonClient['get'],
+    history: async (id) => {
+      open();
+      return transport.history(checkId(id));
+    },
+    updates: ((id: string, o: { signal?: AbortSignal } = {}) => {
+      open();
+      return follow(checkId(id), o.signal);
+    }) as BatonClient['updates'],
+    close: () =>
+      (closing ??= (async () => {
+        for (const closed of onClose) closed();
+        for (const wait of waits) wait.abort();
+        await transport.close();
+      })()),
   };
   return client;
 }

@@ -2,8 +2,10 @@
 // caller's options in place of the variables they stand for (`databaseUrl` for
 // BATON_DATABASE_URL). An option is checked by its variable's own rule (src/config.ts), but
 // refused as the option: `options.databaseUrl: Invalid url: …` is InvalidInputError, where
-// loadConfig would blame BATON_DATABASE_URL, which the caller never set.
+// loadConfig would blame BATON_DATABASE_URL, which the caller never set. A database that cannot
+// be reached is blamed on the option too (src/db/connect.ts).
 import { loadConfig, type Config, type ConfigDefaults } from '../config.ts';
+import { databaseUrlFromOption } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
 import { InvalidInputError, type InputProblem } from '../input/errors.ts';
 
@@ -36,5 +38,8 @@ export function configWithOptions(options: readonly SettingOption[], defaults: C
     return message ? [{ path: o.path, message }] : [];
   });
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return loadConfig({ ...process.env, ...Object.fromEntries(given.map((o) => [o.variable, o.value])) }, process.cwd(), defaults);
+  const config = loadConfig({ ...process.env, ...Object.fromEntries(given.map((o) => [o.variable, o.value])) }, process.cwd(), defaults);
+  const url = given.find((o) => o.variable === 'BATON_DATABASE_URL');
+  if (url) databaseUrlFromOption(config, url.path);
+  return config;
 }

@@ -12,8 +12,11 @@ const THROWN_BY_SUBMIT_MANY = Symbol.for('@baton-run/baton.SubmitManyError');
 
 /**
  * The error submitMany throws once something was sent: the first item not submitted, with every
- * item's outcome. Over GraphQL, when a later batch is refused whole (a bad item in it), `results`
- * holds the items of the batches before it, which were stored; the message names where it stopped.
+ * item's outcome. Over GraphQL, when the server refuses a batch whole (an item naming an action
+ * only the server knows, with input its schema refuses), the earlier batches' items are stored
+ * (`ok: true`) and that batch's and the later ones' are not (`ok: false`, each with the error
+ * thrown); the message names where it stopped. A batch whose request got no answer
+ * (`BatonApiError` NETWORK) may have been stored: send its items again with idempotency keys.
  *
  * The error thrown keeps its own class (`IdempotencyKeyConflictError`, `InvalidInputError`, …), so
  * this class is never constructed: `err instanceof SubmitManyError` says whether `err` is such an

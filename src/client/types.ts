@@ -145,7 +145,8 @@ export interface DatabaseClientOptions {
   databaseUrl: string;
   /**
    * Action definitions a submission by name may use, besides the built-ins (`core.*`,
-   * `http.request`). A submission that passes the definition itself needs none.
+   * `http.request`). A submission that passes the definition itself needs none. Must be an
+   * array of `defineAction` results (InvalidInputError naming `options.actions` otherwise).
    */
   actions?: readonly AnyActionDefinition[];
 }
@@ -154,8 +155,14 @@ export interface DatabaseClientOptions {
 export interface GraphQLClientOptions {
   /** The API's endpoint, e.g. `http://127.0.0.1:4000/graphql`. */
   graphqlUrl: string;
-  /** A bearer token (BATON_API_TOKEN to submit and cancel; BATON_API_READ_TOKEN reads only). Not needed against a loopback API started without tokens. */
+  /** A bearer token (BATON_API_TOKEN to submit and cancel; BATON_API_READ_TOKEN reads only): printable ASCII without spaces, empty meaning none. Not needed against a loopback API started without tokens. */
   token?: string;
+  /**
+   * Action definitions whose schemas the client checks a submission by name against before
+   * sending it, as the built-ins' (`core.*`, `http.request`) and any definition passed are.
+   * Other names are checked by the server alone (see `submitMany`).
+   */
+  actions?: readonly AnyActionDefinition[];
 }
 
 export type ClientOptions = DatabaseClientOptions | GraphQLClientOptions;
@@ -176,11 +183,15 @@ export interface BatonClient {
   submit<A extends AnyActionDefinition>(action: A, input: InputOf<A>, options?: SubmitOptions): Promise<Submitted<OutputOf<A>>>;
   submit(action: string, input?: unknown, options?: SubmitOptions): Promise<Submitted>;
   /**
-   * Submit several executions; results in the items' order. A bad item refuses the call
-   * (InvalidInputError naming `items[i].…`, InvalidActionInputError `items[i]: …`) before any
-   * item is stored: over the database, all of them; over GraphQL, those of its batch (one
-   * `submitExecutions` request per {@link SUBMIT_BATCH} items; the message says which earlier
-   * items were stored), as is an idempotency key used twice in the call for different requests.
+   * Submit several executions; results in the items' order. Every item is checked before any is
+   * stored or sent, and a bad one refuses the call with nothing stored (InvalidInputError naming
+   * `items[i].…`, InvalidActionInputError `items[i]: …`; an idempotency key used twice in the
+   * call for different requests likewise). Over GraphQL the client checks an item's input against
+   * its action's schema when it knows the schema: a definition passed as `action`, one of the
+   * client's `actions`, or a built-in. An action named only by the server is checked by the server,
+   * one `submitExecutions` request of {@link SUBMIT_BATCH} items at a time: when it refuses a batch
+   * (nothing of that batch is stored), the earlier batches are stored, and the error is a
+   * `SubmitManyError` whose `results` has every item's outcome (`ok: true` for each stored one).
    * An item the store does not take is left out alone: an idempotency key naming an earlier,
    * different request (IdempotencyKeyConflictError), or a store that refused or failed it. The
    * other items are stored; then the first such item's error is thrown (`items[i]: …`), carrying
@@ -190,7 +201,9 @@ export interface BatonClient {
   /**
    * The execution's result once it completes. Rejects with ExecutionFailedError when it ends
    * otherwise (Failed, Cancelled, TimedOut, Abandoned), with ResultTimeoutError when `timeout`
-   * (ms) passes first, and with NotFoundError for an unknown id.
+   * (ms) passes first, with NotFoundError at once for an id no execution has (over GraphQL too:
+   * the event store is asked, not only the read model), and with BatonApiError `CLOSED` when the
+   * client is closed while it waits.
    */
   result<O>(id: ExecutionId<O>, options?: { timeout?: number }): Promise<O>;
   /** Cancel it in whatever state it is; a finished one is left alone (`outcome: 'too-late'`). */
@@ -202,9 +215,13 @@ export interface BatonClient {
   /**
    * Its state each time it changes: the current one first, then every change, ending after a
    * final state (or when `signal` aborts). `for await (const u of client.updates(id)) …`
+   * NotFoundError for an unknown id; BatonApiError `CLOSED` when the client is closed meanwhile.
    */
   updates<O>(id: ExecutionId<O>, options?: { signal?: AbortSignal }): AsyncIterable<ExecutionView<O>>;
-  /** Closes the client's connections. */
+  /**
+   * Closes the client's connections. A `result` or `updates` still waiting rejects with
+   * BatonApiError `CLOSED`, as does any call made afterwards; calling close() again is harmless.
+   */
   close(): Promise<void>;
 }
 

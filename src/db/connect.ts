@@ -13,6 +13,15 @@ import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
 import { DatabaseUnavailableError } from './database-unavailable.ts';
 export { DatabaseUnavailableError };
 
+// Where a Config's databaseUrl came from when a library caller gave it as an option
+// (`options.databaseUrl`), so a refusal names that option, not BATON_DATABASE_URL.
+const urlOptions = new WeakMap<Config, string>();
+
+/** Say that `config.databaseUrl` is the caller's option `path`, not BATON_DATABASE_URL (connection errors name it so). */
+export function databaseUrlFromOption(config: Config, path: string): void {
+  urlOptions.set(config, path);
+}
+
 export interface Database {
   /** Connection URL (contains the password: do not log it; use redactUrl()). */
   url: string;
@@ -45,7 +54,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
   let source: string;
   if (config.databaseUrl) {
     url = config.databaseUrl;
-    source = 'BATON_DATABASE_URL';
+    source = urlOptions.get(config) ?? 'BATON_DATABASE_URL';
   } else {
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, portIsDefault: !config.embeddedPgPortSet, log });
     url = embedded.url;
@@ -98,31 +107,41 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     if (applied.length) log.info({ applied }, 'database migrated');
   } catch (err) {
     await close();
-    throw err instanceof BatonError ? err : unavailable(err, url, source, wait.waitMs);
+    throw err instanceof BatonError ? err : unavailable(err, url, source, options.signal?.aborted ? 'aborted' : wait.waitMs);
   }
   log.debug({ url: redactUrl(url), embedded: !!embedded }, 'database open');
   return { url, pool, embedded: !!embedded, embeddedClusterDir: embedded?.clusterDir, close };
 }
 
-function unavailable(err: unknown, url: string, source: string, waitMs: number): DatabaseUnavailableError {
+/** `source`: BATON_DATABASE_URL, a caller's option, or the embedded Postgres; `waited`: the wait's bound, or `aborted` when the caller's signal stopped it. */
+function unavailable(err: unknown, url: string, source: string, waited: number | 'aborted'): DatabaseUnavailableError {
   const e = err as { code?: string; message?: string };
   const transient = transientReason(err);
+  // The setting to change: the caller's option when the URL came from one (src/client/options-config.ts).
+  const setting = source === 'BATON_DATABASE_URL' || source.startsWith('the embedded') ? 'BATON_DATABASE_URL' : source;
   const hint =
     e.code === '28P01' || e.code === '28000'
       ? 'the user name or password is wrong.'
       : e.code === '3D000'
-        ? 'create it first, or point BATON_DATABASE_URL at an existing database.'
+        ? `create it first, or point ${setting} at an existing database.`
         : e.code === '53300'
           ? 'the server has no connection slot free: raise its max_connections, or run fewer or smaller pools.'
           : transient || e.code === 'ENOTFOUND'
-            ? `is the server running and reachable?${source === 'BATON_DATABASE_URL' ? ' Unset BATON_DATABASE_URL to use the embedded Postgres instead.' : ''}`
+            ? // Only the CLI's variable has the embedded Postgres behind it: a library's option does not.
+              `is the server running and reachable?${source === 'BATON_DATABASE_URL' ? ' Unset BATON_DATABASE_URL to use the embedded Postgres instead.' : ''}`
             : '';
   // An SQLSTATE outside the connection classes came from the migrations, not from connecting.
   const connecting = !/^[0-9A-Z]{5}$/.test(e.code ?? '') || /^(08|28|3D|53|57)/.test(e.code!);
   if (!connecting) {
     return new DatabaseUnavailableError(`cannot prepare Postgres at ${redactUrl(url)} (from ${source}) for Baton: ${e.message ?? String(err)}`, { cause: err });
   }
-  const gaveUp = transient && waitMs > 0 ? ` (gave up after ${Math.round(waitMs / 100) / 10} s; BATON_DB_WAIT sets how long to wait)` : '';
+  const gaveUp = !transient
+    ? ''
+    : waited === 'aborted'
+      ? ' (stopped waiting for it: the signal aborted)'
+      : waited > 0
+        ? ` (gave up after ${Math.round(waited / 100) / 10} s; BATON_DB_WAIT sets how long to wait)`
+        : '';
   return new DatabaseUnavailableError(
     `cannot connect to Postgres at ${redactUrl(url)} (from ${source}): ${e.message ?? String(err)}${gaveUp}${hint ? `; ${hint}` : ''}`,
     { cause: err },

@@ -31,7 +31,7 @@ export { WorkerIdInUseError } from '../worker/worker-id-in-use.ts';
 export interface EmbeddedWorkerOptions {
   /** `postgres://user:password@host:5432/database`: the database every Baton host of the installation uses. */
   databaseUrl: string;
-  /** The actions this worker runs (built with `defineAction`). The built-ins (`core.*`, `http.request`) are added unless `builtins` is false. */
+  /** The actions this worker runs (built with `defineAction`). The built-ins (`core.*`, `http.request`) are added unless `builtins` is false; with `builtins: false`, at least one. */
   actions: readonly AnyActionDefinition[];
   /** Offer the built-in actions too. Default true. */
   builtins?: boolean;
@@ -47,7 +47,12 @@ export interface EmbeddedWorkerOptions {
   projector?: boolean;
   /** How long a drain lets runs finish before handing them back, in ms (at most 7 days). Default BATON_SHUTDOWN_TIMEOUT (30 s). */
   shutdownTimeoutMs?: number;
-  /** Drains and stops the worker when it aborts (the same as calling `stop()`). */
+  /**
+   * Drains and stops the worker when it aborts (the same as calling `stop()`). Already aborted:
+   * startWorker refuses at once (InvalidInputError naming `options.signal`), before connecting or
+   * announcing anything. Aborted while it waits for the database: the wait stops and startWorker
+   * rejects (DatabaseUnavailableError). Aborted later in the start: it starts, then drains.
+   */
   signal?: AbortSignal;
   /** Serve `/healthz` and `/metrics` (Prometheus) on this port (0: any free one). Default: not served; `registry` still has the metrics. */
   metricsPort?: number;
@@ -98,6 +103,10 @@ export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWor
   o.actions.forEach((a, i) => {
     if (!isActionDefinition(a)) throw new InvalidInputError([{ path: `options.actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }]);
   });
+  // A worker with nothing to offer could take no work (and its WorkerStarted needs one action).
+  if (o.actions.length === 0 && o.builtins === false) throw new InvalidInputError([{ path: 'options.actions', message: 'a worker needs at least one action: give one, or leave the built-ins on (builtins: false leaves them out)' }]);
+  // Nothing is started for a signal that already says stop: no worker id taken, nothing announced.
+  if (o.signal?.aborted) throw new InvalidInputError([{ path: 'options.signal', message: `is already aborted${o.signal.reason !== undefined ? ` (${String(o.signal.reason)})` : ''}: the worker was not started` }]);
   const capacity = o.capacity ?? 10;
   if (!Number.isInteger(capacity) || capacity < 1 || capacity > 100_000) throw new InvalidInputError([{ path: 'options.capacity', message: 'must be a whole number from 1 to 100000' }]);
 

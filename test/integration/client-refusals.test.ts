@@ -4,7 +4,7 @@
 // changed on the way (JSON.stringify turns NaN into null and drops undefined) nor an internal error.
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { InvalidInputError, createClient, type BatonClient } from '@baton-run/baton';
+import { InvalidInputError, NotFoundError, ResultTimeoutError, createClient, type BatonClient } from '@baton-run/baton';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { createActionRegistry } from '../../src/actions/registry.ts';
 import { startApiServer, type ApiServer } from '../../src/api/server.ts';
@@ -168,4 +168,55 @@ it('createClient refuses a databaseUrl that is not one, naming the option, befor
   const blank = await createClient({ databaseUrl: ' ' }).catch((e: unknown) => e);
   expect(blank).toBeInstanceOf(InvalidInputError);
   expect((blank as InvalidInputError).problems).toEqual([{ path: 'databaseUrl', message: 'must not be empty' }]);
+});
+
+it('an unknown item field is refused naming it with the nearest known one, `action` and `input` among them, alike in both modes', async () => {
+  const { database, graphql } = await refusals((c) => c.submitMany([{ action: 'core.noop', inptu: 1 } as never]));
+  expect(database).toBeInstanceOf(InvalidInputError);
+  expect((database as InvalidInputError).problems).toEqual([{ path: 'items[0].inptu', message: 'unknown option; did you mean "input"?' }]);
+  expect((graphql as Error).message).toBe((database as Error).message);
+  // Nothing near: every field an item takes is listed.
+  const far = await refusals((c) => c.submitMany([{ action: 'core.noop', zzz: 1 } as never]));
+  expect((far.database as Error).message).toBe('items[0].zzz: unknown option; known: action, input, idempotencyKey, priority, maxAttempts, actionVersion, tags, namespace');
+  expect((far.graphql as Error).message).toBe((far.database as Error).message);
+});
+
+it('a symbol key, which JSON would drop without a word, is refused naming where, alike in both modes', async () => {
+  const before = await requested();
+  const cases: [(c: BatonClient) => Promise<unknown>, string][] = [
+    [(c) => c.submit('core.echo', { [Symbol('s')]: 1, a: 1 }), 'input: a symbol key (Symbol(s)) is not JSON'],
+    [(c) => c.submit('core.echo', { a: [{ [Symbol.for('t')]: 2 }] }), 'input.a.0: a symbol key (Symbol(t)) is not JSON'],
+    [(c) => c.submit('core.noop', null, { tags: { [Symbol('k')]: 'v' } as never }), 'tags: a symbol key (Symbol(k)) is not JSON'],
+    [(c) => c.submitMany([{ action: 'core.noop' }, { action: 'core.echo', input: { [Symbol('s')]: 1 } }]), 'items[1].input: a symbol key (Symbol(s)) is not JSON'],
+  ];
+  for (const [call, message] of cases) {
+    const { database, graphql } = await refusals(call);
+    expect(database, message).toBeInstanceOf(InvalidInputError);
+    expect((database as Error).message).toBe(message);
+    expect(graphql, message).toBeInstanceOf(InvalidInputError);
+    expect((graphql as Error).message).toBe(message);
+  }
+  expect(await requested()).toBe(before);
+});
+
+it('cancel of an execution the store has ended is too-late in both modes, though the read model has not caught up (no projector here)', async () => {
+  const { executionId } = await clients.database.submit('core.noop');
+  expect(await clients.database.cancel(executionId)).toMatchObject({ outcome: 'cancelled', status: 'Cancelled' });
+  expect(await clients.graphql.get(executionId)).toBeUndefined(); // the read model knows nothing of it
+  for (const client of Object.values(clients)) {
+    expect(await client.cancel(executionId)).toEqual({ executionId, outcome: 'too-late', status: 'Cancelled', message: `execution ${executionId} is already Cancelled` });
+  }
+});
+
+it('result and updates of an id nothing has are NotFoundError at once in both modes; one only the store has yet is waited for', async () => {
+  const unknown = randomUUID();
+  for (const client of Object.values(clients)) {
+    await expect(client.result(unknown, { timeout: 5_000 }), client.mode).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client.updates(unknown)[Symbol.asyncIterator]().next(), client.mode).rejects.toBeInstanceOf(NotFoundError);
+  }
+  // Stored but not projected (no projector here): it exists, so the wait goes on to the timeout.
+  const { executionId } = await clients.database.submit('core.noop');
+  for (const client of Object.values(clients)) {
+    await expect(client.result(executionId, { timeout: 300 }), client.mode).rejects.toBeInstanceOf(ResultTimeoutError);
+  }
 });

@@ -140,11 +140,12 @@ describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
     expect(await client().cancel(executionId)).toMatchObject({ outcome: 'too-late', status: 'Cancelled' });
   });
 
-  it('an unknown id: get is undefined, history and updates are NotFoundError', async () => {
+  it('an unknown id: get is undefined, history, updates and result are NotFoundError', async () => {
     const id = randomUUID();
     expect(await client().get(id)).toBeUndefined();
     await expect(client().history(id)).rejects.toBeInstanceOf(NotFoundError);
-    if (mode === 'database') await expect(client().updates(id)[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client().updates(id)[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client().result(id, { timeout: 5_000 })).rejects.toBeInstanceOf(NotFoundError);
   });
 
   it('records tags and the namespace, which get then shows', async () => {
@@ -252,12 +253,22 @@ it('over GraphQL, submitMany sends one submitExecutions request per batch of SUB
   // Results in the items' order, across the batches.
   const last = many.at(-1)!.executionId;
   expect((await clients.database.history(last))[0]!.data).toMatchObject({ tags: { batch, i: String(SUBMIT_BATCH) } });
-  // A bad item of the second batch is named by its place among all the items.
+  // A bad item of the second batch, of an action only the server knows (this client was given no
+  // `actions`), is refused by the server with its batch: named by its place among all the items,
+  // and a SubmitManyError whose results say which items were stored (the first batch's).
+  const before = await eventCount();
   const err = await clients.graphql
-    .submitMany([...Array.from({ length: SUBMIT_BATCH }, () => ({ action: 'core.noop' })), { action: double, input: { n: 'x' } }])
+    .submitMany([...Array.from({ length: SUBMIT_BATCH }, () => ({ action: 'core.noop' })), { action: 'test.double', input: { n: 'x' } }])
     .catch((e: unknown) => e);
   expect(err).toBeInstanceOf(InvalidActionInputError);
   expect((err as Error).message).toMatch(new RegExp(`^items\\[${SUBMIT_BATCH}\\]: invalid input for action test\\.double: input\\.n: .*\\(items 0 to ${SUBMIT_BATCH - 1}, the earlier batches, were submitted\\)$`));
+  expect(err).toBeInstanceOf(SubmitManyError);
+  const results = (err as SubmitManyError).results;
+  expect(results).toHaveLength(SUBMIT_BATCH + 1);
+  expect(results.slice(0, SUBMIT_BATCH).every((r) => r.ok && r.submitted.created)).toBe(true);
+  expect(results[SUBMIT_BATCH]).toMatchObject({ ok: false });
+  expect((results[SUBMIT_BATCH] as { error: Error }).error).toBe(err);
+  expect(await eventCount()).toBe(before + SUBMIT_BATCH);
 }, 60_000);
 
 it('over GraphQL, submitMany takes a server\'s lower BATON_API_MAX_SUBMIT_BATCH: the refused batch (nothing of it stored) goes again in batches the server takes', async () => {
@@ -286,7 +297,8 @@ it('over GraphQL, submitMany takes a server\'s lower BATON_API_MAX_SUBMIT_BATCH:
 
 it('createClient refuses options it does not understand', async () => {
   await expect(createClient({ databaseUrl: t.db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
-  await expect(createClient({ graphqlUrl: api.url, tokn: 'x' } as never)).rejects.toThrow(/options\.tokn: unknown option; known: graphqlUrl, token/);
+  await expect(createClient({ graphqlUrl: api.url, tokn: 'x' } as never)).rejects.toThrow(/^options\.tokn: unknown option; did you mean "token"\?$/);
+  await expect(createClient({ graphqlUrl: api.url, zzz: 'x' } as never)).rejects.toThrow(/^options\.zzz: unknown option; known: graphqlUrl, token, actions$/);
   await expect(createClient({ graphqlUrl: 'ftp://x' })).rejects.toThrow(/graphqlUrl: must be an http\(s\) URL/);
 });
 

@@ -2,6 +2,8 @@
 // AbortSignal), letting a running action finish rather than dropping it, and says so in health().
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { z } from 'zod';
@@ -141,3 +143,36 @@ it('the errors starting it can throw are exported, from the root and /worker ali
     vi.unstubAllEnvs();
   }
 }, 30_000);
+
+it('refuses a worker with no action at all, and a signal already aborted, before taking an id or announcing anything', async () => {
+  const announced = async () => (await db.pool.query("SELECT count(*)::int AS n FROM baton_events WHERE type = 'WorkerStarted'")).rows[0].n as number;
+  const before = await announced();
+  const none = await startWorker({ databaseUrl: db.url, actions: [], builtins: false, logger: silentLogger() }).catch((e: unknown) => e);
+  expect(none).toBeInstanceOf(InvalidInputError);
+  expect((none as InvalidInputError).problems).toEqual([{ path: 'options.actions', message: 'a worker needs at least one action: give one, or leave the built-ins on (builtins: false leaves them out)' }]);
+  const aborted = await startWorker({ databaseUrl: db.url, actions: [slow], signal: AbortSignal.abort('shutting down'), logger: silentLogger() }).catch((e: unknown) => e);
+  expect(aborted).toBeInstanceOf(InvalidInputError);
+  expect((aborted as InvalidInputError).problems).toEqual([{ path: 'options.signal', message: 'is already aborted (shutting down): the worker was not started' }]);
+  expect(await announced()).toBe(before);
+});
+
+it('its signal aborting while it waits for the database stops the wait, saying so and naming options.databaseUrl', async () => {
+  // Aborted once the wait has begun: when the worker logs that it waits.
+  let waiting!: () => void;
+  const waits = new Promise<void>((resolve) => (waiting = resolve));
+  const logs = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      if (chunk.toString().includes('waiting for Postgres')) waiting();
+      done();
+    },
+  });
+  const ac = new AbortController();
+  const started = startWorker({ databaseUrl: 'postgres://postgres@127.0.0.1:1/nowhere', actions: [slow], signal: ac.signal, logger: pino({ level: 'warn' }, logs) }).catch((e: unknown) => e);
+  await waits;
+  ac.abort('deploy');
+  const err = await started;
+  expect(err).toBeInstanceOf(DatabaseUnavailableError);
+  expect((err as Error).message).toMatch(
+    /^cannot connect to Postgres at postgres:\/\/postgres@127\.0\.0\.1:1\/nowhere \(from options\.databaseUrl\): connect ECONNREFUSED [^;]* \(stopped waiting for it: the signal aborted\); is the server running and reachable\?$/,
+  );
+});
