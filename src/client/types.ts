@@ -116,7 +116,11 @@ export interface Submitted<O = unknown> {
   status: ExecutionStatus;
 }
 
-/** One item of `submitMany`: a definition (its input typed) or an action name. */
+/**
+ * One item of `submitMany`: a definition or an action name. Its input is not typed here (a list
+ * mixes actions), but checked against the action's schema before anything is stored, as
+ * `submit`'s is; for a typed input and result, submit it with `submit`.
+ */
 export type SubmitItem = { action: AnyActionDefinition | string; input?: unknown } & SubmitOptions;
 
 /** What `cancel` did. */
