@@ -6,7 +6,7 @@
 // (`baton: --input (at a.b): must not contain a NUL character`) and exits 1, without echoing
 // what may be a huge value back.
 import { InvalidArgumentError } from 'commander';
-import { validate as isUuid } from 'uuid';
+import { UUID } from '../ids.ts';
 import { workflowIdProblem } from '../../schemas/workflow-id.ts';
 import { InvalidInputError, under } from '../input/errors.ts';
 import { bigintTextProblem, dateTimeProblem, jsonProblems, textProblem, type Json } from '../input/rules.ts';
@@ -14,6 +14,10 @@ import { parseTagText, TAG_LIMITS } from '../input/tags.ts';
 
 /** `execution-<uuid>`: an execution's stream id, as baton_events and exports show it. */
 const STREAM_ID = /^execution-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
+
+// The rule every front door uses (src/ids.ts): any version and variant. The uuid package's
+// validate() refused ids the API and the stores accept (00000000-0000-0000-0000-000000000001).
+const isUuid = (value: string) => UUID.test(value);
 
 export const executionId = (value: string): string => {
   // Its stream id, copied from the events table or an export, names it as well.
@@ -27,7 +31,7 @@ export const executionId = (value: string): string => {
 /**
  * An execution id for a command that also has a workflow counterpart: a workflow id that is not a
  * uuid (`nightly-2026-11-21`) is pointed there. (A workflow's uuid is told apart only once the
- * store says no execution has it: see notAnExecution in run/executions.ts.)
+ * store says no execution has it: see notAnExecution in run/archived-notice.ts.)
  */
 export const executionIdOrPointer = (workflowCommand: string) => (value: string): string => {
   if (isUuid(value) || STREAM_ID.test(value)) return executionId(value);
@@ -42,6 +46,14 @@ export const workflowId = (value: string): string => {
   if (problem !== undefined) throw new InvalidArgumentError(`workflow id ${problem}, got "${value}"`);
   return value;
 };
+
+/** `--archive <dir>`, `--checkpoint <file>`: a path the file system can take; an empty one would mean the current directory. */
+export const pathOption =
+  (kind: 'file' | 'directory') =>
+  (value: string): string => {
+    if (value.trim() === '' || value.includes('\0') || value.length > 4096) throw new InvalidArgumentError(`must be a ${kind} path (no NUL bytes, at most 4096 characters)`);
+    return value;
+  };
 
 const refuse = (option: string, message: string) => new InvalidInputError([{ path: option, message }]);
 

@@ -5,11 +5,11 @@
 // port or touches the database (the first keeps running, unharmed); another directory, with
 // its own data dir, gets its own embedded Postgres and free ports. Its workers are `dev-1`,
 // `dev-2`, …, skipping ids a live process holds on a shared database (BATON_DATABASE_URL).
-import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createActionRegistry } from '../actions/index.ts';
 import { redactUrl } from '../db/connect.ts';
 import { BatonError } from '../errors.ts';
+import { makeDirectory } from '../fs/make-directory.ts';
 import { claimPidFile } from '../process/pid-file.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
 import { WorkerIdInUseError, type WorkerHost } from '../worker/worker-host.ts';
@@ -73,7 +73,9 @@ export async function runDev(o: DevOptions): Promise<void> {
 async function claimDataDir(config: HostBase['config']): Promise<() => void> {
   if (config.databaseUrl !== undefined) return () => undefined;
   const dataDir = config.dataDir;
-  await fs.mkdir(dataDir, { recursive: true });
+  await makeDirectory(dataDir).catch((err: unknown) => {
+    throw new BatonError(`BATON_DATA_DIR: cannot create ${dataDir}: ${(err as Error).message}`, { cause: err });
+  });
   const lock = await claimPidFile(path.join(dataDir, 'dev.pid'));
   if (!lock.claimed) {
     throw new DevAlreadyRunningError(

@@ -3,8 +3,11 @@
 // no database.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ForkEventInput, InspectPoint } from '../replay/inspect.ts';
-import { dateTimeOption, executionId, jsonOption } from './arguments.ts';
+import { dateTimeOption, executionIdOrPointer, jsonOption } from './arguments.ts';
 import { InvalidInputError } from '../input/errors.ts';
+
+// A workflow's id is pointed to `baton workflow status`, as `baton status` does.
+const executionId = executionIdOrPointer('workflow status');
 
 const revisionOf = (option: string) => (value: string): number => {
   const n = Number(value);
@@ -54,5 +57,7 @@ export function registerReplayCommands(program: Command): void {
     .command('export')
     .description("write an execution's whole history as portable JSON (for `baton replay --file` or a regression test)")
     .argument('<id>', 'execution id', executionId)
+    // Every command takes --json; export prints nothing else, so it changes nothing here.
+    .option('--json', 'print JSON (already JSON: accepted for scripts that pass it to every command)')
     .action(async (id: string) => (await import('./run/replay.ts')).exportCommand(id));
 }

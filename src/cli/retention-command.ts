@@ -2,6 +2,7 @@
 // remove finished work older than a limit (src/retention/), with a progress bar and a summary.
 import { Command, InvalidArgumentError } from 'commander';
 import { parseAge, SUGGESTED_RETENTION } from '../retention/age.ts';
+import { pathOption } from './arguments.ts';
 
 const age = (value: string): number => {
   const ms = parseAge(value);
@@ -9,10 +10,7 @@ const age = (value: string): number => {
   return ms;
 };
 
-const directory = (value: string): string => {
-  if (value.trim() === '' || value.includes('\0') || value.length > 4096) throw new InvalidArgumentError('must be a directory path (no NUL bytes, at most 4096 characters)');
-  return value;
-};
+const directory = pathOption('directory');
 
 export function registerRetentionCommands(program: Command): void {
   const group = program.command('retention').description('archive and remove finished executions and workflows older than a limit');

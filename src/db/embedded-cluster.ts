@@ -12,6 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { BatonError } from '../errors.ts';
+import { makeDirectory } from '../fs/make-directory.ts';
 
 /** The embedded server could not be set up, started or joined; the message says why and what to change. */
 export class EmbeddedPostgresError extends BatonError {}
@@ -70,7 +71,7 @@ export async function chooseClusterDir(
   if (await isCluster(inDataDir)) return inDataDir;
   const blocked = await firstUnreachable(runAs, inDataDir);
   if (!(await isCluster(moved)) && !blocked) return inDataDir;
-  await fs.mkdir(path.dirname(moved), { recursive: true, mode: 0o755 });
+  await makeDirectory(path.dirname(moved), { mode: 0o755 });
   log.info(
     { clusterDir: moved, dataDir, unreachable: blocked?.dir },
     `running as root, the embedded Postgres runs as the "${EMBEDDED_PG_USER}" user, which cannot enter ${blocked?.dir ?? dataDir}: its data lives in ${moved}`,

@@ -31,6 +31,7 @@ import {
   type ServerProcess,
 } from './embedded-server.ts';
 import { componentLogger } from '../log.ts';
+import { makeDirectory } from '../fs/make-directory.ts';
 
 export { EMBEDDED_PG_PASSWORD, EMBEDDED_PG_USER, EmbeddedPostgresError } from './embedded-cluster.ts';
 export const EMBEDDED_PG_DATABASE = 'baton';
@@ -86,7 +87,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const timeoutMs = options.startTimeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
 
-  await fs.mkdir(dataDir, { recursive: true });
+  await makeDirectory(dataDir).catch((err: unknown) => {
+    throw new EmbeddedPostgresError(`cannot start the embedded Postgres: cannot create its data directory ${dataDir} (${(err as Error).message}). Set BATON_DATA_DIR to a directory that can be written, or set BATON_DATABASE_URL to use an existing server.`, { cause: err });
+  });
   const runAs = await postgresRunAs(log);
   const clusterDir = await chooseClusterDir(dataDir, runAs, log, options.rootClustersDir);
   return withStartLock(dataDir, deadline, log, async () => {

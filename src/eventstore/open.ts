@@ -2,6 +2,10 @@
 // its own; `esdb://`, `kurrentdb://` (and their `+discover` forms) → the EventStoreDB/KurrentDB
 // adapter (./eventstoredb.ts). Used by `baton eventstore copy`, which opens two stores at once.
 // Hosts and CLI commands open the configured store through src/cli/event-store.ts.
+//
+// A Postgres URL names the schema of an installation (BATON_DB_SCHEMA's) by its search_path:
+// `?options=-c%20search_path%3Dtenant1`. The pool is then that installation's (src/db/db-schema.ts):
+// migrations create the schema if missing and put the read model in `tenant1_read`, not baton_read.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrateAll } from '../db/all-migrations.ts';
@@ -11,6 +15,7 @@ import type { EventStore } from './event-store.ts';
 import { createEventStoreDbEventStore } from './eventstoredb.ts';
 import { countEvents, createPostgresEventStore } from './postgres.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
+import { registerPoolSchema } from '../db/db-schema.ts';
 
 export type EventStoreKind = 'postgres' | 'eventstoredb';
 
@@ -29,6 +34,33 @@ export function eventStoreKindOf(url: string, what = 'event store URL'): EventSt
   if (POSTGRES_SCHEMES.includes(scheme)) return 'postgres';
   if (EVENTSTOREDB_SCHEMES.includes(scheme)) return 'eventstoredb';
   throw new ConfigError(`${what}: unsupported scheme "${scheme}:"; expected one of ${[...POSTGRES_SCHEMES, ...EVENTSTOREDB_SCHEMES].map((s) => `${s}://`).join(', ')}`);
+}
+
+// `-c search_path=<schema>` (spaces around `=` allowed), the form libpq and pg read from `options`.
+const SEARCH_PATH_OPTION = /^\s*-c\s*search_path\s*=\s*(\S*)\s*$/;
+// BATON_DB_SCHEMA's rule (src/config.ts).
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,29}$/;
+
+/**
+ * The schema a Postgres URL's `options=-c search_path=<schema>` names; undefined when it sets no
+ * search_path. Any other search_path (several schemas, other options beside it) is refused: which
+ * installation it means could not be told, and its tables would be read or made wherever it led.
+ */
+export function postgresUrlSchema(url: string, what = 'event store URL'): string | undefined {
+  let options: string | null;
+  try {
+    options = new URL(url).searchParams.get('options');
+  } catch {
+    return undefined; // not a URL: eventStoreKindOf says so
+  }
+  if (options === null || !/search_path/i.test(options)) return undefined;
+  const schema = SEARCH_PATH_OPTION.exec(options)?.[1];
+  if (schema === undefined || !SCHEMA_NAME.test(schema)) {
+    throw new ConfigError(
+      `${what}: options=${JSON.stringify(options)}: a search_path must be given alone as -c search_path=<schema>, one schema of 1 to 30 lower-case letters, digits or _ (as BATON_DB_SCHEMA), e.g. ?options=-c%20search_path%3Dtenant1`,
+    );
+  }
+  return schema;
 }
 
 export interface OpenedEventStore {
@@ -63,7 +95,9 @@ export async function openEventStoreByUrl(url: string, o: OpenEventStoreOptions 
     const store = createEventStoreDbEventStore(url, o.log ? { log: o.log } : {});
     return { kind, label, store, close: () => store.close() };
   }
+  const schema = postgresUrlSchema(url);
   const pool = new pg.Pool({ connectionString: url, max: o.poolSize ?? 4, application_name: o.applicationName ?? 'baton', connectionTimeoutMillis: 10_000, ...KEEP_IDLE_CONNECTIONS });
+  if (schema !== undefined) registerPoolSchema(pool, schema);
   pool.on('error', (err) => o.log?.warn({ err }, 'idle Postgres connection lost'));
   try {
     await pool.query('SELECT 1').catch((err: unknown) => {

@@ -21,6 +21,8 @@ export interface HistoryEvent {
 
 export const HISTORY_FORMAT = 'baton.execution-history';
 export const HISTORY_FORMAT_VERSION = 1;
+/** A workflow's own stream, as retention archives it beside its steps' execution histories (src/retention/archive-file.ts). */
+export const WORKFLOW_HISTORY_FORMAT = 'baton.workflow-history';
 
 // What every stored execution event has, checked here so that an edited file is refused naming
 // the field, not replayed into a TypeError inside the machine (`data: null`) or a riddle
@@ -78,6 +80,24 @@ export function parseHistoryDocument(value: unknown, source = 'history'): Histor
   return doc;
 }
 
+/**
+ * A workflow's archive read where an execution's history belongs: said so, with the steps'
+ * execution ids it lists, instead of a schema error about `format` and `executionId`.
+ */
+function workflowHistoryRefusal(value: unknown, source: string): BatonError | undefined {
+  if (typeof value !== 'object' || value === null || (value as { format?: unknown }).format !== WORKFLOW_HISTORY_FORMAT) return undefined;
+  const { workflowId, executions } = value as { workflowId?: unknown; executions?: unknown };
+  const ids = Array.isArray(executions) ? executions.filter((e): e is string => typeof e === 'string' && UUID.test(e)) : [];
+  const which = typeof workflowId === 'string' && workflowId.length <= 200 ? ` of workflow ${JSON.stringify(workflowId)}` : '';
+  const steps =
+    ids.length === 0
+      ? 'it lists no step executions'
+      : `its steps are ${ids.length <= 10 ? ids.join(', ') : `${ids.slice(0, 10).join(', ')} and ${ids.length - 10} more`}, each archived as execution-<id>.json beside it`;
+  return new BatonError(
+    `${source} is a workflow history${which} (format ${WORKFLOW_HISTORY_FORMAT}), not an execution's: a workflow's steps are inspected by their execution ids (\`baton inspect <execution id>\`, or --file with the step's own archive file); ${steps}`,
+  );
+}
+
 export async function readHistoryFile(path: string): Promise<HistoryDocument> {
   let text: string;
   try {
@@ -91,5 +111,7 @@ export async function readHistoryFile(path: string): Promise<HistoryDocument> {
   } catch (err) {
     throw new BatonError(`history file ${path} is not JSON: ${(err as Error).message}`, { cause: err });
   }
+  const workflow = workflowHistoryRefusal(value, `history file ${path}`);
+  if (workflow) throw workflow;
   return parseHistoryDocument(value, `history file ${path}`);
 }

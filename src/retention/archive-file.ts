@@ -5,13 +5,15 @@
 // run writes it again: same name, same content). A name that holds another history is never
 // written over (archivePathFor).
 import { BatonError } from '../errors.ts';
-import { open, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { StoredEvent } from '../eventstore/event-store.ts';
-import { fromStored, toHistoryDocument, type HistoryEvent } from '../replay/history.ts';
+import { makeDirectory } from '../fs/make-directory.ts';
+import { fromStored, toHistoryDocument, WORKFLOW_HISTORY_FORMAT, type HistoryEvent } from '../replay/history.ts';
 
-export const WORKFLOW_HISTORY_FORMAT = 'baton.workflow-history';
+// Defined beside the execution history's format, whose readers recognise a workflow's file.
+export { WORKFLOW_HISTORY_FORMAT };
 
 /** A workflow's own stream, in the same shape as an execution history (its steps are archived as execution histories of their own). */
 export function workflowHistoryDocument(workflowId: string, events: readonly StoredEvent[], executionIds: readonly string[], exportedAt = new Date()) {
@@ -67,6 +69,8 @@ async function fsyncDir(dir: string): Promise<void> {
 
 /** Why a file system refused: what a user can act on, without a stack. */
 const FS_REASONS: Record<string, string> = {
+  // From mkdir, where the parent exists: a file system that makes no new entries (/proc, /sys).
+  ENOENT: 'no such directory, and it cannot be created there',
   EEXIST: 'a file stands where a directory must be',
   ENOTDIR: 'a file stands where a directory must be',
   ENOSPC: 'the disk is full',
@@ -87,7 +91,7 @@ export function archiveUnwritable(archiveDir: string, err: unknown): BatonError 
 /** Write `doc` as JSON to `file` durably (see above). */
 export async function writeDurably(file: string, doc: unknown): Promise<void> {
   const dir = path.dirname(file);
-  await mkdir(dir, { recursive: true });
+  await makeDirectory(dir);
   const tmp = `${file}.${process.pid}.tmp`;
   const handle = await open(tmp, 'w');
   try {

@@ -252,7 +252,7 @@ describe('retention', () => {
     expect(await streamLength(executionStreamId(id))).toBe(6);
     const run = await runBaton(['retention', 'run', '--older-than', '1s', '--archive', dir], { databaseUrl: t.db.url });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stdout).toMatch(/^archived 1 executions and 0 workflows finished before .* \(6 events\) to /);
+    expect(run.stdout).toMatch(/^archived 1 execution and 0 workflows finished before .* \(6 events\) to /);
     expect(await streamLength(executionStreamId(id))).toBe(0);
     const inspect = await runBaton(['inspect', id, '--json'], { databaseUrl: t.db.url });
     expect(inspect.code, inspect.stderr).toBe(0);

@@ -8,12 +8,18 @@
 // or another machine) rereads the source from the beginning and skips, by event id, everything
 // already in the target. By default it lives in BATON_DATA_DIR, named after the pair of URLs
 // (passwords left out), so running the same command again resumes.
+//
+// BATON_DB_SCHEMA is refused, not applied: the command copies the stores the two URLs name, and
+// one variable cannot say which side it would be for. A schema's installation is named in the URL
+// instead (`?options=-c%20search_path%3Dtenant1`), each side its own.
 import { createHash } from 'node:crypto';
+import { constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { BatonError } from '../../errors.ts';
+import { makeDirectory } from '../../fs/make-directory.ts';
 import { copyEventStore, type CopiedEventRef, type CopyProgress } from '../../eventstore/copy.ts';
-import { openEventStoreByUrl, eventStoreKindOf, type OpenedEventStore } from '../../eventstore/open.ts';
+import { openEventStoreByUrl, eventStoreKindOf, postgresUrlSchema, type OpenedEventStore } from '../../eventstore/open.ts';
 import { redactUrl } from '../../db/connect.ts';
 import { cliConfig, cliLogger } from '../context.ts';
 import { toJson } from '../format.ts';
@@ -43,13 +49,25 @@ export function defaultCheckpointPath(dataDir: string, from: string, to: string)
   return path.join(dataDir, `eventstore-copy-${pair}.json`);
 }
 
+/** A checkpoint is a few hundred bytes: anything this big is some other file, not read whole. */
+const MAX_CHECKPOINT_BYTES = 1024 * 1024;
+
 async function readCheckpoint(file: string, from: string, to: string): Promise<Checkpoint | undefined> {
   let text: string;
+  let handle: fs.FileHandle | undefined;
   try {
-    text = await fs.readFile(file, 'utf8');
+    // Non-blocking: opening a FIFO to read would otherwise wait for a writer that never comes.
+    handle = await fs.open(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+    const st = await handle.stat();
+    if (!st.isFile()) throw new BatonError(`--checkpoint: ${file} is not a regular file (${st.isDirectory() ? 'a directory' : 'a device, pipe or socket'}); give the path of a checkpoint file`);
+    if (st.size > MAX_CHECKPOINT_BYTES) throw new BatonError(`--checkpoint: ${file} holds ${st.size.toLocaleString('en')} bytes, more than a copy checkpoint ever does (at most 1 MiB); pass another --checkpoint file`);
+    text = await handle.readFile('utf8');
   } catch (err) {
+    if (err instanceof BatonError) throw err;
     if ((err as { code?: string }).code === 'ENOENT') return undefined;
     throw new BatonError(`--checkpoint: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    await handle?.close();
   }
   let c: CheckpointFile;
   try {
@@ -81,20 +99,50 @@ async function writeCheckpoint(file: string, from: string, to: string, p: { posi
     read: p.read,
     updatedAt: new Date().toISOString(),
   };
-  await fs.mkdir(path.dirname(file), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
-  await fs.writeFile(tmp, `${JSON.stringify(c, null, 2)}\n`);
-  await fs.rename(tmp, file);
+  try {
+    await fs.writeFile(tmp, `${JSON.stringify(c, null, 2)}\n`);
+    await fs.rename(tmp, file);
+  } catch (err) {
+    await fs.rm(tmp, { force: true }).catch(() => undefined);
+    throw checkpointUnwritable(file, err);
+  }
+}
+
+const checkpointUnwritable = (file: string, err: unknown) => new BatonError(`--checkpoint: cannot write ${file}: ${(err as Error).message}`, { cause: err });
+
+/**
+ * Make the checkpoint's directory and try writing beside the file, before anything is copied: a
+ * place it cannot be saved is refused at once, not after the first batch reached the target.
+ */
+async function checkWritable(file: string): Promise<void> {
+  const probe = `${file}.${process.pid}.tmp`;
+  try {
+    await makeDirectory(path.dirname(file));
+    await fs.writeFile(probe, '');
+    await fs.rm(probe);
+  } catch (err) {
+    await fs.rm(probe, { force: true }).catch(() => undefined);
+    throw checkpointUnwritable(file, err);
+  }
 }
 
 export async function eventStoreCopyCommand(o: { from: string; to: string; checkpoint?: string; batchSize: number; limit?: number; json?: boolean }): Promise<void> {
-  eventStoreKindOf(o.from, '--from');
-  eventStoreKindOf(o.to, '--to');
+  for (const [url, what] of [[o.from, '--from'], [o.to, '--to']] as const) {
+    if (eventStoreKindOf(url, what) === 'postgres') postgresUrlSchema(url, what);
+  }
   if (redactUrl(o.from) === redactUrl(o.to)) throw new BatonError('--from and --to name the same event store');
   const config = cliConfig();
+  if (config.dbSchema !== undefined) {
+    throw new BatonError(
+      `BATON_DB_SCHEMA is set (${config.dbSchema}), but eventstore copy does not read it: it copies the stores the --from and --to URLs name. ` +
+        `Unset it, and name a schema's installation in the URL of its side, e.g. --from 'postgres://user@host:5432/db?options=-c%20search_path%3D${config.dbSchema}' (--to the same way)`,
+    );
+  }
   const log = cliLogger(config);
   const checkpointFile = path.resolve(o.checkpoint ?? defaultCheckpointPath(config.dataDir, o.from, o.to));
   const checkpoint = await readCheckpoint(checkpointFile, o.from, o.to);
+  await checkWritable(checkpointFile);
 
   let source: OpenedEventStore | undefined;
   let target: OpenedEventStore | undefined;

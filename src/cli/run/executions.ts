@@ -1,9 +1,6 @@
 // What `baton status | events` do (their options are defined in main.ts): one execution's state
 // and history, from its stream.
 import { statusOf } from '../../../actors/execution.machine.ts';
-import { workflowStreamId } from '../../../schemas/workflow-events.ts';
-import { BatonError, NotFoundError } from '../../errors.ts';
-import type { EventStore } from '../../eventstore/event-store.ts';
 import { loadConfig, workerStaleAfterMs } from '../../config.ts';
 import { createLivenessStore } from '../../liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
@@ -14,24 +11,8 @@ import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { executionTimeline } from '../../replay/execution-history.ts';
 import { versionShown } from '../../input/action-versions.ts';
-import { archivedNotice } from './archived-notice.ts';
-import type pg from 'pg';
+import { notAnExecution } from './archived-notice.ts';
 
-
-/**
- * A NotFoundError for an id that names a workflow, not an execution (workflow ids are uuids by
- * default, so the argument parser cannot tell), or an execution retention archived: says which
- * command shows it.
- */
-async function notAnExecution(store: EventStore, pool: pg.Pool, err: unknown, id: string): Promise<never> {
-  if (!(err instanceof NotFoundError)) throw err;
-  if ((await store.readStream(workflowStreamId(id), { limit: 1 })).length > 0) {
-    throw new BatonError(`${id} is a workflow, not an execution: run \`baton workflow status ${id}\``);
-  }
-  const archived = await archivedNotice(pool, 'execution', id);
-  if (archived) throw new BatonError(`${archived}): \`baton inspect ${id}\` and \`baton export ${id}\` read it there`);
-  throw err;
-}
 
 export async function statusCommand(id: string, o: { json?: boolean }): Promise<void> {
   await withContext(async ({ runtime, store, pool, config }) => {

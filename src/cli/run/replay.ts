@@ -1,7 +1,9 @@
 // What `baton replay | inspect | export` do (their options are defined in replay-commands.ts).
 // Replaying a file opens no database.
+import type pg from 'pg';
 import { EXECUTION_STREAM_PREFIX } from '../../../schemas/events.ts';
 import { BatonError } from '../../errors.ts';
+import type { EventStore } from '../../eventstore/event-store.ts';
 import { countEvents } from '../../eventstore/postgres.ts';
 import { readHistoryFile, toHistoryDocument, type HistoryEvent } from '../../replay/history.ts';
 import { forkExecution, stepAt, timeline, type ForkEventInput, type ForkResult, type InspectPoint, type TimelineStep } from '../../replay/inspect.ts';
@@ -12,6 +14,11 @@ import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { progressLine } from '../progress.ts';
 import { readStoredOrArchivedHistory } from '../../retention/archived-history.ts';
+import { notAnExecution } from './archived-notice.ts';
+
+/** The history of the execution `id`, from the store or its archive file; a workflow's id is said to be one (notAnExecution). */
+const executionHistory = async (store: EventStore, pool: pg.Pool, id: string): Promise<HistoryEvent[]> =>
+  (await readStoredOrArchivedHistory(store, pool, id).catch((err: unknown) => notAnExecution(store, pool, err, id))).events;
 
 const show = (v: unknown) => (v === undefined ? '' : JSON.stringify(v));
 
@@ -103,7 +110,7 @@ export async function replayCommand(id: string | undefined, o: ReplayOptions): P
     return one(doc.executionId, doc.events);
   }
   await withContext(async ({ store, pool }) => {
-    if (id !== undefined) return one(id, (await readStoredOrArchivedHistory(store, pool, id)).events);
+    if (id !== undefined) return one(id, await executionHistory(store, pool, id));
     const inFlightOnly = o.inFlight === true;
     const progress = progressLine(inFlightOnly ? 'checking in-flight executions' : 'replaying', await countEvents(pool, [EXECUTION_STREAM_PREFIX]));
     const summary = await replayStore({ store, target, since: o.since, inFlightOnly, onProgress: (n) => progress.update(n) });
@@ -127,7 +134,7 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
   if (o.forkAt !== undefined && !o.event) throw new BatonError('inspect: --fork-at needs at least one --event \'{"type":…,"data":…}\' to try');
   if (o.forkAt !== undefined && o.at) throw new BatonError('inspect: give --at or --fork-at, not both');
   // An archived execution is read from its archive file; --file reads any history with no database.
-  const steps = o.file !== undefined ? await fileTimeline(id, o.file) : await withContext(async ({ store, pool }) => timeline(id, (await readStoredOrArchivedHistory(store, pool, id)).events));
+  const steps = o.file !== undefined ? await fileTimeline(id, o.file) : await withContext(async ({ store, pool }) => timeline(id, await executionHistory(store, pool, id)));
   if (o.forkAt !== undefined) {
     const fork = forkExecution(steps, o.forkAt, o.event!);
     if (o.json) console.log(toJson(fork));
@@ -150,6 +157,6 @@ async function fileTimeline(id: string, file: string): Promise<TimelineStep[]> {
 
 export async function exportCommand(id: string): Promise<void> {
   await withContext(async ({ store, pool }) => {
-    console.log(toJson(toHistoryDocument(id, (await readStoredOrArchivedHistory(store, pool, id)).events)));
+    console.log(toJson(toHistoryDocument(id, await executionHistory(store, pool, id))));
   });
 }

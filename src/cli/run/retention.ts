@@ -6,6 +6,9 @@ import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
 import { progressLine } from '../progress.ts';
 
+/** `1 execution`, `2 executions`, `1,200 workflows`. */
+const count = (n: number, noun: string) => `${n.toLocaleString('en')} ${noun}${n === 1 ? '' : 's'}`;
+
 export async function retentionRunCommand(o: { olderThan?: number; archive?: string; dryRun?: boolean; json?: boolean }): Promise<void> {
   await withContext(async ({ pool, store, config, log }) => {
     const olderThanMs = o.olderThan ?? config.retention?.olderThanMs ?? parseAge(SUGGESTED_RETENTION)!;
@@ -24,11 +27,11 @@ export async function retentionRunCommand(o: { olderThan?: number; archive?: str
       onProgress: (done, total) => (bar ??= progressLine(label, total, process.stderr, 'executions and workflows')).update(done),
     });
     const verb = s.dryRun ? 'would archive' : 'archived';
-    progress().finish(`${verb} ${s.executions.toLocaleString('en')} executions (${s.workflows.toLocaleString('en')} workflows), ${s.events.toLocaleString('en')} events, in ${(s.ms / 1000).toFixed(1)} s`);
+    progress().finish(`${verb} ${count(s.executions, 'execution')} (${count(s.workflows, 'workflow')}), ${count(s.events, 'event')}, in ${(s.ms / 1000).toFixed(1)} s`);
     if (o.json) return console.log(toJson(s));
     const lines = [
-      `${verb} ${s.executions.toLocaleString('en')} executions and ${s.workflows.toLocaleString('en')} workflows finished before ${s.cutoff} ` +
-        `(${s.events.toLocaleString('en')} events)${s.dryRun ? '' : ` to ${s.archiveDir}`}`,
+      `${verb} ${count(s.executions, 'execution')} and ${count(s.workflows, 'workflow')} finished before ${s.cutoff} ` +
+        `(${count(s.events, 'event')})${s.dryRun ? '' : ` to ${s.archiveDir}`}`,
     ];
     if (s.skipped.length > 0) {
       lines.push(`skipped ${s.skipped.length}:`);
