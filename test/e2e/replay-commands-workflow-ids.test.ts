@@ -3,18 +3,16 @@
 // and `baton workflow status` do, never "execution … not found" or a schema error. Also: every
 // uuid the other front doors take is an id here (of any version), and `export --json` is
 // accepted (export prints JSON anyway). The retention run that archives the workflow counts it in the singular.
-import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workflowStreamId } from '../../schemas/workflow-events.ts';
 import { executionArchivePath, workflowArchivePath } from '../../src/retention/archive-file.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { workflowKind } from '../../src/runtime/workflow-kind.ts';
 import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
 import { runBaton, type CliResult } from '../support/cli.ts';
 import { catchUpFully } from '../support/read-model.ts';
+import { startChainWorkflow } from '../support/chain-workflow.ts';
 import { useTestStore } from '../support/test-store.ts';
 
 const t = useTestStore();
@@ -41,11 +39,8 @@ async function completed(workflowId?: string): Promise<string> {
 
 /** A finished workflow of `steps` one-step chain, each step a completed execution. */
 async function workflow(steps: string[]): Promise<{ id: string; executions: string[] }> {
-  const id = randomUUID();
+  const id = await startChainWorkflow(t.store, steps);
   const workflows = createWorkflowRuntime(t.store);
-  const definition = { onFailure: 'fail-fast' as const, steps: steps.map((s, i) => ({ id: s, action: 'core.noop', dependsOn: i === 0 ? [] : [steps[i - 1]!] })) };
-  const first = workflowKind.make({ type: 'WorkflowStarted', data: { definition } as never, by: 'executor' }, new Date().toISOString());
-  await t.store.append(workflowStreamId(id), [{ eventId: randomUUID(), type: first.type, data: first.data, metadata: first.metadata }], { expectedRevision: 'no_stream' });
   const executions: string[] = [];
   for (const stepId of steps) {
     const executionId = await completed(id);

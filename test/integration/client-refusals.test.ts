@@ -3,33 +3,18 @@
 // bad reason are InvalidInputError naming the field, before anything is sent or stored, never
 // changed on the way (JSON.stringify turns NaN into null and drops undefined) nor an internal error.
 import { randomUUID } from 'node:crypto';
-import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { InvalidInputError, NotFoundError, ResultTimeoutError, createClient, type BatonClient } from '@baton-run/baton';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { createActionRegistry } from '../../src/actions/registry.ts';
-import { startApiServer, type ApiServer } from '../../src/api/server.ts';
+import { startApiServer } from '../../src/api/server.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { useTestStore } from '../support/test-store.ts';
+import { useClientPair } from '../support/client-pair.ts';
 
-const t = useTestStore({
-  max: 10,
-  beforeClose: async () => {
-    await clients.database?.close();
-    await clients.graphql?.close();
-    await api?.close();
-  },
-});
-const clients: Record<'database' | 'graphql', BatonClient> = {} as never;
-let api: ApiServer;
+// No worker: what is submitted stays Requested, so a refused cancel leaves its history as it was.
+const { t, clients } = useClientPair();
 const requested = async () => (await t.db.pool.query("SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionRequested'")).rows[0].n as number;
-
-beforeAll(async () => {
-  // No worker: what is submitted stays Requested, so a refused cancel leaves its history as it was.
-  api = await startApiServer({ pool: t.db.pool, runtime: createExecutionRuntime(t.store), store: t.store, actions: createActionRegistry(builtinActions), log: silentLogger(), port: 0 });
-  clients.database = await createClient({ databaseUrl: t.db.url });
-  clients.graphql = await createClient({ graphqlUrl: api.url });
-});
 
 /** `call`'s refusal in each mode, checking that the GraphQL client sent nothing for it. */
 async function refusals(call: (client: BatonClient) => Promise<unknown>): Promise<Record<'database' | 'graphql', unknown>> {

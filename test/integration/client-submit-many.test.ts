@@ -1,36 +1,16 @@
 // submitMany over GraphQL refuses, before the first batch is sent, every item whose action's
 // schema the client knows (a definition passed, the client's `actions`, a built-in), exactly as
 // over the database: 600 items with a bad 551st store nothing, and the error is the same.
-import { beforeAll, expect, it, vi } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { InvalidActionInputError, SubmitManyError, createClient, defineAction, type BatonClient, type SubmitItem } from '@baton-run/baton';
-import { builtinActions } from '../../src/actions/builtin.ts';
-import { createActionRegistry } from '../../src/actions/registry.ts';
-import { startApiServer, type ApiServer } from '../../src/api/server.ts';
-import { silentLogger } from '../../src/log.ts';
-import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { useTestStore } from '../support/test-store.ts';
+import { InvalidActionInputError, SubmitManyError, defineAction, type SubmitItem } from '@baton-run/baton';
+import { useClientPair } from '../support/client-pair.ts';
 
 const double = defineAction({ name: 'test.double', input: z.object({ n: z.number().int() }), run: async ({ n }) => n * 2 });
 
-let api: ApiServer;
-const clients: Record<'database' | 'graphql', BatonClient> = {} as never;
-const t = useTestStore({
-  max: 10,
-  beforeClose: async () => {
-    await clients.database?.close();
-    await clients.graphql?.close();
-    await api?.close();
-  },
-});
+// No worker: nothing runs; only what is stored counts. Both clients know `double`.
+const { t, clients } = useClientPair({ actions: [double], clientsKnowActions: true });
 const requested = async () => (await t.db.pool.query("SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionRequested'")).rows[0].n as number;
-
-beforeAll(async () => {
-  // No worker: nothing runs; only what is stored counts.
-  api = await startApiServer({ pool: t.db.pool, runtime: createExecutionRuntime(t.store), store: t.store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0 });
-  clients.database = await createClient({ databaseUrl: t.db.url, actions: [double] });
-  clients.graphql = await createClient({ graphqlUrl: api.url, actions: [double] });
-});
 
 /** 600 items, item 550 bad. */
 const withBad = (bad: SubmitItem): SubmitItem[] => Array.from({ length: 600 }, (_, i) => (i === 550 ? bad : { action: 'core.noop' }));

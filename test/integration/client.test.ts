@@ -18,17 +18,16 @@ import {
   SUBMIT_BATCH,
   createClient,
   defineAction,
-  type BatonClient,
   type ExecutionView,
   SubmitManyError,
 } from '@baton-run/baton';
 import { startWorker, type EmbeddedWorker } from '@baton-run/baton/worker';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { createActionRegistry } from '../../src/actions/registry.ts';
-import { startApiServer, type ApiServer } from '../../src/api/server.ts';
+import { startApiServer } from '../../src/api/server.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { useTestStore } from '../support/test-store.ts';
+import { useClientPair } from '../support/client-pair.ts';
 import { executionStreamId } from '../../schemas/events.ts';
 import { runRetention } from '../../src/retention/retention.ts';
 
@@ -40,26 +39,13 @@ const double = defineAction({
   },
 });
 
-const t = useTestStore({
-  max: 10,
-  beforeClose: async () => {
-    await clients.database?.close();
-    await clients.graphql?.close();
-    await api?.close();
-    await worker?.stop('test finished');
-  },
-});
+let worker: EmbeddedWorker;
+const { t, clients, api } = useClientPair({ actions: [double], beforeClose: async () => void (await worker?.stop('test finished')) });
 // Submissions only: executions of earlier tests may still be appending their outcomes.
 const eventCount = async () => (await t.db.pool.query("SELECT count(*)::int AS n FROM baton_events WHERE type = 'ExecutionRequested'")).rows[0].n as number;
-let api: ApiServer;
-let worker: EmbeddedWorker;
-const clients: Record<'database' | 'graphql', BatonClient> = {} as never;
 
 beforeAll(async () => {
   worker = await startWorker({ databaseUrl: t.db.url, actions: [double], executor: true, projector: true, id: `client-test-${process.pid}`, shutdownTimeoutMs: 2_000, logger: silentLogger() });
-  api = await startApiServer({ pool: t.db.pool, runtime: createExecutionRuntime(t.store), store: t.store, actions: createActionRegistry([...builtinActions, double]), log: silentLogger(), port: 0 });
-  clients.database = await createClient({ databaseUrl: t.db.url });
-  clients.graphql = await createClient({ graphqlUrl: api.url });
 }, 60_000);
 
 describe.each(['database', 'graphql'] as const)('over the %s', (mode) => {
@@ -296,9 +282,9 @@ it('over GraphQL, submitMany takes a server\'s lower BATON_API_MAX_SUBMIT_BATCH:
 }, 60_000);
 
 it('createClient refuses options it does not understand', async () => {
-  await expect(createClient({ databaseUrl: t.db.url, graphqlUrl: api.url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
-  await expect(createClient({ graphqlUrl: api.url, tokn: 'x' } as never)).rejects.toThrow(/^options\.tokn: unknown option; did you mean "token"\?$/);
-  await expect(createClient({ graphqlUrl: api.url, zzz: 'x' } as never)).rejects.toThrow(/^options\.zzz: unknown option; known: graphqlUrl, token, actions$/);
+  await expect(createClient({ databaseUrl: t.db.url, graphqlUrl: api().url } as never)).rejects.toThrow(/either databaseUrl .* or graphqlUrl/);
+  await expect(createClient({ graphqlUrl: api().url, tokn: 'x' } as never)).rejects.toThrow(/^options\.tokn: unknown option; did you mean "token"\?$/);
+  await expect(createClient({ graphqlUrl: api().url, zzz: 'x' } as never)).rejects.toThrow(/^options\.zzz: unknown option; known: graphqlUrl, token, actions$/);
   await expect(createClient({ graphqlUrl: 'ftp://x' })).rejects.toThrow(/graphqlUrl: must be an http\(s\) URL/);
 });
 

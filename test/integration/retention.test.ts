@@ -19,10 +19,10 @@ import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createWorkflowRuntime } from '../../src/workflow/workflow-stream.ts';
-import { workflowKind } from '../../src/runtime/workflow-kind.ts';
 import { runBaton } from '../support/cli.ts';
 import { catchUpFully } from '../support/read-model.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
+import { startChainWorkflow } from '../support/chain-workflow.ts';
 import { useTestStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
@@ -58,11 +58,8 @@ describe('retention', () => {
 
   /** A workflow of `steps` one-step chain; `finish` of them done; ended when all are. */
   async function workflow(steps: string[], finish: number): Promise<{ id: string; executions: string[] }> {
-    const id = randomUUID();
+    const id = await startChainWorkflow(t.store, steps);
     const workflows = createWorkflowRuntime(t.store);
-    const definition = { onFailure: 'fail-fast' as const, steps: steps.map((s, i) => ({ id: s, action: 'core.noop', dependsOn: i === 0 ? [] : [steps[i - 1]!] })) };
-    const first = workflowKind.make({ type: 'WorkflowStarted', data: { definition } as never, by: 'executor' }, new Date().toISOString());
-    await t.store.append(workflowStreamId(id), [{ eventId: randomUUID(), type: first.type, data: first.data, metadata: first.metadata }], { expectedRevision: 'no_stream' });
     const executions: string[] = [];
     for (const stepId of steps.slice(0, finish)) {
       const executionId = await completed('wf-worker', { workflowId: id });
