@@ -109,7 +109,9 @@ export const integerOption =
   (option: string) =>
   (text: string): number => {
     const n = Number(text);
-    if (!/^\s*-?\d+\s*$/.test(text) || !Number.isSafeInteger(n)) throw refuse(option, `must be a whole number, got "${text.slice(0, 40)}"`);
+    if (!/^\s*-?\d+\s*$/.test(text)) throw refuse(option, `must be a whole number, got "${text.slice(0, 40)}"`);
+    // Digits past 2^53 are a whole number too: too large for any option, not "not a number".
+    if (!Number.isSafeInteger(n)) throw refuse(option, `is far too large (${text.trim().slice(0, 40)}): no option takes a number past 2^53`);
     return n;
   };
 

@@ -3,7 +3,7 @@
 // empty path, as they say.
 import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { executionId, executionIdOrPointer, pathOption } from '../../src/cli/arguments.ts';
+import { executionId, executionIdOrPointer, integerOption, pathOption } from '../../src/cli/arguments.ts';
 import { UUID } from '../../src/ids.ts';
 
 describe('executionId', () => {
@@ -27,5 +27,14 @@ describe('pathOption', () => {
     for (const bad of ['', '  ', 'a\0b', 'x'.repeat(4097)]) expect(() => pathOption('file')(bad)).toThrow(InvalidArgumentError);
     expect(() => pathOption('file')('')).toThrow('must be a file path (no NUL bytes, at most 4096 characters)');
     expect(pathOption('directory')('./archive')).toBe('./archive');
+  });
+});
+
+describe('integerOption', () => {
+  it('says a number past 2^53 is too large, not that it is no whole number', () => {
+    const maxAttempts = integerOption('--max-attempts');
+    expect(maxAttempts(' 42 ')).toBe(42);
+    expect(() => maxAttempts('99999999999999999999')).toThrow(/--max-attempts: is far too large \(99999999999999999999\)/);
+    expect(() => maxAttempts('2.5')).toThrow(/must be a whole number, got "2\.5"/);
   });
 });
