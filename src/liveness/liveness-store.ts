@@ -129,7 +129,9 @@ interface Row {
   age_ms: number;
 }
 
-const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, namespaces, transport, heartbeat_at, started_at, pid, host,
+// namespaces and transport only as the row's current process said them (migration liveness/0003).
+const SAID = (column: string, row = '') => `CASE WHEN ${row}said_by_pid IS NOT DISTINCT FROM ${row}pid THEN ${row}${column} END`;
+const COLUMNS = `worker_id, actions, runtimes, capacity, in_flight, draining, ${SAID('namespaces')} AS namespaces, ${SAID('transport')} AS transport, heartbeat_at, started_at, pid, host,
   (extract(epoch FROM now() - heartbeat_at) * 1000)::float8 AS age_ms`;
 
 const toLiveness = (r: Row): WorkerLiveness => ({
@@ -160,13 +162,13 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
       const w = parseOrThrow(WorkerBeat, worker, 'heartbeat');
       await pool.query(
         `INSERT INTO baton_worker_liveness
-           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host, namespaces, transport)
-         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8, $10, $11)
+           (worker_id, actions, runtimes, capacity, in_flight, draining, heartbeat_at, started_at, pid, host, namespaces, transport, said_by_pid)
+         VALUES ($1, $2, $3, $4, $5, $6, now(), now(), $7, $8, $10, $11, $7)
          ON CONFLICT (worker_id) DO UPDATE SET
            actions = EXCLUDED.actions, runtimes = EXCLUDED.runtimes, capacity = EXCLUDED.capacity,
            in_flight = EXCLUDED.in_flight, draining = EXCLUDED.draining, heartbeat_at = now(),
            started_at = CASE WHEN $9 THEN now() ELSE baton_worker_liveness.started_at END,
-           pid = EXCLUDED.pid, host = EXCLUDED.host, namespaces = EXCLUDED.namespaces, transport = EXCLUDED.transport`,
+           pid = EXCLUDED.pid, host = EXCLUDED.host, namespaces = EXCLUDED.namespaces, transport = EXCLUDED.transport, said_by_pid = EXCLUDED.pid`,
         [w.workerId, w.actions, w.runtimes, w.capacity, w.inFlight, w.draining, w.pid ?? null, w.host ?? null, options.starting === true, w.namespaces ?? null, w.transport ?? null],
       );
     },
@@ -187,13 +189,13 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
         const r = current
           ? await pool.query(
               `UPDATE baton_worker_liveness SET actions = $2, runtimes = $3, capacity = $4, in_flight = 0, draining = true,
-                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6, namespaces = $7, transport = $8
+                 heartbeat_at = now(), started_at = now(), pid = $5, host = $6, namespaces = $7, transport = $8, said_by_pid = $5
                WHERE worker_id = $1 AND xmin::text = $9`,
               [...values, rows[0]!.version],
             )
           : await pool.query(
-              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host, namespaces, transport)
-               VALUES ($1, $2, $3, $4, 0, true, $5, $6, $7, $8) ON CONFLICT (worker_id) DO NOTHING`,
+              `INSERT INTO baton_worker_liveness (worker_id, actions, runtimes, capacity, in_flight, draining, pid, host, namespaces, transport, said_by_pid)
+               VALUES ($1, $2, $3, $4, 0, true, $5, $6, $7, $8, $5) ON CONFLICT (worker_id) DO NOTHING`,
               values,
             );
         if (r.rowCount === 1) return { claimed: true };
@@ -224,8 +226,8 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
       // Namespace names hold no ',' (NAMESPACE_PATTERN): joined, the ready workers' lists fit one text.
       const { rows } = await pool.query<{ action: string; ready: number; draining: number; ready_everywhere: number; ready_namespaces: string | null }>(
         `SELECT a.action, count(*) FILTER (WHERE NOT l.draining)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining,
-                count(*) FILTER (WHERE NOT l.draining AND l.namespaces IS NULL)::int AS ready_everywhere,
-                string_agg(array_to_string(l.namespaces, ','), ',') FILTER (WHERE NOT l.draining) AS ready_namespaces
+                count(*) FILTER (WHERE NOT l.draining AND ${SAID('namespaces', 'l.')} IS NULL)::int AS ready_everywhere,
+                string_agg(array_to_string(${SAID('namespaces', 'l.')}, ','), ',') FILTER (WHERE NOT l.draining) AS ready_namespaces
            FROM baton_worker_liveness l CROSS JOIN LATERAL ${names} AS a(action)
           WHERE a.action = ANY($1::text[]) AND l.heartbeat_at > now() - $2::float8 * interval '1 millisecond'
           GROUP BY a.action`,

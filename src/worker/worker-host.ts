@@ -204,7 +204,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         await lifecycle.record('WorkerDraining', { reason });
         const timeoutMs = o.shutdownTimeoutMs ?? 30_000;
         const grace = setTimeout(() => {
-          log.warn({ inFlight: running.size, timeoutMs }, 'shutdown timeout: aborting runs still in progress; their executions are released');
+          log.warn({ inFlight: running.size, timeoutMs }, 'shutdown timeout: aborting runs still in progress; their executions are released, but for any whose action ignores the abort (it stays held until this process is gone)');
           shutdown.abort(new Error(`worker ${workerId} shutdown timeout`));
         }, timeoutMs);
         grace.unref();

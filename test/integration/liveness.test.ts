@@ -413,3 +413,18 @@ describe('HeartbeatLoop', () => {
     expect(() => new HeartbeatLoop({ store, state: () => beat('w1'), minGapMs: -1 })).toThrow(/minGapMs/);
   });
 });
+
+describe('namespaces and transport, as the row\'s own process said them', () => {
+  it('reads them as not said once a worker of an earlier build takes the row over (it rewrites the pid, not them)', async () => {
+    await store.beat(beat('w-x', { pid: 111, transport: 'nats', namespaces: ['team-a'] }), { starting: true });
+    expect((await store.list())[0]).toMatchObject({ workerId: 'w-x', pid: 111, transport: 'nats', namespaces: ['team-a'] });
+    // What an earlier build's claim and heartbeat write: pid and the rest, never the new columns.
+    await db().pool.query(`UPDATE baton_worker_liveness SET pid = 222, started_at = now(), heartbeat_at = now() WHERE worker_id = 'w-x'`);
+    expect((await store.list())[0]).toMatchObject({ workerId: 'w-x', pid: 222, transport: null, namespaces: null });
+    // …so it serves every namespace, as that build's workers do.
+    expect((await store.offering(['core.noop'], 30_000)).get('core.noop')).toEqual({ ready: 1, draining: 0, readyEverywhere: 1, readyNamespaces: [] });
+    // This build's next beat says them again.
+    await store.beat(beat('w-x', { pid: 333, transport: 'postgres' }));
+    expect((await store.list())[0]).toMatchObject({ pid: 333, transport: 'postgres', namespaces: null });
+  });
+});
