@@ -12,7 +12,8 @@ import { BatonError } from '../errors.ts';
 import { makeDirectory } from '../fs/make-directory.ts';
 import { claimPidFile } from '../process/pid-file.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
-import { WorkerIdInUseError, type WorkerHost } from '../worker/worker-host.ts';
+import { createLivenessStore } from '../liveness/liveness-store.ts';
+import { WorkerIdInUseError, holderIsGone, type WorkerHost } from '../worker/worker-host.ts';
 import type { ActionRegistry } from '../actions/registry.ts';
 import { runHost, type MetricsOptions } from './host-commands.ts';
 import { refuseIfTaken } from '../observability/listen.ts';
@@ -50,6 +51,7 @@ export async function runDev(o: DevOptions): Promise<void> {
       const actions = createActionRegistry(await loadActions(o.actions, env.config));
       // The API first: its port is the last one to bind, and nothing is announced before it.
       hosts.api = await startApi(env, actions, o.apiPort, o.apiPortSetting);
+      await expireGoneWorkers(env);
       hosts.executor = startExecutorHost(env, componentLogger(env.log, 'executor'));
       await hosts.executor.ready;
       const projector = (hosts.projector = startProjector({ pool: env.db.pool, store: env.store, log: componentLogger(env.log, 'projector'), registry: env.registry }));
@@ -84,6 +86,21 @@ async function claimDataDir(config: HostBase['config']): Promise<() => void> {
     );
   }
   return () => lock.held.releaseSync();
+}
+
+/**
+ * After a kill -9, the previous process's dev-<n> rows still look live for a staleness period: an
+ * executor started now handed work submitted meanwhile to those dead workers, reclaimed it once the
+ * new dev-<n> announced itself, and so spent an attempt that never ran (with --max-attempts 1, the
+ * execution ended Abandoned). A row whose process ran on this host and is gone is made stale first.
+ */
+async function expireGoneWorkers(env: HostEnvironment): Promise<void> {
+  const liveness = createLivenessStore(env.db.pool);
+  for (const w of await liveness.list()) {
+    if (!holderIsGone(w)) continue;
+    await liveness.expire(w.workerId);
+    env.log.info({ workerId: w.workerId, pid: w.pid }, `worker ${w.workerId}'s process (pid ${w.pid}) is gone: its row is stale now, and what it held is reclaimed`);
+  }
 }
 
 /** `dev-1` … `dev-<n>`, skipping ids a live process holds; each started worker is pushed to `into` at once. */

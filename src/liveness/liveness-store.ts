@@ -97,6 +97,8 @@ export interface LivenessStore {
   claim(worker: WorkerBeat, options: ClaimOptions): Promise<WorkerIdClaim>;
   /** Delete the worker's row (clean shutdown); false when there was none. */
   remove(workerId: string): Promise<boolean>;
+  /** Make the worker's row stale at once (its process is known to be gone), so no work is placed on it and what it held is reclaimed. */
+  expire(workerId: string): Promise<void>;
   /** Every row, stale ones included, by worker id. */
   list(): Promise<WorkerLiveness[]>;
   /**
@@ -200,6 +202,10 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
             );
         if (r.rowCount === 1) return { claimed: true };
       }
+    },
+
+    async expire(workerId) {
+      await pool.query(`UPDATE baton_worker_liveness SET heartbeat_at = now() - interval '1 day' WHERE worker_id = $1`, [workerId]);
     },
 
     async remove(workerId) {

@@ -57,7 +57,7 @@ export interface WorkerHostOptions {
  * our pid that beat since we started is a worker of this very process: the id is in use (two
  * startWorker calls with one id in one process took each other's work).
  */
-const holderIsGone = (holder: WorkerLiveness) =>
+export const holderIsGone = (holder: WorkerLiveness) =>
   holder.host === os.hostname() && holder.pid !== null && (holder.pid === process.pid ? holder.ageMs > process.uptime() * 1000 : !isAlive(holder.pid));
 
 export interface WorkerHost {

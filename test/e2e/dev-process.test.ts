@@ -85,6 +85,27 @@ describe('baton dev', () => {
     await until('the adopted Postgres to be stopped', () => !isAlive(orphan), 10_000);
   }, 300_000);
 
+  it('work submitted while a killed baton dev is down runs as its attempt 1 once the next start is up', async () => {
+    const dir = await projectDir();
+    const killed = dev('dev (killed)', dir);
+    await killed.waitFor(BANNER, STARTUP_MS);
+    killed.proc.kill('SIGKILL');
+    await killed.exited;
+    // Its dev-1 row still looks live: the next start's executor handed this to the dead dev-1,
+    // reclaimed it when the new one announced itself, and with one attempt gave it up.
+    const submitted = await cli(dir, ['submit', 'core.noop', '--max-attempts', '1']);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const id = submitted.stdout.match(/submitted: (\S+)/)![1]!;
+    const next = dev('dev (next)', dir);
+    await next.waitFor(BANNER, STARTUP_MS);
+    let status = '';
+    await until('it to end', async () => /Completed|Abandoned|Failed/.test((status = (await cli(dir, ['status', id])).stdout)), 30_000);
+    expect(status).toMatch(/Completed/);
+    expect((await cli(dir, ['events', id])).stdout).not.toMatch(/OwnershipReclaimed/);
+    ctrlC(next);
+    expect(await next.exitWithin(20_000)).toBe(0);
+  }, 300_000);
+
   it('refuses a second baton dev in the same directory, leaving the first unharmed; another directory runs beside it', async () => {
     const dirA = await projectDir();
     const dirB = await projectDir();
