@@ -53,6 +53,7 @@ export async function loadActionsModule(modulePath: string, options: LoadActions
     });
   }
 
+  mod = ownExports(mod);
   const [exportName, value] = pick(mod);
   const fail = (why: string) =>
     new ActionsModuleError(
@@ -67,6 +68,19 @@ export async function loadActionsModule(modulePath: string, options: LoadActions
   const bad = value.findIndex((v) => !isActionDefinition(v));
   if (bad !== -1) throw fail(`\`${exportName}[${bad}]\` is ${describe(value[bad])}, not an action`);
   return value as AnyActionDefinition[];
+}
+
+/**
+ * The exports the user wrote. A module loaded as CommonJS (a .ts or .js file with no "type":
+ * "module" beside it, a .cjs) arrives as `{ default: module.exports }`, so `export default [a]`
+ * read as `default.default` and `export const actions` as `default.actions`, and a refusal named
+ * a `default` export nobody wrote.
+ */
+function ownExports(mod: Record<string, unknown>): Record<string, unknown> {
+  const d = mod.default;
+  const onlyDefault = Object.keys(mod).every((k) => k === 'default' || k === 'module.exports' || (d !== null && typeof d === 'object' && k in d));
+  if (!onlyDefault || d === null || typeof d !== 'object' || Array.isArray(d) || isActionDefinition(d)) return mod;
+  return d as Record<string, unknown>;
 }
 
 function pick(mod: Record<string, unknown>): [string | undefined, unknown] {

@@ -83,6 +83,17 @@ describe('loadActionsModule', () => {
     await expect(loadActionsModule(file)).rejects.toThrow(/`(default\.)?actions` is a string/);
   });
 
+  it('reads a module loaded as CommonJS by the exports its author wrote, not as one `default` object', async () => {
+    // What `export default 42` / `export const nothing = 1` compile to with no "type": "module" beside them.
+    const number = path.join(scratch, 'default-number.cjs');
+    await fs.writeFile(number, 'Object.defineProperty(exports, "__esModule", { value: true });\nexports.default = 42;\n');
+    await expect(loadActionsModule(number)).rejects.toThrow(/exports no usable actions: `default` is a number\./);
+    const nothing = path.join(scratch, 'nothing.cjs');
+    await fs.writeFile(nothing, 'Object.defineProperty(exports, "__esModule", { value: true });\nexports.nothing = 1;\n');
+    const err = await rejection(loadActionsModule(nothing));
+    expect((err as Error).message).toMatch(/it has neither an `actions` nor a default export.*the module exports (__esModule \(a boolean\), )?nothing \(a number\)$/);
+  });
+
   it('wraps an error thrown while importing', async () => {
     const err = await rejection(loadActionsModule(path.join(FIXTURES, 'throws-on-import.ts')));
     expect(err).toBeInstanceOf(ActionsModuleError);
