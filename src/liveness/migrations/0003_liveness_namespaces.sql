@@ -6,7 +6,3 @@ ALTER TABLE baton_worker_liveness ADD COLUMN namespaces text[];
 -- The work transport it pulls from ('nats' or 'postgres'; NULL: not said, as before this column):
 -- an executor places work only on workers of its own transport.
 ALTER TABLE baton_worker_liveness ADD COLUMN transport text;
--- The pid of the process that wrote those two. A worker of an earlier build taking over a row
--- (the same worker id, after a crash or in a rollback) rewrites pid but not these columns: they
--- are believed only while said_by_pid is the row's pid, else read as NULL (not said).
-ALTER TABLE baton_worker_liveness ADD COLUMN said_by_pid int;
