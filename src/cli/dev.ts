@@ -17,7 +17,7 @@ import { WorkerIdInUseError, holderIsGone, type WorkerHost } from '../worker/wor
 import type { ActionRegistry } from '../actions/registry.ts';
 import { runHost, type MetricsOptions } from './host-commands.ts';
 import { refuseIfTaken } from '../observability/listen.ts';
-import { apiPortAsked, hostBase, loadActions, startApi, startExecutorHost, startWorker, type HostBase, type HostEnvironment, type RunningHosts, type TransportKind } from './hosts.ts';
+import { apiPortAsked, apiPortChecked, hostBase, loadActions, startApi, startExecutorHost, startWorker, type HostBase, type HostEnvironment, type RunningHosts, type TransportKind } from './hosts.ts';
 import { componentLogger } from '../log.ts';
 
 /** Another `baton dev` runs on this data dir. */
@@ -41,7 +41,7 @@ const MAX_ID_TRIES = 100;
 
 export async function runDev(o: DevOptions): Promise<void> {
   const base = hostBase('dev');
-  await refuseIfTaken(apiPortAsked(base.config, o.apiPort, o.apiPortSetting));
+  await refuseIfTaken(apiPortChecked(apiPortAsked(base.config, o.apiPort, o.apiPortSetting), o));
   const release = await claimDataDir(base.config);
   // process.exit() (a second Ctrl-C, a drain given up) skips `finally`; 'exit' handlers still run.
   process.on('exit', release);

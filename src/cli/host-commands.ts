@@ -9,6 +9,7 @@ import { refuseIfTaken } from '../observability/listen.ts';
 import { startProjector } from '../readmodel/projector-host.ts';
 import {
   apiPortAsked,
+  apiPortChecked,
   defaultWorkerId,
   hostBase,
   loadActions,
@@ -135,7 +136,7 @@ export function runProjector(o: MetricsOptions): Promise<void> {
 /** `port`: from `--port` (refused when taken); unset: BATON_API_PORT, else the default. */
 export async function runApi(o: MetricsOptions & { port?: number; actions?: string }): Promise<void> {
   const base = hostBase('api');
-  await refuseIfTaken(apiPortAsked(base.config, o.port, '--port'));
+  await refuseIfTaken(apiPortChecked(apiPortAsked(base.config, o.port, '--port'), o));
   // Its transport serves deadLetters.
   return runHost(base, 'api', o, async (env, hosts) => {
     const api = (hosts.api = await startApi(env, createActionRegistry(await loadActions(o.actions, env.config)), o.port, '--port'));

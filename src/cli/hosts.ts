@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { configuredBuiltinActions, loadActionsModule, type AnyActionDefinition } from '../actions/index.ts';
 import { dbWaitFor, loadConfig, workerStaleAfterMs, type Config } from '../config.ts';
-import { ConfigError } from '../errors.ts';
+import { BatonError, ConfigError } from '../errors.ts';
 import { startExecutor, type Executor } from '../executor/executor.ts';
 import { createExecutorBeats } from '../executor/partitions/executor-beats.ts';
 import { startPartitionLeases } from '../executor/partitions/leases.ts';
@@ -254,6 +254,18 @@ export function startWorker(
 export function apiPortAsked(config: Pick<Config, 'apiHost' | 'apiPort' | 'apiPortSet'>, port: number | undefined, portSetting: string | undefined) {
   const setting = port !== undefined ? portSetting : config.apiPortSet ? 'BATON_API_PORT' : undefined;
   return { host: config.apiHost, port: port ?? config.apiPort, setting, what: 'the GraphQL API' };
+}
+
+/**
+ * The API's port as asked, refused when it is the metrics server's too: the second to bind found
+ * it taken "by another program" (the first), after the database had been started and migrated.
+ */
+export function apiPortChecked(asked: ReturnType<typeof apiPortAsked>, metrics: { metricsPort: number; metricsPortSetting?: string }): ReturnType<typeof apiPortAsked> {
+  if (asked.port !== 0 && asked.port === metrics.metricsPort) {
+    const api = asked.setting ?? "the GraphQL API's default port";
+    throw new BatonError(`${api} and ${metrics.metricsPortSetting ?? '--metrics-port'} are both ${asked.port}: the GraphQL API and the /healthz and /metrics server need a port each`);
+  }
+  return asked;
 }
 
 export async function startApi(env: HostEnvironment, actions: ActionRegistry, port?: number, portSetting?: string): Promise<ApiServer> {
