@@ -42,13 +42,14 @@ const MAX_ID_TRIES = 100;
 export async function runDev(o: DevOptions): Promise<void> {
   const base = hostBase('dev');
   await refuseIfTaken(apiPortChecked(apiPortAsked(base.config, o.apiPort, o.apiPortSetting), o));
+  // Before the data dir and the database: a module that does not load is refused before anything is started.
+  const actions = createActionRegistry(await loadActions(o.actions, base.config));
   const release = await claimDataDir(base.config);
   // process.exit() (a second Ctrl-C, a drain given up) skips `finally`; 'exit' handlers still run.
   process.on('exit', release);
   try {
     // One process runs every role here, so it gets the connections of several hosts.
     await runHost(base, 'dev', { ...o, transport: o.transport ?? 'postgres', poolSize: 20 }, async (env, hosts) => {
-      const actions = createActionRegistry(await loadActions(o.actions, env.config));
       // The API first: its port is the last one to bind, and nothing is announced before it.
       hosts.api = await startApi(env, actions, o.apiPort, o.apiPortSetting);
       await expireGoneWorkers(env);

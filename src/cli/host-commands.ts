@@ -112,11 +112,13 @@ export function runExecutor(o: MetricsOptions & { transport?: TransportKind }): 
   });
 }
 
-export function runWorker(
+export async function runWorker(
   o: MetricsOptions & { id?: string; actions?: string; capacity: number; transport?: TransportKind; shutdownTimeout?: number; namespaces?: string[] },
 ): Promise<void> {
-  return runHost(hostBase('worker'), 'worker', { ...o, shutdownTimeoutMs: o.shutdownTimeout }, async (env, hosts) => {
-    const actions = createActionRegistry(await loadActions(o.actions, env.config));
+  const base = hostBase('worker');
+  // Before the database: a module that does not load is refused before anything is started.
+  const actions = createActionRegistry(await loadActions(o.actions, base.config));
+  return runHost(base, 'worker', { ...o, shutdownTimeoutMs: o.shutdownTimeout }, async (env, hosts) => {
     const worker = await startWorker(env, { workerId: o.id ?? defaultWorkerId(), actions, capacity: o.capacity, shutdownTimeoutMs: o.shutdownTimeout, ...(o.namespaces && { namespaces: o.namespaces }) });
     hosts.workers.push(worker);
     return { problems: () => worker.problems(), announce: () => env.log.info({ metrics: `${hosts.health.url}/metrics`, transport: env.transportKind }, 'worker running') };
@@ -137,9 +139,10 @@ export function runProjector(o: MetricsOptions): Promise<void> {
 export async function runApi(o: MetricsOptions & { port?: number; actions?: string }): Promise<void> {
   const base = hostBase('api');
   await refuseIfTaken(apiPortChecked(apiPortAsked(base.config, o.port, '--port'), o));
+  const actions = createActionRegistry(await loadActions(o.actions, base.config));
   // Its transport serves deadLetters.
   return runHost(base, 'api', o, async (env, hosts) => {
-    const api = (hosts.api = await startApi(env, createActionRegistry(await loadActions(o.actions, env.config)), o.port, '--port'));
+    const api = (hosts.api = await startApi(env, actions, o.port, '--port'));
     return { announce: () => env.log.info({ graphql: api.url, metrics: `${hosts.health.url}/metrics` }, 'API running') };
   });
 }

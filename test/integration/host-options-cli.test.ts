@@ -28,6 +28,10 @@ describe('host and wait options', () => {
     // One port for two servers: refused before the database is opened (it blamed "another program", itself).
     [['dev', '--port', '47510', '--metrics-port', '47510'], /^baton: --port and --metrics-port are both 47510: the GraphQL API and the \/healthz and \/metrics server need a port each$/m],
     [['api', '--port', '47511', '--metrics-port', '47511'], /^baton: --port and --metrics-port are both 47511: /m],
+    // An actions module that does not load is refused before the database is opened (it came after migrating it).
+    [['worker', '--actions', './no-such-actions.ts'], /^baton: actions module not found: \S*no-such-actions\.ts/m],
+    [['dev', '--actions', './no-such-actions.ts'], /^baton: actions module not found: \S*no-such-actions\.ts/m],
+    [['api', '--actions', './no-such-actions.ts'], /^baton: actions module not found: \S*no-such-actions\.ts/m],
     // Past 2^31-1 ms Node's timer fired at once: the wait gave up at once.
     [['submit', 'core.noop', '--wait', '--timeout', '3000000000'], /option '--timeout <ms>' argument '3000000000' is invalid\. must be a whole number of milliseconds from 1 to 604800000/],
     [['cancel', '01a22d24-9be0-7000-8000-000000000000', '--wait', '--timeout', '1e12'], /option '--timeout <ms>' argument '1e12' is invalid\./],
