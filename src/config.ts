@@ -16,6 +16,8 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export interface Config {
   /** BATON_DATABASE_URL. Unset: Baton runs its embedded Postgres (src/db/embedded.ts). */
   readonly databaseUrl: string | undefined;
+  /** Set when a library caller gave databaseUrl as an option (src/client/options-config.ts): errors name that option, not BATON_DATABASE_URL. */
+  readonly databaseUrlOption?: string;
   /** BATON_DATA_DIR, absolute. Holds the embedded Postgres cluster (`<dataDir>/postgres`). */
   readonly dataDir: string;
   /** BATON_EMBEDDED_PG_PORT: where the embedded Postgres listens (127.0.0.1 only). */

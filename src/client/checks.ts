@@ -6,7 +6,7 @@
 // where, rather than changed or dropped by JSON.stringify on the way.
 import { z } from 'zod';
 import { InvalidActionInputError, isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
-import type { ActionRegistry } from '../actions/registry.ts';
+import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
 import { InvalidInputError, pathIn, type InputProblem } from '../input/errors.ts';
 import type { SubmitRequest } from '../runtime/execution-runtime.ts';
 import { API_NAMES, checkSubmission, repeatedKeyProblems, type Submission, type SubmissionNames } from '../runtime/submission.ts';
@@ -78,6 +78,11 @@ export function checkItems(actionsFor: (action: AnyActionDefinition | string) =>
   const repeated = repeatedKeyProblems(requests, itemNames, (i) => `items[${i}]`);
   if (repeated.length > 0) throw new InvalidInputError(repeated);
   return requests;
+}
+
+/** What a client checks submissions against: the built-ins and the caller's `actions` (a built-in's name keeps the built-in). */
+export function knownActions(builtins: readonly AnyActionDefinition[], actions: readonly AnyActionDefinition[] = []): ActionRegistry {
+  return createActionRegistry([...builtins, ...actions.filter((a) => !builtins.some((b) => b.name === a.name))]);
 }
 
 // An action only the server knows: any input passes here, and the server checks it.

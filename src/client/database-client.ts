@@ -6,7 +6,6 @@ import { isFinal, statusOf, type ExecutionSnapshot } from '../../actors/executio
 import { executionStreamId } from '../../schemas/events.ts';
 import { configuredBuiltinActions } from '../actions/builtin.ts';
 import type { AnyActionDefinition } from '../actions/action.ts';
-import { createActionRegistry, type ActionRegistry } from '../actions/registry.ts';
 import { openEnvironment, type Environment } from '../cli/environment.ts';
 import { BatonError, NotFoundError } from '../errors.ts';
 import { START } from '../eventstore/event-store.ts';
@@ -14,7 +13,7 @@ import { versionShown } from '../input/action-versions.ts';
 import { createLogger } from '../log.ts';
 import { executionTimeline } from '../replay/execution-history.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
-import { actionsFor, checkItems, checkOne } from './checks.ts';
+import { actionsFor, checkItems, checkOne, knownActions } from './checks.ts';
 import { configWithOptions } from './options-config.ts';
 import { submittedOrThrow, type SubmitManyResult } from './submit-many.ts';
 import { endReasonOf, type CancelOutcome, type DatabaseClientOptions, type ExecutionStatus, type ExecutionView, type HistoryEntry, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
@@ -60,20 +59,13 @@ export function viewOfSnapshot(executionId: string, snapshot: ExecutionSnapshot,
 
 /** `o.actions` is checked by createClient (index.ts) before this opens anything. */
 export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<Transport> {
-  const known = o.actions ?? [];
   // The environment as the CLI has it, except for the database, which the caller names. A
   // caller's own BATON_* variables (BATON_EVENTSTORE_URL, BATON_LOG_LEVEL) still apply.
   const config = configWithOptions([{ path: 'databaseUrl', variable: 'BATON_DATABASE_URL', value: o.databaseUrl }], { logLevel: 'warn' });
+  // Before anything is opened: nothing to close if it throws.
+  const registry = knownActions(configuredBuiltinActions(config), o.actions);
   const env: Environment = await openEnvironment({ config, log: createLogger(config, { destination: 'stderr' }), as: 'cli', poolSize: 4, applicationName: 'baton-client' });
   const { runtime, store } = env;
-  const builtins = configuredBuiltinActions(config);
-  let registry: ActionRegistry;
-  try {
-    registry = createActionRegistry([...builtins, ...known.filter((a) => !builtins.some((b) => b.name === a.name))]);
-  } catch (err) {
-    await env.close();
-    throw err;
-  }
 
   /** The registry a submission is checked against: the client's, with the definition it passed. */
   const registryFor = actionsFor(registry, 'refuse');

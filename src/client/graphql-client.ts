@@ -5,12 +5,11 @@
 import { createClient as createSseClient, NetworkError } from 'graphql-sse';
 import { InvalidActionInputError, type AnyActionDefinition } from '../actions/action.ts';
 import { builtinActions } from '../actions/builtin.ts';
-import { createActionRegistry } from '../actions/registry.ts';
 import { BatonError } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
 import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
-import { actionsFor, checkItems, checkOne } from './checks.ts';
+import { actionsFor, checkItems, checkOne, knownActions } from './checks.ts';
 import { submittedOrThrow, withResults, type SubmitManyResult } from './submit-many.ts';
 import { endReasonOf, FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
@@ -78,8 +77,7 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   const headers: Record<string, string> = o.token ? { authorization: `Bearer ${o.token}` } : {};
   // What the client checks before sending: the built-ins, the caller's `actions` and any
   // definition passed; an action only the server knows is checked there (checks.ts).
-  const known = o.actions ?? [];
-  const registryFor = actionsFor(createActionRegistry([...builtinActions, ...known.filter((a) => !builtinActions.some((b) => b.name === a.name))]), 'server');
+  const registryFor = actionsFor(knownActions(builtinActions, o.actions), 'server');
   const sse = createSseClient({ url: url.href, headers, retryAttempts: 3 });
   const inFlight = new Set<AbortController>();
   // Items per submitExecutions request: SUBMIT_BATCH until the server says it takes fewer.

@@ -5,7 +5,6 @@
 // loadConfig would blame BATON_DATABASE_URL, which the caller never set. A database that cannot
 // be reached is blamed on the option too (src/db/connect.ts).
 import { loadConfig, type Config, type ConfigDefaults } from '../config.ts';
-import { databaseUrlFromOption } from '../db/connect.ts';
 import { ConfigError } from '../errors.ts';
 import { InvalidInputError, type InputProblem } from '../input/errors.ts';
 
@@ -40,6 +39,5 @@ export function configWithOptions(options: readonly SettingOption[], defaults: C
   if (problems.length > 0) throw new InvalidInputError(problems);
   const config = loadConfig({ ...process.env, ...Object.fromEntries(given.map((o) => [o.variable, o.value])) }, process.cwd(), defaults);
   const url = given.find((o) => o.variable === 'BATON_DATABASE_URL');
-  if (url) databaseUrlFromOption(config, url.path);
-  return config;
+  return url ? { ...config, databaseUrlOption: url.path } : config;
 }

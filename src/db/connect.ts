@@ -13,15 +13,6 @@ import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
 import { DatabaseUnavailableError } from './database-unavailable.ts';
 export { DatabaseUnavailableError };
 
-// Where a Config's databaseUrl came from when a library caller gave it as an option
-// (`options.databaseUrl`), so a refusal names that option, not BATON_DATABASE_URL.
-const urlOptions = new WeakMap<Config, string>();
-
-/** Say that `config.databaseUrl` is the caller's option `path`, not BATON_DATABASE_URL (connection errors name it so). */
-export function databaseUrlFromOption(config: Config, path: string): void {
-  urlOptions.set(config, path);
-}
-
 export interface Database {
   /** Connection URL (contains the password: do not log it; use redactUrl()). */
   url: string;
@@ -54,7 +45,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
   let source: string;
   if (config.databaseUrl) {
     url = config.databaseUrl;
-    source = urlOptions.get(config) ?? 'BATON_DATABASE_URL';
+    source = config.databaseUrlOption ?? 'BATON_DATABASE_URL';
   } else {
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, portIsDefault: !config.embeddedPgPortSet, log });
     url = embedded.url;

@@ -24,8 +24,8 @@ export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefi
   if (e.status !== 'Requested') return null;
   if (e.retryAt && Date.parse(e.retryAt) > now) return `retry backoff until ${new Date(e.retryAt).toISOString()}`;
   const namespace = namespaceOr(e.namespace ?? undefined);
-  const elsewhere = offer?.readyNamespaces.filter((n) => n !== namespace) ?? [];
-  if (offer && (offer.readyEverywhere > 0 || elsewhere.length < offer.readyNamespaces.length)) return null;
+  if (offer && (offer.readyEverywhere > 0 || offer.readyNamespaces.includes(namespace))) return null;
+  const elsewhere = offer?.readyNamespaces ?? [];
   const draining = offer?.draining ?? 0;
   const version = e.pinnedVersion != null ? ` at version ${e.pinnedVersion} (pinned)` : '';
   // Workers that run only other namespaces' executions (`--namespaces`) would never take it.

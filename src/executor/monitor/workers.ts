@@ -19,6 +19,7 @@ export function workerDuties(c: MonitorContext) {
   const declaredLost = new Set<string>();
   /** Actions (per namespace: offerKey) some execution waits for that no live worker offers it: since when (this executor saw). */
   const unofferedSince = new Map<string, number>();
+  const reachable = reachableOver(c.transport.kind);
 
   return {
     /**
@@ -99,7 +100,7 @@ export function workerDuties(c: MonitorContext) {
     async abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
       const now = c.now();
       // A worker on another transport never gets the work: it offers nothing here.
-      const fit = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs) && reachableOver(c.transport.kind)(w));
+      const fit = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs) && reachable(w));
       const offeredEverywhere = new Set<string>();
       const offeredIn = new Set<string>();
       for (const w of fit) {
