@@ -80,8 +80,8 @@ export async function runUntilSignalled(env: HostEnvironment, hosts: RunningHost
   log.info({ signal }, 'drained; exiting');
   stop.dispose(); // the process is about to exit anyway
   // Drained: nothing of Baton's holds the process now. An action that ignored its abort signal
-  // (its run was handed back at the shutdown timeout) may still hold timers or sockets; the
-  // process exits anyway, with the drain's exit code, rather than wait for it.
+  // (its execution stays held, reclaimed once this process is gone) may still hold timers or
+  // sockets; the process exits anyway, with the drain's exit code, rather than wait for it.
   setTimeout(() => {
     log.warn({ signal, afterMs: EXIT_AFTER_DRAIN_MS }, 'drained, but something still holds this process open (an action that ignores its abort signal?); exiting');
     process.exit(process.exitCode ?? 0);

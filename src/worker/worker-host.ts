@@ -10,11 +10,11 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ActionRegistry } from '../actions/index.ts';
 import { WorkerIdInUseError } from './worker-id-in-use.ts';
+import { holderIsGone } from '../liveness/holder-is-gone.ts';
 export { WorkerIdInUseError };
 import type { EventStore } from '../eventstore/event-store.ts';
 import { HeartbeatLoop } from '../liveness/heartbeat-loop.ts';
-import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore, type WorkerLiveness } from '../liveness/liveness-store.ts';
-import { isAlive } from '../process/identity.ts';
+import { HEARTBEAT_INTERVAL_MS, staleAfterMs, type LivenessStore } from '../liveness/liveness-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
@@ -50,15 +50,6 @@ export interface WorkerHostOptions {
   localWorkers?: LocalWorkers;
 }
 
-
-/**
- * The process behind a fresh liveness row is gone when it ran here and its pid is dead, or is our
- * pid but beat last before this process started (a restarted container, pid 1 again). A row of
- * our pid that beat since we started is a worker of this very process: the id is in use (two
- * startWorker calls with one id in one process took each other's work).
- */
-export const holderIsGone = (holder: WorkerLiveness) =>
-  holder.host === os.hostname() && holder.pid !== null && (holder.pid === process.pid ? holder.ageMs > process.uptime() * 1000 : !isAlive(holder.pid));
 
 export interface WorkerHost {
   workerId: string;
