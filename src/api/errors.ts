@@ -6,6 +6,7 @@
 import { DeadLetterNotRetriableError } from '../runtime/dead-letter-retry.ts';
 import type { GraphQLError } from 'graphql';
 import type { Role } from './auth.ts';
+import { seesServerDetails } from './redact.ts';
 import { createGraphQLError, maskError as yogaMaskError } from 'graphql-yoga';
 import { InvalidActionInputError } from '../actions/action.ts';
 import {
@@ -146,13 +147,14 @@ export function maskApiError(error: unknown, fallbackMessage: string): Error {
 
 /**
  * Runs `fn`; an InvalidInputError it throws reaches the client with the lists of known names
- * (every action this server runs) only when the caller holds the admin token, or no tokens are set.
+ * (every action this server runs) only when the caller holds the admin token not limited to
+ * namespaces, or no tokens are set.
  */
-export async function knownFor<T>(role: Role, fn: () => Promise<T>): Promise<T> {
+export async function knownFor<T>(viewer: { role: Role; namespaces: readonly string[] | undefined }, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (!(err instanceof InvalidInputError) || role !== 'admin') throw err;
+    if (!(err instanceof InvalidInputError) || !seesServerDetails(viewer)) throw err;
     const problems = problemsOf(err.problems);
     throw new ApiError('BAD_USER_INPUT', err.describe({ listKnown: true }), err.argument, { problems });
   }

@@ -82,11 +82,11 @@ export const historyResolvers = {
     executionMachine: () => diagram,
   },
   HistoryStep: {
-    data: jsonField((step: TimelineStep) => step.data),
-    context: jsonField((step: TimelineStep) => step.context),
+    data: jsonField((step: TimelineStep) => step.data, 'error-key'),
+    context: jsonField((step: TimelineStep) => step.context, 'error-key'),
   },
   ExecutionState: {
-    context: jsonField((state: ReturnType<typeof toState>) => state.context),
+    context: jsonField((state: ReturnType<typeof toState>) => state.context, 'error-key'),
   },
   Execution: {
     async history(row: ExecutionRow, a: { fromRevision: number; limit: number }, ctx: ApiContext) {

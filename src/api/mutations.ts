@@ -48,7 +48,7 @@ function checkNamespaceScope(ctx: ApiContext, namespace: string | null | undefin
 async function submitExecution(_: unknown, a: SubmitArgs, ctx: ApiContext) {
   checkNamespaceScope(ctx, a.namespace, 'namespace');
   // A caller's `traceparent` header: the submit span joins its trace (src/observability/tracing.ts).
-  const r = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submit(ctx, asSubmission(a))));
+  const r = await knownFor(ctx, () => withTraceParent(ctx.trace, () => submit(ctx, asSubmission(a))));
   ctx.log.info({ executionId: r.executionId, action: a.action, created: r.created }, 'execution submitted');
   return { executionId: r.executionId, created: r.created, status: statusOf(r.snapshot) };
 }
@@ -64,7 +64,7 @@ async function submitExecutions(_: unknown, a: { inputs: SubmitArgs[] }, ctx: Ap
     throw badInput('inputs', `at most ${ctx.maxSubmitBatch} submissions in one call (BATON_API_MAX_SUBMIT_BATCH); got ${a.inputs.length}: split them into several calls`);
   }
   a.inputs.forEach((input, i) => checkNamespaceScope(ctx, input.namespace, `inputs.${i}.namespace`));
-  const outcomes = await knownFor(ctx.role, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES, (i) => `inputs.${i}`)));
+  const outcomes = await knownFor(ctx, () => withTraceParent(ctx.trace, () => submitMany(ctx, a.inputs.map(asSubmission), INPUTS_NAMES, (i) => `inputs.${i}`)));
   const failed = outcomes.filter((o) => !o.ok);
   // Nothing stored for an unexpected reason (the database is gone): an error, as for one submission.
   if (failed.length > 0 && failed.length === outcomes.length && failed.every((o) => !(o.error instanceof BatonError))) throw failed[0]!.error;

@@ -58,11 +58,11 @@ function eventWindow(a: EventWindow): EventWindow {
 const executionJson =
   (field: 'input' | 'result' | 'error' | 'lastProgress', column: ExecutionValueColumn) =>
   (row: CappedExecutionRow, args: WholeArgs, ctx: ApiContext, info: GraphQLResolveInfo) =>
-    boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.executionValue(column).load(row.executionId) }, args, ctx, info);
+    boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.executionValue(column).load(row.executionId), errors: field === 'error' ? 'error' : undefined }, args, ctx, info);
 const eventJson =
   (field: EventValueColumn) =>
   (row: EventRow, args: WholeArgs, ctx: ApiContext, info: GraphQLResolveInfo) =>
-    boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.eventValue(field).load(`${row.executionId}:${row.revision}`) }, args, ctx, info);
+    boundedJson({ value: row[field], bytes: row[`${field}Bytes`], loadWhole: () => ctx.loaders.eventValue(field).load(`${row.executionId}:${row.revision}`), errors: field === 'data' ? 'error-key' : undefined }, args, ctx, info);
 
 /** The row, unless the caller's token is limited to namespaces and this is none of them. */
 function visible<R extends { namespace: string }>(row: R | null | undefined, ctx: ApiContext): R | null {

@@ -16,7 +16,7 @@ import { handleStreamOrSingleExecutionResult, type Plugin } from 'graphql-yoga';
 import type { Role } from './auth.ts';
 import { ApiError, codedError } from './errors.ts';
 import { jsonSize } from './json-size.ts';
-import { withoutStacks } from './redact.ts';
+import { seesServerDetails, withoutStack, type ErrorPlace } from './redact.ts';
 
 export interface ResponseLimits {
   /** A larger JSON value inside a list comes back as a TruncatedValue. */
@@ -74,6 +74,7 @@ export class ResponseBudget {
 export interface BudgetContext {
   budget: ResponseBudget;
   role: Role;
+  namespaces?: readonly string[] | undefined;
 }
 
 export interface WholeArgs {
@@ -86,6 +87,8 @@ export interface JsonSource {
   bytes?: number | null | undefined;
   /** Reads the value whole when the row left it out (its bytes are over the value limit). */
   loadWhole?: () => Promise<unknown>;
+  /** Where it may hold a failed action's ErrorInfo, whose stack only the unscoped admin sees. */
+  errors?: ErrorPlace;
 }
 
 /** True when the field sits inside a list (a page's edges, an execution's events, a workflow's steps). */
@@ -93,7 +96,7 @@ const inList = (path: GraphQLResolveInfo['path'] | undefined): boolean => path !
 
 /**
  * A JSON field's value within the response's budget: the value, or a TruncatedValue in a list
- * unless asked for whole; without its stack traces for all but admins.
+ * unless asked for whole; without the stack of an ErrorInfo it holds for all but the unscoped admin.
  */
 export async function boundedJson(source: JsonSource, args: WholeArgs, ctx: BudgetContext, info: GraphQLResolveInfo): Promise<unknown> {
   const { budget } = ctx;
@@ -109,14 +112,14 @@ export async function boundedJson(source: JsonSource, args: WholeArgs, ctx: Budg
   }
   budget.take(bytes);
   const value = leftOut ? ((await source.loadWhole!()) ?? null) : source.value;
-  return ctx.role === 'admin' ? value : withoutStacks(value);
+  return source.errors === undefined || seesServerDetails(ctx) ? value : withoutStack(value, source.errors);
 }
 
 /** A resolver for a JSON field read from an in-memory value (folded histories, workflows). */
 export const jsonField =
-  <S>(get: (source: S) => unknown) =>
+  <S>(get: (source: S) => unknown, errors?: ErrorPlace) =>
   (source: S, args: WholeArgs, ctx: BudgetContext, info: GraphQLResolveInfo) =>
-    boundedJson({ value: get(source) }, args, ctx, info);
+    boundedJson({ value: get(source), errors }, args, ctx, info);
 
 /**
  * Refuses a finished response over the budget: one that a value could not fit into, or one

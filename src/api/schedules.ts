@@ -35,7 +35,7 @@ function scheduleIdArg(value: string, name: string): string {
 /** The service's typed refusals as the API's codes. */
 async function refusing<T>(ctx: ApiContext, fn: () => Promise<T>): Promise<T> {
   try {
-    return await knownFor(ctx.role, fn);
+    return await knownFor(ctx, fn);
   } catch (err) {
     if (err instanceof ScheduleIdConflictError) throw new ApiError('IDEMPOTENCY_CONFLICT', err.message, 'id', { scheduleId: err.scheduleId });
     if (err instanceof ScheduleDeletedError || err instanceof ScheduleTransitionError) throw new ApiError('CONFLICT', err.message);

@@ -40,6 +40,6 @@ async function whatIf(row: ExecutionRow, a: { fromRevision: number; events: What
 export const whatIfResolvers = {
   Execution: { whatIf },
   WhatIfStep: {
-    context: jsonField((step: ForkStep) => step.context ?? null),
+    context: jsonField((step: ForkStep) => step.context ?? null, 'error-key'),
   },
 };

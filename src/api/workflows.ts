@@ -77,7 +77,7 @@ export const workflowResolvers = {
   },
   WorkflowStep: {
     result: jsonField((s: WorkflowStepView) => s.result),
-    error: jsonField((s: WorkflowStepView) => s.error),
+    error: jsonField((s: WorkflowStepView) => s.error, 'error'),
     /** The read model's row: it may lag the workflow's events by a moment (null until projected). */
     execution: (s: WorkflowStepView, _a: unknown, ctx: ApiContext) => (s.executionId ? ctx.loaders.execution.load(s.executionId) : null),
   },

@@ -6,7 +6,7 @@ import { createApiAuth, isLoopback } from '../../src/api/auth.ts';
 import { decodeCursor, encodeCursor } from '../../src/api/cursor.ts';
 import { badInput, isDatabaseUnavailable, maskApiError } from '../../src/api/errors.ts';
 import { jsonSize } from '../../src/api/json-size.ts';
-import { withoutStacks } from '../../src/api/redact.ts';
+import { seesServerDetails, withoutStack } from '../../src/api/redact.ts';
 import { createSubscriptionSlots } from '../../src/api/subscription-slots.ts';
 import { IdempotencyKeyConflictError } from '../../src/errors.ts';
 
@@ -107,16 +107,24 @@ describe('jsonSize', () => {
   });
 });
 
-describe('withoutStacks', () => {
-  it('drops the stack of every error object and copies only what changes', () => {
-    const untouched = { list: [1, 2], note: { message: 'no stack here' } };
-    const value = { error: { message: 'boom', type: 'Error', stack: 'at /srv/x.ts:1' }, steps: [{ error: { message: 'b', stack: 's' } }], untouched };
-    const redacted = withoutStacks(value) as typeof value;
-    expect(redacted).toEqual({ error: { message: 'boom', type: 'Error' }, steps: [{ error: { message: 'b' } }], untouched });
-    expect(redacted.untouched).toBe(untouched);
+describe('withoutStack', () => {
+  it('drops only the stack of the ErrorInfo where the field keeps one, copying only what changes', () => {
+    const untouched = { list: [1, 2], note: { message: 'mine', stack: 'mine too' } };
+    const value = { error: { message: 'boom', type: 'Error', stack: 'at /srv/x.ts:1' }, untouched };
+    const redacted = withoutStack(value, 'error-key') as typeof value;
+    expect(redacted).toEqual({ error: { message: 'boom', type: 'Error' }, untouched });
+    expect(redacted.untouched).toBe(untouched); // a user's own `stack` key is theirs
     expect(value.error.stack).toBe('at /srv/x.ts:1'); // the original is left alone
-    expect(withoutStacks(untouched)).toBe(untouched);
-    expect(withoutStacks({ stack: 'a pile of plates' })).toEqual({ stack: 'a pile of plates' }); // not an error: no message
+    expect(withoutStack(untouched, 'error-key')).toBe(untouched);
+    expect(withoutStack(value.error, 'error')).toEqual({ message: 'boom', type: 'Error' });
+    expect(withoutStack(null, 'error')).toBeNull();
+    expect(withoutStack([value.error], 'error')).toEqual([value.error]); // not an ErrorInfo
+  });
+
+  it('is kept for the admin token not limited to namespaces', () => {
+    expect(seesServerDetails({ role: 'admin' })).toBe(true);
+    expect(seesServerDetails({ role: 'admin', namespaces: ['team-a'] })).toBe(false);
+    expect(seesServerDetails({ role: 'read' })).toBe(false);
   });
 });
 
