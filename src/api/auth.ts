@@ -2,7 +2,7 @@
 // token, mutations the admin one. With no token at all the API is open, which is only allowed on
 // a loopback address (startApiServer refuses anything else: see checkExposure).
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { getOperationAST, Kind } from 'graphql';
+import { getOperationAST, Kind, type DocumentNode, type FragmentDefinitionNode, type SelectionSetNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { ConfigError } from '../errors.ts';
 import { codedError } from './errors.ts';
@@ -91,6 +91,20 @@ export function checkExposure(o: TokenOptions & { host: string }): void {
 }
 
 /**
+ * The root fields a selection asks for, through its fragments (`... on Query { … }`, `...F`) as
+ * code generators write them. The document was validated: every spread names a fragment, and
+ * none spreads itself.
+ */
+function rootFields(selectionSet: SelectionSetNode, document: DocumentNode): string[] {
+  return selectionSet.selections.flatMap((s) => {
+    if (s.kind === Kind.FIELD) return [s.name.value];
+    if (s.kind === Kind.INLINE_FRAGMENT) return rootFields(s.selectionSet, document);
+    const fragment = document.definitions.find((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION && d.name.value === s.name.value);
+    return fragment ? rootFields(fragment.selectionSet, document) : [`...${s.name.value}`];
+  });
+}
+
+/**
  * Checks the token before the request is even parsed (401), and the role before a mutation
  * runs (403). A subscription is a read.
  */
@@ -115,9 +129,7 @@ export function useTokenAuth(auth: ApiAuth): Plugin {
       const scope = request && auth.namespacesOf(request);
       if (scope === undefined || !operation) return;
       // A namespace-scoped token: only the fields that check namespaces (namespace-tokens.ts).
-      const refused = operation.selectionSet.selections
-        .map((s) => (s.kind === Kind.FIELD ? s.name.value : s.kind === Kind.FRAGMENT_SPREAD ? `...${s.name.value}` : '... on'))
-        .filter((name) => !SCOPED_ROOT_FIELDS.has(name));
+      const refused = [...new Set(rootFields(operation.selectionSet, args.document))].filter((name) => !SCOPED_ROOT_FIELDS.has(name));
       if (refused.length > 0) {
         setResultAndStopExecution({
           errors: [codedError('FORBIDDEN', `this token is limited to namespaces ${scope.join(', ')}: ${refused.join(', ')} is not available to it (only ${[...SCOPED_ROOT_FIELDS].filter((f) => !f.startsWith('__')).join(', ')})`)],

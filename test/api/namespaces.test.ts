@@ -87,6 +87,15 @@ describe('namespaces', () => {
     // What the API cannot yet tell apart by namespace is refused as a whole.
     const workers = await gql(api().url, `{ workers { id } }`, {}, { token: TOKEN_A });
     expect(workers.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    // Through top-level fragments as code generators write them: the fields inside are what count.
+    const viaInline = await gql(api().url, `{ ... on Query { executions(first: 5) { edges { node { namespace } } } } }`, {}, { token: TOKEN_A });
+    expect(viaInline.errors).toBeUndefined();
+    expect(new Set(viaInline.data!.executions.edges.map((e: { node: { namespace: string } }) => e.node.namespace))).toEqual(new Set(['team-a']));
+    const viaSpread = await gql(api().url, `fragment F on Query { execution(id: "${a}") { id } } query { ...F }`, {}, { token: TOKEN_A });
+    expect(viaSpread.data).toEqual({ execution: { id: a } });
+    const hidden = await gql(api().url, `fragment W on Query { ... on Query { workers { id } } } query { ...W execution(id: "${a}") { id } }`, {}, { token: TOKEN_A });
+    expect(hidden.errors![0]!.extensions!.code).toBe('FORBIDDEN');
+    expect(hidden.errors![0]!.message).toMatch(/: workers is not available to it/);
     // The two-namespace token sees both of its own, and the admin token everything.
     const bc = ids(await gql(api().url, LIST, {}, { token: TOKEN_BC }));
     expect(new Set(bc.map((n) => n.namespace))).toEqual(new Set(['team-b']));
