@@ -35,6 +35,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { DuplicateEventIdError, WrongExpectedRevisionError } from '../errors.ts';
+import { mapLimit } from '../async/map-limit.ts';
 import { arrayLiteral } from '../db/pg-array.ts';
 import { validateAppend } from './append-validation.ts';
 import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision } from './event-store.ts';
@@ -69,10 +70,21 @@ export interface Round {
 }
 
 /**
- * One round: requests with distinct streams and distinct event ids (see splitRounds), already
- * validated. Runs as one statement on `client` (a pool: its own implicit transaction).
+ * The most text a round's events' data (or metadata) may take as one JSON parameter; a round past
+ * it is appended in halves (runRound). Events may each carry an input of up to ~4 MiB: 140 of them
+ * in one `baton submit --file` batch made a string longer than V8's longest (~512 MiB), which
+ * JSON.stringify refuses with a RangeError. 64 MiB keeps Postgres's parse of the parameter (jsonb
+ * takes about its size again) and the transaction's time in bounds; a drain's rounds of small
+ * events are ~0.2 KiB an event, thousands of times below it.
  */
-export async function appendRound(client: pg.Pool | pg.ClientBase, requests: readonly AppendRequest[]): Promise<Round> {
+export const MAX_ROUND_TEXT = 64 * 1024 * 1024;
+
+/**
+ * The append statement's parameters for one round, or undefined when its events' data or metadata
+ * would take more than `maxText` characters (and it holds more than one request, so halves exist).
+ * Measured once, as the statement needs it anyway: no cost for the rounds that fit.
+ */
+export function roundValues(requests: readonly AppendRequest[], maxText = MAX_ROUND_TEXT): unknown[] | undefined {
   const evReq: number[] = [];
   const evK: number[] = [];
   const ids: string[] = [];
@@ -89,24 +101,46 @@ export async function appendRound(client: pg.Pool | pg.ClientBase, requests: rea
       metadata.push(e.metadata ?? {});
     }),
   );
+  const splittable = requests.length > 1;
+  const json = (values: unknown[]): string | undefined => {
+    try {
+      const text = JSON.stringify(values);
+      return text.length > maxText && splittable ? undefined : text;
+    } catch (err) {
+      if (err instanceof RangeError && splittable) return undefined; // past V8's longest string
+      throw err;
+    }
+  };
+  const dataText = json(data);
+  const metadataText = dataText === undefined ? undefined : json(metadata);
+  if (dataText === undefined || metadataText === undefined) return undefined;
+  // Array literals of our own (src/db/pg-array.ts): node-postgres's allocated 14 times their size.
+  return [
+    arrayLiteral(requests.map((q) => q.streamId)),
+    arrayLiteral(requests.map((q) => modeOf(q.expectedRevision))),
+    arrayLiteral(requests.map((q) => (typeof q.expectedRevision === 'bigint' ? q.expectedRevision : null))),
+    arrayLiteral(requests.map((q) => q.events.length)),
+    arrayLiteral(evReq),
+    arrayLiteral(evK),
+    arrayLiteral(ids),
+    arrayLiteral(types),
+    dataText,
+    metadataText,
+  ];
+}
+
+/**
+ * One round: requests with distinct streams and distinct event ids (see splitRounds), already
+ * validated, as `roundValues` gave them. Runs as one statement on `client` (a pool: its own
+ * implicit transaction).
+ */
+export async function appendRound(client: pg.Pool | pg.ClientBase, values: unknown[]): Promise<Round> {
   // Named: parsed once per connection; the function keeps its plan (see the migration for why it
   // can: on a store planned while empty, the plain statement read all of baton_streams per call).
   const r = await client.query<{ ord: string; last_revision: string | null; last_position: string | null; current_revision: string | null; has_dup: boolean; xid: string | null }>({
     name: 'baton_append_many',
     text: APPEND_MANY,
-    // Array literals of our own (src/db/pg-array.ts): node-postgres's allocated 14 times their size.
-    values: [
-      arrayLiteral(requests.map((q) => q.streamId)),
-      arrayLiteral(requests.map((q) => modeOf(q.expectedRevision))),
-      arrayLiteral(requests.map((q) => (typeof q.expectedRevision === 'bigint' ? q.expectedRevision : null))),
-      arrayLiteral(requests.map((q) => q.events.length)),
-      arrayLiteral(evReq),
-      arrayLiteral(evK),
-      arrayLiteral(ids),
-      arrayLiteral(types),
-      JSON.stringify(data),
-      JSON.stringify(metadata),
-    ],
+    values,
   });
   return {
     rows: r.rows.map((row): RoundRow =>
@@ -214,17 +248,32 @@ export async function appendManyPostgres(deps: AppendManyDeps, requests: readonl
   return outcomes;
 }
 
+/**
+ * Appends one at a time that stand in for a round (its statement failed, or some of its requests
+ * must be retried alone), a few at once: all at once, a failed round of hundreds waited for more
+ * connections than the pool has and timed out connecting.
+ */
+const ONE_BY_ONE_IN_PARALLEL = 8;
+
 async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[], settle: (k: number, o: AppendOutcome) => void): Promise<void> {
   let rows: RoundRow[];
   let xid: string | null;
   try {
-    ({ rows, xid } = await appendRound(deps.pool, requests));
+    const values = roundValues(requests);
+    if (values === undefined) {
+      // Too much text for one statement: each half is a round of its own (distinct streams still).
+      const half = Math.ceil(requests.length / 2);
+      await runRound(deps, requests.slice(0, half), settle);
+      await runRound(deps, requests.slice(half), (k, o) => settle(half + k, o));
+      return;
+    }
+    ({ rows, xid } = await appendRound(deps.pool, values));
   } catch (err) {
     const code = (err as { code?: string }).code;
     deps.log?.[code && EXPECTED_FAILURES.has(code) ? 'debug' : 'warn']({ err, requests: requests.length }, 'appendMany: the batch statement failed; appending its requests one by one');
     // The statement wrote nothing (a race on an event id, a deadlock, a lost connection):
     // append one by one, so each request gets the outcome it would have had on its own.
-    const each = await Promise.all(requests.map((r) => outcomeOf(deps.appendOne(r))));
+    const each = await mapLimit(requests, ONE_BY_ONE_IN_PARALLEL, (r) => outcomeOf(deps.appendOne(r)));
     each.forEach((o, k) => settle(k, o));
     return;
   }
@@ -252,6 +301,6 @@ async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[]
       else settle(k, { ok: true, result: earlier });
     }
   }
-  const retried = await Promise.all(again.map((k) => outcomeOf(deps.appendOne(requests[k]!))));
+  const retried = await mapLimit(again, ONE_BY_ONE_IN_PARALLEL, (k) => outcomeOf(deps.appendOne(requests[k]!)));
   retried.forEach((o, j) => settle(again[j]!, o));
 }

@@ -42,7 +42,7 @@ import { validateAppend } from './append-validation.ts';
 import { appendHint, heardEvents, hintedPayloadSql } from './pg-append-hints.ts';
 import { GroupCommitter, type GroupCommitOptions } from './group-commit.ts';
 import { OwnCommits } from './pg-own-commits.ts';
-import { appendManyPostgres, appendRound, earlierAppend, readStoredIds, type AppendManyDeps } from './pg-append-many.ts';
+import { appendManyPostgres, appendRound, earlierAppend, readStoredIds, roundValues, type AppendManyDeps } from './pg-append-many.ts';
 import { deleteStreamWithin } from './pg-delete-stream.ts';
 import { createPostgresSnapshotStore } from './snapshots.ts';
 
@@ -270,7 +270,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
    * exist (refused; the NOTIFY only wakes other processes' followers once).
    */
   async function warmConnection(client: pg.ClientBase): Promise<void> {
-    await appendRound(client, []);
+    await appendRound(client, roundValues([])!);
     await follow.warmScan(client);
     const nowhere = `baton-warm-up-${randomUUID()}`;
     const event: NewEvent = { eventId: randomUUID(), type: 'WarmUp', data: null, metadata: {} };
