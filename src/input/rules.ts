@@ -251,6 +251,8 @@ export const INT32 = { min: -2_147_483_648, max: 2_147_483_647 } as const;
 export function integerProblem(value: unknown, min: number, max: number): string | undefined {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     // A number in quotes ("5") from a JSON export says what it is, or the range reads as the problem.
+    // 1.5 is inside the range: say what is wrong with it, as GraphQL's Int does.
+    if (typeof value === 'number' && Number.isFinite(value) && !Number.isInteger(value) && value >= min && value <= max) return `must be a whole number from ${min} to ${max} (got ${value})`;
     const got = typeof value === 'number' ? ` (got ${value})` : ` (got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'string' ? `the string ${JSON.stringify(value.slice(0, 20))}` : `a ${typeof value}`}: a whole number is wanted)`;
     return `must be from ${min} to ${max}${got}`;
   }

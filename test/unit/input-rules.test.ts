@@ -218,5 +218,8 @@ describe('what uses the rules', () => {
     const absent = { idempotencyKey: null, maxAttempts: null, priority: null, namespace: null, actionVersion: null, tags: null } as never;
     expect(checkSubmission(actions, { action: 'core.noop', ...(absent as object) })).toEqual({ action: 'core.noop', input: null });
     expect(() => checkSubmission(actions, { action: 'core.noop', priority: '5' as never })).toThrow(/priority: must be from -2147483648 to 2147483647 \(got the string "5": a whole number is wanted\)/);
+    // Inside the range but not whole: that is what is wrong with it.
+    expect(() => checkSubmission(actions, { action: 'core.noop', priority: 1.5 })).toThrow(/^priority: must be a whole number from -2147483648 to 2147483647 \(got 1\.5\)$/);
+    expect(() => checkSubmission(actions, { action: 'core.noop', maxAttempts: 2.5 })).toThrow(/^maxAttempts: must be a whole number from 1 to /);
   });
 });

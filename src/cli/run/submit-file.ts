@@ -12,10 +12,12 @@ import { statusOf } from '../../../actors/execution.machine.ts';
 import { createActionRegistry } from '../../actions/index.ts';
 import { loadConfig } from '../../config.ts';
 import { BatonError } from '../../errors.ts';
+import { repeatedKeyProblems } from '../../input/duplicate-keys.ts';
 import { InvalidInputError } from '../../input/errors.ts';
+import { formatPath } from '../../input/rules.ts';
 import { unknownNameMessage } from '../../input/nearest.ts';
 import type { Submission, SubmissionNames } from '../../runtime/submission.ts';
-import { checkSubmissions, itemFailure } from '../../runtime/submission.ts';
+import { checkSubmissions, itemFailure, type ItemFailure } from '../../runtime/submission.ts';
 import { lineProblem, ndjsonLines, openLines } from './ndjson-lines.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
@@ -38,7 +40,15 @@ export const MAX_FILE_BATCH = 1_000;
  * a few keeps it busy; more than 4 only queues at Postgres.
  */
 const BATCHES_IN_FLIGHT = 4;
+/**
+ * A batch also ends once its lines hold this much text: lines may each be up to ~4 MiB, and 140 of
+ * them in one batch made an event-store statement past V8's longest string (~512 MiB). 16 MiB a
+ * batch, 4 in flight, keeps this process and the store's statements to tens of MiB; batches of
+ * small lines never come near it (500 lines of 1 KiB are 0.5 MiB).
+ */
+const MAX_BATCH_TEXT = 16 * 1024 * 1024;
 
+const STORE_FAILED: ItemFailure['code'] = 'STORE_FAILED';
 const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags', 'actionVersion', 'namespace'] as const;
 // A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
 const MAX_LINE_BYTES = 5 * 1024 * 1024;
@@ -56,6 +66,8 @@ export interface SubmitFileOptions {
 interface Line {
   number: number;
   submission: Submission;
+  /** The line's length in characters. */
+  length: number;
 }
 
 const namesOfLine = (line: number): SubmissionNames =>
@@ -69,6 +81,8 @@ function parseLine(text: string, number: number, tags: Record<string, string> | 
     throw lineProblem(number, `not valid JSON (${(e as Error).message})`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw lineProblem(number, 'must be a JSON object like {"action": "core.noop", "input": {}}');
+  const repeated = repeatedKeyProblems(text);
+  if (repeated.length > 0) throw new InvalidInputError(repeated.map((p) => ({ path: `line ${number}: ${formatPath(p.path)}`, message: p.message })));
   const record = value as Record<string, unknown>;
   const unknown = Object.keys(record).filter((k) => !(FIELDS as readonly string[]).includes(k));
   if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `line ${number}: ${k}`, message: unknownNameMessage('field', k, FIELDS) })));
@@ -83,7 +97,7 @@ async function* readLines(input: NodeJS.ReadableStream, read: { lines: number },
   for await (const { number, text } of ndjsonLines(input, MAX_LINE_BYTES)) {
     read.lines = number;
     if (text.trim() === '') continue;
-    yield { number, submission: parseLine(text, number, tags, namespace) };
+    yield { number, submission: parseLine(text, number, tags, namespace), length: text.length };
   }
 }
 
@@ -134,11 +148,12 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     const results: ItemResult[][] = [];
     const started = performance.now();
     let batch: Line[] = [];
+    let batchText = 0;
     let lastLine = 0;
     let submittedLines = 0;
     const read = { lines: 0 };
-    // Each batch being appended, with the idempotency keys it holds.
-    const inFlight = new Map<Promise<void>, Set<string>>();
+    // Each batch being appended, with the idempotency keys and the line numbers it holds.
+    const inFlight = new Map<Promise<void>, { keys: Set<string>; lines: number[] }>();
     // A batch whose appendMany failed as a whole (the database went away): its lines' fate is unknown.
     let failure: unknown;
     const unknownLines: number[] = [];
@@ -149,12 +164,13 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       if (batch.length === 0) return;
       const lines = batch;
       batch = [];
+      batchText = 0;
       // A key repeated for a different request is that line's conflict wherever it falls, in this
       // batch or an earlier one, so the outcome does not depend on --batch-size.
       const checked = checkSubmissions(actions, lines.map((l) => l.submission), (i) => namesOfLine(lines[i]!.number), (i) => `line ${lines[i]!.number}`, 'each');
       // A key an earlier batch still appends: let it land first, so the earlier line is the one that created it.
       const keys = new Set(checked.flatMap((r) => (r.idempotencyKey === undefined ? [] : [r.idempotencyKey])));
-      if ([...inFlight.values()].some((held) => [...keys].some((k) => held.has(k)))) await settle();
+      if ([...inFlight.values()].some((held) => [...keys].some((k) => held.keys.has(k)))) await settle();
       const slot = results.length;
       results.push([]);
       const appending = runtime.submitMany(checked, { itemLabel: (i) => `line ${lines[i]!.number}` }).then(
@@ -175,7 +191,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
         },
       );
       const tracked: Promise<void> = appending.finally(() => inFlight.delete(tracked));
-      inFlight.set(tracked, keys);
+      inFlight.set(tracked, { keys, lines: lines.map((l) => l.number) });
       while (inFlight.size >= BATCHES_IN_FLIGHT) await Promise.race(inFlight.keys());
       if (failure) throw failure;
     };
@@ -185,11 +201,25 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     };
 
     // Ctrl-C or SIGTERM: no further line is sent; the batches already sent finish, and what was
-    // submitted is reported as at the end (a second signal stops at once).
+    // submitted is reported as at the end. A second signal stops at once, saying which lines were
+    // being stored (they may or may not be).
     let interrupted: NodeJS.Signals | undefined;
     const onSignal = (signal: NodeJS.Signals) => {
-      if (interrupted) process.exit(signal === 'SIGINT' ? 130 : 143);
-      interrupted = signal;
+      if (!interrupted) {
+        interrupted = signal;
+        return;
+      }
+      const done = results.flat();
+      const sending = [...inFlight.values()].flatMap((b) => b.lines).sort((a, b) => a - b);
+      const upTo = Math.max(0, ...done.map((r) => r.line), ...sending);
+      if (process.stderr.isTTY) process.stderr.write('\n');
+      process.stderr.write(
+        `baton: ${signal} again: exiting now, without waiting for the batches being stored. ${sending.length > 0 ? `Lines ${lineRanges(sending)} may or may not have been stored; ` : ''}` +
+          `${done.length.toLocaleString('en')} other lines were submitted, and nothing after line ${upTo} was sent. ` +
+          'Submit the file again to go on: lines with an idempotencyKey are found again, not duplicated (lines without one may be submitted twice)\n',
+      );
+      if (o.json) process.stdout.write(`${toJson({ ...summary(done, started), executions: done, interrupted: { signal, afterLine: upTo, exitedAtOnce: true }, failed: { lines: sending, message: `${signal} again: exited while they were being stored` } })}\n`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
@@ -198,7 +228,8 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
         if (interrupted) break;
         lastLine = line.number;
         batch.push(line);
-        if (batch.length >= batchSize) await flush();
+        batchText += line.length;
+        if (batch.length >= batchSize || batchText >= MAX_BATCH_TEXT) await flush();
       }
       if (!interrupted) await flush();
       await settle();
@@ -239,7 +270,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
           'Submit the file again to go on: lines with an idempotencyKey are found again, not duplicated (lines without one are submitted again)\n',
       );
       if (o.json) console.log(toJson({ ...s, executions: all, interrupted: { signal: interrupted, afterLine: upTo } }));
-      else console.log(`submitted ${s.submitted.toLocaleString('en')} lines before ${interrupted}: ${s.created.toLocaleString('en')} created, ${s.existing.toLocaleString('en')} already submitted (same idempotency key), ${s.conflicts.length} refused`);
+      else console.log(`submitted ${s.submitted.toLocaleString('en')} lines before ${interrupted}: ${outcomeCounts(s)}`);
       process.exitCode = interrupted === 'SIGINT' ? 130 : 143;
       return;
     }
@@ -249,13 +280,23 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     if (o.json) console.log(toJson({ ...s, executions: all }));
     else {
       console.log(
-        `submitted ${s.submitted.toLocaleString('en')} lines in ${s.seconds} s (${s.perSecond.toLocaleString('en')}/s): ${s.created.toLocaleString('en')} created, ${s.existing.toLocaleString('en')} already submitted (same idempotency key), ${s.conflicts.length} refused`,
+        `submitted ${s.submitted.toLocaleString('en')} lines in ${s.seconds} s (${s.perSecond.toLocaleString('en')}/s): ${outcomeCounts(s)}`,
       );
       for (const c of s.conflicts.slice(0, 10)) console.log(`  line ${c.line}: ${c.error}`);
       if (s.conflicts.length > 10) console.log(`  … and ${s.conflicts.length - 10} more (--json lists them all)`);
     }
     if (s.conflicts.length > 0) process.exitCode = 1;
   });
+}
+
+/**
+ * `3 created, 1 already submitted (same idempotency key), 0 refused`, and the lines the store
+ * failed under, which are not refusals: they may or may not be stored.
+ */
+function outcomeCounts(s: ReturnType<typeof summary>): string {
+  const maybe = s.conflicts.filter((c) => c.code === STORE_FAILED).length;
+  const counts = `${s.created.toLocaleString('en')} created, ${s.existing.toLocaleString('en')} already submitted (same idempotency key), ${(s.conflicts.length - maybe).toLocaleString('en')} refused`;
+  return maybe > 0 ? `${counts}, ${maybe.toLocaleString('en')} may or may not be stored (the store failed under them: submit the file again)` : counts;
 }
 
 function summary(results: ItemResult[], started: number) {
