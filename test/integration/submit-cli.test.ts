@@ -51,6 +51,7 @@ describe('baton submit', { timeout: 120_000 }, () => {
       [['submit', 'core.echo', '--input', '["\\ud800"]'], '--input (at 0): ', /lone UTF-16 surrogate/],
       [['submit', 'core.echo', '--input', `${'['.repeat(5_000)}1${']'.repeat(5_000)}`], '--input (at 0.0.0', /nested deeper than 100 levels/],
       [['submit', 'core.echo', '--input', '{"a":'], '--input: not valid JSON', /JSON/],
+      [['submit', 'core.echo', '--input', '{"a":{"b":1,"b":2}}'], '--input (at a.b): ', /appears twice in one object \(JSON would keep only the last\)/],
       [['submit', 'core.echo', '--key', 'k'.repeat(501)], '--key: ', /must be at most 500 characters \(got 501\)$/],
       [['submit', 'core.echo', '--max-attempts', '5000', '--priority', '2147483648'], '--max-attempts: must be from 1 to 1000 (got 5000); --priority: ', /must be from -2147483648 to 2147483647 \(got 2147483648\)$/],
     ]);
@@ -160,6 +161,10 @@ describe('baton submit --file', { timeout: 120_000 }, () => {
       ['{"action": "core.noop"', /^baton: line 4: not valid JSON/],
       ['[1, 2]', /^baton: line 4: must be a JSON object/],
       [JSON.stringify({ action: 'core.echo', input: { a: 'x\u0000' } }), /^baton: line 4: input\.a: must not contain a NUL/],
+      // JSON.parse would keep the last of two equal keys: run core.echo, with no word of it.
+      ['{"action": "core.noop", "action": "core.echo"}', /^baton: line 4: action: appears twice in one object \(JSON would keep only the last\): give it once;/],
+      ['{"action": "core.echo", "input": {"to": [{"a": 1, "a": 2}]}}', /^baton: line 4: input\.to\.0\.a: appears twice in one object/],
+      [JSON.stringify({ action: 'core.noop', priority: 1.5 }), /^baton: line 4: priority: must be a whole number from -2147483648 to 2147483647 \(got 1\.5\);/],
     ];
     for (const [bad, message] of cases) {
       await withFile([ok, ok, ok, bad, ok], async (file) => {

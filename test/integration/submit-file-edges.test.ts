@@ -146,4 +146,53 @@ describe('baton submit --file, at the edges', { timeout: 120_000 }, () => {
       expect(await stored()).toBe(20_000);
     });
   });
+
+  it('a second Ctrl-C exits at once, naming the lines that were being stored; the file again stores each line once', async () => {
+    const lines = Array.from({ length: 5_000 }, (_, i) => line({ action: 'core.noop', idempotencyKey: `twice-${i}` })).join('\n');
+    await withFile(`${lines}\n`, async (file) => {
+      const { BATON_DATABASE_URL: _url, ...rest } = process.env;
+      const child = spawn(process.execPath, [path.resolve('bin/baton.js'), 'submit', '--file', file, '--batch-size', '50', '--json'], {
+        env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const storedLines = async () =>
+        (await db().pool.query<{ key: string }>("SELECT data->>'idempotencyKey' AS key FROM baton_events WHERE type = 'ExecutionRequested' AND data->>'idempotencyKey' LIKE 'twice-%'")).rows.map((r) => Number(r.key.slice('twice-'.length)) + 1);
+      for (const until = Date.now() + 30_000; (await storedLines()).length < 100; await new Promise((r) => setTimeout(r, 20))) {
+        if (Date.now() > until) throw new Error('no line was stored within 30 s');
+      }
+      // Hold every append back, so batches are surely in flight when the second signal comes.
+      const blocker = await db().pool.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query('LOCK TABLE baton_events IN EXCLUSIVE MODE');
+        child.kill('SIGINT');
+        for (const until = Date.now() + 10_000; !stderr.includes('again exits at once'); await new Promise((r) => setTimeout(r, 10))) {
+          if (Date.now() > until) throw new Error(`no notice of the first SIGINT: ${stderr}`);
+        }
+        expect(stderr).toMatch(/^baton: SIGINT: sending no more lines; waiting for the \d batch(es)? being stored \(Ctrl-C again exits at once\)$/m);
+        child.kill('SIGINT');
+        expect(await exited).toBe(130);
+      } finally {
+        await blocker.query('ROLLBACK');
+        blocker.release();
+      }
+      expect(stderr).toMatch(/baton: SIGINT again: exiting now, without waiting for the batches being stored\. Lines [\d–, ]+ may or may not have been stored; [\d,]+ other lines were submitted, and nothing after line \d+ was sent\./);
+      const out = JSON.parse(stdout) as { interrupted: { exitedAtOnce: boolean; afterLine: number }; executions: { line: number }[]; failed: { lines: number[] } };
+      expect(out.interrupted.exitedAtOnce).toBe(true);
+      expect(out.failed.lines.length).toBeGreaterThan(0);
+      // What is stored is what was reported submitted, and perhaps the lines named as in flight: nothing else.
+      const told = new Set([...out.executions.map((e) => e.line), ...out.failed.lines]);
+      for (const stored of await storedLines()) expect(told.has(stored), `line ${stored}`).toBe(true);
+      for (const e of out.executions) expect(e.line).toBeLessThanOrEqual(out.interrupted.afterLine);
+      const again = await baton('submit', '--file', file);
+      expect(again.code, again.stderr).toBe(0);
+      const keys = await storedLines();
+      expect(keys.length).toBe(5_000);
+      expect(new Set(keys).size).toBe(5_000);
+    });
+  });
 });

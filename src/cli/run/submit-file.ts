@@ -207,6 +207,9 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     const onSignal = (signal: NodeJS.Signals) => {
       if (!interrupted) {
         interrupted = signal;
+        const batches = inFlight.size;
+        if (process.stderr.isTTY) process.stderr.write('\n');
+        process.stderr.write(`baton: ${signal}: sending no more lines${batches > 0 ? `; waiting for the ${batches} batch${batches === 1 ? '' : 'es'} being stored` : ''} (${signal === 'SIGINT' ? 'Ctrl-C' : signal} again exits at once)\n`);
         return;
       }
       const done = results.flat();
