@@ -17,6 +17,7 @@ import { openEnvironment, type Environment } from './environment.ts';
 import { warmUp } from '../process/warm-up.ts';
 import { startOrchestrator } from '../workflow/orchestrator.ts';
 import { scheduleRetention, storedEventsGauge } from '../retention/schedule.ts';
+import { archivedStream } from '../retention/store-side.ts';
 import { startScheduleHost } from '../schedule/schedule-host.ts';
 import { createLivenessStore, type LivenessStore } from '../liveness/liveness-store.ts';
 import { componentLogger, createLogger } from '../log.ts';
@@ -202,6 +203,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
     actors: { schedules: env.schedules, executions: env.runtime, workflows: env.workflows, follower },
     log: componentLogger(log, 'schedules'),
     registry: env.registry,
+    archived: async (streamId) => (await archivedStream(env.db.pool, streamId)) !== undefined,
   });
   return {
     ...executor,

@@ -26,7 +26,7 @@ import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
 import type { ActorFollower } from '../runtime/follow-actors.ts';
 import type { ScheduleRuntime } from '../runtime/schedule-kind.ts';
 import type { WorkflowRuntime } from '../workflow/workflow-stream.ts';
-import { cancelTarget, startTarget, targetFinished, targetOf, type TargetDeps } from './targets.ts';
+import { cancelTarget, startTarget, targetFinished, targetOf, targetStreamId, type TargetDeps } from './targets.ts';
 
 /** Namespace of tick event ids (uuid v5). Never change it: it is what makes a tick's event unique. */
 const TICK_EVENT_NAMESPACE = '0e6a4c1d-93b2-4f5e-8d7a-c41b2e9f6a37';
@@ -49,6 +49,11 @@ export interface ScheduleHostOptions {
   clock?: () => Date;
   /** Every schedule is looked at again this often even without an event (a safety net). Default 15 s; 0 turns it off. */
   sweepEveryMs?: number;
+  /**
+   * Whether retention archived (and removed) a stream: a recent tick whose target was archived ran
+   * and finished, and its idempotency key went with it, so starting it again would run it twice.
+   */
+  archived?: (streamId: string) => Promise<boolean>;
 }
 
 export interface ScheduleHost {
@@ -122,6 +127,11 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
       if (tick.target.kind !== c.spec.target.kind) {
         // Recorded before an update changed what the schedule runs: that target cannot be made from today's spec.
         log.warn({ scheduleId: id, tickAt: tick.tickAt, target: tick.target }, `schedule ${id}: the target of tick ${tick.tickAt} is a ${tick.target.kind}, the schedule now runs a ${c.spec.target.kind}; not starting it`);
+        started.add(tick.target.id);
+        continue;
+      }
+      if (await o.archived?.(targetStreamId(tick.target))) {
+        // It ran and finished long enough ago for retention to take it: done, not missing.
         started.add(tick.target.id);
         continue;
       }

@@ -6,6 +6,8 @@
 // killed in between) starts it, and a second start finds the first.
 import { v5 as uuidv5 } from 'uuid';
 import { isFinal } from '../../actors/execution.machine.ts';
+import { executionStreamId } from '../../schemas/events.ts';
+import { workflowStreamId } from '../../schemas/workflow-events.ts';
 import type { FiredTarget, ScheduleSpec } from '../../schemas/schedule-events.ts';
 import { IdempotencyKeyConflictError, NotFoundError } from '../errors.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
@@ -32,6 +34,9 @@ export function targetOf(scheduleId: string, spec: ScheduleSpec, tick: TickRef):
     ? { kind: 'action', id: executionIdForKey(tickKey(scheduleId, tick), spec.namespace) }
     : { kind: 'workflow', id: uuidv5(tickKey(scheduleId, tick), SCHEDULED_WORKFLOW_NAMESPACE) };
 }
+
+/** The stream a target's history is kept in. */
+export const targetStreamId = (target: FiredTarget): string => (target.kind === 'action' ? executionStreamId(target.id) : workflowStreamId(target.id));
 
 export interface TargetDeps {
   store: EventStore;

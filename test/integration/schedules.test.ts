@@ -19,6 +19,7 @@ import { targetOf, tickKey } from '../../src/schedule/targets.ts';
 import { replaySchedule } from '../../src/schedule/schedule-replay.ts';
 import { createWorkflowRuntime, loadWorkflow } from '../../src/workflow/workflow-stream.ts';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
+import { archivedStream, recordArchived } from '../../src/retention/store-side.ts';
 import { useTestStore } from '../support/test-store.ts';
 import { allEvents, eventually } from '../support/workflow-cluster.ts';
 
@@ -29,13 +30,13 @@ describe('schedules', () => {
   let deps: ScheduleServiceDeps;
   const hosts: { host: ScheduleHost; stopFollower: () => Promise<void> }[] = [];
 
-  function startHost(): ScheduleHost {
+  function startHost(o: { archived?: (streamId: string) => Promise<boolean> } = {}): ScheduleHost {
     const schedules = createScheduleRuntime(t.store);
     const executions = createExecutionRuntime(t.store);
     const workflows = createWorkflowRuntime(t.store);
     const log = silentLogger();
     const follower = followActors({ store: t.store, runtimes: [schedules, executions.actors, workflows], log, who: 'test' });
-    const host = startScheduleHost({ store: t.store, actors: { schedules, executions, workflows, follower }, log, sweepEveryMs: 1_000 });
+    const host = startScheduleHost({ store: t.store, actors: { schedules, executions, workflows, follower }, log, sweepEveryMs: 1_000, ...o });
     hosts.push({ host, stopFollower: () => follower.stop() });
     return host;
   }
@@ -93,6 +94,27 @@ describe('schedules', () => {
       return r.length > 0 ? r : undefined;
     }, 10_000);
     expect(requested.map((e) => e.streamId)).toEqual([`execution-${target.id}`]);
+  }, 20_000);
+
+  it('a recent tick whose target retention archived is not started again: it ran, and its key went with it', async () => {
+    const { schedule } = await createSchedule({ ...deps, actions }, { id: 'archived', every: '1h', action: 'core.noop' }, API_SCHEDULE_NAMES);
+    const r = await triggerSchedule(deps, 'archived');
+    const stream = `execution-${r.target.id}`;
+    expect((await requestedFor('archived')).map((e) => e.streamId)).toEqual([stream]);
+    // What retention leaves: the stream recorded as archived, and gone (its idempotency key with it).
+    const client = await t.db.pool.connect();
+    await recordArchived(client, [{ streamId: stream, events: 1, lastEventAt: new Date(), archive: '/archive/x.json' }], false).finally(() => client.release());
+    await t.store.deleteStream(stream, { expectedRevision: 0n });
+    expect(await requestedFor('archived')).toHaveLength(0);
+    const asked: string[] = [];
+    const host = startHost({ archived: async (id) => (asked.push(id), (await archivedStream(t.db.pool, id)) !== undefined) });
+    await host.ready;
+    await eventually('the host to look at the tick', async () => (asked.includes(stream) ? true : undefined), 10_000);
+    // A tick since, not archived, is started as ever.
+    const next = await triggerSchedule(deps, 'archived');
+    await eventually('the later tick’s execution', async () => ((await requestedFor('archived')).length > 0 ? true : undefined), 10_000);
+    expect((await requestedFor('archived')).map((e) => e.streamId)).toEqual([`execution-${next.target.id}`]);
+    expect(schedule.spec.target.kind).toBe('action');
   }, 20_000);
 
   it('a manual trigger records a tick and starts its execution once; pause stops the plan, delete ends the schedule', async () => {
