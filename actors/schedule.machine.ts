@@ -32,8 +32,15 @@ export interface ScheduleContext {
 /** Fired ticks a snapshot remembers: the hosts make sure each one's target was started. */
 export const RECENT_FIRED = 5;
 
-/** A tick this late (past its fire time) is missed, and runs only under the catch-up policy. */
+/**
+ * A tick this late (past its fire time) is missed, and runs only under the catch-up policy; a tick
+ * of a schedule that ticks more often than that is missed sooner, once it is as late as the gap to
+ * its next tick (at least MIN_LATE_MS). With one grace of a minute for all, an every-1s schedule
+ * ran its last ~60 ticks in a burst after every outage, whatever its catch-up said.
+ */
 export const MISSED_AFTER_MS = 60_000;
+/** The least lateness a tick is allowed before it counts as missed: a busy executor's delay, not an outage. */
+export const MIN_LATE_MS = 5_000;
 
 type CreatedEvent = ScheduleEventOf<'ScheduleCreated'>;
 type TickEvent = ScheduleEventOf<'ScheduleTickFired'> | ScheduleEventOf<'ScheduleTickSkipped'>;
@@ -202,8 +209,9 @@ const PLAN_WINDOW = 10_000;
 /**
  * What the schedule hosts should do at `now`, for schedule `id`. Pure: the same snapshot and
  * time give the same plan on every executor. Only an active schedule has ticks due. A tick is
- * due once its fire time (tick + jitter) has come; one more than MISSED_AFTER_MS late was
- * missed, and only the newest `catchUp` missed ones still run.
+ * due once its fire time (tick + jitter) has come; one later than its grace (MISSED_AFTER_MS,
+ * or the gap to its next tick when shorter, but at least MIN_LATE_MS) was missed, and only the
+ * newest `catchUp` missed ones still run.
  */
 export function schedulePlan(id: string, snapshot: ScheduleSnapshot, now: Date): SchedulePlan {
   if (snapshot.value !== 'Active') return { fire: [] };
@@ -219,10 +227,16 @@ export function schedulePlan(id: string, snapshot: ScheduleSnapshot, now: Date):
     }
     due.push(tick);
   }
-  const missed = due.filter((tick) => t - fireAt(tick) > MISSED_AFTER_MS);
+  const following = (i: number) => due[i + 1] ?? next ?? nextTickAfter(c.spec, c.anchorAt, due[i]!);
+  const grace = (i: number) => {
+    const after = following(i);
+    return after === undefined ? MISSED_AFTER_MS : Math.min(MISSED_AFTER_MS, Math.max(MIN_LATE_MS, after - due[i]!));
+  };
+  const isMissed = due.map((tick, i) => t - fireAt(tick) > grace(i));
+  const missed = due.filter((_, i) => isMissed[i]);
   const caughtUp = c.spec.catchUp > 0 ? missed.slice(-c.spec.catchUp) : [];
   const skipped = missed.slice(0, missed.length - caughtUp.length);
-  const fire = [...caughtUp, ...due.filter((tick) => t - fireAt(tick) <= MISSED_AFTER_MS)];
+  const fire = [...caughtUp, ...due.filter((_, i) => !isMissed[i])];
   const iso = (ms: number) => new Date(ms).toISOString();
   return {
     ...(skipped.length > 0 && { skip: { tickAt: iso(skipped[skipped.length - 1]!), count: skipped.length } }),

@@ -151,6 +151,19 @@ describe('schedule plan', () => {
     expect(two.fire.map((f) => f.tickAt)).toEqual([at(late - 120), at(late - 60), at(late)]);
   });
 
+  it('counts a tick of a schedule that ticks more often than a minute as missed sooner: after the gap to its next tick, at least 5 s', () => {
+    const everySecond = startSchedule(ev.created(spec({ trigger: { kind: 'every', everyMs: 1_000 } })));
+    // 59 s down: ticks 1 to 59 are due; only those at most 5 s late are on time, not all 59.
+    const seconds = schedulePlan('s', everySecond, new Date(Date.parse(at(0)) + 59_000));
+    expect(seconds.fire.map((f) => f.tickAt)).toEqual([54, 55, 56, 57, 58, 59].map((n) => iso(Date.parse(at(0)) + n * 1_000)));
+    expect(seconds.skip).toEqual({ tickAt: iso(Date.parse(at(0)) + 53_000), count: 53 });
+    const everyTenCatchUpOne = startSchedule(ev.created(spec({ trigger: { kind: 'every', everyMs: 10_000 }, catchUp: 1 })));
+    // 35 s down: ticks 10, 20, 30 due; 10 and 20 are later than the 10 s to their next tick; catch-up runs 20.
+    const tens = schedulePlan('s', everyTenCatchUpOne, new Date(Date.parse(at(0)) + 35_000));
+    expect(tens.fire.map((f) => f.tickAt)).toEqual([20, 30].map((n) => iso(Date.parse(at(0)) + n * 1_000)));
+    expect(tens.skip).toEqual({ tickAt: iso(Date.parse(at(0)) + 10_000), count: 1 });
+  });
+
   it('plans nothing while paused, and waits for each tick’s jitter', () => {
     const paused = decideSchedule(startSchedule(ev.created()), ev.paused());
     expect(paused.ok && schedulePlan('s', paused.snapshot, now(1_000))).toEqual({ fire: [] });
