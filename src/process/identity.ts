@@ -2,6 +2,7 @@
 // has handed to another program since (containers restart pids low) is not taken for the
 // process that recorded it. Used by the files that say who owns what (the embedded Postgres's
 // owner and start lock, `baton dev`'s lock) and by the worker-id check.
+import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 
 export interface ProcessIdentity {
@@ -21,13 +22,27 @@ export async function currentProcess(): Promise<ProcessIdentity> {
   return { pid: process.pid, startTime: await processStartTime(process.pid) };
 }
 
-/** Is `pid` alive (a process we may not signal counts as alive)? */
+/**
+ * Is `pid` alive (a process we may not signal counts as alive)? A zombie is not: it ended, and only
+ * waits for its parent to reap it, which a container's init may take a while to do; signal 0
+ * reaches it all the same, so a worker killed with -9 kept its id "in use" until then.
+ */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  if (process.platform !== 'linux') return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2) === 'Z'; // the state, right after the command name
+  } catch {
+    return false; // no /proc entry: signal 0 just reached it, so it is not gone; call it alive
   }
 }
 
