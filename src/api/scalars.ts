@@ -6,7 +6,7 @@
 // input-problems.ts names it from what scalarRefusalOf keeps of the refusal.
 import { GraphQLScalarType, Kind, valueFromASTUntyped, type GraphQLError, type ValueNode } from 'graphql';
 import { createGraphQLError } from 'graphql-yoga';
-import { dateTimeRangeProblem, parseDateTime } from '../input/rules.ts';
+import { parseDateTime, whyNotADateTime } from '../input/rules.ts';
 
 export interface ScalarRefusal {
   /** Why, without the place: `must be a whole number …`. */
@@ -43,27 +43,9 @@ export const JsonScalar = new GraphQLScalarType({
   parseLiteral: (ast, variables) => valueFromASTUntyped(ast, variables),
 });
 
-const DATE_TIME_SHAPE = 'must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z';
-const DATE_PART = /^([+-]?\d+)-(\d{2})-(\d{2})T/;
-
-/** Why `value` is no date-time: a year past 9999 or a day the calendar lacks said as such, not as a shape. */
-function dateTimeValueProblem(value: unknown): string {
-  const date = typeof value === 'string' ? DATE_PART.exec(value) : null;
-  if (!date) return DATE_TIME_SHAPE;
-  const [, year, month, day] = date.map(Number) as [number, number, number, number];
-  // `99999-01-01T…`: out of range (rules.ts says so of any year that is not 4 digits).
-  if (!/^\d{4}$/.test(date[1]!)) return dateTimeRangeProblem(value as string) ?? DATE_TIME_SHAPE;
-  if (month < 1 || month > 12) return `not a real date: there is no month ${date[2]}`;
-  // Date rolls 2026-02-30 over to March 2nd (and reads years 0 to 99 as 19xx: hence setUTCFullYear).
-  const real = new Date(Date.UTC(2000, month - 1, day));
-  real.setUTCFullYear(year);
-  if (day < 1 || real.getUTCDate() !== day) return `not a real date: ${date[1]}-${date[2]} has no day ${date[3]}`;
-  return DATE_TIME_SHAPE;
-}
-
 function parseDateTimeValue(value: unknown, node?: ValueNode): string {
   const iso = parseDateTime(value);
-  if (iso === undefined) throw refuse('DateTime', dateTimeValueProblem(value), node);
+  if (iso === undefined) throw refuse('DateTime', whyNotADateTime(value), node);
   return iso;
 }
 

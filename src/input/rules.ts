@@ -200,6 +200,27 @@ function dateTimeYear(value: unknown): number | undefined {
   return day <= [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]! ? year : undefined;
 }
 
+const DATE_PART = /^([+-]?\d+)-(\d{2})-(\d{2})T/;
+
+/**
+ * Why `value`, which parseDateTime refused, is no date-time: a year past 9999 or a day the calendar
+ * lacks said as such (`not a real date: 2026-02 has no day 30`), else the shape wanted. Every door
+ * says the same: the CLI's options, schedules' start and end, GraphQL's DateTime.
+ */
+export function whyNotADateTime(value: unknown): string {
+  const date = typeof value === 'string' ? DATE_PART.exec(value) : null;
+  if (!date) return DATE_TIME_SHAPE;
+  const [, year, month, day] = date.map(Number) as [number, number, number, number];
+  // `99999-01-01T…`: out of range (dateTimeRangeProblem says so of any year that is not 4 digits).
+  if (!/^\d{4}$/.test(date[1]!)) return dateTimeRangeProblem(value as string) ?? DATE_TIME_SHAPE;
+  if (month < 1 || month > 12) return `not a real date: there is no month ${date[2]}`;
+  // Date rolls 2026-02-30 over to March 2nd (and reads years 0 to 99 as 19xx: hence setUTCFullYear).
+  const real = new Date(Date.UTC(2000, month - 1, day));
+  real.setUTCFullYear(year);
+  if (day < 1 || real.getUTCDate() !== day) return `not a real date: ${date[1]}-${date[2]} has no day ${date[3]}`;
+  return DATE_TIME_SHAPE;
+}
+
 /** An ISO 8601 date-time with a zone, in UTC with milliseconds as JavaScript writes it (any year), or undefined. */
 export function parseDateTime(value: unknown): string | undefined {
   if (dateTimeYear(value) === undefined) return undefined;
@@ -216,7 +237,7 @@ export function dateTimeRangeProblem(iso: string): string | undefined {
 /** A date-time as Baton stores it (ISO 8601 in UTC with milliseconds, years 0001 to 9999), or the problem with it. */
 export function dateTimeProblem(value: unknown): { iso: string } | { problem: string } {
   const iso = parseDateTime(value);
-  if (iso === undefined) return { problem: DATE_TIME_SHAPE };
+  if (iso === undefined) return { problem: whyNotADateTime(value) };
   const range = dateTimeRangeProblem(iso);
   return range ? { problem: range } : { iso };
 }

@@ -128,7 +128,8 @@ describe('baton list', () => {
     const refused: [string[], RegExp][] = [
       [['--status', 'Done'], /option '--status <status>' argument 'Done' is invalid\. Allowed choices are Requested, .*Abandoned/],
       [['--since', 'yesterday'], /^baton: --since: must be an ISO 8601 date-time with a time zone/],
-      [['--until', '2026-13-45T00:00:00Z'], /^baton: --until: must be an ISO 8601 date-time/],
+      [['--until', '2026-13-45T00:00:00Z'], /^baton: --until: not a real date: there is no month 13/],
+      [['--since', '2026-02-30T00:00:00Z'], /^baton: --since: not a real date: 2026-02 has no day 30\n?$/],
       // Year 0 and past 9999 in UTC: refused as every other date option refuses them, not a Postgres error.
       [['--until', '0000-01-01T00:00:00Z'], /^baton: --until: must be from 0001-01-01/],
       [['--since', '9999-12-31T23:59:59-01:00'], /^baton: --since: must be from 0001-01-01/],

@@ -197,7 +197,7 @@ describe('the other commands’ options', { timeout: 120_000 }, () => {
   it('refuses absurd dates and positions past bigint, naming the option', async () => {
     await expectAllRefused([
       [['replay', '--all', '--since', '0000-01-01T00:00:00Z'], '--since: must be from 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z', /years 0001 to 9999/],
-      [['inspect', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--at', '2026-02-30T00:00:00Z'], '--at: must be an ISO 8601 date-time', /like 2024-05-01T12:00:00Z$/],
+      [['inspect', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--at', '2026-02-30T00:00:00Z'], '--at: not a real date', /: 2026-02 has no day 30$/],
       [['dlq', 'list', '--after', '9999999999999999999', '--transport', 'postgres'], '--after: must be a whole number from 0 to 9223372036854775807', /earlier page/],
       [['cancel', '6f1e7c52-3b0a-4d1e-9a57-0b8c4a2f9d31', '--reason', 'r'.repeat(1_001)], '--reason: must be at most 1000 characters', /\(got 1001\)$/],
     ]);
