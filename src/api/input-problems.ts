@@ -2,7 +2,8 @@
 // (`Variable "$inputs" got invalid value 1.5 at "inputs[0].priority"; Int cannot represent
 // non-integer value: 1.5`, with no code, so a client could not tell it from a server fault) and a
 // literal the Long or DateTime scalar refuses (`Long must be a whole number …`, found in
-// validation). This plugin gives each the shape of every other refusal: BAD_USER_INPUT, the
+// validation), or one graphql's own Int, Boolean or enums refuse (`Int cannot represent non 32-bit
+// signed integer value: 2147483648`, where the same value as a variable named its argument). This plugin gives each the shape of every other refusal: BAD_USER_INPUT, the
 // message starting with the argument's place (`inputs.0.priority: …`, `fromRevision: …`,
 // `filter.since: …`), and `argument` and `problems` in extensions.
 import type { DocumentNode, GraphQLError } from 'graphql';
@@ -10,6 +11,9 @@ import { createGraphQLError, type Plugin } from 'graphql-yoga';
 import { argumentPathOfVariable, placeOfNode } from './argument-places.ts';
 import { codedError } from './errors.ts';
 import { scalarRefusalOf } from './scalars.ts';
+
+/** graphql's words for a literal of the wrong type (ValuesOfCorrectTypeRule). */
+const LITERAL_REFUSAL = /^(Int|Float|String|Boolean|ID) cannot represent |^Expected value of type |^Value .* does not exist in ".*" enum/s;
 
 /** The place and reason of a variable refusal, or undefined for any other message. */
 export function variableProblem(message: string): { path: string; message: string } | undefined {
@@ -32,6 +36,10 @@ function recoded(e: GraphQLError, document: DocumentNode | undefined): GraphQLEr
     // A literal in the query text. graphql may report the scalar's own error, which has no location.
     const place = document && placeOfNode(document, scalar.node);
     return place ? refusal(place, scalar.problem, e, e.nodes?.length ? e : createGraphQLError(e.message, { nodes: [scalar.node] })) : e;
+  }
+  if (!scalar && e.nodes?.length === 1 && LITERAL_REFUSAL.test(e.message)) {
+    const place = document && placeOfNode(document, e.nodes[0]!);
+    if (place) return refusal(place, e.message, e);
   }
   if (e.extensions?.['code'] !== undefined && !scalar) return e;
   const p = variableProblem(e.message);

@@ -57,6 +57,12 @@ describe('NUL characters and lone surrogates', () => {
     expectRefused(await gql(api().url, `{ actionStats(action: "x\\u0000") { action } }`), 'action', /NUL/);
   });
 
+  it('names the argument of a literal graphql\'s own types refuse, as it names a variable\'s', async () => {
+    expectRefused(await gql(api().url, `mutation { submitExecution(action: "core.noop", priority: 2147483648) { executionId } }`), 'priority', /^priority: Int cannot represent non 32-bit signed integer value: 2147483648$/);
+    expectRefused(await gql(api().url, `mutation { submitExecutions(inputs: [{ action: "core.noop", priority: 1.5 }]) { created } }`), 'inputs.0.priority', /^inputs\.0\.priority: Int cannot represent non-integer value: 1\.5$/);
+    expectRefused(await gql(api().url, `{ executions(first: 5, filter: { status: Done }) { edges { node { id } } } }`), 'filter.status', /^filter\.status: Value "Done" does not exist in "ExecutionStatus" enum/);
+  });
+
   it('in submitExecution: input values and keys, the idempotency key; nothing is stored', async () => {
     const before = await eventCount();
     expectRefused(await gql(api().url, SUBMIT, { action: 'core.echo', input: { a: { b: NUL } } }), 'input.a.b', /NUL/);
