@@ -256,17 +256,23 @@ export async function appendManyPostgres(deps: AppendManyDeps, requests: readonl
 const ONE_BY_ONE_IN_PARALLEL = 8;
 
 async function runRound(deps: AppendManyDeps, requests: readonly AppendRequest[], settle: (k: number, o: AppendOutcome) => void): Promise<void> {
+  let values: unknown[] | Error | undefined;
+  try {
+    values = roundValues(requests);
+  } catch (err) {
+    values = err instanceof Error ? err : new Error(String(err)); // a lone request past the longest string: failed below
+  }
+  if (values === undefined) {
+    // Too much text for one statement: each half is a round of its own (distinct streams still).
+    const half = Math.ceil(requests.length / 2);
+    await runRound(deps, requests.slice(0, half), settle);
+    await runRound(deps, requests.slice(half), (k, o) => settle(half + k, o));
+    return;
+  }
   let rows: RoundRow[];
   let xid: string | null;
   try {
-    const values = roundValues(requests);
-    if (values === undefined) {
-      // Too much text for one statement: each half is a round of its own (distinct streams still).
-      const half = Math.ceil(requests.length / 2);
-      await runRound(deps, requests.slice(0, half), settle);
-      await runRound(deps, requests.slice(half), (k, o) => settle(half + k, o));
-      return;
-    }
+    if (values instanceof Error) throw values;
     ({ rows, xid } = await appendRound(deps.pool, values));
   } catch (err) {
     const code = (err as { code?: string }).code;
