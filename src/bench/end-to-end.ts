@@ -112,7 +112,13 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       nc = await connectNats(o.natsUrl!);
       transport = await createNatsWorkTransport(nc, { streamName: `BATON_BENCH_${suffix}`, subjectPrefix: `baton.bench.${suffix}` });
       const natsClient = nc;
-      removeStreamsIfInterrupted = onInterrupt(() => deleteNatsWorkStreams(natsClient, { streamName: `BATON_BENCH_${suffix}` }));
+      // The hosts' connection goes first: their pull loops re-create a stream deleted under them
+      // (a stream not found is provisioned again), which left both streams behind an interrupt.
+      removeStreamsIfInterrupted = onInterrupt(async () => {
+        await natsClient.close();
+        const admin = await connectNats(o.natsUrl!);
+        await deleteNatsWorkStreams(admin, { streamName: `BATON_BENCH_${suffix}` }).finally(() => admin.close());
+      });
     } else {
       transport = createPostgresWorkTransport(pool);
     }

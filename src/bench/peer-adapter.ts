@@ -88,6 +88,9 @@ export async function create(cfg: PeerConfig) {
   }
   // This run's streams go with it, also when the harness is interrupted (as the projector process does).
   let keepStreamsIfInterrupted = () => {};
+  // The workers' NATS connections, closed before the streams go on an interrupt: their pull loops
+  // would provision a deleted stream again (as `baton bench` found, src/bench/end-to-end.ts).
+  const workerConnections = new Set<Awaited<ReturnType<typeof connectNats>>>();
 
   // Where the projector runs (see the top of this file): a process of its own from setup() to
   // close() unless BATON_PEER_PROJECTOR says otherwise.
@@ -114,7 +117,10 @@ export async function create(cfg: PeerConfig) {
       await migrateAll(pool);
       if (variant === 'nats') {
         await deleteNatsStreams();
-        keepStreamsIfInterrupted = onInterrupt(deleteNatsStreams);
+        keepStreamsIfInterrupted = onInterrupt(async () => {
+          await Promise.all([...workerConnections].map((c) => c.close()));
+          await deleteNatsStreams();
+        });
       }
       await startProjector();
     },
@@ -144,6 +150,7 @@ export async function create(cfg: PeerConfig) {
       let transport: WorkTransport;
       if (variant === 'nats') {
         nc = await connectPeersNats(natsUrl);
+        workerConnections.add(nc);
         transport = await createNatsWorkTransport(nc, natsOptions);
       } else {
         transport = createPostgresWorkTransport(wpool);
@@ -162,6 +169,7 @@ export async function create(cfg: PeerConfig) {
             await workerProjector?.stop();
             await transport.close();
             await nc?.close();
+            if (nc) workerConnections.delete(nc);
             await store.close();
             await wpool.end();
           })()),

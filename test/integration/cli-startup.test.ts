@@ -207,6 +207,26 @@ describe('the command line', () => {
       expect(r.code, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout)).toMatchObject({ transport: 'NATS JetStream', eagerDispatch: { on: false, runsStartedWithHandoff: 0, runs: 22 } });
       expect((await benchStreams()).filter((n) => !before.has(n))).toEqual([]);
+
+      // Interrupted while its workers pull from them: they must not provision the streams again
+      // as they are deleted (both were left behind this way).
+      const { spawn } = await import('node:child_process');
+      const { BATON_DATABASE_URL: _url, ...rest } = process.env;
+      const child = spawn(process.execPath, [path.join(ROOT, 'bin/baton.js'), 'bench', '--transport', 'nats', '--eager-dispatch', 'off', '--executions', '1000000', '--latency-samples', '1'], {
+        env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url, BATON_NATS_URL: natsUrl },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => void (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      for (const deadline = Date.now() + 60_000; !stderr.includes('[2/2]'); ) {
+        if (Date.now() > deadline) throw new Error(`the bench did not reach its throughput phase: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect((await benchStreams()).filter((n) => !before.has(n)).length).toBeGreaterThan(0);
+      child.kill('SIGTERM');
+      expect(await exited, stderr).toBe(143);
+      expect((await benchStreams()).filter((n) => !before.has(n))).toEqual([]);
     } finally {
       await nc.close();
     }
