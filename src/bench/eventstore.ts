@@ -201,7 +201,7 @@ export async function runEventStoreBench(
       await grouped.close();
       await alone.close();
     }
-  });
+  }, `--streams ${most}`);
 }
 
 export function printEventStoreBench(r: EventStoreBenchResult): string {

@@ -87,7 +87,7 @@ export async function runSubmitBench(
     } finally {
       await store.close();
     }
-  });
+  }, `--in-flight ${o.inFlight}`);
 }
 
 export function printSubmitBench(r: SubmitBenchResult): string {

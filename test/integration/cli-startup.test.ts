@@ -239,6 +239,21 @@ describe('the command line', () => {
     expect(r.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
   }, 60_000);
 
+  it('`bench eventstore --streams` and `bench submit --in-flight` past what the server can ever give are refused naming the option, before a scratch database is made', async () => {
+    const { rows } = await db().pool.query<{ allowed: number }>("SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int AS allowed");
+    const allowed = rows[0]!.allowed;
+    const scratch = async () => (await db().pool.query("SELECT count(*)::int AS n FROM pg_database WHERE datname LIKE 'baton_bench_%'")).rows[0].n as number;
+    const before = await scratch();
+    if (allowed >= 262) throw new Error(`this server allows ${allowed} connections: the test needs one that allows fewer than 262`);
+    const streams = await runBaton(['bench', 'eventstore', '--streams', '256', '--seconds', '1'], { databaseUrl: db().url });
+    expect(streams.code).toBe(1);
+    expect(streams.stderr).toMatch(new RegExp(`^baton: --streams 256 needs 262 connections to Postgres at once; this server allows ${allowed} \\(max_connections \\d+, less \\d+ for superusers\\): give a smaller --streams$`, 'm'));
+    const inFlight = await runBaton(['bench', 'submit', '--in-flight', '256', '--seconds', '1'], { databaseUrl: db().url });
+    expect(inFlight.code).toBe(1);
+    expect(inFlight.stderr).toMatch(/^baton: --in-flight 256 needs 264 connections to Postgres at once; .*give a smaller --in-flight$/m);
+    expect(await scratch()).toBe(before);
+  }, 60_000);
+
   it('`bench eventstore --json` prints JSON (the option is the subcommand\'s, not `bench`\'s)', async () => {
     // Four streams: the default 64 would take 70 connections of a server other test files share.
     const r = await runBaton(['bench', 'eventstore', '--seconds', '1', '--large-history', '1000', '--streams', '4', '--json'], { databaseUrl: db().url });
