@@ -114,7 +114,7 @@ export async function runEndToEndBench(admin: { pool: pg.Pool; databaseUrl: stri
       const natsClient = nc;
       // The hosts' connection goes first: their pull loops re-create a stream deleted under them
       // (a stream not found is provisioned again), which left both streams behind an interrupt.
-      removeStreamsIfInterrupted = onInterrupt(async () => {
+      removeStreamsIfInterrupted = onInterrupt('JetStream streams', async () => {
         await natsClient.close();
         const admin = await connectNats(o.natsUrl!);
         await deleteNatsWorkStreams(admin, { streamName: `BATON_BENCH_${suffix}` }).finally(() => admin.close());

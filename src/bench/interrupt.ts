@@ -6,13 +6,13 @@
 import { sleep } from '../async/sleep.ts';
 
 const CLEANUP_MS = 10_000;
-const cleanups = new Set<() => unknown>();
+const cleanups = new Map<() => unknown, string>();
 let listening = false;
 let stopping = false;
 
-/** Run `cleanup` if a signal interrupts this process before the returned function is called. */
-export function onInterrupt(cleanup: () => unknown): () => void {
-  cleanups.add(cleanup);
+/** Run `cleanup` (of `what`: `its scratch database`) if a signal interrupts this process before the returned function is called. */
+export function onInterrupt(what: string, cleanup: () => unknown): () => void {
+  cleanups.set(cleanup, what);
   if (!listening) {
     listening = true;
     process.on('SIGINT', () => void interrupted('SIGINT', 130));
@@ -28,8 +28,10 @@ async function interrupted(signal: NodeJS.Signals, code: number): Promise<void> 
   // The work still running fails as its database goes (connections terminated): expected, not news.
   process.on('unhandledRejection', () => undefined);
   process.on('uncaughtException', () => undefined);
-  process.stderr.write(`baton bench: ${signal}: removing what the benchmark made (scratch database, projector process, streams) …\n`);
-  const all = Promise.allSettled([...cleanups].map(async (cleanup) => cleanup()));
+  // What is registered now, not every kind a benchmark may make: the peer adapter makes no scratch database.
+  const made = [...new Set(cleanups.values())];
+  process.stderr.write(`baton bench: ${signal}: removing what the benchmark made${made.length > 0 ? ` (${made.join(', ')})` : ''} …\n`);
+  const all = Promise.allSettled([...cleanups.keys()].map(async (cleanup) => cleanup()));
   await Promise.race([all, sleep(CLEANUP_MS)]);
   process.exit(code);
 }

@@ -66,8 +66,9 @@ export async function create(cfg: PeerConfig) {
   if (variant !== 'postgres' && variant !== 'nats') throw new Error(`baton peer adapter: unknown variant ${variant} (postgres | nats)`);
   const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:54222';
   const submitPool = poolSize('BATON_SUBMIT_POOL', 10);
-  const eager = onOff.parse(process.env.BATON_EAGER_DISPATCH);
+  const eager = fromEnvironment('BATON_EAGER_DISPATCH', onOff);
   const workerPool = poolSize('BATON_POOL', 24);
+  if (typeof cfg.pgUrl !== 'string' || !URL.canParse(cfg.pgUrl)) throw new Error(`baton peer adapter: cfg.pgUrl must be a postgres:// URL (got ${JSON.stringify(cfg.pgUrl)})`);
   const db = new URL(cfg.pgUrl).pathname.slice(1).replace(/[^A-Za-z0-9_-]/g, '_') || 'peers';
   const natsOptions = { streamName: `BATON_PEERS_${db}`, subjectPrefix: `peers.${db}` };
   const log = pino({ level: process.env.BATON_LOG_LEVEL ?? 'silent' });
@@ -117,7 +118,7 @@ export async function create(cfg: PeerConfig) {
       await migrateAll(pool);
       if (variant === 'nats') {
         await deleteNatsStreams();
-        keepStreamsIfInterrupted = onInterrupt(async () => {
+        keepStreamsIfInterrupted = onInterrupt('JetStream streams', async () => {
           await Promise.all([...workerConnections].map((c) => c.close()));
           await deleteNatsStreams();
         });
@@ -198,7 +199,12 @@ export async function create(cfg: PeerConfig) {
 
 /** A pool size from the environment (the harness's knobs) as config reads a count, or a one-line refusal. */
 function poolSize(name: string, fallback: number): number {
-  const r = count(fallback, 'number of connections').safeParse(process.env[name]);
+  return fromEnvironment(name, count(fallback, 'number of connections'));
+}
+
+/** A setting from the environment as config reads it, or a one-line refusal naming the variable. */
+function fromEnvironment<T>(name: string, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }): T {
+  const r = schema.safeParse(process.env[name]);
   if (!r.success) throw new Error(`baton peer adapter: ${name}=${process.env[name]}: ${r.error.issues[0]!.message}`);
   return r.data;
 }

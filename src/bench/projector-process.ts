@@ -37,7 +37,7 @@ export async function startProjectorProcess(databaseUrl: string): Promise<Projec
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const killIfInterrupted = onInterrupt(() => child.kill('SIGKILL'));
+  const killIfInterrupted = onInterrupt('projector process', () => child.kill('SIGKILL'));
   // A process that exits without stopping it (process.exit, as the peers harness's worker does on
   // its phase timeout) takes it along: left running, it went on projecting into the harness's
   // database while the next library was measured.

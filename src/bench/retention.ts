@@ -26,7 +26,7 @@ export interface RetentionBenchResult {
 export async function runRetentionBench(admin: { pool: pg.Pool; databaseUrl: string }, o: { executions: number; progress: (line: string) => void }): Promise<RetentionBenchResult> {
   const archiveDir = await mkdtemp(path.join(os.tmpdir(), 'baton-bench-archive-'));
   const removeArchive = () => rm(archiveDir, { recursive: true, force: true });
-  const removeIfInterrupted = onInterrupt(removeArchive); // its archive files are the bench's own, as its database is
+  const removeIfInterrupted = onInterrupt('archive files', removeArchive); // its archive files are the bench's own, as its database is
   try {
     return await withScratchDatabase(admin, 8, async ({ pool, postgresVersion }) => {
       const store = createPostgresEventStore(pool);

@@ -30,7 +30,7 @@ export async function withScratchDatabase<T>(
   const drop = () => admin.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   // Registered before CREATE DATABASE (~0.1 s): a Ctrl-C during it waits for it, then drops what it made.
   const creating = admin.pool.query(`CREATE DATABASE ${name}`);
-  const dropIfInterrupted = onInterrupt(async () => {
+  const dropIfInterrupted = onInterrupt('scratch database', async () => {
     await creating.catch(() => undefined);
     await drop();
   });

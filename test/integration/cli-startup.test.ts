@@ -187,7 +187,7 @@ describe('the command line', () => {
       expect((await scratch()).length).toBeGreaterThan(before.length);
       child.kill(signal);
       expect(await exited, stderr).toBe(signal === 'SIGINT' ? 130 : 143);
-      expect(stderr).toContain(`baton bench: ${signal}: removing what the benchmark made`);
+      expect(stderr).toContain(`baton bench: ${signal}: removing what the benchmark made (scratch database, projector process) …`);
       expect(await scratch()).toEqual(before);
       expect(await projectors()).toEqual([]);
     }

@@ -84,5 +84,12 @@ describe.each(['postgres', ...(natsUrl ? ['nats'] : [])])('bench-peers adapter (
     } finally {
       delete process.env.BATON_SUBMIT_POOL;
     }
+    process.env.BATON_EAGER_DISPATCH = 'maybe';
+    try {
+      await expect(create({ pgUrl: db.url, variant })).rejects.toThrow(/^baton peer adapter: BATON_EAGER_DISPATCH=maybe: Invalid switch: expected on or off$/);
+    } finally {
+      delete process.env.BATON_EAGER_DISPATCH;
+    }
+    await expect(create({ pgUrl: 'not a url', variant })).rejects.toThrow(/^baton peer adapter: cfg\.pgUrl must be a postgres:\/\/ URL \(got "not a url"\)$/);
   });
 });
