@@ -10,4 +10,11 @@ describe('CLI text output', () => {
     expect(fields([['reason', forged]])).toBe('reason  ok\\u001b[2K\\u000dFORGED: Completed');
     expect(table(['ID', 'REASON'], [['x', forged]])).toBe('ID  REASON\nx   ok\\u001b[2K\\u000dFORGED: Completed');
   });
+
+  it('tables a history of 300,000 events (a day of progress), its widths from every row', () => {
+    const rows = Array.from({ length: 300_000 }, (_, i) => [String(i), 'ExecutionProgressed']);
+    const text = table(['#', 'EVENT'], rows);
+    expect(text.split('\n')).toHaveLength(300_001);
+    expect(text.split('\n')[1]).toBe('0       ExecutionProgressed');
+  });
 });

@@ -123,6 +123,9 @@ interface ItemResult {
   error?: string;
 }
 
+/** The highest line of `results` (0: none), without spreading a file's worth of arguments onto the stack. */
+const highestLine = (results: readonly ItemResult[]) => results.reduce((most, r) => Math.max(most, r.line), 0);
+
 /** `a–b, c` for sorted line numbers. */
 const lineRanges = (lines: number[]) => {
   const out: string[] = [];
@@ -214,7 +217,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       }
       const done = results.flat();
       const sending = [...inFlight.values()].flatMap((b) => b.lines).sort((a, b) => a - b);
-      const upTo = Math.max(0, ...done.map((r) => r.line), ...sending);
+      const upTo = Math.max(highestLine(done), sending.at(-1) ?? 0);
       if (process.stderr.isTTY) process.stderr.write('\n');
       process.stderr.write(
         `baton: ${signal} again: exiting now, without waiting for the batches being stored. ${sending.length > 0 ? `Lines ${lineRanges(sending)} may or may not have been stored; ` : ''}` +
@@ -249,7 +252,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       // The store failed under a whole batch: name the lines that may or may not be stored.
       const cause = (failure ?? err) as Error;
       unknownLines.sort((a, b) => a - b);
-      const sentUpTo = Math.max(unknownLines.at(-1) ?? 0, ...written.map((r) => r.line));
+      const sentUpTo = Math.max(unknownLines.at(-1) ?? 0, highestLine(written));
       const message = `${cause.message ?? String(cause)}`;
       if (o.json) console.log(toJson({ ...summary(written, started), executions: written, failed: { lines: unknownLines, message } }));
       throw new BatonError(
@@ -266,7 +269,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     const all = results.flat();
     const s = summary(all, started);
     if (interrupted) {
-      const upTo = Math.max(0, ...all.map((r) => r.line));
+      const upTo = highestLine(all);
       progress.finish(`${interrupted}: stopped after line ${upTo}`);
       process.stderr.write(
         `baton: ${interrupted}: stopped; lines up to ${upTo} were submitted, nothing after line ${upTo} was sent. ` +
