@@ -3,10 +3,12 @@
 // report or a regression test and be replayed with no database.
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import type { ExecutionEvent } from '../../schemas/events.ts';
+import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
+import { ExecutionEvent } from '../../schemas/events.ts';
 import { BatonError, InvalidEventError, parseOrThrow } from '../errors.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { UUID } from '../ids.ts';
+import { droppedFields } from '../input/dropped-fields.ts';
 
 export interface HistoryEvent {
   eventId: string;
@@ -26,8 +28,10 @@ export const WORKFLOW_HISTORY_FORMAT = 'baton.workflow-history';
 
 // What every stored execution event has, checked here so that an edited file is refused naming
 // the field, not replayed into a TypeError inside the machine (`data: null`) or a riddle
-// (`by` missing: "undefined is not the owner"). The events' own fields are the machine's to judge.
-const HistoryEventSchema = z.object({
+// (`by` missing: "undefined is not the owner"). An event the current machine version wrote is
+// held to today's event catalog as well (catalogProblems); older ones to this envelope only, as
+// their fields were those of their day (ExecutionRequested's parentId, say).
+const HistoryEventSchema = z.strictObject({
   eventId: z.string().min(1),
   revision: z.number().int().min(0),
   type: z.string().min(1),
@@ -36,7 +40,7 @@ const HistoryEventSchema = z.object({
   recordedAt: z.iso.datetime({ offset: true }),
 });
 
-const HistoryDocumentSchema = z.object({
+const HistoryDocumentSchema = z.strictObject({
   format: z.literal(HISTORY_FORMAT),
   formatVersion: z.literal(HISTORY_FORMAT_VERSION),
   executionId: z.string().regex(UUID, 'must be an execution id (a uuid)'),
@@ -44,6 +48,31 @@ const HistoryDocumentSchema = z.object({
   events: z.array(HistoryEventSchema).min(1, 'a history holds at least its ExecutionRequested event'),
 });
 export type HistoryDocument = Omit<z.infer<typeof HistoryDocumentSchema>, 'events'> & { events: HistoryEvent[] };
+
+// Problems listed at most: a systematic edit would otherwise repeat one per event.
+const MAX_PROBLEMS = 10;
+
+/**
+ * What today's event catalog finds wrong with the events the current machine version wrote: an
+ * unknown type, a field no such event has, a NUL byte, a value out of range. Each named by its
+ * place (`events.4.data.extra: unknown field`). A store never held such an event: the catalog
+ * checked every one as it was appended.
+ */
+function catalogProblems(events: readonly HistoryEvent[]): { path: string; message: string }[] {
+  const problems: { path: string; message: string }[] = [];
+  for (const [i, e] of events.entries()) {
+    if (problems.length >= MAX_PROBLEMS) break;
+    if (e.metadata['machineVersion'] !== MACHINE_VERSION) continue;
+    const r = ExecutionEvent.safeParse({ type: e.type, data: e.data, metadata: e.metadata });
+    if (!r.success) {
+      problems.push(...r.error.issues.map((issue) => ({ path: [`events.${i}`, ...issue.path].join('.'), message: issue.message })));
+      continue;
+    }
+    const dropped = [...droppedFields(e.data, r.data.data, `events.${i}.data`), ...droppedFields(e.metadata, r.data.metadata, `events.${i}.metadata`)];
+    problems.push(...dropped.map((path) => ({ path, message: 'unknown field' })));
+  }
+  return problems.slice(0, MAX_PROBLEMS);
+}
 
 export function fromStored(e: StoredEvent): HistoryEvent {
   return { eventId: e.eventId, revision: Number(e.revision), type: e.type, data: e.data, metadata: e.metadata, recordedAt: e.recordedAt.toISOString() };
@@ -70,6 +99,8 @@ export function parseHistoryDocument(value: unknown, source = 'history'): Histor
   if (gap >= 0) {
     throw new InvalidEventError(source, [{ path: `events.${gap}.revision`, message: `expected revision ${gap} (events must be the whole stream, in order), got ${doc.events[gap]!.revision}` }]);
   }
+  const problems = catalogProblems(doc.events);
+  if (problems.length > 0) throw new InvalidEventError(source, problems);
   // Event ids are unique store-wide: a history holding one twice was edited, and no store could hold it.
   const firstOf = new Map<string, number>();
   for (const [i, e] of doc.events.entries()) {

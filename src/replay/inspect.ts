@@ -16,6 +16,7 @@ import {
 import { machineForVersion } from '../../actors/execution-machine-versions.ts';
 import { ExecutionEvent, type ExecutionEventType } from '../../schemas/events.ts';
 import { InvalidEventError, InvalidTransitionError, parseOrThrow } from '../errors.ts';
+import { droppedFields } from '../input/dropped-fields.ts';
 import { asExecutionEvent, type HistoryEvent } from './history.ts';
 import { MachineFold, stateOf } from './machine-fold.ts';
 
@@ -157,13 +158,6 @@ export interface ForkResult {
 }
 
 const FORK_EVENT_FIELDS = new Set(['type', 'data', 'by', 'occurredAt']);
-
-/** Paths of the object fields in `given` that parsing left out of `kept`. */
-function droppedFields(given: unknown, kept: unknown, path: string): string[] {
-  if (given === null || typeof given !== 'object' || kept === null || typeof kept !== 'object') return [];
-  if (Array.isArray(given)) return Array.isArray(kept) ? given.flatMap((g, i) => droppedFields(g, kept[i], `${path}.${i}`)) : [];
-  return Object.entries(given).flatMap(([k, g]) => (Object.hasOwn(kept, k) ? droppedFields(g, (kept as Record<string, unknown>)[k], `${path}.${k}`) : [`${path}.${k}`]));
-}
 
 /**
  * Continue the history after `forkAt` with `inputs` instead of what really happened, through

@@ -155,6 +155,26 @@ describe('baton export and replay --file', () => {
       const edited = await baton(['replay', '--file', file], { cwd: dir, env: null });
       expect(edited.code).toBe(1);
       expect(edited.stderr.trim()).toMatch(/^baton: invalid history file .*: executionId: must be an execution id \(a uuid\); events\.0\.data: .*; events\.0\.metadata\.by: /);
+      // A real export edited: what no store could have held is refused, naming the place, not replayed as if absent.
+      const exported = JSON.parse((await baton(['export', completed[1]!])).stdout) as { events: { type: string; data: Record<string, unknown>; metadata: Record<string, unknown> }[] } & Record<string, unknown>;
+      const last = exported.events.length - 1;
+      const edits: [(doc: typeof exported) => void, RegExp][] = [
+        [(d) => (d.events[last]!.data['extra'] = 1), new RegExp(`events\\.${last}\\.data\\.extra: unknown field`)],
+        [(d) => (d.events[last]!.metadata['extra'] = 1), new RegExp(`events\\.${last}\\.metadata\\.extra: unknown field`)],
+        [(d) => ((d.events[last] as Record<string, unknown>)['extra'] = 1), new RegExp(`events\\.${last}\\.extra: unknown field`)],
+        [(d) => (d['extra'] = 1), /\.json: extra: unknown field/],
+        [(d) => (d.events[0]!.data['action'] = 'core.no\u0000op'), /events\.0\.data\.action: .*NUL/],
+        [(d) => (d.events[last]!.type = 'ExecutionTeleported'), new RegExp(`events\\.${last}\\.type: `)],
+      ];
+      for (const [edit, message] of edits) {
+        const doc = structuredClone(exported);
+        edit(doc);
+        await fs.writeFile(file, JSON.stringify(doc));
+        const r = await baton(['replay', '--file', file], { cwd: dir, env: null });
+        expect(r.code, r.stdout).toBe(1);
+        expect(r.stderr.trim()).toMatch(/^baton: invalid history file /);
+        expect(r.stderr.trim()).toMatch(message);
+      }
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
