@@ -33,13 +33,20 @@ export class HistoryDivergesError extends Error {
 
 /** Replays the exported history in `file`; resolves with its steps, or throws describing each divergence. */
 export async function expectHistoryReplays(file: string, o: ExpectHistoryOptions = {}): Promise<ReplayStep[]> {
+  if (typeof file !== 'string' || file === '') throw new InvalidInputError([{ path: 'file', message: 'must be the path of an exported history (`baton export <id> > file.json`)' }]);
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) throw new InvalidInputError([{ path: 'options', message: 'must be an object like { against: \'recorded\', finalState: \'Completed\' }' }]);
   // A misspelt option (`finalstate`) would make the test pass without checking what it names.
-  const unknown = Object.keys(o ?? {}).filter((k) => !(OPTIONS as readonly string[]).includes(k));
+  const unknown = Object.keys(o).filter((k) => !(OPTIONS as readonly string[]).includes(k));
   if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: unknownNameMessage('option', k, OPTIONS) })));
   if (o.finalState !== undefined && typeof o.finalState !== 'string') throw new InvalidInputError([{ path: 'options.finalState', message: "must be a state's name, e.g. 'Completed'" }]);
+  // A machine is an object with a root state node (xstate's createMachine); anything else is a mistake, not a divergence.
+  const isMachine = (v: unknown): v is AnyStateMachine => typeof v === 'object' && v !== null && typeof (v as { root?: unknown }).root === 'object' && (v as { root?: unknown }).root !== null;
+  if (o.against !== undefined && typeof o.against !== 'string' && !isMachine(o.against)) {
+    throw new InvalidInputError([{ path: 'options.against', message: "must be 'current', 'recorded', a module path exporting executionMachine, or a machine (xstate's createMachine)" }]);
+  }
   const doc = await readHistoryFile(file);
   const target: ReplayTarget =
-    typeof o.against === 'object' ? { kind: 'machine', machine: o.against, label: 'the given machine' } : await loadReplayTarget(o.against ?? 'current', 'options.against:');
+    o.against !== undefined && typeof o.against !== 'string' ? { kind: 'machine', machine: o.against, label: 'the given machine' } : await loadReplayTarget(o.against ?? 'current', 'options.against:');
   const { steps, verdict } = replayHistory(doc.executionId, doc.events, target);
   const problems = verdict.divergences.map(describeDivergence);
   const last = steps.at(-1);

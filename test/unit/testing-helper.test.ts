@@ -23,3 +23,14 @@ test('it refuses an option it does not know, naming the one probably meant: a mi
 test('a machine module that cannot be imported is named as the option it came from, not as a CLI flag', async () => {
   await expect(expectHistoryReplays('test/histories/report-completed.json', { against: 'nonsense' })).rejects.toThrow(/^options\.against: nonsense: cannot import /);
 });
+
+test('a wrong options value is named as the option, never taken for a divergence of the history', async () => {
+  const file = 'test/histories/report-completed.json';
+  for (const against of [null, {}, 123]) {
+    await expect(expectHistoryReplays(file, { against } as never), String(against)).rejects.toThrow(/^options\.against: must be 'current', 'recorded', a module path/);
+  }
+  for (const options of [null, 'x', []]) {
+    await expect(expectHistoryReplays(file, options as never), String(options)).rejects.toThrow(/^options: must be an object/);
+  }
+  await expect(expectHistoryReplays(undefined as never)).rejects.toThrow(/^file: must be the path of an exported history/);
+});
