@@ -49,7 +49,9 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['timed out', c.timedOutLimit === undefined ? undefined : `${c.timedOutLimit} limit`],
         ['abandoned', c.abandonReason],
         ['result', c.result === undefined ? undefined : JSON.stringify(c.result)],
-        ['error', c.error ? c.error.message : undefined],
+        // The error stays after a retry (GraphQL's Execution.error alike): beside a later attempt's
+        // result it is an earlier attempt's failure, and says so.
+        [statusOf(snapshot) === 'Failed' ? 'error' : 'last failure', c.error ? c.error.message : undefined],
         ['tags', c.tags ? Object.entries(c.tags).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k}=${v}`).join(' ') : undefined],
       ]),
     );
