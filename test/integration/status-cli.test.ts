@@ -26,6 +26,15 @@ describe('baton status', () => {
     expect(completed.stdout).toMatch(/^status +Completed$/m);
     expect(completed.stdout).toMatch(/^last failure +flake 1$/m);
     expect(completed.stdout).not.toMatch(/^error /m);
+    // Its events say why each happened, in the table itself.
+    const events = await runBaton(['events', retried], { databaseUrl: db().url });
+    const lines = events.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^REV +TYPE +BY +STATE AFTER +RECORDED AT +WHY$/);
+    expect(lines.find((l) => l.includes('ExecutionHandedOff'))).toMatch(/ to w1, attempt 1$/);
+    expect(lines.find((l) => l.includes('ExecutionFailed'))).toMatch(/ flake 1$/);
+    expect(lines.find((l) => l.includes('ExecutionRetryScheduled'))).toMatch(/ attempt 2 not before \S+: flake 1$/);
+    const inspect = await runBaton(['inspect', retried, '--at', '4'], { databaseUrl: db().url });
+    expect(inspect.stdout).toMatch(/^why +flake 1$/m);
 
     const failed = (await runtime.submit({ action: 'core.noop', maxAttempts: 1 })).executionId;
     await handOff(runtime, failed, 'w1');

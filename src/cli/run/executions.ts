@@ -10,6 +10,7 @@ import { RateBuckets } from '../../runtime/rate-buckets.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { executionTimeline } from '../../replay/execution-history.ts';
+import { eventSummary } from '../../replay/event-summary.ts';
 import { versionShown } from '../../input/action-versions.ts';
 import { notAnExecution } from './archived-notice.ts';
 
@@ -67,8 +68,8 @@ export async function eventsCommand(id: string, o: { json?: boolean }): Promise<
     }
     console.log(
       table(
-        ['REV', 'TYPE', 'BY', 'STATE AFTER', 'RECORDED AT'],
-        steps.map((s) => [String(s.revision), s.type, s.by, s.state, s.recordedAt]),
+        ['REV', 'TYPE', 'BY', 'STATE AFTER', 'RECORDED AT', 'WHY'],
+        steps.map((s) => [String(s.revision), s.type, s.by, s.state, s.recordedAt, eventSummary(s.type, s.data)]),
       ),
     );
   });

@@ -5,6 +5,7 @@ import { EXECUTION_STREAM_PREFIX } from '../../../schemas/events.ts';
 import { BatonError } from '../../errors.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
 import { countEvents } from '../../eventstore/postgres.ts';
+import { eventSummary } from '../../replay/event-summary.ts';
 import { readHistoryFile, toHistoryDocument, type HistoryEvent } from '../../replay/history.ts';
 import { forkExecution, stepAt, timeline, type ForkEventInput, type ForkResult, type InspectPoint, type TimelineStep } from '../../replay/inspect.ts';
 import { describeDivergence, describeTarget, replayHistory, type ReplayStep, type ReplayTarget, type StreamVerdict } from '../../replay/replay.ts';
@@ -29,6 +30,7 @@ function printInspect(id: string, steps: readonly TimelineStep[], step: Timeline
       ['execution', id],
       ['revision', `${step.revision} of ${steps.at(-1)!.revision}${step.final ? ' (final)' : ''}`],
       ['event', `${step.type} by ${step.by}, occurred ${step.occurredAt}, recorded ${step.recordedAt}${step.machineVersion ? `, machine v${step.machineVersion}` : ''}`],
+      ['why', eventSummary(step.type, step.data) || undefined],
       ['state', step.stateBefore ? `${step.stateBefore} → ${step.state}` : step.state],
       ['owner', step.owner],
       ['attempt', `${step.attempt} of ${c.maxAttempts}`],
