@@ -11,7 +11,9 @@ const executionId = executionIdOrPointer('workflow status');
 
 const revisionOf = (option: string) => (value: string): number => {
   const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidInputError([{ path: option, message: `must be a revision (0, 1, 2, …), got "${value}"` }]);
+  if (!/^\d+$/.test(value)) throw new InvalidInputError([{ path: option, message: `must be a revision (0, 1, 2, …), got "${value}"` }]);
+  // Whole but past any history (a stream's revisions are counted in JavaScript numbers): say that.
+  if (!Number.isSafeInteger(n)) throw new InvalidInputError([{ path: option, message: `must be a revision from 0 to the history's last, got ${value}, past any history` }]);
   return n;
 };
 const revision = revisionOf('--fork-at');
