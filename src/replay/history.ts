@@ -1,7 +1,7 @@
 // A history: one execution's stored events in a portable form. It is what `baton export`
 // writes and `baton replay --file` reads, so a history can travel from production into a bug
 // report or a regression test and be replayed with no database.
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { ExecutionEvent } from '../../schemas/events.ts';
@@ -22,6 +22,9 @@ export interface HistoryEvent {
 }
 
 export const HISTORY_FORMAT = 'baton.execution-history';
+/** The largest history file read: under V8's longest string (~512 MiB), which a read of the whole file needs. */
+export const MAX_HISTORY_FILE_BYTES = 500 * 1024 * 1024;
+const formatMiB = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
 export const HISTORY_FORMAT_VERSION = 1;
 /** A workflow's own stream, as retention archives it beside its steps' execution histories (src/retention/archive-file.ts). */
 export const WORKFLOW_HISTORY_FORMAT = 'baton.workflow-history';
@@ -132,8 +135,12 @@ function workflowHistoryRefusal(value: unknown, source: string): BatonError | un
 export async function readHistoryFile(path: string): Promise<HistoryDocument> {
   let text: string;
   try {
+    const { size } = await stat(path);
+    // Past this, reading it whole fails with V8's "Invalid string length", which tells nobody why.
+    if (size > MAX_HISTORY_FILE_BYTES) throw new BatonError(`history file ${path} is ${formatMiB(size)}: larger than Baton reads (at most ${formatMiB(MAX_HISTORY_FILE_BYTES)})`);
     text = await readFile(path, 'utf8');
   } catch (err) {
+    if (err instanceof BatonError) throw err;
     throw new BatonError(`history file ${path} cannot be read: ${(err as Error).message}`, { cause: err });
   }
   let value: unknown;

@@ -287,3 +287,22 @@ describe('history documents', () => {
     expect(() => parseHistoryDocument({ ...doc, executionId: 'nope' })).toThrow(/executionId: must be an execution id/);
   });
 });
+
+describe('history files', () => {
+  it('refuses one larger than Baton reads, saying so (a sparse file: nothing is written to disk)', async () => {
+    const { mkdtemp, open, rm } = await import('node:fs/promises');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const { MAX_HISTORY_FILE_BYTES, readHistoryFile } = await import('../../src/replay/history.ts');
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'baton-huge-history-'));
+    try {
+      const file = path.join(dir, 'huge.json');
+      const handle = await open(file, 'w');
+      await handle.truncate(MAX_HISTORY_FILE_BYTES + 1);
+      await handle.close();
+      await expect(readHistoryFile(file)).rejects.toThrow(/^history file .*huge\.json is 500 MiB: larger than Baton reads \(at most 500 MiB\)$/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
