@@ -208,6 +208,8 @@ describe('baton inspect', () => {
     const past = await baton(['inspect', id, '--at', '99']);
     expect(past.code).toBe(1);
     expect(past.stderr).toMatch(/^baton: invalid inspect point: --at: must be a revision from 0 to \d+ \(this history's\), got 99\n$/);
+    const pastFork = await baton(['inspect', id, '--fork-at', '99', '--event', '{"type":"ExecutionCancelled","data":{"reason":"x"}}']);
+    expect(pastFork.stderr).toMatch(/^baton: invalid inspect point: --fork-at: must be a revision from 0 to \d+ \(this history's\), got 99\n$/);
   });
 
   it('a what-if fork prints the simulated states and leaves the store and read model byte-for-byte unchanged', async () => {

@@ -138,6 +138,7 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
   // An archived execution is read from its archive file; --file reads any history with no database.
   const steps = o.file !== undefined ? await fileTimeline(id, o.file) : await withContext(async ({ store, pool }) => timeline(id, await executionHistory(store, pool, id)));
   if (o.forkAt !== undefined) {
+    stepAt(steps, { revision: o.forkAt }, '--fork-at'); // past this history: refused naming the option
     const fork = forkExecution(steps, o.forkAt, o.event!);
     if (o.json) console.log(toJson(fork));
     else printFork(id, fork);
