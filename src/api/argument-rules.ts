@@ -33,6 +33,12 @@ const namedType = (t: GraphQLInputType): GraphQLInputType => (isNonNullType(t) |
 // Problems reported at most: a batch with a systematic mistake would otherwise repeat it per item.
 const MAX_PROBLEMS = 10;
 
+/**
+ * Fields whose resolver checks `namespace` among every other problem of the request (the schedule
+ * and workflow requests): refused here alone, it hid the rest (`cron`, `action`, the definition).
+ */
+const NAMESPACE_CHECKED_WITH_THE_REST = new Set(['Mutation.createSchedule', 'Mutation.updateSchedule', 'Mutation.submitWorkflow']);
+
 /** A problem and the argument (or input field) whose value has it: `input` for `input.a.b`. */
 type ArgumentProblem = InputProblem & { argument: string };
 
@@ -94,7 +100,7 @@ export function applyArgumentRules(schema: GraphQLSchema): GraphQLSchema {
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__')) continue;
     for (const field of Object.values(type.getFields()) as GraphQLField<unknown, unknown>[]) {
-      const args = field.args.filter((a) => holdsChecked(a.type));
+      const args = field.args.filter((a) => holdsChecked(a.type) && !(a.name === 'namespace' && NAMESPACE_CHECKED_WITH_THE_REST.has(`${type.name}.${field.name}`)));
       if (args.length === 0) continue;
       const resolve = field.resolve ?? defaultFieldResolver;
       field.resolve = (source, values, ctx, info) => {

@@ -50,9 +50,9 @@ async function submitWorkflow(_: unknown, a: { definition: unknown; id?: string 
     ctx.log.info({ workflowId: r.workflowId, steps: r.steps, created: r.created }, 'workflow submitted');
     return r;
   } catch (err) {
-    // Each problem by its path inside the argument it came from (`id`, or `definition.steps.2.action`).
+    // Each problem by its path inside the argument it came from (`id`, `namespace`, or `definition.steps.2.action`).
     if (err instanceof InvalidWorkflowError) {
-      const problems = err.problems.map((p) => ({ path: p.path === 'id' ? 'id' : `definition${p.path ? `.${p.path}` : ''}`, message: p.message }));
+      const problems = err.problems.map((p) => ({ path: p.path === 'id' || p.path === 'namespace' ? p.path : `definition${p.path ? `.${p.path}` : ''}`, message: p.message }));
       throw new ApiError('BAD_USER_INPUT', `invalid workflow (${problems.length} problem${problems.length === 1 ? '' : 's'}): ${problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`, problems[0]!.path.split('.')[0], { problems });
     }
     throw err;

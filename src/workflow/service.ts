@@ -9,7 +9,7 @@
 // submitExecution checks its action. An action only some worker offers through a module the
 // caller did not load is refused: load the same module.
 import { namespaceOr } from '../input/namespace.ts';
-import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
+import { DEFAULT_NAMESPACE, namespaceProblem } from '../input/namespace.ts';
 import { z } from 'zod';
 import { isDeepStrictEqual } from 'node:util';
 import { isFinal, statusOf } from '../../actors/execution.machine.ts';
@@ -114,6 +114,10 @@ export async function submitWorkflow(
   if (options.id !== undefined) {
     const id = WorkflowId.safeParse(options.id);
     if (!id.success) problems.push(...id.error.issues.map((i) => ({ path: 'id', message: i.message })));
+  }
+  if (options.namespace !== undefined) {
+    const problem = namespaceProblem(options.namespace);
+    if (problem) problems.push({ path: 'namespace', message: problem });
   }
   const checked = workflowProblems(value, deps.actions);
   if (!checked.ok) problems.push(...checked.problems);

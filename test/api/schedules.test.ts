@@ -44,6 +44,11 @@ describe('createSchedule', () => {
       expect(r.errors![0]!.message, JSON.stringify(variables)).toMatch(message);
       expect(r.errors![0]!.extensions, JSON.stringify(variables)).toMatchObject({ code: 'BAD_USER_INPUT', argument });
     }
+    // A bad namespace is one problem among the others, not the only one told.
+    const several = await gql(api().url, `mutation { createSchedule(cron: "0 25 * * *", action: "core.nop", namespace: "Team_A") { created } }`);
+    expect(several.errors![0]!.message).toMatch(/cron: invalid cron expression: .*; action: unknown action "core\.nop".*; namespace: must be /);
+    const workflow = await gql(api().url, `mutation($d: JSON!, $ns: String) { submitWorkflow(definition: $d, namespace: $ns) { workflowId } }`, { d: { steps: [{ id: 'a', action: 'core.nope' }] }, ns: 'BAD' });
+    expect(workflow.errors![0]!.message).toMatch(/: namespace: must be .*; definition\.steps\.0\.action: unknown action "core\.nope"/);
     expect(await eventCount()).toBe(0);
   });
 
