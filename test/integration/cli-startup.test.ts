@@ -165,29 +165,35 @@ describe('the command line', () => {
     expect(tooLarge.stderr).toMatch(/--input-bytes <n>.*'100001' is invalid. must be an integer from 0 to 100000/);
   }, 120_000);
 
-  it('`bench` stopped by Ctrl-C or SIGTERM leaves no projector process and no scratch database behind', async () => {
+  /** A `baton bench` of a million executions, once it has reached its throughput phase. */
+  async function benchInThroughputPhase(args: string[], env: Record<string, string> = {}) {
     const { spawn } = await import('node:child_process');
+    const { BATON_DATABASE_URL: _url, ...rest } = process.env;
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/baton.js'), 'bench', ...args, '--executions', '1000000', '--latency-samples', '1'], {
+      env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => void (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    for (const deadline = Date.now() + 60_000; !stderr.includes('[2/2]'); ) {
+      if (Date.now() > deadline) throw new Error(`the bench did not reach its throughput phase: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return { child, exited, stderr: () => stderr };
+  }
+
+  it('`bench` stopped by Ctrl-C or SIGTERM leaves no projector process and no scratch database behind', async () => {
     const scratch = async () => (await db().pool.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'baton_bench_%'")).rows.map((r) => r.datname).sort();
     const projectors = async () => (await run('ps', ['-eo', 'args'])).stdout.split('\n').filter((l) => /baton\.js projector --metrics-port 0/.test(l));
     const before = await scratch();
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-      const { BATON_DATABASE_URL: _url, ...rest } = process.env;
-      const child = spawn(process.execPath, [path.join(ROOT, 'bin/baton.js'), 'bench', '--executions', '1000000', '--latency-samples', '1'], {
-        env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => void (stderr += d.toString()));
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       // Interrupted mid-run: its projector started, its database made, its throughput phase going.
-      for (const deadline = Date.now() + 60_000; !stderr.includes('[2/2]'); ) {
-        if (Date.now() > deadline) throw new Error(`the bench did not reach its throughput phase: ${stderr}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      const bench = await benchInThroughputPhase([]);
       expect((await scratch()).length).toBeGreaterThan(before.length);
-      child.kill(signal);
-      expect(await exited, stderr).toBe(signal === 'SIGINT' ? 130 : 143);
-      expect(stderr).toContain(`baton bench: ${signal}: removing what the benchmark made (scratch database, projector process) …`);
+      bench.child.kill(signal);
+      expect(await bench.exited, bench.stderr()).toBe(signal === 'SIGINT' ? 130 : 143);
+      expect(bench.stderr()).toContain(`baton bench: ${signal}: removing what the benchmark made (scratch database, projector process) …`);
       expect(await scratch()).toEqual(before);
       expect(await projectors()).toEqual([]);
     }
@@ -210,22 +216,10 @@ describe('the command line', () => {
 
       // Interrupted while its workers pull from them: they must not provision the streams again
       // as they are deleted (both were left behind this way).
-      const { spawn } = await import('node:child_process');
-      const { BATON_DATABASE_URL: _url, ...rest } = process.env;
-      const child = spawn(process.execPath, [path.join(ROOT, 'bin/baton.js'), 'bench', '--transport', 'nats', '--eager-dispatch', 'off', '--executions', '1000000', '--latency-samples', '1'], {
-        env: { ...rest, BATON_LOG_LEVEL: 'warn', BATON_DATABASE_URL: db().url, BATON_NATS_URL: natsUrl },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => void (stderr += d.toString()));
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-      for (const deadline = Date.now() + 60_000; !stderr.includes('[2/2]'); ) {
-        if (Date.now() > deadline) throw new Error(`the bench did not reach its throughput phase: ${stderr}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      const bench = await benchInThroughputPhase(['--transport', 'nats', '--eager-dispatch', 'off'], { BATON_NATS_URL: natsUrl });
       expect((await benchStreams()).filter((n) => !before.has(n)).length).toBeGreaterThan(0);
-      child.kill('SIGTERM');
-      expect(await exited, stderr).toBe(143);
+      bench.child.kill('SIGTERM');
+      expect(await bench.exited, bench.stderr()).toBe(143);
       expect((await benchStreams()).filter((n) => !before.has(n))).toEqual([]);
     } finally {
       await nc.close();
