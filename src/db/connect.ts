@@ -140,10 +140,14 @@ function unavailable(err: unknown, url: string, source: string, waited: number |
 }
 
 /** The URL with its password replaced by `***`, for messages and logs. */
+const SECRET_PARAMETERS = ['password', 'sslpassword'];
+
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
+    // node-postgres also takes the password from the query (`?user=…&password=…`), as libpq does.
+    for (const key of SECRET_PARAMETERS) if (u.searchParams.has(key)) u.searchParams.set(key, '***');
     return u.toString();
   } catch {
     return '(unparseable url)';

@@ -56,13 +56,11 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
       name: 'baton_executions_stalled',
       help: 'Running executions with no progress for longer than their stall limit (heartbeats are not progress)',
       registers,
+      // The database away fails the scrape (503, src/observability/http.ts), as the executor's does:
+      // a last value kept, or no series at all, read as a healthy projector to dashboards and alerts.
       async collect() {
-        try {
-          const r = await o.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(readModelSchemaOf(o.pool))}.executions WHERE ${STALLED_SQL}`);
-          this.set(Number(r.rows[0]!.n));
-        } catch {
-          // The database is away: keep the last value.
-        }
+        const r = await o.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(readModelSchemaOf(o.pool))}.executions WHERE ${STALLED_SQL}`);
+        this.set(Number(r.rows[0]!.n));
       },
     }),
     lag: new Gauge({
@@ -74,13 +72,9 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
         const now = Date.now();
         await Promise.all(
           list.map(async (p) => {
-            try {
-              const { position } = await readCheckpoint(o.pool, p.name);
-              const [next] = await o.store.readAll({ after: position, limit: 1, streamPrefixes: [...p.streamPrefixes] });
-              this.set({ projection: p.name }, next ? Math.max(0, (now - next.recordedAt.getTime()) / 1000) : 0);
-            } catch {
-              // The database is away: leave the last value rather than fail the whole scrape.
-            }
+            const { position } = await readCheckpoint(o.pool, p.name);
+            const [next] = await o.store.readAll({ after: position, limit: 1, streamPrefixes: [...p.streamPrefixes] });
+            this.set({ projection: p.name }, next ? Math.max(0, (now - next.recordedAt.getTime()) / 1000) : 0);
           }),
         );
       },
@@ -100,7 +94,11 @@ function failureMessage(err: unknown): string {
  */
 function connectionLost(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'string' && (/^(08|53|57)/.test(code) || /^E[A-Z]+$/.test(code))) return true;
+  // Also a server that refuses us for now: a database not accepting connections (55000, as ALTER
+  // DATABASE … ALLOW_CONNECTIONS false answers), gone (3D000), or credentials rotated (28xxx).
+  // Counted as a projection's own failure, /healthz stayed 503 after the database came back.
+  if (typeof code === 'string' && (/^(08|28|53|57|3D)/.test(code) || /^E[A-Z]+$/.test(code))) return true;
+  if (code === '55000' && /not currently accepting connections/.test((err as Error)?.message ?? '')) return true;
   return /Connection terminated|connection timeout/i.test((err as Error)?.message ?? '');
 }
 

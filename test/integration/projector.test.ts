@@ -275,4 +275,30 @@ describe('projector health across a database outage', () => {
       await relay.close();
     }
   });
+
+  it('is healthy again after its database refused connections for a while (ALLOW_CONNECTIONS false: SQLSTATE 55000)', { timeout: 60_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: t.db.url, max: 4, connectionTimeoutMillis: 1_000 });
+    pool.on('error', () => undefined);
+    const store = createPostgresEventStore(pool);
+    const projector = startProjector({ pool, store, log, driftIntervalMs: 0 });
+    const name = new URL(t.db.url).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: Object.assign(new URL(t.db.url), { pathname: '/postgres' }).toString() });
+    await admin.connect();
+    try {
+      await createExecutionRuntime(t.store).submit({ action: 'core.noop' });
+      await until('the projector to follow', async () => (await readCheckpoint(t.db.pool, 'executions')).position > 0n);
+      await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS false`);
+      // The projector's connections only: the test harness's own pool has no error listener.
+      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name <> 'baton-test-harness'", [name]);
+      await until('the outage to show', async () => projector.problems().some((p) => /not currently accepting connections/.test(p)), 20_000);
+      await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`);
+      await until('the problems to clear', async () => projector.problems().length === 0, 20_000);
+    } finally {
+      await admin.query(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS true`).catch(() => undefined);
+      await admin.end();
+      await projector.stop();
+      await store.close();
+      await pool.end().catch(() => undefined);
+    }
+  });
 });
