@@ -30,7 +30,8 @@ export function registerRateLimitCommands(program: Command): void {
           return;
         }
         if (!view) {
-          console.log(`no worker advertises a rate limit for action "${action}"`);
+          // What workers advertise is read from the read model: with no projector running, none is known.
+          console.log(`no worker advertises a rate limit for action "${action}" (as the read model knows it: its workers table is kept by the projector)`);
           return;
         }
         const p = view.rateLimit;
