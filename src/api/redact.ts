@@ -1,5 +1,5 @@
 // Stack traces are for the unscoped admin. A failed action's ErrorInfo (`{ message, type, stack }`)
-// reaches the API in Execution.error, ExecutionFailed's and StepFinished's event data, the
+// reaches the API in Execution.error, ExecutionFailed's event data, the
 // history's contexts and workflow steps (subscriptions too, through the same fields); its stack
 // names the server's files. Those are the only places it is redacted: a user's own values (inputs,
 // results, progress, definitions) come back as stored, a `stack` key of theirs included.
