@@ -52,10 +52,16 @@ describe('the installed package', () => {
           skipLibCheck: false,
           outDir: 'out',
         },
-        include: ['main.ts'],
+        include: ['main.ts', 'history.test.ts'],
       }),
     );
     await fs.copyFile(EXAMPLE, at('main.ts'));
+    // The README's regression test from an exported history: `/testing`'s declarations reach pg's
+    // types (the event store's), which the package must bring (@types/pg), or strict tsc fails.
+    await fs.writeFile(
+      at('history.test.ts'),
+      "import { expectHistoryReplays, HistoryDivergesError } from '@baton-run/baton/testing';\nexport const check = (file: string) => expectHistoryReplays(file, { finalState: 'Completed' }).catch((e: unknown) => e instanceof HistoryDivergesError);\n",
+    );
     await run(NPM, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'], { cwd: scratch, env: userEnv(), timeout: 150_000 });
   }, 240_000);
 
