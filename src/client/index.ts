@@ -7,6 +7,7 @@
 //   const { executionId } = await baton.submit(charge, { customerId: 'c1', cents: 500 });
 //   const { chargedCents } = await baton.result(executionId, { timeout: 30_000 });
 import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { builtinActions } from '../actions/builtin.ts';
 import { createActionRegistry } from '../actions/registry.ts';
 import { token as tokenRule } from '../config-values.ts';
 import { InvalidInputError, refuseAny, type InputProblem } from '../input/errors.ts';
@@ -55,12 +56,31 @@ function unknownKeys(o: object, known: readonly string[], at: string): InputProb
   ];
 }
 
-/** Unknown submit options are refused, not ignored. (Tags and namespaces are checked where the submission is: src/runtime/submission.ts.) */
-function checkOptions(options: unknown, at: string, known: readonly string[] = OPTION_KEYS): SubmitOptions {
-  if (options === undefined) return {};
+/** An options object (absent: none), its unknown keys refused, not ignored. */
+function checkOptions<T extends object>(options: unknown, at: string, known: readonly string[], required = false): Partial<T> {
+  if (options === undefined && !required) return {};
   if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new InvalidInputError([{ path: at, message: 'must be an object' }]);
   refuseAny(unknownKeys(options, known, at));
-  return options as SubmitOptions;
+  return options as Partial<T>;
+}
+
+// Node's timers hold at most 2^31 - 1 ms (~24.8 days); a longer one fires at once, with a warning.
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/** result()'s options: `timeout`, a whole number of ms a timer can hold. */
+function checkResultOptions(o: unknown): { timeout?: number } {
+  const { timeout } = checkOptions<{ timeout: number }>(o, 'options', ['timeout']);
+  if (timeout !== undefined && !(typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0 && timeout <= MAX_TIMEOUT_MS)) {
+    throw new InvalidInputError([{ path: 'timeout', message: `must be a positive number of ms, at most ${MAX_TIMEOUT_MS} (~24.8 days)` }]);
+  }
+  return timeout === undefined ? {} : { timeout };
+}
+
+/** updates()'s options: `signal`, an AbortSignal. */
+function checkUpdatesOptions(o: unknown): { signal?: AbortSignal } {
+  const { signal } = checkOptions<{ signal: AbortSignal }>(o, 'options', ['signal']);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidInputError([{ path: 'options.signal', message: 'must be an AbortSignal' }]);
+  return signal === undefined ? {} : { signal };
 }
 
 /** createClient's options, each of the wrong type named, before anything is opened. */
@@ -71,6 +91,14 @@ function checkClientOptions(o: Record<string, unknown>, byDatabase: boolean): vo
   if (actions !== undefined && !Array.isArray(actions)) refuseAny([{ path: 'options.actions', message: 'must be an array of actions built with defineAction' }]);
   refuseAny(((actions ?? []) as unknown[]).flatMap((a, i) => (isActionDefinition(a) ? [] : [{ path: `options.actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }])));
   createActionRegistry((actions as AnyActionDefinition[] | undefined) ?? []); // DuplicateActionError: one name given twice
+  // A definition of a built-in's name would be checked by the built-in's schema, not by its own: said, not dropped.
+  refuseAny(
+    ((actions ?? []) as AnyActionDefinition[]).flatMap((a, i) =>
+      builtinActions.some((b) => b.name === a.name && b !== a)
+        ? [{ path: `options.actions[${i}]`, message: `"${a.name}" is the name of one of Baton's built-in actions, whose own schema checks its submissions: name yours differently` }]
+        : [],
+    ),
+  );
   const token = o['token'];
   // Empty is no token, as an empty BATON_API_TOKEN is unset.
   if (token !== undefined && token !== '') {
@@ -160,10 +188,9 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     if (!signal?.aborted) throw closedWhileWaiting(id, last?.status);
   }
 
-  async function result(id: string, o: { timeout?: number } = {}): Promise<unknown> {
+  async function result(id: string, o?: { timeout?: number }): Promise<unknown> {
     open();
-    const timeout = o.timeout;
-    if (timeout !== undefined && !(Number.isFinite(timeout) && timeout > 0)) throw new InvalidInputError([{ path: 'timeout', message: 'must be a positive number of ms' }]);
+    const { timeout } = checkResultOptions(o);
     const checked = checkId(id);
     const ac = new AbortController();
     let timedOut = false;
@@ -197,14 +224,15 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     mode: byDatabase ? 'database' : 'graphql',
     submit: (async (action: Parameters<Transport['submit']>[0], input?: unknown, options?: SubmitOptions) => {
       open();
-      return transport.submit(action, input, checkOptions(options, 'options'));
+      return transport.submit(action, input, checkOptions<SubmitOptions>(options, 'options', OPTION_KEYS));
     }) as BatonClient['submit'],
     async submitMany(items: readonly SubmitItem[]) {
       open();
       if (!Array.isArray(items)) throw new InvalidInputError([{ path: 'items', message: 'must be an array' }]);
-      const checked = items.map((item, i) => {
-        const options = checkOptions(item, `items[${i}]`, ITEM_KEYS); // an item that is no object is refused here
-        return { action: item.action, input: item.input, ...options };
+      // Array.from visits a sparse array's holes too: each is refused as the item that is no object.
+      const checked = Array.from(items, (item, i) => {
+        const options = checkOptions<SubmitItem>(item, `items[${i}]`, ITEM_KEYS, true);
+        return { ...options, action: item.action, input: item.input } as SubmitItem;
       });
       return transport.submitMany(checked);
     },
@@ -221,9 +249,9 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
       open();
       return transport.history(checkId(id));
     },
-    updates: ((id: string, o: { signal?: AbortSignal } = {}) => {
+    updates: ((id: string, o?: { signal?: AbortSignal }) => {
       open();
-      return follow(checkId(id), o.signal);
+      return follow(checkId(id), checkUpdatesOptions(o).signal);
     }) as BatonClient['updates'],
     close: () =>
       (closing ??= (async () => {

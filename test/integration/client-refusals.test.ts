@@ -205,3 +205,39 @@ it('result and updates of an id nothing has are NotFoundError at once in both mo
     await expect(client.result(executionId, { timeout: 300 }), client.mode).rejects.toBeInstanceOf(ResultTimeoutError);
   }
 });
+
+it('submitMany refuses an undefined item or a hole of a sparse array before anything is stored, alike in both modes', async () => {
+  const before = await requested();
+  const sparse: unknown[] = [{ action: 'core.noop' }];
+  sparse[2] = { action: 'core.noop' };
+  for (const items of [sparse, [{ action: 'core.noop' }, undefined], [undefined]]) {
+    const { database, graphql } = await refusals((c) => c.submitMany(items as never));
+    expect(database).toBeInstanceOf(InvalidInputError);
+    expect((database as Error).message).toMatch(/^items\[\d\]: must be an object$/);
+    expect((graphql as Error).message).toBe((database as Error).message);
+  }
+  expect(await requested()).toBe(before);
+});
+
+it('result and updates check their options: a timeout a timer cannot hold, an unknown option, a signal that is none', async () => {
+  const { executionId } = await clients.database.submit('core.noop');
+  for (const c of [clients.database, clients.graphql]) {
+    await expect(c.result(executionId, { timeout: 2 ** 31 })).rejects.toThrow(/^timeout: must be a positive number of ms, at most 2147483647/);
+    await expect(c.result(executionId, { timout: 10 } as never)).rejects.toThrow(/^options\.timout: unknown option; did you mean "timeout"\?/);
+    await expect(c.result(executionId, 5 as never)).rejects.toThrow(/^options: must be an object$/);
+    expect(() => c.updates(executionId, { signal: 5 } as never)).toThrow(/^options\.signal: must be an AbortSignal$/);
+    expect(() => c.updates(executionId, { signl: new AbortController().signal } as never)).toThrow(/^options\.signl: unknown option; did you mean "signal"\?/);
+  }
+});
+
+it('createClient refuses a definition of a built-in action\'s name, whose schema would never be the one checked', async () => {
+  const { defineAction } = await import('@baton-run/baton');
+  const { z } = await import('zod');
+  const mine = defineAction({ name: 'core.noop', input: z.object({ must: z.string() }), run: async () => 1 });
+  const refused = await createClient({ databaseUrl: t.db.url, actions: [mine] }).catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(InvalidInputError);
+  expect((refused as Error).message).toMatch(/^options\.actions\[0\]: "core\.noop" is the name of one of Baton's built-in actions/);
+  // The built-in's own definition passed along is no conflict.
+  const same = await createClient({ databaseUrl: t.db.url, actions: [builtinActions.find((a) => a.name === 'core.noop')!] });
+  await same.close();
+});
