@@ -123,6 +123,9 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
   const o = (options ?? {}) as unknown as Record<string, unknown>;
   for (const url of ['databaseUrl', 'graphqlUrl']) {
     if (o[url] !== undefined && typeof o[url] !== 'string') throw new InvalidInputError([{ path: url, message: `must be a string (${url === 'databaseUrl' ? 'postgres://…' : 'http://…/graphql'})` }]);
+    // NUL and lone surrogates, refused everywhere else, would otherwise reach the driver as part of a name.
+    const problem = typeof o[url] === 'string' ? textProblem(o[url]) : undefined;
+    if (problem) throw new InvalidInputError([{ path: url, message: problem }]);
   }
   const byDatabase = typeof o['databaseUrl'] === 'string';
   const byApi = typeof o['graphqlUrl'] === 'string';

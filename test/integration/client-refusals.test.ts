@@ -153,6 +153,8 @@ it('createClient refuses a databaseUrl that is not one, naming the option, befor
   const blank = await createClient({ databaseUrl: ' ' }).catch((e: unknown) => e);
   expect(blank).toBeInstanceOf(InvalidInputError);
   expect((blank as InvalidInputError).problems).toEqual([{ path: 'databaseUrl', message: 'must not be empty' }]);
+  // A NUL, refused everywhere else, is not passed on to the driver as part of the database's name.
+  await expect(createClient({ databaseUrl: `${t.db.url}\u0000` })).rejects.toThrow(/^databaseUrl: must not contain a NUL character/);
 });
 
 it('an unknown item field is refused naming it with the nearest known one, `action` and `input` among them, alike in both modes', async () => {
