@@ -21,6 +21,7 @@ import type { Delivery } from '../transport/work-transport.ts';
 import type { DispatchBatcher } from './dispatch-batcher.ts';
 import type { ErrorInfo, ExecutionEvent } from '../../schemas/events.ts';
 import { newId } from '../ids.ts';
+import { CancelRequested, LimitReached, OutOfTouch } from './run-stops.ts';
 
 type ExecutionStartedData = Extract<ExecutionEvent, { type: 'ExecutionStarted' }>['data'];
 
@@ -35,6 +36,8 @@ export interface RunDeliveryDeps {
   running: Set<string>;
   /** Per running execution: abort its run because a cancel was requested (filled while it runs). */
   cancellers?: Map<string, (attempt: number, reason: string) => void>;
+  /** Per running execution: stop its run because this worker is out of touch (OutOfTouch; filled while it runs). */
+  fences?: Map<string, (reason: OutOfTouch) => void>;
   /** Where ExecutionStarted and the outcome are appended: coalesced with other runs' (dispatch-batcher.ts). Default: one append each. */
   appends?: Pick<DispatchBatcher, 'dispatch'>;
   onStarted?: (pickupMs: number) => void;
@@ -57,23 +60,6 @@ export interface RunDeliveryDeps {
  * its signal: an action that honours it returns within milliseconds (it rejects on the abort).
  */
 export const DEAF_RUN_GRACE_MS = 1_000;
-
-/** Why this worker stopped a run on its own: a limit the history will name. */
-class LimitReached extends Error {
-  constructor(
-    readonly limit: 'start-to-close' | 'heartbeat',
-    readonly deadline: string,
-  ) {
-    super(`the run passed its ${limit} limit at ${deadline}`);
-  }
-}
-
-/** Why this worker stopped a run because someone asked: the reason goes into ExecutionCancelled. */
-class CancelRequested extends Error {
-  constructor(readonly reason: string) {
-    super(`cancel requested: ${reason}`);
-  }
-}
 
 /**
  * End a handoff this worker holds but has not started, when a cancel was requested: the owner
@@ -270,6 +256,9 @@ export async function runStarted(
   deps.cancellers?.set(message.executionId, (attempt, reason) => {
     if (attempt === ctx.attempt && !abort.signal.aborted) abort.abort(new CancelRequested(reason));
   });
+  deps.fences?.set(message.executionId, (reason) => {
+    if (!abort.signal.aborted) abort.abort(reason);
+  });
   const onShutdown = () => abort.abort(deps.shutdown.reason);
   deps.shutdown.addEventListener('abort', onShutdown, { once: true });
   const closeTimer = setTimeout(() => abort.abort(new LimitReached('start-to-close', deadline)), Math.max(0, Date.parse(deadline) - Date.now()));
@@ -352,6 +341,7 @@ export async function runStarted(
     }
   } finally {
     deps.cancellers?.delete(message.executionId);
+    deps.fences?.delete(message.executionId);
     deps.shutdown.removeEventListener('abort', onShutdown);
     clearTimeout(closeTimer);
     clearTimeout(heartbeatTimer);
@@ -364,8 +354,18 @@ export async function runStarted(
   let recorded!: () => void;
   const outcomeRecorded = new Promise<void>((resolve) => (recorded = resolve));
   deps.onActionEnded?.(message.executionId, outcomeRecorded);
+  const outOfTouch = abort.signal.reason instanceof OutOfTouch;
   try {
-    if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed' && stillRunning && !(await settlesWithin(stillRunning, DEAF_RUN_GRACE_MS))) {
+    if (outOfTouch && outcome.type === 'ExecutionFailed' && stillRunning && !(await settlesWithin(stillRunning, DEAF_RUN_GRACE_MS))) {
+      // Nothing here can end its code: the attempt the executor starts elsewhere may overlap it.
+      log.error({ action: ctx.action }, `action ${ctx.action} ignored its abort signal when worker ${workerId} lost touch with the database; its execution may be retried elsewhere while it still runs here`);
+    } else if (outOfTouch && outcome.type === 'ExecutionFailed') {
+      // Stopped so it cannot overlap a retry: hand the baton back (refused if it was reclaimed meanwhile).
+      await persistently('releasing the execution', log, () =>
+        append(message.executionId, { type: 'OwnershipReleased', data: { reason: (abort.signal.reason as OutOfTouch).message }, by: me, eventId: endEventId }, { known }),
+      );
+      deps.onFinished?.('released');
+    } else if (deps.shutdown.aborted && outcome.type === 'ExecutionFailed' && stillRunning && !(await settlesWithin(stillRunning, DEAF_RUN_GRACE_MS))) {
       // Its code still runs here: released now, the next attempt could start on another worker
       // alongside it. The baton stays with this worker; once this process is gone, the executor
       // reclaims it (worker lost, or at once when this worker id starts again).

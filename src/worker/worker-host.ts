@@ -20,6 +20,8 @@ import type { Consumer, WorkTransport } from '../transport/work-transport.ts';
 import { workerLifecycle } from './worker-lifecycle.ts';
 import { createWorkerRuntime, recordWorkerEvent, type WorkerRuntime } from '../runtime/worker-kind.ts';
 import { cancelHeldExecution, runDelivery, type RunDeliveryDeps } from './run-delivery.ts';
+import type { OutOfTouch } from './run-stops.ts';
+import { watchOutOfTouch } from './out-of-touch.ts';
 import { eagerIntake, type LocalWorkers } from './eager-dispatch.ts';
 import { batcherFor } from './dispatch-batcher.ts';
 import { traceRun } from '../observability/tracing.ts';
@@ -96,6 +98,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   const log = componentLogger(o.log, 'worker', { workerId });
   const running = new Set<string>();
   const cancellers = new Map<string, (attempt: number, reason: string) => void>();
+  const fences = new Map<string, (reason: OutOfTouch) => void>();
   const shutdown = new AbortController();
   /** Runs stopped by the shutdown whose action still runs (deaf to its signal): their executions stay held. */
   const deafRuns = new Set<string>();
@@ -145,6 +148,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
   });
   heartbeat.start();
   await heartbeat.beatNow(); // visible to executors before the first message can arrive
+  const stopWatching = watchOutOfTouch({ heartbeat, fences, workerId, staleAfterMs: o.staleAfterMs ?? staleAfterMs(o.heartbeatIntervalMs), heartbeatIntervalMs, log });
 
   const deps: RunDeliveryDeps = {
     workerId,
@@ -155,6 +159,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
     shutdown: shutdown.signal,
     running,
     cancellers,
+    fences,
     startToCloseMs: o.startToCloseMs,
     onStarted: (ms) => metrics?.pickup.observe(ms / 1000),
     onDeafRun: (executionId) => deafRuns.add(executionId),
@@ -205,6 +210,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         eagerClosed = true; // a start the executor stores from now on is handed back (eager-dispatch.ts)
         await signals.stop();
         clearTimeout(grace);
+        stopWatching();
         await heartbeat.stop();
         if (deafRuns.size > 0) {
           // Left to go stale: the executor reclaims what a stale worker holds (worker-lost) once
