@@ -67,7 +67,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
   // crash the process. The next query fails and reports it instead.
   // Once close() began, such errors are expected: pool.end() resolves before its connections'
   // goodbyes reach the server, and an embedded server stopped right after cuts them.
-  const lost = (what: string) => (err: Error) => (closing ? log.debug({ err }, what) : log.warn({ err }, what));
+  const lost = (what: string) => (err: Error) => (closing ? log.debug({ err: lostConnection(err) }, what) : log.warn({ err: lostConnection(err) }, what));
   pool.on('error', lost('idle Postgres connection lost'));
   // A checked-out client has no pool listener (pg-pool removes it), so a connection that dies
   // between two queries of a transaction would emit 'error' with no one listening and crash
@@ -140,6 +140,16 @@ function unavailable(err: unknown, url: string, source: string, waited: number |
 }
 
 /** The URL with its password replaced by `***`, for messages and logs. */
+/**
+ * A lost connection's error as a log line wants it: node-postgres attaches its client to it, whose
+ * dump (~5 KB) held the prepared statements and the backend's cancel key.
+ */
+export const lostConnection = (err: Error): { type: string; message: string; code?: unknown } => ({
+  type: err.name,
+  message: err.message,
+  ...((err as { code?: unknown }).code !== undefined && { code: (err as { code?: unknown }).code }),
+});
+
 const SECRET_PARAMETERS = ['password', 'sslpassword'];
 
 export function redactUrl(url: string): string {

@@ -9,7 +9,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrateAll } from '../db/all-migrations.ts';
-import { DatabaseUnavailableError, redactUrl } from '../db/connect.ts';
+import { DatabaseUnavailableError, lostConnection, redactUrl } from '../db/connect.ts';
 import { BatonError, ConfigError } from '../errors.ts';
 import type { EventStore } from './event-store.ts';
 import { createEventStoreDbEventStore } from './eventstoredb.ts';
@@ -98,7 +98,7 @@ export async function openEventStoreByUrl(url: string, o: OpenEventStoreOptions 
   const schema = postgresUrlSchema(url);
   const pool = new pg.Pool({ connectionString: url, max: o.poolSize ?? 4, application_name: o.applicationName ?? 'baton', connectionTimeoutMillis: 10_000, ...KEEP_IDLE_CONNECTIONS });
   if (schema !== undefined) registerPoolSchema(pool, schema);
-  pool.on('error', (err) => o.log?.warn({ err }, 'idle Postgres connection lost'));
+  pool.on('error', (err) => o.log?.warn({ err: lostConnection(err) }, 'idle Postgres connection lost'));
   try {
     await pool.query('SELECT 1').catch((err: unknown) => {
       throw new DatabaseUnavailableError(`cannot connect to Postgres at ${label}: ${(err as Error).message}`, { cause: err });

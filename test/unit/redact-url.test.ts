@@ -11,3 +11,12 @@ describe('redactUrl', () => {
     expect(redactUrl('not a url')).toBe('(unparseable url)');
   });
 });
+
+describe('lostConnection', () => {
+  it('keeps what says what went wrong, and not the client node-postgres attaches (its statements and cancel key)', async () => {
+    const { lostConnection } = await import('../../src/db/connect.ts');
+    const err = Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', client: { secretKey: 12345, parsedStatements: { s: 'SELECT 1' } } });
+    expect(lostConnection(err)).toEqual({ type: 'Error', message: 'terminating connection due to administrator command', code: '57P01' });
+    expect(JSON.stringify(lostConnection(err))).not.toMatch(/secretKey|SELECT/);
+  });
+});
