@@ -8,7 +8,7 @@
 import { InvalidArgumentError } from 'commander';
 import { UUID } from '../ids.ts';
 import { workflowIdProblem } from '../../schemas/workflow-id.ts';
-import { repeatedKeyProblems } from '../input/duplicate-keys.ts';
+import { repeatedJsonKeyProblems } from '../input/duplicate-keys.ts';
 import { InvalidInputError, under } from '../input/errors.ts';
 import { bigintTextProblem, dateTimeProblem, jsonProblems, textProblem, type Json } from '../input/rules.ts';
 import { parseTagText, TAG_LIMITS } from '../input/tags.ts';
@@ -73,7 +73,7 @@ export const jsonOption =
     } catch (e) {
       throw refuse(option, `not valid JSON (${(e as Error).message})`);
     }
-    const problems = under(option, [...repeatedKeyProblems(text), ...jsonProblems(value)]);
+    const problems = under(option, [...repeatedJsonKeyProblems(text), ...jsonProblems(value)]);
     if (problems.length > 0) throw new InvalidInputError(problems);
     return { json: value as Json };
   };

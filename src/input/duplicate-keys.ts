@@ -5,7 +5,7 @@
 import type { ValueProblem } from './rules.ts';
 
 /** Where the first repeated key of valid JSON `text` is: the path to its object and the key; undefined when none repeats. */
-export function repeatedKey(text: string): { path: (string | number)[]; key: string } | undefined {
+export function repeatedJsonKey(text: string): { path: (string | number)[]; key: string } | undefined {
   // One frame per open object or array: an object's keys so far, an array's next index.
   const frames: ({ keys: Set<string>; at: string | undefined } | { index: number })[] = [];
   const path: (string | number)[] = [];
@@ -48,7 +48,7 @@ export function repeatedKey(text: string): { path: (string | number)[]; key: str
 }
 
 /** The repeated key as a value problem (its path includes the key), for `under(argument, …)`. */
-export function repeatedKeyProblems(text: string): ValueProblem[] {
-  const found = repeatedKey(text);
+export function repeatedJsonKeyProblems(text: string): ValueProblem[] {
+  const found = repeatedJsonKey(text);
   return found ? [{ path: [...found.path, found.key], message: 'appears twice in one object (JSON would keep only the last): give it once' }] : [];
 }

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { repeatedKey } from '../../src/input/duplicate-keys.ts';
+import { repeatedJsonKey } from '../../src/input/duplicate-keys.ts';
 
-describe('repeatedKey', () => {
+describe('repeatedJsonKey', () => {
   it('finds a key given twice in one object, at any depth, with its place', () => {
-    expect(repeatedKey('{"action":"a","action":"b"}')).toEqual({ path: [], key: 'action' });
-    expect(repeatedKey('{"action":"a","input":{"list":[1,{"x":1,"y":{},"x":2}]}}')).toEqual({ path: ['input', 'list', 1], key: 'x' });
+    expect(repeatedJsonKey('{"action":"a","action":"b"}')).toEqual({ path: [], key: 'action' });
+    expect(repeatedJsonKey('{"action":"a","input":{"list":[1,{"x":1,"y":{},"x":2}]}}')).toEqual({ path: ['input', 'list', 1], key: 'x' });
     // Escapes are read as JSON reads them: "\u0061" is "a".
-    expect(repeatedKey('{"a":1,"\\u0061":2}')).toEqual({ path: [], key: 'a' });
+    expect(repeatedJsonKey('{"a":1,"\\u0061":2}')).toEqual({ path: [], key: 'a' });
   });
 
   it('passes what only looks alike: equal keys in different objects, keys inside strings, escaped quotes', () => {
@@ -17,6 +17,6 @@ describe('repeatedKey', () => {
       '[1,"x",{"k":[]},{"k":{}}]',
       '"just a string"',
       '{}',
-    ]) expect(repeatedKey(text), text).toBeUndefined();
+    ]) expect(repeatedJsonKey(text), text).toBeUndefined();
   });
 });

@@ -12,7 +12,7 @@ import { statusOf } from '../../../actors/execution.machine.ts';
 import { createActionRegistry } from '../../actions/index.ts';
 import { loadConfig } from '../../config.ts';
 import { BatonError } from '../../errors.ts';
-import { repeatedKeyProblems } from '../../input/duplicate-keys.ts';
+import { repeatedJsonKeyProblems } from '../../input/duplicate-keys.ts';
 import { InvalidInputError } from '../../input/errors.ts';
 import { formatPath } from '../../input/rules.ts';
 import { unknownNameMessage } from '../../input/nearest.ts';
@@ -49,6 +49,8 @@ const BATCHES_IN_FLIGHT = 4;
 const MAX_BATCH_TEXT = 16 * 1024 * 1024;
 
 const STORE_FAILED: ItemFailure['code'] = 'STORE_FAILED';
+/** Why submitting a file again is safe, said wherever a run stops short. */
+const KEYED_LINES_FOUND_AGAIN = 'lines with an idempotencyKey are found again, not duplicated';
 const FIELDS = ['action', 'input', 'idempotencyKey', 'maxAttempts', 'priority', 'tags', 'actionVersion', 'namespace'] as const;
 // A line longer than this cannot be a submission the store takes (an input is at most ~4 MiB).
 const MAX_LINE_BYTES = 5 * 1024 * 1024;
@@ -81,7 +83,7 @@ function parseLine(text: string, number: number, tags: Record<string, string> | 
     throw lineProblem(number, `not valid JSON (${(e as Error).message})`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw lineProblem(number, 'must be a JSON object like {"action": "core.noop", "input": {}}');
-  const repeated = repeatedKeyProblems(text);
+  const repeated = repeatedJsonKeyProblems(text);
   if (repeated.length > 0) throw new InvalidInputError(repeated.map((p) => ({ path: `line ${number}: ${formatPath(p.path)}`, message: p.message })));
   const record = value as Record<string, unknown>;
   const unknown = Object.keys(record).filter((k) => !(FIELDS as readonly string[]).includes(k));
@@ -222,7 +224,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       process.stderr.write(
         `baton: ${signal} again: exiting now, without waiting for the batches being stored. ${sending.length > 0 ? `Lines ${lineRanges(sending)} may or may not have been stored; ` : ''}` +
           `${done.length.toLocaleString('en')} other lines were submitted, and nothing after line ${upTo} was sent. ` +
-          'Submit the file again to go on: lines with an idempotencyKey are found again, not duplicated (lines without one may be submitted twice)\n',
+          `Submit the file again to go on: ${KEYED_LINES_FOUND_AGAIN} (lines without one may be submitted twice)\n`,
       );
       if (o.json) process.stdout.write(`${toJson({ ...summary(done, started), executions: done, interrupted: { signal, afterLine: upTo, exitedAtOnce: true }, failed: { lines: sending, message: `${signal} again: exited while they were being stored` } })}\n`);
       process.exit(signal === 'SIGINT' ? 130 : 143);
@@ -258,7 +260,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       throw new BatonError(
         `the submission failed: ${message}. Lines ${lineRanges(unknownLines)} may or may not have been stored; ` +
           `${written.length > 0 ? `${written.length} other lines were submitted` : 'no other line was submitted'}, and nothing after line ${sentUpTo} was sent. ` +
-          'Submit the file again once the database is back: lines with an idempotencyKey are found again, not duplicated (lines without one may be submitted twice)',
+          `Submit the file again once the database is back: ${KEYED_LINES_FOUND_AGAIN} (lines without one may be submitted twice)`,
         { cause },
       );
     }
@@ -273,7 +275,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
       progress.finish(`${interrupted}: stopped after line ${upTo}`);
       process.stderr.write(
         `baton: ${interrupted}: stopped; lines up to ${upTo} were submitted, nothing after line ${upTo} was sent. ` +
-          'Submit the file again to go on: lines with an idempotencyKey are found again, not duplicated (lines without one are submitted again)\n',
+          `Submit the file again to go on: ${KEYED_LINES_FOUND_AGAIN} (lines without one are submitted again)\n`,
       );
       if (o.json) console.log(toJson({ ...s, executions: all, interrupted: { signal: interrupted, afterLine: upTo } }));
       else console.log(`submitted ${s.submitted.toLocaleString('en')} lines before ${interrupted}: ${outcomeCounts(s)}`);
