@@ -20,6 +20,7 @@ import { BatonError, InvalidEventError } from '../errors.ts';
 import { printable, storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
 import { MAX_ACTION_VERSION } from '../input/action-versions.ts';
+import { MAX_TIMER_MS } from '../async/sleep.ts';
 
 /**
  * Dotted lowercase names: a namespace, then one or more `.part`s (`core.noop`,
@@ -167,7 +168,7 @@ export class InvalidActionDefinitionError extends BatonError {
   }
 }
 
-const positiveMs = z.number().int().positive().max(2_147_483_647); // setTimeout's limit (~24.8 days)
+const positiveMs = z.number().int().positive().max(MAX_TIMER_MS);
 
 // Strict, so a misspelt option (`timeout`, `retries`) is refused rather than silently ignored.
 const SpecShape = z.strictObject({

@@ -8,6 +8,7 @@
 //   const { chargedCents } = await baton.result(executionId, { timeout: 30_000 });
 import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
 import { builtinActions } from '../actions/builtin.ts';
+import { MAX_TIMER_MS } from '../async/sleep.ts';
 import { createActionRegistry } from '../actions/registry.ts';
 import { token as tokenRule } from '../config-values.ts';
 import { InvalidInputError, refuseAny, type InputProblem } from '../input/errors.ts';
@@ -64,14 +65,11 @@ function checkOptions<T extends object>(options: unknown, at: string, known: rea
   return options as Partial<T>;
 }
 
-// Node's timers hold at most 2^31 - 1 ms (~24.8 days); a longer one fires at once, with a warning.
-const MAX_TIMEOUT_MS = 2_147_483_647;
-
 /** result()'s options: `timeout`, a whole number of ms a timer can hold. */
 function checkResultOptions(o: unknown): { timeout?: number } {
   const { timeout } = checkOptions<{ timeout: number }>(o, 'options', ['timeout']);
-  if (timeout !== undefined && !(typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0 && timeout <= MAX_TIMEOUT_MS)) {
-    throw new InvalidInputError([{ path: 'timeout', message: `must be a positive number of ms, at most ${MAX_TIMEOUT_MS} (~24.8 days)` }]);
+  if (timeout !== undefined && !(typeof timeout === 'number' && Number.isFinite(timeout) && timeout > 0 && timeout <= MAX_TIMER_MS)) {
+    throw new InvalidInputError([{ path: 'timeout', message: `must be a positive number of ms, at most ${MAX_TIMER_MS} (~24.8 days)` }]);
   }
   return timeout === undefined ? {} : { timeout };
 }

@@ -18,6 +18,7 @@ import { schedulePlan, type ScheduleSnapshot } from '../../actors/schedule.machi
 import { isTick } from '../../actors/schedule-ticks.ts';
 import type { FiredTarget, ScheduleEvent } from '../../schemas/schedule-events.ts';
 import { Backoff } from '../async/backoff.ts';
+import { MAX_TIMER_MS } from '../async/sleep.ts';
 import { createKick, kickWhenCaughtUp } from '../async/kick.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { Command } from '../runtime/actor-kind.ts';
@@ -71,9 +72,6 @@ interface Followed {
   backoff: Backoff;
 }
 
-/** setTimeout's longest wait; a later tick is looked at again then. */
-const MAX_TIMER_MS = 2_147_483_647;
-
 export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
   const { log } = o;
   const { schedules, follower } = o.actors;
@@ -114,6 +112,7 @@ export function startScheduleHost(o: ScheduleHostOptions): ScheduleHost {
     clearTimeout(s.timer);
     s.timer = undefined;
     if (nextAt === undefined || ac.signal.aborted) return;
+    // A tick later than a timer holds is looked at again at the timer's longest wait.
     const wait = Math.min(MAX_TIMER_MS, Math.max(0, Date.parse(nextAt) - clock().getTime()));
     s.timer = setTimeout(() => kick(s), wait);
     s.timer.unref();
