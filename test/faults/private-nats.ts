@@ -73,12 +73,24 @@ export class PrivateNats {
     );
   }
 
+  /**
+   * SIGSTOP: the server keeps its connections open and answers nothing, as one behind a stalled
+   * network path does; thaw() (or stop()) lets it go on.
+   */
+  freeze(): void {
+    this.proc?.kill('SIGSTOP');
+  }
+  thaw(): void {
+    this.proc?.kill('SIGCONT');
+  }
+
   /** SIGTERM (SIGKILL after 10 s) and wait for it to exit. */
   async stop(): Promise<void> {
     const proc = this.proc;
     if (!proc) return;
     this.proc = undefined;
     if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGCONT'); // a frozen server handles SIGTERM only once it runs again
       proc.kill('SIGTERM');
       const killer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
       await this.exited;

@@ -47,4 +47,39 @@ describe('reachability', () => {
     await nats.start();
     await until('the reconnect to clear it', () => r.problems().length === 0, 30_000);
   });
+
+  it('names a NATS server that stops answering while its connection stays open, and clears once it answers', { timeout: 60_000 }, async () => {
+    const nats = await PrivateNats.start();
+    cleanups.push(() => nats.destroy());
+    const nc = await connectNats(nats.url);
+    cleanups.push(() => nc.close());
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const r = watchReachability({ pool: db.pool, nc, intervalMs: 50, timeoutMs: 300 });
+    cleanups.push(async () => r.stop());
+    await new Promise((resolve) => setTimeout(resolve, 300)); // several answered probes
+    expect(r.problems()).toEqual([]);
+    nats.freeze();
+    await until('the silence to show', () => r.problems().length > 0, 20_000);
+    expect(r.problems()).toEqual([expect.stringMatching(/^NATS does not answer since \d{4}-.*Z: no answer within 300 ms$/)]);
+    nats.thaw();
+    await until('an answer to clear it', () => r.problems().length === 0, 20_000);
+  });
+
+  it('drops and reconnects a connection whose server stops answering, once its pings run out', { timeout: 60_000 }, async () => {
+    const nats = await PrivateNats.start();
+    cleanups.push(() => nats.destroy());
+    const nc = await connectNats(nats.url, undefined, { pingIntervalMs: 300 });
+    cleanups.push(() => nc.close());
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const r = watchReachability({ pool: db.pool, nc, intervalMs: 60_000 }); // the status events alone
+    cleanups.push(async () => r.stop());
+    nats.freeze();
+    await until('the stale connection to be dropped', () => r.problems().length > 0, 20_000);
+    expect(r.problems()).toEqual([expect.stringMatching(/^NATS is disconnected since .*\(reconnecting\)$/)]);
+    nats.thaw();
+    await until('the reconnect to clear it', () => r.problems().length === 0, 30_000);
+    await nc.flush();
+  });
 });
