@@ -165,7 +165,7 @@ export function startExecutorHost(env: HostEnvironment, log: Logger = env.log): 
   // Which concurrency buckets this executor decides: the partitions it leases (one executor: all).
   const partitions = startPartitionLeases({
     store: env.store,
-    beats: createExecutorBeats(env.db.pool),
+    beats: createExecutorBeats(env.db.pool, env.transport.kind),
     log: componentLogger(log, 'partitions'),
     partitionCount: env.config.partitions,
     staleAfterMs: workerStaleAfterMs(t),

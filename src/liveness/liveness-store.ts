@@ -71,6 +71,11 @@ export interface ActionOffer {
   readyEverywhere: number;
   /** The namespaces the other ready ones run (`--namespaces`), each once. */
   readyNamespaces: string[];
+  /**
+   * Workers that would be ready but pull from a transport no live executor publishes to: they
+   * never see the work (and are not counted above). Absent when there are none.
+   */
+  otherTransport?: { workers: number; theirs: string[]; executors: string[] };
 }
 
 /** claim()'s answer: the id is ours now, or a live process holds it. */
@@ -230,19 +235,40 @@ export function createLivenessStore(pool: pg.Pool): LivenessStore {
               WHERE strpos(x, '@') = 0 AND NOT EXISTS (SELECT 1 FROM unnest(l.actions) y WHERE starts_with(y, x || '@')))`
         : 'unnest(l.actions)';
       // Namespace names hold no ',' (NAMESPACE_PATTERN): joined, the ready workers' lists fit one text.
-      const { rows } = await pool.query<{ action: string; ready: number; draining: number; ready_everywhere: number; ready_namespaces: string | null }>(
-        `SELECT a.action, count(*) FILTER (WHERE NOT l.draining)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining,
-                count(*) FILTER (WHERE NOT l.draining AND ${SAID('namespaces', 'l.')} IS NULL)::int AS ready_everywhere,
-                string_agg(array_to_string(${SAID('namespaces', 'l.')}, ','), ',') FILTER (WHERE NOT l.draining) AS ready_namespaces
-           FROM baton_worker_liveness l CROSS JOIN LATERAL ${names} AS a(action)
-          WHERE a.action = ANY($1::text[]) AND l.heartbeat_at > now() - $2::float8 * interval '1 millisecond'
+      // A worker reaches the executors when either side does not say its transport (an earlier
+      // build), or one live executor publishes to the transport it pulls from (worker-directory.ts
+      // reachableOver, the executor's own rule).
+      const { rows } = await pool.query<{ action: string; ready: number; draining: number; ready_everywhere: number; ready_namespaces: string | null; unreached: number; unreached_transports: string[] | null; executor_transports: string[] | null }>(
+        `WITH executors AS (
+           SELECT array_agg(DISTINCT transport ORDER BY transport) FILTER (WHERE transport IS NOT NULL) AS transports
+             FROM baton_executor_liveness WHERE heartbeat_at > now() - $2::float8 * interval '1 millisecond'),
+         live AS (
+           SELECT l.*, ${SAID('namespaces', 'l.')} AS said_namespaces,
+                  (${SAID('transport', 'l.')} IS NULL OR e.transports IS NULL OR ${SAID('transport', 'l.')} = ANY (e.transports)) AS reached,
+                  ${SAID('transport', 'l.')} AS said_transport, e.transports AS executor_transports
+             FROM baton_worker_liveness l CROSS JOIN executors e
+            WHERE l.heartbeat_at > now() - $2::float8 * interval '1 millisecond')
+         SELECT a.action, count(*) FILTER (WHERE NOT l.draining AND l.reached)::int AS ready, count(*) FILTER (WHERE l.draining)::int AS draining,
+                count(*) FILTER (WHERE NOT l.draining AND l.reached AND l.said_namespaces IS NULL)::int AS ready_everywhere,
+                string_agg(array_to_string(l.said_namespaces, ','), ',') FILTER (WHERE NOT l.draining AND l.reached) AS ready_namespaces,
+                count(*) FILTER (WHERE NOT l.draining AND NOT l.reached)::int AS unreached,
+                array_agg(DISTINCT l.said_transport) FILTER (WHERE NOT l.draining AND NOT l.reached) AS unreached_transports,
+                min(l.executor_transports) AS executor_transports
+           FROM live l CROSS JOIN LATERAL ${names} AS a(action)
+          WHERE a.action = ANY($1::text[])
           GROUP BY a.action`,
         [actions, staleAfterMs],
       );
       return new Map(
         rows.map((r) => [
           r.action,
-          { ready: r.ready, draining: r.draining, readyEverywhere: r.ready_everywhere, readyNamespaces: [...new Set(r.ready_namespaces ? r.ready_namespaces.split(',') : [])].sort() },
+          {
+            ready: r.ready,
+            draining: r.draining,
+            readyEverywhere: r.ready_everywhere,
+            readyNamespaces: [...new Set(r.ready_namespaces ? r.ready_namespaces.split(',') : [])].sort(),
+            ...(r.unreached > 0 && { otherTransport: { workers: r.unreached, theirs: r.unreached_transports ?? [], executors: r.executor_transports ?? [] } }),
+          },
         ]),
       );
     },

@@ -17,7 +17,8 @@ export interface ExecutionWaitState {
 
 /**
  * `retry backoff until <time>`, `no live worker offers action "x"` (with how many that do are
- * draining, or which other namespaces the ready ones serve), or null: not waiting in Requested,
+ * draining, which other namespaces the ready ones serve, or which other transport they pull
+ * from), or null: not waiting in Requested,
  * or waiting only for a free worker slot or concurrency slot, which is the normal queue.
  */
 export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefined, now: number): string | null {
@@ -31,6 +32,12 @@ export function waitingReason(e: ExecutionWaitState, offer: ActionOffer | undefi
   // Workers that run only other namespaces' executions (`--namespaces`) would never take it.
   if (elsewhere.length > 0) {
     return `no live worker offers action "${e.action}"${version} to namespace "${namespace}" (the ones that do serve only ${elsewhere.map((n) => `"${n}"`).join(', ')})`;
+  }
+  // Workers on the other transport never see the work (the executor places none on them).
+  const other = offer?.otherTransport;
+  if (other) {
+    const them = other.workers === 1 ? `the 1 that does pulls` : `the ${other.workers} that do pull`;
+    return `no live worker offers action "${e.action}"${version} on the ${other.executors.join(' or ')} transport the executors publish to (${them} from ${other.theirs.join(' or ')}: start workers and executors with the same --transport)`;
   }
   return `no live worker offers action "${e.action}"${version}${draining > 0 ? ` (${draining} draining)` : ''}`;
 }

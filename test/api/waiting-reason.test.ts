@@ -1,6 +1,7 @@
 // Execution.waitingReason over real HTTP: why an execution waits in Requested, judged at read
 // time from the workers' heartbeats (one query for every execution a request asks about).
 import { beforeAll, describe, expect, it } from 'vitest';
+import { createExecutorBeats } from '../../src/executor/partitions/executor-beats.ts';
 import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
 import { gql, useApi } from './api-harness.ts';
 
@@ -44,6 +45,36 @@ describe('Execution.waitingReason', () => {
     expect(await reason(inA)).toBeNull();
     await liveness.remove('w-all');
     await liveness.remove('w-b');
+  });
+
+  it('says when the live workers offering the action pull from a transport no live executor publishes to', async () => {
+    const { runtime, db } = api();
+    const id = (await runtime.submit({ action: 'core.transport-probe', input: null })).executionId;
+    const liveness = createLivenessStore(db.pool);
+    const reason = async () => (await gql(api().url, `query($id: ID!) { execution(id: $id) { waitingReason } }`, { id })).data!.execution.waitingReason;
+    await liveness.beat({ workerId: 'w-pg', actions: ['core.transport-probe'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: false, transport: 'postgres' }, { starting: true });
+    await api().catchUp();
+    expect(await reason()).toBeNull(); // no executor says its transport: taken at its word
+    await createExecutorBeats(db.pool, 'nats').beat({ executorId: 'x-nats', draining: false });
+    expect(await reason()).toBe(
+      'no live worker offers action "core.transport-probe" on the nats transport the executors publish to (the 1 that does pulls from postgres: start workers and executors with the same --transport)',
+    );
+    // An executor of an earlier build (no transport said) beside it changes nothing: the nats one still places no work there.
+    await db.pool.query(`INSERT INTO baton_executor_liveness (executor_id, draining) VALUES ('x-old', false)`);
+    expect(await reason()).toMatch(/on the nats transport/);
+    // One executor on each transport: the worker is reached.
+    await createExecutorBeats(db.pool, 'postgres').beat({ executorId: 'x-pg', draining: false });
+    expect(await reason()).toBeNull();
+    await db.pool.query(`DELETE FROM baton_executor_liveness WHERE executor_id = 'x-pg'`);
+    // A worker on the executors' transport offers it.
+    await liveness.beat({ workerId: 'w-nats', actions: ['core.transport-probe'], runtimes: ['node'], capacity: 1, inFlight: 0, draining: false, transport: 'nats' }, { starting: true });
+    expect(await reason()).toBeNull();
+    // A stale executor's transport does not count.
+    await liveness.remove('w-nats');
+    await db.pool.query(`UPDATE baton_executor_liveness SET heartbeat_at = now() - interval '1 hour'`);
+    expect(await reason()).toBeNull();
+    await db.pool.query(`DELETE FROM baton_executor_liveness`);
+    await liveness.remove('w-pg');
   });
 
   it('refuses a heartbeat naming a malformed namespace, naming the field', async () => {

@@ -110,4 +110,21 @@ describe('executions whose action no live worker offers', () => {
     });
     await liveness.remove('team-z-only');
   });
+
+  it('counts an action offered only by workers on the other transport as not offered, and says which transport they pull from', { timeout: 60_000 }, async () => {
+    const { runtime, store, liveness } = cluster();
+    await recordWorkerEvent(createWorkerRuntime(store), 'on-nats', 'WorkerStarted', { actions: ['other.transport'], runtimes: ['node'], capacity: 4 });
+    await liveness.beat({ workerId: 'on-nats', actions: ['other.transport'], runtimes: ['node'], capacity: 4, inFlight: 0, draining: false, transport: 'nats' }, { starting: true });
+    const { executionId } = await runtime.submit({ action: 'other.transport', input: null });
+    await until('the gauge to count it', async () => (await unofferedGauge('other.transport')) === 1);
+    const abandoned = await until('abandonment', async () => {
+      const e = await events(executionId);
+      return e.at(-1)?.type === 'ExecutionAbandoned' && e;
+    });
+    expect(abandoned.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionAbandoned']);
+    expect(abandoned.at(-1)!.data).toEqual({
+      reason: 'no live worker offered action "other.transport" on the postgres transport for 2s (BATON_NO_WORKER_TIMEOUT; the workers offering it pull from nats)',
+    });
+    await liveness.remove('on-nats');
+  });
 });

@@ -100,7 +100,11 @@ export function workerDuties(c: MonitorContext) {
     async abandonUnoffered(workers: readonly LiveWorker[]): Promise<void> {
       const now = c.now();
       // A worker on another transport never gets the work: it offers nothing here.
-      const fit = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs) && reachable(w));
+      const fitAnywhere = workers.filter((w) => fitForWork(w, c.view.workerStatus(w.workerId), c.staleAfterMs));
+      const fit = fitAnywhere.filter(reachable);
+      /** Per action, the other transports fit workers offering it pull from (for the reason). */
+      const onOtherTransports = new Map<string, Set<string>>();
+      for (const w of fitAnywhere) if (!reachable(w)) for (const a of w.actions) onOtherTransports.set(a, (onOtherTransports.get(a) ?? new Set()).add(String(w.transport)));
       const offeredEverywhere = new Set<string>();
       const offeredIn = new Set<string>();
       for (const w of fit) {
@@ -132,7 +136,9 @@ export function workerDuties(c: MonitorContext) {
           data: {
             reason: offeredEverywhere.has(w.action) || [...offeredIn].some((k) => k.startsWith(`${w.action}\0`))
               ? `no live worker offered action "${w.action}" to namespace "${namespaceOf(w)}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT; the workers offering it run other namespaces only)`
-              : `no live worker offered action "${w.action}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT)`,
+              : onOtherTransports.has(w.action)
+                ? `no live worker offered action "${w.action}" on the ${c.transport.kind} transport for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT; the workers offering it pull from ${[...onOtherTransports.get(w.action)!].sort().join(' or ')})`
+                : `no live worker offered action "${w.action}" for ${formatDuration(c.noWorkerTimeoutMs)} (BATON_NO_WORKER_TIMEOUT)`,
           },
           by: 'executor',
         }),

@@ -35,13 +35,14 @@ export interface ExecutorBeats {
   remove(executorId: string): Promise<void>;
 }
 
-export function createExecutorBeats(pool: pg.Pool): ExecutorBeats {
+/** `transport`: the work transport this executor publishes to, stated in every beat (waiting-reason.ts reads it). */
+export function createExecutorBeats(pool: pg.Pool, transport?: string): ExecutorBeats {
   return {
     async beat(b) {
       await pool.query(
-        `INSERT INTO baton_executor_liveness (executor_id, draining, pid, host) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (executor_id) DO UPDATE SET draining = EXCLUDED.draining, heartbeat_at = now()`,
-        [b.executorId, b.draining, b.pid ?? null, b.host ?? null],
+        `INSERT INTO baton_executor_liveness (executor_id, draining, pid, host, transport) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (executor_id) DO UPDATE SET draining = EXCLUDED.draining, transport = EXCLUDED.transport, heartbeat_at = now()`,
+        [b.executorId, b.draining, b.pid ?? null, b.host ?? null, transport ?? null],
       );
     },
     async list() {
