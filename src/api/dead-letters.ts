@@ -2,6 +2,7 @@
 // and deleteDeadLetter mutations. They read the transport, not the read model, so they work only when the server was
 // given one (startApiServer's `transport`); otherwise they say so.
 import { retryDeadLetter as retryDeadLetterChecked } from '../runtime/dead-letter-retry.ts';
+import { standingsOf, type DeadLetterStanding } from '../runtime/dead-letter-standing.ts';
 import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
 import { bigintTextProblem } from '../input/rules.ts';
 import { MAX_PAGE_SIZE, intInRange } from './arguments.ts';
@@ -41,8 +42,9 @@ function messageIdArg(value: string): string {
   return value.toLowerCase();
 }
 
-/** The GraphQL DeadLetter: the port's, with the message's fields brought up. */
+/** The GraphQL DeadLetter: the port's, with the message's fields brought up; `standing` read when asked for. */
 const toNode = (d: DeadLetter) => ({
+  letter: d,
   messageId: d.messageId,
   executionId: d.message.executionId,
   workerId: d.workerId,
@@ -54,14 +56,33 @@ const toNode = (d: DeadLetter) => ({
   deadLetteredAt: d.deadLetteredAt,
   publishedAt: d.message.publishedAt,
 });
-type DeadLetterNode = ReturnType<typeof toNode>;
+type DeadLetterNode = ReturnType<typeof toNode> & { standing?: () => Promise<DeadLetterStanding> };
+
+/**
+ * Read from the event store when first asked for, once per node; a listed page reads all its
+ * nodes' together (standingsOf bounds the loads in flight), not one load per field per node.
+ */
+function standingOfNode(node: DeadLetterNode, ctx: ApiContext): Promise<DeadLetterStanding> {
+  if (!node.standing) {
+    const once = standingsOf(ctx.runtime, [node.letter]).then(([s]) => s!);
+    node.standing = () => once;
+  }
+  return node.standing();
+}
+function withPageStandings(nodes: DeadLetterNode[], ctx: ApiContext): DeadLetterNode[] {
+  let page: Promise<DeadLetterStanding[]> | undefined;
+  nodes.forEach((n, i) => (n.standing = () => (page ??= standingsOf(ctx.runtime, nodes.map((x) => x.letter))).then((all) => all[i]!)));
+  return nodes;
+}
+const STANDING_ENUM = { outstanding: 'Outstanding', settled: 'Settled' } as const;
 
 async function deadLetters(_: unknown, a: { first: number; after?: string | null }, ctx: ApiContext) {
   const first = intInRange(a.first, 'first', 1, MAX_PAGE_SIZE);
   const after = a.after == null ? undefined : decodeDeadLetterCursor(a.after);
   const transport = transportOf(ctx);
   const page = await transport.listDeadLetters({ limit: first + 1, ...(after !== undefined && { after }) });
-  const edges = page.slice(0, first).map((d) => ({ cursor: encodeDeadLetterCursor(d.cursor), node: toNode(d) }));
+  const nodes = withPageStandings(page.slice(0, first).map(toNode), ctx);
+  const edges = nodes.map((node) => ({ cursor: encodeDeadLetterCursor(node.letter.cursor), node }));
   return { edges, pageInfo: { hasNextPage: page.length > first, endCursor: edges.at(-1)?.cursor ?? null } };
 }
 
@@ -85,5 +106,7 @@ export const deadLetterResolvers = {
   Mutation: { retryDeadLetter, deleteDeadLetter },
   DeadLetter: {
     execution: (node: DeadLetterNode, _a: unknown, ctx: ApiContext) => ctx.loaders.execution.load(node.executionId.toLowerCase()),
+    standing: async (node: DeadLetterNode, _a: unknown, ctx: ApiContext) => STANDING_ENUM[(await standingOfNode(node, ctx)).standing],
+    standingReason: async (node: DeadLetterNode, _a: unknown, ctx: ApiContext) => (await standingOfNode(node, ctx)).reason,
   },
 };

@@ -21,10 +21,10 @@ export function registerDlqCommand(program: Command): void {
 
   dlq
     .command('list')
-    .description('list dead letters, oldest first')
+    .description('list dead letters, oldest first, each with its standing: settled once its execution moved on without it (a later attempt, or ended otherwise)')
     .addOption(new Option('--limit <n>', 'at most this many (1 to 1000)').argParser(intFrom(1, 1_000)).default(100))
     .option('--after <cursor>', 'continue after this cursor (printed when there are more)', positionOption('--after'))
-    .option('--json', 'print JSON: an array of dead letters, each with its cursor')
+    .option('--json', 'print JSON: an array of dead letters, each with its cursor, standing, standingReason and executionNow')
     .addOption(transportOption())
     .action(async (o) => (await import('./run/dlq.ts')).dlqListCommand(o));
 

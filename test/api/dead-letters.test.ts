@@ -139,6 +139,32 @@ describe('with a work transport', () => {
     }
   });
 
+  it('says which dead letters still stand: one whose execution was reclaimed and retried since is Settled, not dead work', async () => {
+    const { executionId: moved } = await api().runtime.submit({ action: 'core.noop' });
+    const { executionId: waiting } = await api().runtime.submit({ action: 'core.noop' });
+    for (const id of [moved, waiting]) await handOff(api().runtime, id, WORKER);
+    const [stale, live] = [message({ executionId: moved }), message({ executionId: waiting })];
+    await killAll(api().transport!, [stale, live]);
+    // Reclaimed from WORKER at its schedule-to-start deadline, retried on another worker, and completed there.
+    await api().runtime.dispatch(moved, [
+      { type: 'OwnershipReclaimed', data: { reason: 'schedule-to-start', workerId: WORKER, attempt: 1 }, by: 'executor' },
+      { type: 'ExecutionRetryScheduled', data: { attempt: 2, retryAt: new Date().toISOString(), reason: 'reclaimed' }, by: 'executor' },
+      { type: 'ExecutionHandedOff', data: { workerId: 'w-other', attempt: 2, deadline: new Date(Date.now() + 600_000).toISOString() }, by: 'executor' },
+    ]);
+    await api().runtime.dispatch(moved, { type: 'ExecutionStarted', data: { attempt: 2 }, by: 'worker:w-other' });
+    await api().runtime.dispatch(moved, { type: 'ExecutionCompleted', data: { result: null }, by: 'worker:w-other' });
+
+    const r = await gql(api().url, `{ deadLetters(first: 100) { edges { node { messageId standing standingReason } } } }`, {}, { token: READ });
+    expect(r.errors).toBeUndefined();
+    const nodes = r.data!.deadLetters.edges.map((e: any) => e.node);
+    expect(nodes.find((n: any) => n.messageId === stale.messageId)).toEqual({ messageId: stale.messageId, standing: 'Settled', standingReason: 'its execution moved on to attempt 2 (Completed)' });
+    expect(nodes.find((n: any) => n.messageId === live.messageId)).toEqual({
+      messageId: live.messageId,
+      standing: 'Outstanding',
+      standingReason: `its execution still waits on this message at worker ${WORKER} (attempt 1, Scheduled)`,
+    });
+  });
+
   it('refuses arguments it cannot use, naming them', async () => {
     const badId = await gql(api().url, RETRY, { messageId: 'nope' }, { token: ADMIN });
     expect(badId.errors![0]!.message).toMatch(/^messageId: must be a dead letter's message id/);

@@ -10,6 +10,7 @@ import { startExecutor, type Executor } from '../../src/executor/executor.ts';
 import { createLivenessStore, type LivenessStore } from '../../src/liveness/liveness-store.ts';
 import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { fromStored } from '../../src/replay/history.ts';
+import { standingsOf } from '../../src/runtime/dead-letter-standing.ts';
 import { timeline } from '../../src/replay/inspect.ts';
 import { isFinal } from '../../actors/execution.machine.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
@@ -228,6 +229,10 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
       expect(types(events).slice(-2)).toEqual(['OwnershipReclaimed', 'ExecutionAbandoned']);
       expect(events.at(-2)!.data).toMatchObject({ reason: 'dead-letter', workerId: 'ghost-f', attempt: 1 });
       expect((events.at(-1)!.data as { reason: string }).reason).toMatch(/^its work message for worker ghost-f was dead-lettered \(not acknowledged after 2 deliveries\); see `baton dlq show [0-9a-f-]+`$/);
+      // The dead letter it was abandoned for still stands: it is the record of why (dead-letter-standing.ts).
+      const messageId = /baton dlq show ([0-9a-f-]+)/.exec((events.at(-1)!.data as { reason: string }).reason)![1]!;
+      const [standing] = await standingsOf(runtime, [(await impatient.getDeadLetter(messageId))!]);
+      expect(standing).toEqual({ standing: 'outstanding', reason: 'its execution was abandoned for it (attempt 1)', execution: { status: 'Abandoned', attempt: 1 } });
     } finally {
       await consumer.stop();
       await impatient.close();

@@ -8,7 +8,7 @@ import { Badge, Confirm, ErrorLine, graphql, html, Link, Pager, shortId, shortTi
 const PAGE_SIZE = 25;
 const LIST = `query DeadLetters($after: String) {
   deadLetters(first: ${PAGE_SIZE}, after: $after) {
-    edges { node { messageId executionId workerId runtime action attempt deliveries reason deadLetteredAt publishedAt execution { id status } } }
+    edges { node { messageId executionId workerId runtime action attempt deliveries reason deadLetteredAt publishedAt standing standingReason execution { id status } } }
     pageInfo { hasNextPage endCursor }
   }
 }`;
@@ -46,6 +46,7 @@ function Details({ letter, onDone }) {
       <dt>Deliveries</dt><dd>${letter.deliveries}</dd>
       <dt>Published</dt><dd>${shortTime(letter.publishedAt)}</dd>
       <dt>Dead-lettered</dt><dd>${shortTime(letter.deadLetteredAt)}</dd>
+      <dt>Standing</dt><dd>${letter.standing}: ${letter.standingReason}</dd>
     </dl>
     ${outcome.done && html`<p role="status" class="ok" data-testid="dead-letter-outcome">${outcome.done}</p>`}
     <${ErrorLine} error=${outcome.error} />
@@ -70,11 +71,11 @@ export function DeadLettersView({ params }) {
       <h1 id="dead-letters-title">Dead letters</h1>
       <button type="button" onClick=${list.reload}>Refresh</button>
     </div>
-    <p class="muted">Work messages the transport gave up on after its deliveries; the executor ended their executions. Oldest first. Retry publishes one again to its worker while its execution has not ended (once it has, it is refused: submit the work again); delete removes it for good.</p>
+    <p class="muted">Work messages the transport gave up on after its deliveries; the executor ended their executions. Oldest first; one whose execution has moved on since (a later attempt, or ended otherwise) is Settled, not dead work. Retry publishes one again to its worker while its execution has not ended (once it has, it is refused: submit the work again); delete removes it for good.</p>
     <${ErrorLine} error=${list.error} />
     <div class="table-wrap">
       <table class="list" data-testid="dead-letters-table">
-        <thead><tr><th>Action</th><th>Execution</th><th>Worker</th><th class="num">Attempt</th><th>Why</th><th>Dead-lettered</th><th></th></tr></thead>
+        <thead><tr><th>Action</th><th>Execution</th><th>Worker</th><th class="num">Attempt</th><th>Why</th><th>Dead-lettered</th><th>Standing</th><th></th></tr></thead>
         <tbody>
           ${edges.map(({ node }) => html`
             <tr data-testid="dead-letter-row" data-id=${node.messageId}>
@@ -84,9 +85,10 @@ export function DeadLettersView({ params }) {
               <td class="num">${node.attempt}</td>
               <td>${node.reason}</td>
               <td>${shortTime(node.deadLetteredAt)}</td>
+              <td title=${node.standingReason} data-testid="dead-letter-standing">${node.standing}</td>
               <td><button type="button" class="link" aria-expanded=${open === node.messageId} onClick=${() => setOpen(open === node.messageId ? undefined : node.messageId)} data-testid="dead-letter-show">${open === node.messageId ? 'Hide' : 'Show'}</button></td>
             </tr>
-            ${open === node.messageId && html`<tr class="expanded"><td colspan="7"><${Details} letter=${node} onDone=${() => setTimeout(list.reload, 1_500)} /></td></tr>`}`)}
+            ${open === node.messageId && html`<tr class="expanded"><td colspan="8"><${Details} letter=${node} onDone=${() => setTimeout(list.reload, 1_500)} /></td></tr>`}`)}
         </tbody>
       </table>
       ${!list.loading && !list.error && edges.length === 0 && html`<p class="hint" data-testid="dead-letters-empty">No dead letters.</p>`}

@@ -10,8 +10,8 @@ import { createPostgresWorkTransport } from '../../transport/postgres/index.ts';
 import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
 import { cliConfig, cliLogger, withContext } from '../context.ts';
 import { retryDeadLetter } from '../../runtime/dead-letter-retry.ts';
+import { standingsOf, type DeadLetterStanding } from '../../runtime/dead-letter-standing.ts';
 import { fields, table, toJson } from '../format.ts';
-import { componentLogger } from '../../log.ts';
 
 export type TransportKind = 'nats' | 'postgres';
 
@@ -24,7 +24,7 @@ const POSTGRES_QUEUE = 'in the Postgres work queue (a NATS installation\'s are r
 
 async function withTransport<T>(kind: TransportKind | undefined, fn: (transport: WorkTransport, log: Logger, where: string) => Promise<T>): Promise<T> {
   const config = cliConfig();
-  const log = componentLogger(cliLogger(config), 'dlq');
+  const log = cliLogger(config); // its component names the command: cli/dlq/list, …
   const use = kind ?? (config.natsUrl ? 'nats' : 'postgres');
   if (use === 'nats') {
     if (!config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
@@ -55,7 +55,7 @@ async function withTransport<T>(kind: TransportKind | undefined, fn: (transport:
   }
 }
 
-function describe(d: DeadLetter): string {
+function describe(d: DeadLetter, st: DeadLetterStanding): string {
   return fields([
     ['message', d.messageId],
     ['execution', d.message.executionId],
@@ -68,37 +68,52 @@ function describe(d: DeadLetter): string {
     ['dead since', d.deadLetteredAt],
     ['published', d.message.publishedAt],
     ['handoff revision', d.message.handoffRevision],
+    ['standing', `${st.standing}: ${st.reason}`],
   ]);
 }
 
+/** A dead letter as --json prints it: the port's, with its standing (dead-letter-standing.ts). */
+const withStanding = (d: DeadLetter, st: DeadLetterStanding) => ({ ...d, standing: st.standing, standingReason: st.reason, executionNow: st.execution });
+const executionNow = (st: DeadLetterStanding) => (st.execution ? `${st.execution.status} (attempt ${st.execution.attempt})` : 'not stored');
+
+// list and show read each dead letter's execution from the event store (withContext) to say
+// whether it still stands: one whose execution moved on since is settled, not dead work.
 export async function dlqListCommand(o: { limit: number; after?: string; json?: boolean; transport?: TransportKind }): Promise<void> {
-  await withTransport(o.transport, async (transport, _log, where) => {
-    // One more than asked for, to know whether to say there are more.
-    const page = await transport.listDeadLetters({ limit: Math.min(o.limit + 1, 1_000), ...(o.after !== undefined && { after: o.after }) });
-    const shown = page.slice(0, o.limit);
-    const more = page.length > o.limit || (page.length === 1_000 && o.limit === 1_000);
-    if (o.json) return console.log(toJson(shown));
-    if (shown.length === 0) return console.log(`${o.after === undefined ? 'no dead letters' : 'no more dead letters'} ${where}`);
-    console.log(
-      table(
-        ['MESSAGE', 'EXECUTION', 'ACTION', 'WORKER', 'DELIVERIES', 'DEAD SINCE'],
-        shown.map((d) => [d.messageId, d.message.executionId, d.message.action, d.workerId, String(d.deliveries), d.deadLetteredAt]),
-      ),
-    );
-    if (more) process.stderr.write(`more: baton dlq list --after ${shown.at(-1)!.cursor}\n`);
-  });
+  await withContext(({ runtime }) =>
+    withTransport(o.transport, async (transport, _log, where) => {
+      // One more than asked for, to know whether to say there are more.
+      const page = await transport.listDeadLetters({ limit: Math.min(o.limit + 1, 1_000), ...(o.after !== undefined && { after: o.after }) });
+      const shown = page.slice(0, o.limit);
+      const more = page.length > o.limit || (page.length === 1_000 && o.limit === 1_000);
+      const standings = await standingsOf(runtime, shown);
+      if (o.json) return console.log(toJson(shown.map((d, i) => withStanding(d, standings[i]!))));
+      if (shown.length === 0) return console.log(`${o.after === undefined ? 'no dead letters' : 'no more dead letters'} ${where}`);
+      console.log(
+        table(
+          ['MESSAGE', 'EXECUTION', 'ACTION', 'WORKER', 'DELIVERIES', 'DEAD SINCE', 'STANDING', 'EXECUTION NOW'],
+          shown.map((d, i) => [d.messageId, d.message.executionId, d.message.action, d.workerId, String(d.deliveries), d.deadLetteredAt, standings[i]!.standing, executionNow(standings[i]!)]),
+        ),
+      );
+      const settled = standings.filter((st) => st.standing === 'settled').length;
+      if (settled > 0) process.stderr.write(`${settled} of these settled: their executions moved on without them (baton dlq show <message> says how; delete them when done)\n`);
+      if (more) process.stderr.write(`more: baton dlq list --after ${shown.at(-1)!.cursor}\n`);
+    }),
+  );
 }
 
 export async function dlqShowCommand(messageId: string, o: { json?: boolean; transport?: TransportKind }): Promise<void> {
-  await withTransport(o.transport, async (transport, _log, where) => {
-    const d = await transport.getDeadLetter(messageId);
-    if (!d) {
-      process.stderr.write(`baton: dead letter ${messageId} not found ${where}\n`);
-      process.exitCode = 1;
-      return;
-    }
-    console.log(o.json ? toJson(d) : describe(d));
-  });
+  await withContext(({ runtime }) =>
+    withTransport(o.transport, async (transport, _log, where) => {
+      const d = await transport.getDeadLetter(messageId);
+      if (!d) {
+        process.stderr.write(`baton: dead letter ${messageId} not found ${where}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      const [st] = await standingsOf(runtime, [d]);
+      console.log(o.json ? toJson(withStanding(d, st!)) : describe(d, st!));
+    }),
+  );
 }
 
 export async function dlqRetryCommand(messageId: string, o: { transport?: TransportKind }): Promise<void> {

@@ -7,6 +7,13 @@ import { NotFoundError, RejectedCommandError } from '../../errors.ts';
 import type { DeadLetter } from '../../transport/work-transport.ts';
 import type { MonitorContext } from './context.ts';
 
+/**
+ * The reason of the ExecutionAbandoned a dead letter causes. It names the message, so whoever
+ * reads the history later can tell the execution ended for this dead letter (dead-letter-standing.ts).
+ */
+export const deadLetterAbandonReason = (d: Pick<DeadLetter, 'workerId' | 'reason' | 'messageId'>): string =>
+  `its work message for worker ${d.workerId} was dead-lettered (${d.reason}); see \`baton dlq show ${d.messageId}\``;
+
 /** How often a worker is rung again about the same cancel request. */
 const RING_EVERY_MS = 1_000;
 
@@ -53,11 +60,7 @@ export function runDuties(c: MonitorContext) {
             ? undefined
             : [
                 { type: 'OwnershipReclaimed', data: { reason: 'dead-letter', workerId: d.workerId, attempt }, by: 'executor' },
-                {
-                  type: 'ExecutionAbandoned',
-                  data: { reason: `its work message for worker ${d.workerId} was dead-lettered (${d.reason}); see \`baton dlq show ${d.messageId}\`` },
-                  by: 'executor',
-                },
+                { type: 'ExecutionAbandoned', data: { reason: deadLetterAbandonReason(d) }, by: 'executor' },
               ],
         );
         if (!r.appended) return;
