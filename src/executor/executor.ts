@@ -30,7 +30,7 @@ import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDef
 import { SchedulingView } from './scheduling-view.ts';
 import { EndingRuns, dispatchHandoffs } from './ending-runs.ts';
 import { handoffVersion } from './version-choice.ts';
-import { workMessage } from './work-messages.ts';
+import { publishFailureFields, workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, reachableSaying, type WorkerDirectory } from './worker-directory.ts';
 import type { LocalWorkers } from '../worker/eager-dispatch.ts';
 import { newId } from '../ids.ts';
@@ -260,7 +260,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
         log.debug({ count: messages.length }, 'handed off and published');
       })
       // The monitor publishes a handoff not started after republishAfterMs again (monitor/handoffs.ts).
-      .catch((err: unknown) => log.error({ err, count: messages.length }, 'publishing handed-off work failed; the monitor publishes it again'))
+      .catch((err: unknown) => log.error({ err, ...publishFailureFields(err, messages) }, 'publishing handed-off work failed; the monitor publishes it again'))
       .finally(() => publishing.delete(published));
     publishing.add(published);
   }

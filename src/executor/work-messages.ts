@@ -5,6 +5,7 @@
 // the worker need not read it back (carried-execution.ts).
 import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import { carryExecution } from '../runtime/carried-execution.ts';
+import { WorkPublishError } from '../transport/publish-error.ts';
 import type { WorkMessage } from '../transport/work-transport.ts';
 import type { HandedOffExecution } from './scheduling-entries.ts';
 
@@ -23,5 +24,20 @@ export function workMessage(h: Handoff, runtime: string, now: number, state?: Ex
     handoffRevision: String(h.handoffRevision),
     publishedAt: new Date(now).toISOString(),
     ...(execution && { execution }),
+  };
+}
+
+/**
+ * Log fields for a failed publish of `messages`: the execution and attempt the failed message
+ * carries (the one the transport names, or the only one), and the batch's first executions,
+ * since one failure may leave the rest of the batch unpublished too.
+ */
+export function publishFailureFields(err: unknown, messages: readonly WorkMessage[]) {
+  const failed: Pick<WorkMessage, 'messageId' | 'executionId' | 'attempt' | 'workerId'> | undefined =
+    err instanceof WorkPublishError ? err : messages.length === 1 ? messages[0] : undefined;
+  return {
+    count: messages.length,
+    ...(failed && { executionId: failed.executionId, attempt: failed.attempt, messageId: failed.messageId, workerId: failed.workerId }),
+    executions: messages.slice(0, 10).map((m) => ({ executionId: m.executionId, attempt: m.attempt })),
   };
 }

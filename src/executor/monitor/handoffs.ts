@@ -1,7 +1,7 @@
 // Handoffs not started yet: re-published meanwhile (NATS is a doorbell, not a record), and
 // reclaimed once their schedule-to-start deadline passed.
 import { mapLimit } from '../../async/map-limit.ts';
-import { workMessage } from '../work-messages.ts';
+import { publishFailureFields, workMessage } from '../work-messages.ts';
 import type { MonitorContext } from './context.ts';
 
 export function handoffDuties(c: MonitorContext) {
@@ -27,7 +27,14 @@ export function handoffDuties(c: MonitorContext) {
         const held = c.runtime.cached(h.executionId);
         return held?.revision === h.handoffRevision ? held.snapshot : undefined;
       };
-      await c.transport.publish(due.map((h) => workMessage(h, c.runtimeOf(h.action), now, stateAt(h))));
+      const messages = due.map((h) => workMessage(h, c.runtimeOf(h.action), now, stateAt(h)));
+      try {
+        await c.transport.publish(messages);
+      } catch (err) {
+        // Logged here, not by the monitor's tick, to name the executions still unpublished.
+        c.log.error({ err, ...publishFailureFields(err, messages) }, 'monitor: re-publishing handoffs failed; will try again');
+        return;
+      }
       for (const h of due) published.set(h.handoffEventId, { at: now, times: (published.get(h.handoffEventId)?.times ?? 0) + 1 });
       c.log.info({ count: due.length, executionIds: due.slice(0, 10).map((h) => h.executionId) }, 're-published handoffs not started yet');
     },

@@ -4,7 +4,7 @@
 // duplicate window (default 2 min). Publishes are pipelined, PUBLISH_WINDOW in flight; measured
 // here (2 cores, nats-server 2.9): sequential publish-with-ack 4,035 msgs/s, 256 in flight 22,671.
 import { ErrorCode, NatsError } from 'nats';
-import { BatonError } from '../../errors.ts';
+import { WorkPublishError } from '../publish-error.ts';
 import { validateForPublish } from '../internal.ts';
 import type { WorkMessage } from '../work-transport.ts';
 import { encoder, type NatsContext } from './context.ts';
@@ -49,7 +49,7 @@ export function createPublisher({ js, settings, log, assertOpen }: NatsContext, 
       try {
         await publishRestoring('work', subject, data, m.messageId);
       } catch (err) {
-        throw new BatonError(`publish of ${m.messageId} to ${subject} (stream ${streamName}) failed: ${(err as Error).message}`, { cause: err });
+        throw new WorkPublishError(m, `${subject} (stream ${streamName})`, err);
       }
     });
   }
