@@ -8,6 +8,7 @@
 import type { AnyStateMachine } from 'xstate';
 import { EXECUTOR, MACHINE_VERSION, executionMachine, mayAppend, type ExecutionContext } from './execution.machine.ts';
 import type { ExecutionEvent } from '../schemas/events.ts';
+import { BatonError } from '../src/errors.ts';
 
 /**
  * Version 6 is version 7 with SchedulingStarted before every handoff: a handoff came only from
@@ -86,15 +87,55 @@ export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = ne
   [MACHINE_VERSION, executionMachine],
 ]);
 
+/** The versions this build reads, as "1–7" while they run on from 1 (they do), else listed. */
+export function knownMachineVersions(): string {
+  const keys = [...executionMachineVersions.keys()];
+  const contiguous = keys.every((k, i) => k === String(i + 1));
+  return contiguous && keys.length > 1 ? `${keys[0]}–${keys.at(-1)}` : keys.join(', ');
+}
+
 /**
- * The machine a stored event was decided by, or an error naming the missing version. The runtime
- * records a version on every event; one without (a hand-written fixture) is read with the current.
+ * A stored event names an execution machine version this build does not have. Most often a newer
+ * Baton wrote it (a rolling deploy, a history exported from production): the history is fine and
+ * this build cannot read it, which no divergence or refused transition should be mistaken for.
+ */
+export class UnknownMachineVersionError extends BatonError {
+  /** A whole number past every version this build has: a newer Baton wrote it. */
+  readonly newer: boolean;
+  constructor(
+    readonly machineVersion: string,
+    /** Where the history names it, when a history is being read. */
+    readonly at?: { executionId: string; revision: number; eventType: string },
+  ) {
+    const where = at ? `execution ${at.executionId}: the event at revision ${at.revision} (${at.eventType}) was ` : '';
+    super(`${where}${unknownMachineVersionReason(machineVersion)}`);
+    this.newer = isNewerVersion(machineVersion);
+  }
+}
+
+const isNewerVersion = (v: string) => /^\d+$/.test(v) && [...executionMachineVersions.keys()].every((k) => !/^\d+$/.test(k) || Number(v) > Number(k));
+
+/** Why a history naming `version` cannot be read here, for a message about one of its events ("written by …"). */
+export function unknownMachineVersionReason(version: string): string {
+  return isNewerVersion(version)
+    ? `written by execution machine version ${version}; this build of Baton knows versions ${knownMachineVersions()}: upgrade Baton to read this history`
+    : `written by execution machine version ${JSON.stringify(version)}, which this build of Baton does not have (it knows versions ${knownMachineVersions()}; a version Baton wrote stays in actors/execution-machine-versions.ts while any history names it)`;
+}
+
+/** The version a stored event names when this build does not have it; undefined when it does (or none is named: the current). */
+export function unknownMachineVersion(metadata: { machineVersion?: unknown }): string | undefined {
+  const v = metadata.machineVersion;
+  if (v === undefined) return undefined;
+  return typeof v === 'string' && executionMachineVersions.has(v) ? undefined : String(v);
+}
+
+/**
+ * The machine a stored event was decided by, or UnknownMachineVersionError. The runtime records
+ * a version on every event; one without (a hand-written fixture) is read with the current.
  */
 export function machineForVersion(version: string | undefined): AnyStateMachine {
   const v = version ?? MACHINE_VERSION;
   const machine = executionMachineVersions.get(v);
-  if (!machine) {
-    throw new Error(`machine version "${v}" is not importable: add it to actors/execution-machine-versions.ts (known: ${[...executionMachineVersions.keys()].join(', ')})`);
-  }
+  if (!machine) throw new UnknownMachineVersionError(v);
   return machine;
 }

@@ -17,6 +17,7 @@ import {
   RejectedCommandError,
 } from '../errors.ts';
 import { InvalidInputError } from '../input/errors.ts';
+import { UnknownMachineVersionError, knownMachineVersions } from '../../actors/execution-machine-versions.ts';
 import { ArchivedError } from '../retention/archived-history.ts';
 import { WorkflowIdConflictError } from '../workflow/service.ts';
 
@@ -38,7 +39,9 @@ export type ApiErrorCode =
   | 'LIMIT_EXCEEDED'
   | 'SERVICE_UNAVAILABLE'
   /** Retention archived it: no longer in the store; extensions say when and where (src/retention/), and why the file could not be read (`unreadable`, `reason`). */
-  | 'ARCHIVED';
+  | 'ARCHIVED'
+  /** The history names an execution machine version this server's build does not have (a newer Baton wrote it): upgrade the server. */
+  | 'UNKNOWN_MACHINE_VERSION';
 
 const HTTP_STATUS: Partial<Record<ApiErrorCode, number>> = {
   UNAUTHENTICATED: 401,
@@ -117,6 +120,9 @@ export function describeApiError(err: unknown): { code: ApiErrorCode; message: s
   }
   if (err instanceof WorkflowIdConflictError) return { code: 'IDEMPOTENCY_CONFLICT', message: err.message, extra: { argument: 'id', workflowId: err.workflowId } };
   if (err instanceof NotFoundError) return { code: 'NOT_FOUND', message: err.message, extra: {} };
+  if (err instanceof UnknownMachineVersionError) {
+    return { code: 'UNKNOWN_MACHINE_VERSION', message: err.message, extra: { machineVersion: err.machineVersion, knownVersions: knownMachineVersions(), newer: err.newer, ...(err.at && { executionId: err.at.executionId, revision: err.at.revision }) } };
+  }
   if (err instanceof RejectedCommandError) return { code: 'CONFLICT', message: err.message, extra: { state: err.state } };
   if (err instanceof DeadLetterNotRetriableError) return { code: 'CONFLICT', message: err.message, extra: { executionId: err.executionId } };
   return undefined;

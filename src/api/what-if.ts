@@ -2,8 +2,7 @@
 // console's statechart. Read-only like `baton inspect --fork-at`: the history is folded and
 // continued through the current machine in memory; nothing is appended, published or projected.
 import type { ExecutionRow } from '../../projections/executions.ts';
-import { InvalidEventError } from '../errors.ts';
-import { forkExecution, type ForkStep } from '../replay/inspect.ts';
+import { forkExecution, InvalidForkEventError, type ForkStep } from '../replay/inspect.ts';
 import { intInRange, textArg } from './arguments.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError, badInput, problemsOf } from './errors.ts';
@@ -31,8 +30,12 @@ async function whatIf(row: ExecutionRow, a: { fromRevision: number; events: What
     const fork = forkExecution(steps, fromRevision, inputs);
     return { fromRevision, baseState: fork.base.state, ok: fork.ok, finalState: fork.finalState, steps: fork.steps };
   } catch (err) {
-    // An event the catalog does not accept: name it by its place in `events`.
-    if (err instanceof InvalidEventError) throw new ApiError('BAD_USER_INPUT', `events: ${err.message}`, 'events', { problems: problemsOf(err.issues), issues: err.issues });
+    // An event the catalog does not accept: named by its path in `events` (from 0, as GraphQL's
+    // own paths and `events.0.type` above count), not by the CLI's "fork event 1".
+    if (err instanceof InvalidForkEventError) {
+      const issues = err.issues.map((i) => ({ path: [`events.${err.index}`, ...(i.path ? [i.path] : [])].join('.'), message: i.message }));
+      throw new ApiError('BAD_USER_INPUT', issues.map((i) => `${i.path}: ${i.message}`).join('; '), 'events', { problems: problemsOf(issues), issues });
+    }
     throw err;
   }
 }

@@ -13,9 +13,9 @@ import {
   type ExecutionContext,
   type ExecutionSnapshot,
 } from '../../actors/execution.machine.ts';
-import { machineForVersion } from '../../actors/execution-machine-versions.ts';
+import { UnknownMachineVersionError, machineForVersion, unknownMachineVersion } from '../../actors/execution-machine-versions.ts';
 import { ExecutionEvent, type ExecutionEventType } from '../../schemas/events.ts';
-import { InvalidEventError, InvalidTransitionError, parseOrThrow } from '../errors.ts';
+import { InvalidEventError, InvalidTransitionError, zodIssues } from '../errors.ts';
 import { droppedFields } from '../input/dropped-fields.ts';
 import { asExecutionEvent, type HistoryEvent } from './history.ts';
 import { MachineFold, stateOf } from './machine-fold.ts';
@@ -48,12 +48,17 @@ export interface TimelineStep {
   next: NextEvent[];
 }
 
-/** Fold a history and keep every step. Throws, naming the revision, if the history does not fold. */
+/**
+ * Fold a history and keep every step. Throws, naming the revision, if the history does not fold,
+ * or UnknownMachineVersionError at an event a machine version this build lacks wrote (not a refusal).
+ */
 export function timeline(executionId: string, events: readonly HistoryEvent[]): TimelineStep[] {
   const fold = new MachineFold((event) => machineForVersion(event.metadata.machineVersion));
   const steps: TimelineStep[] = [];
   try {
     for (const stored of events) {
+      const version = unknownMachineVersion(stored.metadata);
+      if (version !== undefined) throw new UnknownMachineVersionError(version, { executionId, revision: stored.revision, eventType: stored.type });
       const outcome = fold.apply(asExecutionEvent(stored));
       if (!outcome.ok) {
         throw new InvalidTransitionError(executionId, stored.type, steps.at(-1)?.state ?? '(none)', `stored event at revision ${stored.revision} does not fold: ${outcome.reason}`);
@@ -160,6 +165,21 @@ export interface ForkResult {
 const FORK_EVENT_FIELDS = new Set(['type', 'data', 'by', 'occurredAt']);
 
 /**
+ * A fork event the catalog refuses. Its message counts the events from 1, as the what-if table's
+ * `#` column and its "would not take event N" do; `index` is its place in the list (from 0) for
+ * callers that name it by an array path (GraphQL's `events.0`).
+ */
+export class InvalidForkEventError extends InvalidEventError {
+  constructor(
+    readonly index: number,
+    readonly eventType: string,
+    issues: { path: string; message: string }[],
+  ) {
+    super(`fork event ${index + 1} (${eventType})`, issues);
+  }
+}
+
+/**
  * Continue the history after `forkAt` with `inputs` instead of what really happened, through
  * the current machine. Pure: nothing is appended, published or projected.
  */
@@ -169,17 +189,14 @@ export function forkExecution(steps: readonly TimelineStep[], forkAt: number, in
   let snapshot = executionMachine.resolveState({ value: base.state, context: base.context }) as ExecutionSnapshot;
   const result: ForkStep[] = [];
   for (const [i, input] of inputs.entries()) {
-    const what = `fork event ${i} (${input.type})`;
     const unknown = Object.keys(input).filter((k) => !FORK_EVENT_FIELDS.has(k));
-    const event = parseOrThrow(
-      ExecutionEvent,
-      { type: input.type, data: input.data ?? {}, metadata: { by: input.by ?? snapshot.context.owner, occurredAt: input.occurredAt ?? now().toISOString() } },
-      what,
-    );
+    const parsed = ExecutionEvent.safeParse({ type: input.type, data: input.data ?? {}, metadata: { by: input.by ?? snapshot.context.owner, occurredAt: input.occurredAt ?? now().toISOString() } });
+    if (!parsed.success) throw new InvalidForkEventError(i, input.type, zodIssues(parsed.error));
+    const event = parsed.data;
     // The catalog's schemas drop fields they do not know; a what-if must not answer for an event
     // other than the one asked (a misspelt `retryabel` would be tried as if it were absent).
     const dropped = [...unknown, ...droppedFields(input.data ?? {}, event.data, 'data')];
-    if (dropped.length > 0) throw new InvalidEventError(what, dropped.map((path) => ({ path, message: 'unknown field' })));
+    if (dropped.length > 0) throw new InvalidForkEventError(i, input.type, dropped.map((path) => ({ path, message: 'unknown field' })));
     const before = statusOf(snapshot);
     const decision = decideExecution(snapshot, event);
     if (!decision.ok) {

@@ -7,10 +7,12 @@
 // (`unhandled-event`); it reaches another state than the recorded one (`different-state`);
 // the recorded state no longer exists (`removed-state`); or, for an execution still in flight,
 // its current state no longer handles an event the recorded machine expects next, so it could
-// never move on (`stranded`). A history the recorded machines cannot read is `unreadable`.
+// never move on (`stranded`). A history the recorded machines cannot read is `unreadable`, and so
+// is one naming a machine version this build does not have (a newer Baton wrote it): nothing
+// here can say how its events were decided, so it is not replayed from there, against any machine.
 import type { AnyMachineSnapshot, AnyStateMachine } from 'xstate';
 import { executionMachine, MACHINE_VERSION } from '../../actors/execution.machine.ts';
-import { machineForVersion } from '../../actors/execution-machine-versions.ts';
+import { machineForVersion, unknownMachineVersion, unknownMachineVersionReason } from '../../actors/execution-machine-versions.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import { asExecutionEvent, type HistoryEvent } from './history.ts';
 import { MachineFold, handledIn, hasState, stateOf, type MachineChoice } from './machine-fold.ts';
@@ -72,6 +74,7 @@ export class StreamReplay {
   private readonly underTest: MachineFold;
   private readonly divergences: Divergence[] = [];
   private recordedUnreadable = false;
+  private sawUnknownVersion = false;
   private underTestStopped = false;
   private last: { event: HistoryEvent; expected: string | null } | undefined;
   private events = 0;
@@ -99,6 +102,7 @@ export class StreamReplay {
       owner: null,
     };
     this.last = { event: stored, expected };
+    if (this.unknownVersion(step, stored)) return step;
     if (this.underTestStopped) return step;
 
     const outcome = this.underTest.apply(event);
@@ -125,7 +129,10 @@ export class StreamReplay {
   finish(): StreamVerdict {
     const recordedState = this.last?.expected ?? null;
     const recordedSnapshot = this.recorded.snapshot;
-    const inFlight = this.recordedUnreadable ? recordedState !== null && !isFinalIn(this.recorded.currentMachine, recordedState) : recordedSnapshot !== undefined && recordedSnapshot.status !== 'done';
+    // Unreadable from its first event, no recorded machine was chosen: today's says what is final.
+    const inFlight = this.recordedUnreadable
+      ? recordedState !== null && !isFinalIn(this.recorded.currentMachine ?? executionMachine, recordedState)
+      : recordedSnapshot !== undefined && recordedSnapshot.status !== 'done';
     if (inFlight && !this.underTestStopped && this.last && recordedState !== null) this.checkStranded(this.last.event, recordedState);
     this.recorded.stop();
     this.underTest.stop();
@@ -134,7 +141,7 @@ export class StreamReplay {
 
   private recordedStateAfter(stored: HistoryEvent, event: ExecutionEvent): string | null {
     const written = typeof stored.metadata.stateAfter === 'string' ? stored.metadata.stateAfter : null;
-    if (this.recordedUnreadable) return written;
+    if (this.recordedUnreadable || unknownMachineVersion(stored.metadata) !== undefined) return written;
     const outcome = this.recorded.apply(event);
     if (outcome.ok) return written ?? stateOf(outcome.snapshot);
     this.recordedUnreadable = true;
@@ -151,6 +158,23 @@ export class StreamReplay {
       this.underTestStopped = true;
     }
     return written;
+  }
+
+  /**
+   * The first event naming a machine version this build does not have: `unreadable` there, saying
+   * so (not a refusal: no machine here was asked), and nothing after it is replayed.
+   */
+  private unknownVersion(step: ReplayStep, stored: HistoryEvent): boolean {
+    if (this.sawUnknownVersion) return true;
+    const version = unknownMachineVersion(stored.metadata);
+    if (version === undefined) return false;
+    this.sawUnknownVersion = true;
+    this.recordedUnreadable = true;
+    const divergence: Divergence = { executionId: this.executionId, kind: 'unreadable', revision: step.revision, eventType: step.type, expected: step.expected, actual: null, reason: unknownMachineVersionReason(version) };
+    this.divergences.push(divergence);
+    if (!this.underTestStopped) step.divergence = divergence;
+    this.underTestStopped = true;
+    return true;
   }
 
   private checkStranded(last: HistoryEvent, state: string): void {
@@ -207,6 +231,7 @@ export function replayHistory(executionId: string, events: readonly HistoryEvent
 }
 
 export function describeDivergence(d: Divergence): string {
-  const states = d.kind === 'stranded' ? '' : ` (recorded: ${d.expected ?? '?'}, now: ${d.actual ?? 'refused'})`;
+  // Neither compares states: a stranded execution is in the recorded one, an unreadable one was not replayed.
+  const states = d.kind === 'stranded' || d.kind === 'unreadable' ? '' : ` (recorded: ${d.expected ?? '?'}, now: ${d.actual ?? 'refused'})`;
   return `${d.executionId} @${d.revision} ${d.eventType}: ${d.kind}${states}: ${d.reason}`;
 }

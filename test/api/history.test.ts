@@ -1,5 +1,6 @@
 // Time-travel over GraphQL: history and stateAt fold the stream from the event store through
 // the machine; executionMachine describes the statechart.
+import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
@@ -83,6 +84,35 @@ describe('Execution.stateAt', () => {
       const r = await gql(api().url, `query($id: ID!) { execution(id: $id) { stateAt${args} { revision } } }`, { id });
       expect(r.errors?.[0]?.extensions?.code, args).toBe('BAD_USER_INPUT');
     }
+  });
+});
+
+describe('a history a newer Baton wrote', () => {
+  it('history, stateAt and whatIf say so with their own code, naming the version and the event: not a refused transition', async () => {
+    const newer = String(Number(MACHINE_VERSION) + 1);
+    const runtime = createExecutionRuntime(api().store);
+    const { executionId } = await runtime.submit({ action: 'core.noop' });
+    await api().catchUp();
+    // What a newer build would append next: an ordinary event, naming its own machine version.
+    const metadata = { by: 'executor', occurredAt: new Date().toISOString(), machineVersion: newer, stateAfter: 'Scheduling' };
+    await api().store.append(`execution-${executionId}`, [{ eventId: randomUUID(), type: 'SchedulingStarted', data: {}, metadata }], { expectedRevision: 0n });
+    const fields = ['history { revision }', 'stateAt(revision: 0) { status }', 'whatIf(fromRevision: 0, events: [{ type: "SchedulingStarted" }]) { ok }'];
+    for (const field of fields) {
+      const r = await gql(api().url, `query($id: ID!) { execution(id: $id) { ${field} } }`, { id: executionId });
+      expect(r.errors?.[0]?.extensions, field).toMatchObject({ code: 'UNKNOWN_MACHINE_VERSION', machineVersion: newer, knownVersions: `1–${MACHINE_VERSION}`, newer: true, executionId, revision: 1 });
+      expect(r.errors?.[0]?.message, field).toBe(
+        `execution ${executionId}: the event at revision 1 (SchedulingStarted) was written by execution machine version ${newer}; this build of Baton knows versions 1–${MACHINE_VERSION}: upgrade Baton to read this history`,
+      );
+    }
+  });
+});
+
+describe('Execution.whatIf', () => {
+  it('names a malformed event by its path in events, counted as GraphQL counts every argument path (from 0)', async () => {
+    const events = [{ type: 'ExecutionProgressed' }, { type: 'ExecutionFailed', data: { retryable: false } }];
+    const r = await gql(api().url, `query($id: ID!, $events: [WhatIfEventInput!]!) { execution(id: $id) { whatIf(fromRevision: 3, events: $events) { ok } } }`, { id, events });
+    expect(r.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'events', problems: [{ path: 'events.1.data.error', message: expect.any(String) }] });
+    expect(r.errors?.[0]?.message).toMatch(/^events\.1\.data\.error: /);
   });
 });
 

@@ -2,6 +2,7 @@
 // database. The compatibility gate flags exactly the in-flight executions a candidate machine
 // would strand; a history exported here replays in a process with no database; a what-if fork
 // leaves every table byte-for-byte unchanged.
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -222,6 +223,52 @@ describe('baton inspect', () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toMatch(/Scheduling → REFUSED\s+InvalidTransition: ExecutionCompleted is not allowed in state Scheduling/);
     expect(await fingerprint()).toEqual(before);
+  });
+
+  it('a what-if counts its events from 1 everywhere: the # column, the refusal, and a malformed event', async () => {
+    const id = running[1]!;
+    const progressed = '{"type":"ExecutionProgressed","data":{}}';
+    const refused = await baton(['inspect', id, '--fork-at', '3', '--event', progressed, '--event', '{"type":"ExecutionStarted","data":{"attempt":1}}']);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/\n1\s+ExecutionProgressed\s+worker:w2\s+Running → Running/);
+    expect(refused.stdout).toMatch(/\n2\s+ExecutionStarted\s+worker:w2\s+Running → REFUSED/);
+    expect(refused.stdout).toMatch(/refused: the machine would not take event 2\n$/);
+    // The same second event, malformed: named as event 2 too, the row it would have had.
+    const malformed = await baton(['inspect', id, '--fork-at', '3', '--event', progressed, '--event', '{"type":"ExecutionFailed","data":{"retryable":false}}']);
+    expect(malformed.code).toBe(1);
+    expect(malformed.stderr).toMatch(/^baton: invalid fork event 2 \(ExecutionFailed\): data\.error: /);
+  });
+});
+
+describe('a history a newer Baton wrote', () => {
+  it('every replaying command says so, naming the version and to upgrade: never an unhandled event or a refused transition', async () => {
+    const newer = String(Number(MACHINE_VERSION) + 1);
+    const reason = `written by execution machine version ${newer}; this build of Baton knows versions 1–${MACHINE_VERSION}: upgrade Baton to read this history`;
+    const { executionId: id } = await runtime.submit({ action: 'core.noop' });
+    // What a newer build would append next: an ordinary event, naming its own machine version.
+    const store = createPostgresEventStore(db().pool);
+    await store.append(`execution-${id}`, [{ eventId: randomUUID(), type: 'SchedulingStarted', data: {}, metadata: { by: 'executor', occurredAt: new Date().toISOString(), machineVersion: newer, stateAfter: 'Scheduling' } }], { expectedRevision: 0n });
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-history-'));
+    try {
+      const file = path.join(dir, 'newer.json');
+      await fs.writeFile(file, (await baton(['export', id])).stdout);
+      for (const args of [['replay', id], ['replay', '--file', file], ['replay', id, '--against', 'recorded']]) {
+        const r = await baton(args);
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(r.stdout, args.join(' ')).toMatch(new RegExp(`\\n1\\s+SchedulingStarted\\s+executor\\s+Requested → \\(not replayed\\)\\s+UNREADABLE \\(machine version ${newer}\\)`));
+        expect(r.stdout, args.join(' ')).toContain(`1 divergence(s):\n  ${id} @1 SchedulingStarted: unreadable: ${reason}\n`);
+        expect(r.stdout, args.join(' ')).not.toMatch(/unhandled-event|REFUSED/);
+      }
+      const all = JSON.parse((await baton(['replay', '--all', '--json'])).stdout) as { divergences: { executionId: string; kind: string; reason: string }[] };
+      expect(all.divergences.filter((d) => d.executionId === id)).toEqual([expect.objectContaining({ kind: 'unreadable', reason })]);
+      for (const args of [['inspect', id], ['inspect', id, '--file', file], ['events', id]]) {
+        const r = await baton(args);
+        expect(r.code, args.join(' ')).toBe(1);
+        expect(r.stderr, args.join(' ')).toBe(`baton: execution ${id}: the event at revision 1 (SchedulingStarted) was ${reason}\n`);
+      }
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -3,10 +3,10 @@
 // version 1 stays importable; time-travel steps equal the fold of each prefix; forks are pure.
 import { describe, expect, it } from 'vitest';
 import { MACHINE_VERSION, foldExecution, statusOf } from '../../actors/execution.machine.ts';
-import { executionMachineVersions, machineForVersion } from '../../actors/execution-machine-versions.ts';
+import { UnknownMachineVersionError, executionMachineVersions, machineForVersion } from '../../actors/execution-machine-versions.ts';
 import { asExecutionEvent, parseHistoryDocument, toHistoryDocument, type HistoryEvent } from '../../src/replay/history.ts';
-import { forkExecution, stepAt, timeline } from '../../src/replay/inspect.ts';
-import { CURRENT_MACHINE, RECORDED_MACHINES, replayHistory, type ReplayTarget } from '../../src/replay/replay.ts';
+import { InvalidForkEventError, forkExecution, stepAt, timeline } from '../../src/replay/inspect.ts';
+import { CURRENT_MACHINE, RECORDED_MACHINES, describeDivergence, replayHistory, type ReplayTarget } from '../../src/replay/replay.ts';
 import { at, ev, withBy } from '../support/execution-paths.ts';
 import { randomHistory, seededRandom } from '../support/random-histories.ts';
 import { editedMachine } from '../fixtures/machines/edit-machine.ts';
@@ -210,8 +210,44 @@ describe('machine versions', () => {
     expect(current.filter(v7Only).length).toBeGreaterThan(50);
   });
 
-  it('names an unknown version', () => {
-    expect(() => machineForVersion('99')).toThrow(/machine version "99" is not importable/);
+  it('names an unknown version: a newer one as written by a newer Baton, any other as one this build does not have', () => {
+    expect(() => machineForVersion('99')).toThrow(UnknownMachineVersionError);
+    expect(() => machineForVersion('99')).toThrow(`written by execution machine version 99; this build of Baton knows versions 1–${MACHINE_VERSION}: upgrade Baton to read this history`);
+    expect(() => machineForVersion('7-candidate')).toThrow(/written by execution machine version "7-candidate", which this build of Baton does not have \(it knows versions 1–/);
+  });
+});
+
+describe('a history written by a machine version this build does not have', () => {
+  // What a newer Baton would write: the same events, naming its own version from revision 2 on.
+  const newerFrom = (history: HistoryEvent[], revision: number, version = String(Number(MACHINE_VERSION) + 1)) =>
+    history.map((e) => (e.revision >= revision ? { ...e, metadata: { ...e.metadata, machineVersion: version, stateAfter: statusOf(foldExecution(history.slice(0, e.revision + 1).map(asExecutionEvent))) } } : e));
+  const newer = String(Number(MACHINE_VERSION) + 1);
+
+  it('is unreadable from its first such event against every machine, saying which version wrote it: not an unhandled event', () => {
+    for (const target of [CURRENT_MACHINE, RECORDED_MACHINES, candidate(withoutCompletion)]) {
+      const { steps, verdict } = replayHistory('x', newerFrom(completed(), 2), target);
+      expect(verdict.divergences).toEqual([expect.objectContaining({ kind: 'unreadable', revision: 2, eventType: 'ExecutionHandedOff', actual: null })]);
+      const [d] = verdict.divergences;
+      expect(d!.reason).toBe(`written by execution machine version ${newer}; this build of Baton knows versions 1–${MACHINE_VERSION}: upgrade Baton to read this history`);
+      expect(describeDivergence(d!)).toBe(`x @2 ExecutionHandedOff: unreadable: ${d!.reason}`);
+      expect(steps[2]).toMatchObject({ before: 'Scheduling', after: null, machineVersion: newer, divergence: d });
+      expect(steps.slice(3).every((s) => s.before === null && s.after === null)).toBe(true);
+      // Completed, as its last event recorded: finished, not in flight (the deploy gate passes it over).
+      expect(verdict).toMatchObject({ recordedState: 'Completed', inFlight: false });
+    }
+  });
+
+  it('from its first event too, still known to be finished', () => {
+    const { verdict } = replayHistory('x', newerFrom(completed(), 0), RECORDED_MACHINES);
+    expect(verdict).toMatchObject({ recordedState: 'Completed', inFlight: false, divergences: [expect.objectContaining({ kind: 'unreadable', revision: 0 })] });
+  });
+
+  it('time-travel refuses it naming the execution, the event and the version, not as a refused transition', () => {
+    const history = newerFrom(completed(), 3);
+    expect(() => timeline('x', history)).toThrow(UnknownMachineVersionError);
+    expect(() => timeline('x', history)).toThrow(
+      `execution x: the event at revision 3 (ExecutionStarted) was written by execution machine version ${newer}; this build of Baton knows versions 1–${MACHINE_VERSION}: upgrade Baton to read this history`,
+    );
   });
 });
 
@@ -256,10 +292,22 @@ describe('what-if forks', () => {
     expect(() => forkExecution(steps, 4, [{ type: 'ExecutionFailed', data: { retryable: false } }])).toThrow(/error/);
   });
 
+  it('counts fork events from 1 in its messages, as the what-if table (#) and its "would not take event N" do', () => {
+    const steps = timeline('x', completed());
+    const progressed = { type: 'ExecutionProgressed', data: {} };
+    // The second event is event 2 whether the catalog refuses it or the machine does.
+    const malformed = () => forkExecution(steps, 3, [progressed, { type: 'ExecutionFailed', data: { retryable: false } }]);
+    expect(malformed).toThrow(/^invalid fork event 2 \(ExecutionFailed\): data\.error: /);
+    expect(malformed).toThrow(expect.objectContaining({ index: 1, eventType: 'ExecutionFailed' }) as InvalidForkEventError);
+    expect(() => forkExecution(steps, 3, [progressed, { type: 'NoSuchEvent' }])).toThrow(/^invalid fork event 2 \(NoSuchEvent\): type: /);
+    const refused = forkExecution(steps, 3, [progressed, { type: 'ExecutionStarted', data: { attempt: 1 } }]);
+    expect(refused.steps).toHaveLength(2); // the CLI's "would not take event 2"
+  });
+
   it('refuses fields the event does not have, at any depth, rather than trying the event without them; a JSON result keeps its own', () => {
     const steps = timeline('x', completed());
     const fork = (input: object) => () => forkExecution(steps, 4, [input as { type: string }]);
-    expect(fork({ type: 'ExecutionCompleted', data: { result: 1, bogus: 2 }, bogus: 2 })).toThrow('invalid fork event 0 (ExecutionCompleted): bogus: unknown field; data.bogus: unknown field');
+    expect(fork({ type: 'ExecutionCompleted', data: { result: 1, bogus: 2 }, bogus: 2 })).toThrow('invalid fork event 1 (ExecutionCompleted): bogus: unknown field; data.bogus: unknown field');
     expect(fork({ type: 'ExecutionFailed', data: { error: { message: 'boom', kind: 'x' }, retryable: false } })).toThrow('data.error.kind: unknown field');
     expect(fork({ type: 'ExecutionCompleted', data: { result: { anything: { goes: [1, { here: true }] } } } })()).toMatchObject({ ok: true, finalState: 'Completed' });
   });

@@ -1,6 +1,10 @@
 // The regression-test helper users get: an exported history becomes a test in three lines.
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test, expect } from 'vitest';
 import { expectHistoryReplays } from '@baton-run/baton/testing';
+import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 
 test('an exported history still replays through the current machine', () => expectHistoryReplays('test/histories/report-completed.json'));
 
@@ -33,4 +37,24 @@ test('a wrong options value is named as the option, never taken for a divergence
     await expect(expectHistoryReplays(file, options as never), String(options)).rejects.toThrow(/^options: must be an object/);
   }
   await expect(expectHistoryReplays(undefined as never)).rejects.toThrow(/^file: must be the path of an exported history/);
+});
+
+test('a history a newer Baton wrote fails as unreadable, saying to upgrade, never as an unhandled event', async () => {
+  const doc = JSON.parse(await readFile('test/histories/report-completed.json', 'utf8'));
+  const newer = String(Number(MACHINE_VERSION) + 1);
+  for (const e of doc.events.slice(3)) e.metadata.machineVersion = newer;
+  const dir = await mkdtemp(path.join(tmpdir(), 'baton-newer-history-'));
+  try {
+    const file = path.join(dir, 'newer.json');
+    await writeFile(file, JSON.stringify(doc));
+    for (const against of ['current', 'recorded']) {
+      const failure = expectHistoryReplays(file, { against });
+      await expect(failure, against).rejects.toThrow(
+        `does not replay:\n  ${doc.executionId} @3 ExecutionStarted: unreadable: written by execution machine version ${newer}; this build of Baton knows versions 1–${MACHINE_VERSION}: upgrade Baton to read this history`,
+      );
+      await expect(expectHistoryReplays(file, { against }), against).rejects.not.toThrow(/unhandled-event/);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });

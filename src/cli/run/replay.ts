@@ -53,13 +53,15 @@ function printFork(id: string, fork: ForkResult): void {
   console.log(fork.ok ? `result: ${fork.finalState}` : `refused: the machine would not take event ${fork.steps.length}`);
 }
 
+// An unreadable event was not put to the machine: not replayed, and not refused either.
+const refused = (s: ReplayStep) => s.divergence !== undefined && s.divergence.kind !== 'unreadable';
 const stepRow = (s: ReplayStep) => [
   String(s.revision),
   s.type,
   s.by,
-  `${s.before ?? '–'} → ${s.after ?? (s.divergence ? 'REFUSED' : '(not replayed)')}`,
+  `${s.before ?? '–'} → ${s.after ?? (refused(s) ? 'REFUSED' : '(not replayed)')}`,
   s.owner ?? '',
-  s.divergence ? `DIVERGES (recorded ${s.expected ?? '?'})` : '',
+  s.divergence ? (refused(s) ? `DIVERGES (recorded ${s.expected ?? '?'})` : `UNREADABLE (machine version ${s.machineVersion ?? '?'})`) : '',
 ];
 
 function printStreamReplay(id: string, target: ReplayTarget, steps: ReplayStep[], verdict: StreamVerdict): void {
