@@ -56,3 +56,16 @@ export function distFreshness(root) {
   }
   return { fresh: true };
 }
+
+/**
+ * Set in its environment by a `baton` that said it runs the sources, so the `baton` processes it
+ * starts do not say it again: `baton bench` runs itself again with the deployed Node flags
+ * (src/bench/deployed-node.ts), and the notice was printed by both.
+ */
+export const SOURCES_NOTICE_SHOWN = 'BATON_SOURCES_NOTICE_SHOWN';
+
+/** What bin/baton.js prints on stderr before it runs: nothing for a fresh dist/, or when a `baton` above this one said it. */
+export function sourcesNotice(dist, env) {
+  if (dist.fresh || env[SOURCES_NOTICE_SHOWN] === '1') return '';
+  return `baton: running from the TypeScript sources (slower start): ${dist.reason}; \`npm run build\` compiles them to dist/\n`;
+}

@@ -245,8 +245,8 @@ const EnvSchema = z.object({
 
 /**
  * BATON_* variables that are not Baton's configuration, so an unknown one is not refused:
- * Docker Compose's (the env file to read, the ports to publish; see .env.example) and the test
- * harness's (TestEnvSchema below, and the browser test's screenshot switch).
+ * Docker Compose's (the env file to read, the ports to publish; see .env.example), the test
+ * harness's (TestEnvSchema below, and the browser test's screenshot switch) and bin/baton.js's.
  */
 export const NON_CONFIG_VARIABLES: readonly string[] = [
   'BATON_ENV_FILE',
@@ -257,6 +257,8 @@ export const NON_CONFIG_VARIABLES: readonly string[] = [
   'BATON_COMPOSE_ESDB_PORT',
   'BATON_REQUIRE_NATS',
   'BATON_UI_SCREENSHOT_TO_DOCS',
+  // bin/baton.js's, for the `baton` processes it starts: it said already that it runs the sources.
+  'BATON_SOURCES_NOTICE_SHOWN',
 ];
 
 /** Whether `name` is one of Baton's configuration variables (a BATON_* name loadConfig reads). */

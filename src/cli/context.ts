@@ -1,7 +1,8 @@
 // What a CLI command needs: the environment every process is made of (environment.ts), with
 // a logger on stderr (stdout is for results) and warn as its level.
 import { loadConfig, type Config } from '../config.ts';
-import { createLogger } from '../log.ts';
+import { componentLogger, createLogger } from '../log.ts';
+import { cliComponent } from './command-name.ts';
 import { openEnvironment, type Environment } from './environment.ts';
 import type { Logger } from 'pino';
 import type pg from 'pg';
@@ -18,8 +19,11 @@ export interface CliContext extends Omit<Environment, 'close' | 'db'> {
  */
 export const cliConfig = (): Config => loadConfig(process.env, process.cwd(), { logLevel: 'warn' });
 
-/** A command's logger: on stderr, so stdout stays the result (a table, JSON). */
-export const cliLogger = (config: Config): Logger => createLogger(config, { destination: 'stderr' });
+/**
+ * A command's logger: on stderr, so stdout stays the result (a table, JSON). Its lines say which
+ * command wrote them (`"component":"cli/status"`), as a host's say which host.
+ */
+export const cliLogger = (config: Config): Logger => componentLogger(createLogger(config, { destination: 'stderr' }), cliComponent());
 
 export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> {
   const config = cliConfig();

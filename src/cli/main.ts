@@ -23,6 +23,7 @@ import { registerEventStoreCommands } from './eventstore-command.ts';
 import { registerRetentionCommands } from './retention-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
 import { registerRateLimitCommands } from './ratelimit-command.ts';
+import { setCliCommand } from './command-name.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
 function packageVersion(): string {
@@ -44,7 +45,13 @@ const program = new Command('baton')
   .enablePositionalOptions()
   // A hint, not the whole help: a mistyped option or a value out of range stays on the screen
   // as the error and one line, not above forty lines of usage (`--batch-size 0` printed them all).
-  .showHelpAfterError('(add --help for usage)');
+  .showHelpAfterError('(add --help for usage)')
+  // The command's log lines carry its name as their component (command-name.ts).
+  .hook('preAction', (_program, action) => {
+    const names: string[] = [];
+    for (let c: Command | null = action; c?.parent; c = c.parent) names.unshift(c.name());
+    setCliCommand(names);
+  });
 
 program
   .command('submit')

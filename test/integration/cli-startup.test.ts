@@ -61,6 +61,33 @@ describe('bin/baton.js: compiled or from source', () => {
     await fs.utimes(edited, past, past);
   });
 
+  it('says so once for `baton bench`, which runs itself again with the deployed Node flags (the child said it too)', async () => {
+    await writeStamp(past.getTime() + 60_000);
+    const edited = path.join(copy, 'src/cli/format.ts');
+    await fs.utimes(edited, new Date(), new Date());
+    try {
+      // A setting the child refuses as it reads its configuration (the parent reads none before
+      // it starts the child): the child exits at once, and no benchmark runs.
+      const { BATON_DATABASE_URL: _u, ...env } = process.env;
+      const r = await run(process.execPath, [path.join(copy, 'bin/baton.js'), 'bench', '--executions', '1'], { cwd: copy, env: { ...env, BATON_LOG_LEVEL: 'loud' }, timeout: 60_000 }).then(
+        () => ({ stderr: '', ok: true }),
+        (e: { stderr: string }) => ({ stderr: e.stderr, ok: false }),
+      );
+      expect(r.ok).toBe(false);
+      expect(r.stderr.match(/^baton: running from the TypeScript sources/gm), r.stderr).toHaveLength(1);
+      // The child's refusal, naming only the bad setting (bin/baton.js's own variable is not refused).
+      expect(r.stderr).toMatch(/^baton: invalid configuration: BATON_LOG_LEVEL: /m);
+      expect(r.stderr).not.toMatch(/BATON_SOURCES_NOTICE_SHOWN/);
+    } finally {
+      await fs.utimes(edited, past, past);
+    }
+    // The decision, as bin/baton.js makes it.
+    const { sourcesNotice, SOURCES_NOTICE_SHOWN } = await import('../../bin/dist-freshness.js');
+    expect(sourcesNotice({ fresh: false, reason: 'there is no build in dist/' }, {})).toMatch(SOURCE_NOTE);
+    expect(sourcesNotice({ fresh: false, reason: 'there is no build in dist/' }, { [SOURCES_NOTICE_SHOWN]: '1' })).toBe('');
+    expect(sourcesNotice({ fresh: true }, {})).toBe('');
+  });
+
   it('treats a changed tsconfig, a missing stamp or a missing main.js as no usable build', async () => {
     await writeStamp(past.getTime() + 60_000);
     await fs.utimes(path.join(copy, 'tsconfig.build.json'), new Date(), new Date());
@@ -114,6 +141,24 @@ describe('the command line', () => {
     } finally {
       await admin.query(`DROP DATABASE IF EXISTS ${admin.escapeIdentifier(name)} WITH (FORCE)`);
       await admin.end();
+    }
+  });
+
+  it('a command\'s log lines name it as their component, once (`cli/status`, `cli/dlq/list`), as a host\'s name the host', async () => {
+    const id = '00000000-0000-4000-8000-000000000002';
+    for (const [args, component] of [
+      [['status', id], 'cli/status'],
+      [['retention', 'run', '--older-than', '1s', '--dry-run'], 'cli/retention/run'],
+      // Its transport's logger was a component logger of its own ("dlq"): now the command's, not both.
+      [['dlq', 'list'], 'cli/dlq/list'],
+    ] as const) {
+      const r = await runBaton([...args], { databaseUrl: db().url, env: { BATON_LOG_LEVEL: 'debug' } });
+      const lines = r.stderr.split('\n').filter((l) => l.startsWith('{'));
+      expect(lines.length, `${args.join(' ')}: ${r.stderr}`).toBeGreaterThan(0);
+      for (const line of lines) {
+        expect(line.match(/"component":/g), line).toHaveLength(1); // a JSON parser keeps only the last of two
+        expect(JSON.parse(line), line).toMatchObject({ component });
+      }
     }
   });
 
