@@ -1,6 +1,7 @@
 // The GraphQL API host: graphql-yoga on node:http at /graphql (GraphiQL there too, for browsers).
 // Hardening, outermost first: connection cap and header/request timeouts, body size limit
-// (413), CSRF header check, bearer tokens (401/403; GraphiQL's page too), bracket nesting checked
+// (413), CSRF header check, bearer tokens (401/403; GraphiQL's page too), repeated JSON keys
+// refused (repeated-keys.ts), bracket nesting checked
 // before parsing (query-nesting.ts), graphql-armor's depth/alias/token/cost limits and
 // suggestion blocking, introspection (a setting), argument
 // checks in the resolvers, the response budget (large values truncated, large responses
@@ -31,6 +32,7 @@ import { createLoaders } from './loaders.ts';
 import { findExecutions } from './read-model-queries.ts';
 import { ResponseBudget, useResponseBudget } from './response-budget.ts';
 import { useInputProblems } from './input-problems.ts';
+import { useRepeatedKeyRefusal } from './repeated-keys.ts';
 import { ARMOR } from './query-limits.ts';
 import { useQueryNestingLimit } from './query-nesting.ts';
 import { loadApiSchema } from './schema.ts';
@@ -144,6 +146,7 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
     plugins: [
       useCSRFPrevention({ requestHeaders: [CSRF_HEADER] }),
       useTokenAuth(auth),
+      useRepeatedKeyRefusal(), // after the token check: a stranger gets 401, not a verdict on the body
       useQueryNestingLimit(), // throws from onParse, before any parser (armor's too) recurses
       EnvelopArmorPlugin(ARMOR),
       ...(introspection ? [] : [useNoIntrospection()]),

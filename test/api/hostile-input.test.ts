@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
 import { encodeCursor } from '../../src/api/cursor.ts';
-import { gql, useApi, type GqlResponse } from './api-harness.ts';
+import { CSRF_HEADER, gql, useApi, type GqlResponse } from './api-harness.ts';
 
 const api = useApi({}, { transport: {} });
 
@@ -242,5 +242,47 @@ describe('workflow definitions', () => {
     expect(notObject.errors![0]!.extensions!.problems).toEqual([{ path: 'definition.steps.1.input', message: 'must be an object when the step has inputFrom (its keys are added to it)' }]);
     const good = await gql(api().url, SUBMIT_WORKFLOW, { definition: { steps: steps({ method: 'POST' }) } });
     expect(good.errors, good.text).toBeUndefined();
+  });
+});
+
+describe('a JSON key given twice in the request', () => {
+  const MESSAGE = 'appears twice in one object (JSON would keep only the last): give it once';
+  const SUBMIT_MANY = `mutation($inputs: [SubmitExecutionInput!]!) { submitExecutions(inputs: $inputs) { created } }`;
+
+  /** One BAD_USER_INPUT (HTTP 400) naming `path`, the place in the body, as every input refusal names its place. */
+  function expectRepeated(r: GqlResponse, path: string): void {
+    expect(r.status, r.text).toBe(400);
+    expect(r.errors, r.text).toEqual([{ message: `${path}: ${MESSAGE}`, extensions: { code: 'BAD_USER_INPUT', problems: [{ path, message: MESSAGE }] } }]);
+  }
+
+  it('is refused wherever it is, naming its place, where JSON.parse kept the last; nothing is stored', async () => {
+    const before = await eventCount();
+    const query = JSON.stringify(SUBMIT);
+    expectRepeated(await postRaw(`{"query": ${query}, "variables": {"action": "core.echo", "input": {"a": 1, "a": 2}}}`), 'variables.input.a');
+    expectRepeated(await postRaw(`{"query": ${query}, "variables": {"action": "core.echo", "action": "core.noop"}}`), 'variables.action');
+    expectRepeated(await postRaw(`{"query": ${query}, "query": ${query}, "variables": {"action": "core.echo"}}`), 'query');
+    const many = JSON.stringify(SUBMIT_MANY);
+    expectRepeated(await postRaw(`{"query": ${many}, "variables": {"inputs": [{"action": "core.noop"}, {"action": "core.echo", "input": {"x": {"k": 1, "k\\u0000": 2, "k": 3}}}]}}`), 'variables.inputs.1.input.x.k');
+    expect(await eventCount()).toBe(before);
+  });
+
+  it('is refused in a GET request\'s variables too', async () => {
+    const url = new URL(api().url);
+    url.searchParams.set('query', STATS);
+    url.searchParams.set('variables', '{"action": "core.echo", "action": "core.noop"}');
+    const res = await fetch(url, { headers: { [CSRF_HEADER]: '1' }, signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    expectRepeated({ status: res.status, headers: res.headers, data: undefined, errors: (JSON.parse(text) as { errors: GqlResponse['errors'] }).errors, text }, 'variables.action');
+  });
+
+  it('passes equal keys in different objects, and a quoted key inside a string; bad JSON still gets yoga\'s 400', async () => {
+    const ok = await postRaw(JSON.stringify({ query: SUBMIT, variables: { action: 'core.echo', input: { a: { a: 1 }, b: [{ a: 1 }, { a: 2 }], s: '{"a":1,"a":2}' } } }));
+    expect(ok.errors, ok.text).toBeUndefined();
+    expect(ok.status).toBe(200);
+    const bad = await postRaw('{"query": "{ workers { id } }", "query": ');
+    expect(bad.status).toBe(400);
+    expect(bad.errors).toEqual([{ message: 'POST body sent invalid JSON.', extensions: { code: 'BAD_REQUEST' } }]);
+    const notObject = await postRaw('[1]');
+    expect(notObject.status, notObject.text).toBeGreaterThanOrEqual(400);
   });
 });

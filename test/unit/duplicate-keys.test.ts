@@ -7,6 +7,9 @@ describe('repeatedJsonKey', () => {
     expect(repeatedJsonKey('{"action":"a","input":{"list":[1,{"x":1,"y":{},"x":2}]}}')).toEqual({ path: ['input', 'list', 1], key: 'x' });
     // Escapes are read as JSON reads them: "\u0061" is "a".
     expect(repeatedJsonKey('{"a":1,"\\u0061":2}')).toEqual({ path: [], key: 'a' });
+    // A string ending in backslashes ends at the quote after an even number of them.
+    expect(repeatedJsonKey('{"s":"\\\\","a\\\\":1,"t":"x\\"\\\\","a\\\\":2}')).toEqual({ path: [], key: 'a\\' });
+    expect(repeatedJsonKey(JSON.stringify({ long: 'x'.repeat(100_000), v: { k: 1 } }).replace('"k":1', '"k":1,"k":2'))).toEqual({ path: ['v'], key: 'k' });
   });
 
   it('passes what only looks alike: equal keys in different objects, keys inside strings, escaped quotes', () => {
