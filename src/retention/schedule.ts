@@ -42,9 +42,11 @@ export interface RetentionSchedule {
 }
 
 export function scheduleRetention(o: { pool: pg.Pool; store: EventStore; config: RetentionConfig; log: Logger; registry: Registry; firstRunAfterMs?: number }): RetentionSchedule {
-  const counter = (name: string, help: string) => (o.registry.getSingleMetric(name) as Counter | undefined) ?? new Counter({ name, help, registers: [o.registry] });
+  const counter = (name: string, help: string, labelNames: string[] = []) => (o.registry.getSingleMetric(name) as Counter | undefined) ?? new Counter({ name, help, labelNames, registers: [o.registry] });
   const archived = counter('baton_retention_archived_total', 'Executions archived and removed by retention (workflow steps included)');
   const removed = counter('baton_retention_events_removed_total', 'Events removed from the store by retention');
+  // A failed run was only a log line: the dashboard and an alert need to see it.
+  const runs = counter('baton_retention_runs_total', "This executor's retention runs by outcome: finished, failed (tried again next interval), skipped (another executor or `baton retention run` was running it)", ['outcome']);
   const stopping = new AbortController();
   let running: Promise<void> | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -54,9 +56,11 @@ export function scheduleRetention(o: { pool: pg.Pool; store: EventStore; config:
       const s = await runRetention({ pool: o.pool, store: o.store, olderThanMs: o.config.olderThanMs, archiveDir: o.config.archiveDir, log: o.log, signal: stopping.signal });
       archived.inc(s.executions);
       removed.inc(s.events);
+      runs.inc({ outcome: 'finished' });
       o.log.info({ executions: s.executions, workflows: s.workflows, events: s.events, skipped: s.skipped.length, ms: s.ms, archive: s.archiveDir }, 'retention: run finished');
     } catch (err) {
       if (!(err instanceof RetentionBusyError)) throw err;
+      runs.inc({ outcome: 'skipped' });
       o.log.debug('retention: another executor (or `baton retention run`) is running it');
     }
   }
@@ -64,7 +68,10 @@ export function scheduleRetention(o: { pool: pg.Pool; store: EventStore; config:
   function next(delayMs: number): void {
     timer = setTimeout(() => {
       running = once()
-        .catch((err: unknown) => o.log.error({ err }, 'retention: run failed; trying again next interval'))
+        .catch((err: unknown) => {
+          runs.inc({ outcome: 'failed' });
+          o.log.error({ err }, 'retention: run failed; trying again next interval');
+        })
         .finally(() => {
           running = undefined;
           if (!stopping.signal.aborted) next(o.config.intervalMs);

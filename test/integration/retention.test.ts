@@ -14,6 +14,7 @@ import { workflowStreamId } from '../../schemas/workflow-events.ts';
 import { executionArchivePath, workflowArchivePath } from '../../src/retention/archive-file.ts';
 import { runRetention } from '../../src/retention/retention.ts';
 import { scheduleRetention, storedEventsGauge } from '../../src/retention/schedule.ts';
+import pg from 'pg';
 import { Registry } from 'prom-client';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
@@ -24,8 +25,15 @@ import { catchUpFully } from '../support/read-model.ts';
 import { verifyReadModel } from '../../src/readmodel/verify.ts';
 import { startChainWorkflow } from '../support/chain-workflow.ts';
 import { useTestStore } from '../support/test-store.ts';
+import { until } from '../support/until.ts';
 
 const HOUR = 3_600_000;
+/** baton_retention_runs_total of one registry, by outcome. */
+async function runs(registry: Registry): Promise<Record<'finished' | 'failed' | 'skipped', number>> {
+  const values = (await registry.getSingleMetric('baton_retention_runs_total')!.get()).values;
+  const of = (outcome: string) => values.find((v) => v.labels['outcome'] === outcome)?.value ?? 0;
+  return { finished: of('finished'), failed: of('failed'), skipped: of('skipped') };
+}
 const deadline = () => new Date(Date.now() + 600_000).toISOString();
 /** An hour from now, everything written in this test is older than a minute. */
 const later = () => new Date(Date.now() + HOUR);
@@ -235,8 +243,24 @@ describe('retention', () => {
     // Its 6 events, and those of the first test's executions that finished at its end.
     const removed = async (r: Registry) => (await r.getSingleMetric('baton_retention_events_removed_total')!.get()).values[0]!.value;
     expect((await removed(registry)) + (await removed(other))).toBeGreaterThanOrEqual(6);
+    expect((await runs(registry)).finished + (await runs(other)).finished).toBeGreaterThanOrEqual(1);
     expect(before).toBeGreaterThan(0);
   }, 60_000);
+
+  it('counts a scheduled run that fails (baton_retention_runs_total{outcome="failed"}), and tries again next interval', async () => {
+    const registry = new Registry();
+    // Nothing listens there (this suite's port range): every run fails connecting.
+    const unreachable = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:47399/none', connectionTimeoutMillis: 2_000 });
+    const log = createLogger(loadConfig({ BATON_LOG_LEVEL: 'silent' }));
+    const schedule = scheduleRetention({ pool: unreachable, store: t.store, config: { olderThanMs: 60_000, archiveDir, intervalMs: 20 }, log, registry, firstRunAfterMs: 10 });
+    try {
+      await until('two failed retention runs', async () => (await runs(registry)).failed >= 2, 10_000);
+    } finally {
+      await schedule.stop();
+      await unreachable.end();
+    }
+    expect(await runs(registry)).toMatchObject({ finished: 0, skipped: 0 });
+  }, 30_000);
 
   it('`baton retention run` archives from the command line (--dry-run first, --json), and `baton inspect` then reads the archive', async () => {
     const id = await completed('w4');
