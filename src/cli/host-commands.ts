@@ -22,6 +22,7 @@ import {
   type RunningHosts,
   type TransportKind,
 } from './hosts.ts';
+import { guardProcess } from './process-guard.ts';
 import { runUntilSignalled, stopHosts, watchStopSignals, type StopSignals } from './shutdown.ts';
 
 export interface MetricsOptions {
@@ -99,9 +100,14 @@ async function startAndRun(
   }
   const own = started.problems ?? (() => []);
   problems = () => [...env.unreachable(), ...own()];
+  const guard = guardProcess({ log: env.log, workers: () => hosts.workers, liveness: env.liveness, stopping: () => stop.signal.aborted });
   if (!stop.signal.aborted) started.announce(env, hosts);
   // A signal that came while starting is drained at once.
-  await runUntilSignalled(env, hosts, stop, { shutdownTimeoutMs: o.shutdownTimeoutMs });
+  try {
+    await runUntilSignalled(env, hosts, stop, { shutdownTimeoutMs: o.shutdownTimeoutMs });
+  } finally {
+    guard.dispose();
+  }
 }
 
 export function runExecutor(o: MetricsOptions & { transport?: TransportKind }): Promise<void> {
