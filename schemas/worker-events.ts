@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { dateTime, text } from '../src/input/schemas.ts';
 import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
+import { MAX_TIMER_MS } from '../src/async/sleep.ts';
 import { EventMetadata, ExecutorRef, Namespace, WorkerRef } from './events.ts';
 
 const IsoTime = dateTime();
@@ -20,13 +21,40 @@ const Names = z.array(text().min(1).max(200)).min(1).max(10_000);
  * What the executor needs to know of an action to schedule and retry it: the worker that runs
  * it advertises this, so the executor never has to load action code.
  */
-/** An action's retry budget and backoff (defineAction adds its nonRetryable error types). */
+/**
+ * The longest delay between two attempts: the longest a Node timer holds (~24.8 days). A longer
+ * one would leave the executor's retry timer firing at once, and past ~2.7e11 days no date.
+ */
+export const MAX_RETRY_INTERVAL_MS = MAX_TIMER_MS;
+const intervalMs = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_RETRY_INTERVAL_MS, `must be at most ${MAX_RETRY_INTERVAL_MS} ms (about 24.8 days), the longest wait between attempts`);
+
+/**
+ * An action's retry budget and backoff (defineAction adds its nonRetryable error types). New
+ * announcements are checked against it; the executor reads stored ones unchecked, and
+ * backoffDelayMs keeps any of them (an older, unbounded one) inside MAX_RETRY_INTERVAL_MS.
+ */
 export const RetryBackoff = z.object({
   maxAttempts: z.number().int().min(1).max(1000),
-  initialIntervalMs: z.number().int().min(0),
+  initialIntervalMs: intervalMs,
   multiplier: z.number().min(1),
-  maxIntervalMs: z.number().int().min(0),
+  maxIntervalMs: intervalMs,
 });
+
+/**
+ * The delay before the attempt after `attempt` (1 for the first retry's): initialMs ×
+ * multiplier^(attempt − 1), at most maxMs and never past MAX_RETRY_INTERVAL_MS, whatever the
+ * numbers (Infinity, NaN from 0 × Infinity, or a stored policy missing a field give the cap).
+ */
+export function backoffDelayMs(initialMs: number, multiplier: number, maxMs: number, attempt: number): number {
+  const cap = maxMs >= 0 && maxMs < MAX_RETRY_INTERVAL_MS ? maxMs : MAX_RETRY_INTERVAL_MS;
+  const grown = initialMs * multiplier ** Math.max(0, attempt - 1);
+  if (grown < 0) return 0;
+  return grown < cap ? Math.round(grown) : cap;
+}
 
 /** The most executions of one action (or of one key of it) that may run at once. */
 export const MAX_CONCURRENCY_LIMIT = 100_000;

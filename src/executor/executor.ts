@@ -34,6 +34,7 @@ import { publishFailureFields, workMessage } from './work-messages.ts';
 import { cachedDirectory, fitForWork, reachableSaying, type WorkerDirectory } from './worker-directory.ts';
 import type { LocalWorkers } from '../worker/eager-dispatch.ts';
 import { newId } from '../ids.ts';
+import { MAX_TIMER_MS } from '../async/sleep.ts';
 
 export type { WorkerDirectory } from './worker-directory.ts';
 
@@ -221,7 +222,8 @@ export function startExecutor(o: ExecutorOptions): Executor {
     clearTimeout(safetyTimer);
     if (ac.signal.aborted) return;
     const next = view.nextRetryAt(now());
-    if (next !== undefined) retryTimer = setTimeout(kick, Math.max(0, next - now())).unref();
+    // At most MAX_TIMER_MS: a longer timer fires at once (a retryAt stored under an older, unbounded backoff).
+    if (next !== undefined) retryTimer = setTimeout(kick, Math.min(MAX_TIMER_MS, Math.max(0, next - now()))).unref();
     // Workers can become fit without an event (a stale heartbeat resumes); re-check slowly.
     if (view.waitingCount() > 0 || view.retryPending().length > 0) safetyTimer = setTimeout(kick, 1_000).unref();
   }
@@ -332,12 +334,21 @@ export function startExecutor(o: ExecutorOptions): Executor {
 
   /** Decide every execution whose baton came back (retry or abandon), in one appendMany. */
   async function decideRetries(): Promise<void> {
-    const pending = view.retryPending();
+    const pending = view.retryPending().flatMap((d) => {
+      // One execution's failing decision (a bug, a malformed stored policy) must not stop the
+      // others' decisions, nor the scheduling pass after them: it waits for the next pass.
+      try {
+        return [{ d, commands: retryCommand(d, view.policyOf(d.action), now(), backoff) }];
+      } catch (err) {
+        log.error({ err, executionId: d.executionId, action: d.action }, `could not decide the retry of execution ${d.executionId}; will try again`);
+        return [];
+      }
+    });
     if (pending.length === 0) return;
-    const outcomes = await runtime.actors.dispatchMany(pending.map((d) => ({ id: d.executionId, commands: retryCommand(d, view.policyOf(d.action), now(), backoff) })));
+    const outcomes = await runtime.actors.dispatchMany(pending.map(({ d, commands }) => ({ id: d.executionId, commands })));
     for (const [i, outcome] of outcomes.entries()) {
       if (outcome.ok) continue;
-      const executionId = pending[i]!.executionId;
+      const executionId = pending[i]!.d.executionId;
       if (outcome.error instanceof RejectedCommandError) view.decided(executionId); // another executor decided
       else log.error({ executionId, err: outcome.error }, 'retry decision failed; will retry');
     }

@@ -3,7 +3,7 @@
 // the command out.
 import type { ExecutionContext } from '../../actors/execution.machine.ts';
 import { DEFAULT_BACKOFF } from '../actions/action.ts';
-import type { ActionPolicy } from '../../schemas/worker-events.ts';
+import { backoffDelayMs, type ActionPolicy } from '../../schemas/worker-events.ts';
 import type { ExecutionCommand } from '../runtime/execution-runtime.ts';
 import type { RetryDecision } from './scheduling-entries.ts';
 
@@ -27,11 +27,11 @@ export function attemptLimit(c: ExecutionContext, policy: ActionPolicy | undefin
   return Math.max(limit, c.attempt);
 }
 
-/** Delay before the attempt after `attempt`: the action's advertised backoff, else the default. */
+/** Delay before the attempt after `attempt`: the action's advertised backoff, else the default; never past MAX_RETRY_INTERVAL_MS. */
 export function retryDelay(policy: ActionPolicy | undefined, attempt: number, defaults: RetryBackoffDefaults = DEFAULT_RETRY_BACKOFF): number {
   const p = policy?.retry;
   const [initialMs, multiplier, maxMs] = p ? [p.initialIntervalMs, p.multiplier, p.maxIntervalMs] : [defaults.initialMs, defaults.multiplier, defaults.maxMs];
-  return Math.min(maxMs, Math.round(initialMs * multiplier ** Math.max(0, attempt - 1)));
+  return backoffDelayMs(initialMs, multiplier, maxMs, attempt);
 }
 
 /** The command that answers a returned baton: cancel (a cancel was requested), retry, or give up. */
