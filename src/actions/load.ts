@@ -8,6 +8,7 @@ import path from 'node:path';
 import { BatonError } from '../errors.ts';
 import { importUserModule } from '../user-modules/import-module.ts';
 import { isActionDefinition, type AnyActionDefinition } from './action.ts';
+import { describeImportFailure } from './import-failure.ts';
 
 /** The module is missing, failed to import, or exports no actions; the message says which and why. */
 export class ActionsModuleError extends BatonError {
@@ -43,12 +44,12 @@ export async function loadActionsModule(modulePath: string, options: LoadActions
   try {
     mod = await importUserModule(file);
   } catch (err) {
-    const code = (err as { code?: string }).code;
+    const code = (err as { code?: unknown } | null | undefined)?.code; // anything may be thrown, undefined too
     const hint =
       code === 'ERR_UNKNOWN_FILE_EXTENSION'
         ? ' (Baton imports .js, .mjs, .ts, .mts and .cts modules; compile others to .js)'
         : '';
-    throw new ActionsModuleError(file, `actions module ${file} failed to load${hint}: ${(err as Error).message}`, {
+    throw new ActionsModuleError(file, `actions module ${file} failed to load${hint}: ${await describeImportFailure(err, file)}`, {
       cause: err,
     });
   }

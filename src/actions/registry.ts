@@ -13,6 +13,7 @@ import {
 import { runSignal } from './abort.ts';
 import { RetryBackoff, type ActionPolicy } from '../../schemas/worker-events.ts';
 import { offeredNames } from '../input/action-versions.ts';
+import { printable } from '../input/rules.ts';
 
 export interface ActionRegistry {
   /** The action called `name`, or undefined when this registry does not offer it. */
@@ -83,13 +84,40 @@ export function createActionRegistry(actions: readonly AnyActionDefinition[]): A
 /**
  * The input as the action's schema parses it (defaults applied, unknown keys stripped when
  * the schema strips them). Throws InvalidActionInputError naming each bad field
- * (`input.ms: Too small: expected number to be >=0`). Input schemas must be synchronous:
- * a schema with async refinements throws zod's own error here.
+ * (`input.ms: Too small: expected number to be >=0`), also when a refinement or transform of
+ * the schema throws (`input: transform blew up (thrown by …)`). Input schemas must be
+ * synchronous: an async refinement or transform is refused here, saying so.
  */
 export function validateInput<I>(action: ActionDefinition<I, unknown>, input: unknown): I {
-  const r = action.input.safeParse(input);
+  let r: ReturnType<typeof action.input.safeParse>;
+  // safeParse reports mismatches; only user code inside the schema (or async parts) throws.
+  try {
+    r = action.input.safeParse(input);
+  } catch (err) {
+    throw new InvalidActionInputError(action.name, [{ path: '', message: schemaThrew(err) }]);
+  }
   if (!r.success) throw new InvalidActionInputError(action.name, zodIssues(r.error, action.input));
   return r.data;
+}
+
+/** What a throw out of safeParse means to the submitter. */
+function schemaThrew(err: unknown): string {
+  const e = err as { name?: unknown; message?: unknown } | null;
+  // zod 4 throws $ZodAsyncError; zod 3 a plain Error. Both say "Use .parseAsync".
+  if (e?.name === '$ZodAsyncError' || (typeof e?.message === 'string' && e.message.includes('parseAsync'))) {
+    return "cannot be checked: the action's input schema is asynchronous (an async refine or transform), and Baton checks inputs synchronously; make its refinements and transforms synchronous";
+  }
+  let what: string;
+  if (err instanceof Error) what = err.name && err.name !== 'Error' ? `${err.name}: ${err.message}` : err.message;
+  else if (typeof err === 'string') what = err;
+  else {
+    try {
+      what = `non-error thrown: ${JSON.stringify(err) ?? String(err)}`;
+    } catch {
+      what = `non-error thrown: ${String(err)}`;
+    }
+  }
+  return `${printable(what, 500)} (thrown by a refinement or transform of the action's input schema)`;
 }
 
 /** One attempt ran longer than the action's timeoutMs. Retryable like any other failure. */

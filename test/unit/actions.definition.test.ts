@@ -237,4 +237,18 @@ describe('validateInput', () => {
     expect(() => validateInput(sleepAction, 'soon')).toThrow(/: input: /);
     expect(() => validateInput(echo, undefined)).toThrow(InvalidActionInputError);
   });
+
+  it('refuses input a refinement or transform throws at, and an async schema, as invalid input naming the action', () => {
+    const transform = defineAction({ ...minimal, name: 'test.transform', input: z.string().transform((s) => { if (s === 'bad') throw new Error('transform blew up'); return s; }) });
+    const thrower = defineAction({ ...minimal, name: 'test.thrower', input: z.string().refine(() => { throw 'x'; }) });
+    const asynchronous = defineAction({ ...minimal, name: 'test.async', input: z.object({ n: z.number() }).refine(async () => true) });
+    expect(validateInput(transform, 'ok')).toBe('ok');
+    expect(() => validateInput(transform, 'bad')).toThrow(new InvalidActionInputError('test.transform', [{ path: '', message: "transform blew up (thrown by a refinement or transform of the action's input schema)" }]));
+    expect(() => validateInput(transform, 'bad')).toThrow(/^invalid input for action test\.transform: input: transform blew up \(thrown by/);
+    expect(() => validateInput(thrower, 'y')).toThrow(/^invalid input for action test\.thrower: input: x \(thrown by/);
+    expect(() => validateInput(asynchronous, { n: 1 })).toThrow(
+      "invalid input for action test.async: input: cannot be checked: the action's input schema is asynchronous (an async refine or transform), and Baton checks inputs synchronously; make its refinements and transforms synchronous",
+    );
+    expect(() => validateInput(asynchronous, { n: 'x' })).toThrow(/input\.n: /); // the synchronous part refuses first
+  });
 });

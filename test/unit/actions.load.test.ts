@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActionRegistry, runAction } from '../../src/actions/registry.ts';
 import { builtinActions } from '../../src/actions/builtin.ts';
 import { ActionsModuleError, loadActionsModule } from '../../src/actions/load.ts';
+import { describeThrown } from '../../src/actions/import-failure.ts';
 import { ctx, rejection } from './actions.fixtures.ts';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/actions/', import.meta.url));
@@ -97,7 +98,22 @@ describe('loadActionsModule', () => {
   it('wraps an error thrown while importing', async () => {
     const err = await rejection(loadActionsModule(path.join(FIXTURES, 'throws-on-import.ts')));
     expect(err).toBeInstanceOf(ActionsModuleError);
-    expect((err as Error).message).toMatch(/throws-on-import\.ts failed to load: boom at import time$/);
+    expect((err as Error).message).toMatch(/throws-on-import\.ts failed to load: boom at import time at \S+throws-on-import\.ts:3:7$/);
     expect(((err as Error).cause as Error).message).toBe('boom at import time');
+  });
+});
+
+// A module that fails to import, as Node reports it, is tested through the CLI
+// (test/integration/actions-module-cli.test.ts): vitest imports modules its own way.
+describe('describeThrown', () => {
+  it('says what a non-Error throw was', () => {
+    expect(describeThrown('x')).toBe('the string "x"');
+    expect(describeThrown(undefined)).toBe('undefined');
+    expect(describeThrown(null)).toBe('null');
+    expect(describeThrown(7)).toBe('the number 7');
+    expect(describeThrown({ code: 7 })).toBe('the object {"code":7}');
+    const cycle: Record<string, unknown> = {};
+    cycle['self'] = cycle;
+    expect(describeThrown(cycle)).toBe('the object [object Object]');
   });
 });
