@@ -6,7 +6,7 @@ import { INT32 } from '../src/input/rules.ts';
 import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
 import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
 import { NAMESPACE_MAX_LENGTH, NAMESPACE_PATTERN, NAMESPACE_RULE } from '../src/input/namespace.ts';
-import { tagsProblems } from '../src/input/tags.ts';
+import { tagKeyProblem, tagsProblems } from '../src/input/tags.ts';
 
 /** Who appends an event: the executor, or the worker that holds the baton. */
 export const ExecutorRef = z.literal('executor');
@@ -65,9 +65,16 @@ export type ErrorInfo = z.infer<typeof ErrorInfo>;
 /** A namespace's name (src/input/namespace.ts has the rule). */
 export const Namespace = z.string().min(1).max(NAMESPACE_MAX_LENGTH).regex(NAMESPACE_PATTERN, NAMESPACE_RULE);
 /** String key-values to find an execution by (src/input/tags.ts has the rules: key shape, lengths, at most 32). */
-export const Tags = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
-  for (const p of tagsProblems(tags)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
-});
+export const Tags = z.preprocess(
+  (tags, ctx) => {
+    // Before the record: it skips an own `__proto__` key, so a check of its output never sees one.
+    if (typeof tags === 'object' && tags !== null && Object.hasOwn(tags, '__proto__')) ctx.addIssue({ code: 'custom', path: ['__proto__'], message: tagKeyProblem('__proto__')! });
+    return tags;
+  },
+  z.record(z.string(), z.string()).superRefine((tags, ctx) => {
+    for (const p of tagsProblems(tags)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
+  }),
+);
 export type Tags = z.infer<typeof Tags>;
 
 const Attempt = z.number().int().positive();

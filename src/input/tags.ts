@@ -22,6 +22,9 @@ export function tagKeyProblem(key: string): string | undefined {
   if (key.length === 0) return 'a tag key must not be empty';
   if (key.length > TAG_LIMITS.keyLength) return `a tag key must be at most ${TAG_LIMITS.keyLength} characters (got ${key.length})`;
   if (!KEY_SHAPE.test(key)) return `tag key "${printable(key, 40)}" may contain only letters, digits and _ . : / -`;
+  // Assigning it sets an object's prototype, so every object built from the tags (zod's record
+  // among them) silently dropped it. `constructor`, `prototype` and the like assign as any key.
+  if (key === '__proto__') return 'tag key "__proto__" is reserved: JavaScript reads it as an object\'s prototype, not as a key; choose another name';
   return undefined;
 }
 

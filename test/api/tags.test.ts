@@ -69,6 +69,15 @@ describe('tags', () => {
     expect(await listed({ invoice, stage: 'new' })).toEqual([]);
   });
 
+  it('keeps keys named like Object.prototype members (constructor, prototype, toString) as given', async () => {
+    const tags = { constructor: 'c', prototype: 'p', toString: 't', hasOwnProperty: 'h' };
+    const id = await submit(tags);
+    expect((await api().store.readStream(executionStreamId(id)))[0]!.data).toMatchObject({ tags });
+    await api().catchUp();
+    expect((await gql(api().url, `query($id: ID!) { execution(id: $id) { tags } }`, { id })).data!.execution.tags).toEqual(tags);
+    expect(await listed({ constructor: 'c' })).toEqual([id]);
+  });
+
   it('refuses bad tags at submit and in the filter, naming the tag; stores nothing', async () => {
     const before = (await api().db.pool.query('SELECT count(*)::int AS n FROM baton_events')).rows[0].n;
     const cases: [unknown, RegExp][] = [
@@ -78,6 +87,8 @@ describe('tags', () => {
       [Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, 'v'])), /^tags: at most 32 tags \(got 33\)/],
       ['customer=c-42', /^tags: must be an object of tags/],
       [{ customer: 'x\u0000' }, /^tags\.customer: must not contain a NUL/],
+      // An own `__proto__` key (JSON has them) was dropped by every object built from the tags.
+      [JSON.parse('{"__proto__": "x", "a": "b"}'), /^tags\.__proto__: tag key "__proto__" is reserved: JavaScript reads it as an object's prototype/],
     ];
     for (const [tags, message] of cases) {
       const r = await gql(api().url, SUBMIT, { action: 'core.noop', tags });
@@ -89,6 +100,8 @@ describe('tags', () => {
     const filter = await gql(api().url, LIST, { tags: { 'bad key': 'x' }, first: 10 });
     expect(filter.errors![0]!.message).toMatch(/^filter\.tags\.bad key: tag key "bad key" may contain only/);
     expect(filter.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'filter.tags' });
+    const proto = await gql(api().url, LIST, { tags: JSON.parse('{"__proto__": "x"}'), first: 10 });
+    expect(proto.errors![0]!.message).toMatch(/^filter\.tags\.__proto__: tag key "__proto__" is reserved/);
     const notObject = await gql(api().url, LIST, { tags: ['x'], first: 10 });
     expect(notObject.errors![0]!.message).toMatch(/^filter\.tags: must be an object of tags/);
   });

@@ -156,6 +156,7 @@ describe('baton submit --file', { timeout: 120_000 }, () => {
       [JSON.stringify({ action: 'core.sleep', input: { ms: -5 } }), /^baton: line 4: input\.ms: .*; nothing from line 3 on was written; lines 1–2 were submitted \(2 executions\)$/],
       [JSON.stringify({ action: 'core.noop', inptu: {} }), /^baton: line 4: inptu: unknown field; did you mean "input"\?; nothing from line 3 on was written/],
       [JSON.stringify({ action: 'core.noop', tags: { 'a b': 'x' } }), /^baton: line 4: tags\.a b: tag key "a b" may contain only/],
+      ['{"action": "core.noop", "tags": {"__proto__": "x", "a": "b"}}', /^baton: line 4: tags\.__proto__: tag key "__proto__" is reserved/],
       [JSON.stringify({ action: 'core.noop', priority: 'high' }), /^baton: line 4: priority: must be from -2147483648 to 2147483647 \(got the string "high": a whole number is wanted\);/],
       [JSON.stringify({ input: {} }), /^baton: line 4: action: must be a string/],
       ['{"action": "core.noop"', /^baton: line 4: not valid JSON/],
@@ -187,6 +188,7 @@ describe('baton submit --file', { timeout: 120_000 }, () => {
         [['submit', '--file', `${file}.missing`], '--file: ', /no such file$/],
         [['submit', '--tag', 'nokey'], '--tag: must be key=value', /customer=c-42/],
         [['submit', 'core.noop', '--tag', 'a=1', '--tag', 'a=2'], '--tag: tag "a" is given twice (a=1 and a=2)', /a key holds one value$/],
+        [['submit', 'core.noop', '--tag', '__proto__=x'], '--tag: tag key "__proto__" is reserved', /choose another name$/],
         [['submit'], 'submit: give an action', /--file/],
       ]);
     });
