@@ -100,8 +100,8 @@ export function validateInput<I>(action: ActionDefinition<I, unknown>, input: un
   return r.data;
 }
 
-/** What a throw out of safeParse means to the submitter. */
-function schemaThrew(err: unknown): string {
+/** What a throw out of safeParse means to the submitter (a workflow's step inputs are checked so too). */
+export function schemaThrew(err: unknown): string {
   const e = err as { name?: unknown; message?: unknown } | null;
   // zod 4 throws $ZodAsyncError; zod 3 a plain Error. Both say "Use .parseAsync".
   if (e?.name === '$ZodAsyncError' || (typeof e?.message === 'string' && e.message.includes('parseAsync'))) {

@@ -17,7 +17,7 @@ import { failedSteps, startWorkflow, workflowPlan, type WorkflowStatus } from '.
 import { workflowStreamId, type StepOutcome } from '../../schemas/workflow-events.ts';
 import { WorkflowId, checkWorkflow, type WorkflowDefinition, type WorkflowProblem } from '../../schemas/workflow.ts';
 import type { ErrorInfo } from '../../schemas/events.ts';
-import type { ActionRegistry } from '../actions/registry.ts';
+import { schemaThrew, type ActionRegistry } from '../actions/registry.ts';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
 import { jsonProblems } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
@@ -83,13 +83,24 @@ export function workflowProblems(value: unknown, actions: Pick<ActionRegistry, '
   return checked.ok && problems.length === 0 ? checked : { ok: false, problems };
 }
 
+/** safeParse, or the problem when user code in the schema threw (a refinement, a transform, an async part). */
+function safeParseStep(schema: z.ZodType, value: unknown, at: string): ReturnType<z.ZodType['safeParse']> | WorkflowProblem {
+  try {
+    return schema.safeParse(value);
+  } catch (err) {
+    return { path: at, message: schemaThrew(err) };
+  }
+}
+
 function stepInputProblems(schema: z.ZodType, input: unknown, filled: string[], at: string): WorkflowProblem[] {
   if (filled.length === 0) {
-    const r = schema.safeParse(input ?? null);
+    const r = safeParseStep(schema, input ?? null, at);
+    if ('path' in r) return [r];
     return r.success ? [] : zodProblems(r.error, schema).map((p) => ({ path: p.path ? `${at}.${p.path}` : at, message: p.message }));
   }
   if (input !== undefined && !isRecord(input)) return [{ path: at, message: 'must be an object when the step has inputFrom (its keys are added to it)' }];
-  const r = schema.safeParse(input ?? {});
+  const r = safeParseStep(schema, input ?? {}, at);
+  if ('path' in r) return [r];
   if (r.success) return [];
   const later = new Set(filled);
   return r.error.issues
