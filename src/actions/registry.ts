@@ -120,7 +120,7 @@ export function schemaThrew(err: unknown): string {
   return `${printable(what, 500)} (thrown by a refinement or transform of the action's input schema)`;
 }
 
-/** One attempt ran longer than the action's timeoutMs. Retryable like any other failure. */
+/** One attempt ran longer than the action's timeoutMs: the execution ends TimedOut (start-to-close), not retried whatever its retry policy says. */
 export class ActionTimeoutError extends BatonError {
   constructor(
     readonly action: string,
