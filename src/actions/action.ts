@@ -12,10 +12,11 @@
 //     rateLimit: { perSecond: 10 },                  // at most 10 started per second, all executors together
 //     async run({ url, width }, ctx) { … ctx.heartbeat({ pct: 50 }); … },
 //   });
+import { inspect } from 'node:util';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ErrorInfo } from '../../schemas/events.ts';
-import { ConcurrencyPolicy, RateLimitPolicy, RetryBackoff } from '../../schemas/worker-events.ts';
+import { ConcurrencyPolicy, RateLimitPolicy, RetryBackoff, backoffDelayMs } from '../../schemas/worker-events.ts';
 import { BatonError, InvalidEventError } from '../errors.ts';
 import { printable, storableText } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
@@ -42,7 +43,7 @@ export const DEFAULT_RUNTIME = 'node';
 export interface RetryPolicy {
   /** Attempts in total, the first included; 1 means never retry. */
   maxAttempts: number;
-  /** Delay before the second attempt. */
+  /** Delay before the second attempt. At most MAX_RETRY_INTERVAL_MS (2147483647 ms, ~24.8 days), as maxIntervalMs. */
   initialIntervalMs: number;
   /** Each further delay is the previous one times this (≥ 1). */
   multiplier: number;
@@ -66,13 +67,23 @@ export interface ActionContext {
   attempt: number;
   /** Aborted when the run must stop: cancelled, timed out, ownership lost, worker shutting down. */
   signal: AbortSignal;
-  /** "Still alive" (and optional progress details): keeps the heartbeat timeout from firing. */
+  /**
+   * "Still alive", with optional progress details: keeps the heartbeat timeout from firing and
+   * the delivery from being redelivered. Cheap to call as often as you like: the transport is
+   * told at most once per tenth of its ack-wait, and details are recorded (ExecutionProgressed)
+   * at most once a second, the latest at the end of that second and before the outcome. Details
+   * are JSON, copied at the call (a toJSON is honoured, as for a result); details JSON cannot
+   * hold exactly (a BigInt, NaN, a cycle, a function, over 4 MiB) throw InvalidInputError at
+   * once, naming the field (`details.pct: NaN is not a JSON number`), as ctx.tag does.
+   */
   heartbeat(details?: unknown): void;
   /**
    * Add tags to the execution (`{ invoice: 'inv-7' }`), recorded as ExecutionTagged, so it can be
    * found by them (`baton list --tag invoice=inv-7`); a key it already has takes the new value.
    * Bad tags (src/input/tags.ts rules; more than 32 in all) throw at once, naming the tag. The
-   * promise resolves once recorded (await it to be sure; not awaiting is fine).
+   * promise resolves once recorded and rejects when they were not (a database error; the run no
+   * longer holds the execution). Await it to be sure; not awaiting is fine (a failure then only
+   * reaches the worker's log, never an unhandled rejection).
    */
   tag(tags: Record<string, string>): Promise<void>;
   /** Already bound to the execution (executionId, attempt). */
@@ -118,7 +129,10 @@ export interface ActionSpec<S extends z.ZodType, O> {
    */
   rateLimit?: { perSecond?: number; perMinute?: number; key?: string };
   /**
-   * The work. Its return value (JSON) is the execution's result; a throw fails the attempt
+   * The work. Its return value (JSON) is the execution's result, stored as returned: what JSON
+   * cannot hold exactly (NaN, a Map, a Uint8Array, a function, a cycle) fails the execution as
+   * UnstorableResult naming the place; a value's own toJSON is honoured (a Date is stored as its
+   * ISO text); undefined (nothing returned) is null. A throw fails the attempt
    * (retried unless `ActionError({ retryable: false })` or `retry.nonRetryable` says otherwise).
    * Stop when `ctx.signal` aborts.
    */
@@ -311,28 +325,89 @@ const MAX_STACK_CHARS = 16_384;
 // Stored as text, so a NUL or a lone surrogate in a message (from input echoed back, say) is replaced, not refused.
 const clip = (s: string, max: number) => storableText(s.length > max ? `${s.slice(0, max)}… (${s.length - max} more chars)` : s);
 
-/** The failure's type: ActionError.type, else the error's name, else "NonError" for a thrown non-Error. */
+/**
+ * What a thrown value is, read without trusting it: an `instanceof`, a getter or a toString of
+ * an action's thrown value may itself throw (a Proxy, a getter that fails), and describing a
+ * failure must never fail in turn, or the run would end with no outcome and its slot held.
+ */
+export function isA(value: unknown, kind: abstract new (...args: never[]) => unknown): boolean {
+  try {
+    return value instanceof kind;
+  } catch {
+    return false;
+  }
+}
+
+/** Why reading a thrown value failed, in a few words; total, as everything here. */
+function whyOf(why: unknown): string {
+  try {
+    if (why instanceof Error) return clip(`${String(why.name)}: ${String(why.message)}`, 500);
+    return clip(typeof why === 'string' ? why : `${typeof why} ${String(why)} was thrown`, 500);
+  } catch {
+    return 'describing why threw as well';
+  }
+}
+
+const undescribable = (why: string) => `a thrown value that could not be described (${why})`;
+
+// Bounded, and shown as it is: a Proxy's traps and an object's getters are not run.
+const INSPECT = { depth: 2, breakLength: Infinity, maxArrayLength: 20, maxStringLength: 1_000, showProxy: true, getters: false } as const;
+
+/** A thrown non-Error as text: its JSON (so `{"code":7}`), else as Node shows it (a cycle, a BigInt, a throwing toJSON). */
+function nonErrorText(err: unknown): string {
+  if (typeof err === 'string') return err;
+  try {
+    const json = JSON.stringify(err);
+    if (json !== undefined) return json;
+  } catch {
+    // Not JSON: shown below instead.
+  }
+  return typeof err === 'object' && err !== null ? inspect(err, INSPECT) : String(err);
+}
+
+/** The failure's type: ActionError.type, else the error's name, else "NonError" for a thrown non-Error. Never throws. */
 export function errorType(err: unknown): string {
-  if (err instanceof ActionError) return clip(err.type, 200);
-  if (err instanceof Error) return clip(String(err.name) || 'Error', 200);
+  try {
+    if (isA(err, ActionError)) return clip(String((err as ActionError).type), 200);
+    if (isA(err, Error)) return clip(String((err as Error).name) || 'Error', 200);
+  } catch {
+    // A type or name getter that throws: what it is, as far as can be told.
+    return isA(err, Error) ? 'Error' : 'NonError';
+  }
   return 'NonError';
 }
 
-/** What ExecutionFailed records: `{ message, type, stack? }` (ErrorInfo in schemas/events.ts). */
+/**
+ * What ExecutionFailed records: `{ message, type, stack? }` (ErrorInfo in schemas/events.ts).
+ * Never throws: a value whose getters, toJSON or toString throw is recorded as
+ * `a thrown value that could not be described (why)`.
+ */
 export function toErrorInfo(err: unknown): ErrorInfo & { type: string } {
   const type = errorType(err);
-  if (err instanceof Error) {
-    const info: ErrorInfo & { type: string } = { message: clip(err.message, MAX_MESSAGE_CHARS), type };
-    if (typeof err.stack === 'string' && err.stack !== '') info.stack = clip(err.stack, MAX_STACK_CHARS);
+  if (isA(err, Error)) {
+    let message: string;
+    try {
+      message = String((err as Error).message);
+    } catch (why) {
+      message = undescribable(`reading its message threw ${whyOf(why)}`);
+    }
+    const info: ErrorInfo & { type: string } = { message: clip(message, MAX_MESSAGE_CHARS), type };
+    try {
+      // V8 builds the stack's first line from name and message: it throws when they do.
+      const stack: unknown = (err as Error).stack;
+      if (typeof stack === 'string' && stack !== '') info.stack = clip(stack, MAX_STACK_CHARS);
+    } catch {
+      // No stack, then.
+    }
     return info;
   }
   let message: string;
   try {
-    message = typeof err === 'string' ? err : (JSON.stringify(err) ?? String(err));
-  } catch {
-    message = String(err);
+    message = `non-error thrown: ${nonErrorText(err)}`;
+  } catch (why) {
+    message = undescribable(whyOf(why));
   }
-  return { message: clip(`non-error thrown: ${message}`, MAX_MESSAGE_CHARS), type };
+  return { message: clip(message, MAX_MESSAGE_CHARS), type };
 }
 
 /**
@@ -359,8 +434,13 @@ export class InvalidActionInputError extends InvalidEventError {
  * other failure is retryable.
  */
 export function isRetryable(err: unknown, action: Pick<AnyActionDefinition, 'retry'>): boolean {
-  if (err instanceof ActionError && !err.retryable) return false;
-  if (err instanceof InvalidActionInputError) return false;
+  // Never throws (see isA): a value that cannot be read is like any other thrown non-Error.
+  try {
+    if (isA(err, ActionError) && !(err as ActionError).retryable) return false;
+  } catch {
+    // A retryable getter that throws: not a no.
+  }
+  if (isA(err, InvalidActionInputError)) return false;
   return !(action.retry?.nonRetryable ?? []).includes(errorType(err));
 }
 
@@ -369,6 +449,5 @@ export function isRetryable(err: unknown, action: Pick<AnyActionDefinition, 'ret
  * initialIntervalMs × multiplier^(nextAttempt − 2), capped at maxIntervalMs.
  */
 export function retryDelayMs(policy: RetryPolicy, nextAttempt: number): number {
-  const exponent = Math.max(0, nextAttempt - 2);
-  return Math.min(policy.maxIntervalMs, Math.round(policy.initialIntervalMs * policy.multiplier ** exponent));
+  return backoffDelayMs(policy.initialIntervalMs, policy.multiplier, policy.maxIntervalMs, nextAttempt - 1);
 }

@@ -126,64 +126,159 @@ function notJson(value: unknown): string | undefined {
 /**
  * Every problem of `value` as JSON Baton can store, walked iteratively (no recursion, so depth
  * cannot overflow the stack): only JSON types, text rules for every string and key, at most
- * `maxDepth` levels and about `maxBytes` in size. Stops at the first depth or size problem
- * (they make the rest meaningless) and after `maxProblems` others.
+ * `maxDepth` levels and about `maxBytes` in size. Stops at the first depth, cycle or size
+ * problem (they make the rest meaningless) and after `maxProblems` others. A getter or Proxy
+ * trap that throws is a problem where it is, never an exception.
  */
 export function jsonProblems(value: unknown, limits: JsonLimits = JSON_LIMITS, maxProblems = 10): ValueProblem[] {
-  const problems: ValueProblem[] = [];
-  // Each entry: a value, its path and its depth (containers only count).
-  const stack: { value: unknown; path: (string | number)[]; depth: number }[] = [{ value, path: [], depth: 0 }];
-  let bytes = 0;
-  while (stack.length > 0 && problems.length < maxProblems) {
-    const { value: v, path, depth } = stack.pop()!;
-    const wrong = notJson(v);
-    if (wrong) {
-      problems.push({ path, message: wrong });
-      continue;
-    }
-    if (typeof v === 'string') {
-      const content = textContentProblem(v);
-      if (content) problems.push({ path, message: content });
-      bytes += Buffer.byteLength(v) + 2;
-    } else if (typeof v === 'object' && v !== null) {
-      if (depth + 1 > limits.maxDepth) return [...problems, { path, message: `nested deeper than ${limits.maxDepth} levels of arrays and objects` }];
-      bytes += 2;
-      if (Array.isArray(v)) {
-        for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], path: [...path, i], depth: depth + 1 });
-        bytes += v.length;
-      } else {
-        const keys = Object.keys(v);
-        for (let i = keys.length - 1; i >= 0; i--) {
-          const key = keys[i]!;
-          const content = textContentProblem(key);
-          if (content) problems.push({ path: [...path, key], message: `key ${content}` });
-          bytes += Buffer.byteLength(key) + 4;
-          stack.push({ value: (v as Record<string, unknown>)[key], path: [...path, key], depth: depth + 1 });
-        }
-      }
-    } else {
-      if (limits.exactIntegers && typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) problems.push({ path, message: INEXACT_INTEGER });
-      bytes += String(v).length;
-    }
-    if (bytes > limits.maxBytes) return [...problems, { path: [], message: `larger than ${limits.maxBytes} bytes as JSON` }];
-  }
-  return problems;
+  return walkJson(value, limits, maxProblems, false).problems;
 }
 
 /**
- * Where `value` (any objects, not only JSON) nests deeper than `maxDepth`, walked iteratively:
- * for what is still to be turned into JSON by a recursive JSON.stringify. A cycle is infinitely deep.
+ * What code returned (an action's result, its progress details) as the JSON to store, built in
+ * the same walk as jsonProblems checks it (so each getter runs once, and a later change to the
+ * value does not reach the copy), or its first problem. Never changed on the way: what JSON
+ * cannot hold (NaN, a Map, a Uint8Array, a function, a cycle) is refused, not turned into
+ * something else. As JSON.stringify, it honours a value's own toJSON (a Date becomes its ISO
+ * text: that is how the value says it is written; an invalid Date, whose toJSON gives null, is
+ * refused), and an object's property holding undefined is absent, as to any reader of it.
  */
-export function nestingProblem(value: unknown, maxDepth: number = JSON_LIMITS.maxDepth): ValueProblem | undefined {
-  const stack: { value: unknown; path: (string | number)[] }[] = [{ value, path: [] }];
-  while (stack.length > 0) {
-    const { value: v, path } = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (path.length >= maxDepth) return { path, message: `nested deeper than ${maxDepth} levels of arrays and objects` };
-    if (Array.isArray(v)) v.forEach((item, i) => stack.push({ value: item, path: [...path, i] }));
-    else for (const key of Object.keys(v)) stack.push({ value: (v as Record<string, unknown>)[key], path: [...path, key] });
+export function returnedJson(value: unknown, limits: JsonLimits = JSON_LIMITS): { json: Json; problem?: undefined } | { json?: undefined; problem: ValueProblem } {
+  const walked = walkJson(value, limits, 1, true);
+  return walked.problems.length > 0 ? { problem: walked.problems[0]! } : { json: walked.json as Json };
+}
+
+/** A value being walked: where it sits (its key in its container's entry) and, when copying, the copy of that container. */
+interface Walked {
+  value: unknown;
+  key: string | number;
+  parent: Walked | undefined;
+  /** Containers it is in. */
+  depth: number;
+  /** Its toJSON has been called (JSON.stringify calls it once per place). */
+  converted: boolean;
+  into: Record<string, unknown> | unknown[] | undefined;
+}
+
+/** Where `w` is, from the top (paths are built only for problems, not for every value walked). */
+function pathOf(w: Walked): (string | number)[] {
+  const path: (string | number)[] = [];
+  for (let at: Walked | undefined = w; at?.parent; at = at.parent) path.push(at.key);
+  return path.reverse();
+}
+
+/** At a depth problem: the shallowest place that holds a container it is already inside, if any. */
+function cycleAt(w: Walked): ValueProblem | undefined {
+  const chain: Walked[] = [];
+  for (let at: Walked | undefined = w; at; at = at.parent) chain.push(at);
+  const seen = new Map<unknown, Walked>();
+  for (const at of chain.reverse()) {
+    const earlier = seen.get(at.value);
+    if (earlier) {
+      const where = earlier.parent ? `the value at ${formatPath(pathOf(earlier))}` : 'the whole value';
+      return { path: pathOf(at), message: `is ${where} again (a cycle), which JSON cannot hold` };
+    }
+    seen.set(at.value, at);
   }
   return undefined;
+}
+
+/** Why reading a value threw, as text; total (the thrown value may be as hostile as the one read). */
+function thrownText(err: unknown): string {
+  try {
+    return printable(err instanceof Error ? String(err.message) : String(err), 200);
+  } catch {
+    return 'something that cannot be shown either';
+  }
+}
+
+const hasToJSON = (v: unknown): v is { toJSON(key: string): unknown } =>
+  ((typeof v === 'object' && v !== null) || typeof v === 'bigint') && typeof (v as { toJSON?: unknown }).toJSON === 'function';
+
+function put(w: Walked, value: unknown, holder: { json?: unknown }): void {
+  if (!w.into) holder.json = value;
+  // An own "__proto__" key (JSON.parse makes one) must stay a key, not become the prototype.
+  else if (w.key === '__proto__') Object.defineProperty(w.into, w.key, { value, enumerable: true, writable: true, configurable: true });
+  else (w.into as Record<string, unknown>)[w.key] = value;
+}
+
+function walkJson(value: unknown, limits: JsonLimits, maxProblems: number, returned: boolean): { problems: ValueProblem[]; json?: unknown } {
+  const problems: ValueProblem[] = [];
+  const holder: { json?: unknown } = {};
+  const stack: Walked[] = [{ value, key: '', parent: undefined, depth: 0, converted: false, into: undefined }];
+  let bytes = 0;
+  walk: while (stack.length > 0 && problems.length < maxProblems) {
+    const w = stack.pop()!;
+    try {
+      if (returned && !w.converted && hasToJSON(w.value)) {
+        if (w.value instanceof Date && Number.isNaN(w.value.getTime())) {
+          problems.push({ path: pathOf(w), message: 'an invalid Date is not JSON (its toJSON gives null)' });
+          continue;
+        }
+        w.value = w.value.toJSON(String(w.key));
+        w.converted = true;
+      }
+      const v = w.value;
+      const wrong = notJson(v);
+      if (wrong) {
+        problems.push({ path: pathOf(w), message: wrong });
+        continue;
+      }
+      if (typeof v === 'string') {
+        const content = textContentProblem(v);
+        if (content) problems.push({ path: pathOf(w), message: content });
+        bytes += Buffer.byteLength(v) + 2;
+        if (returned) put(w, v, holder);
+      } else if (typeof v === 'object' && v !== null) {
+        if (w.depth + 1 > limits.maxDepth) {
+          // A cycle is infinitely deep: say so, where it closes, rather than where the depth ran out.
+          return { problems: [...problems, cycleAt(w) ?? { path: pathOf(w), message: `nested deeper than ${limits.maxDepth} levels of arrays and objects` }] };
+        }
+        bytes += 2;
+        const depth = w.depth + 1;
+        if (Array.isArray(v)) {
+          // Every element is at least one byte more: a huge array is refused before it is walked.
+          bytes += v.length;
+          if (bytes + v.length > limits.maxBytes) return { problems: [...problems, { path: [], message: `larger than ${limits.maxBytes} bytes as JSON` }] };
+          const into = returned ? new Array<unknown>(v.length) : undefined;
+          if (returned) put(w, into, holder);
+          for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: w, depth, converted: false, into });
+        } else {
+          const into = returned ? {} : undefined;
+          if (returned) put(w, into, holder);
+          const keys = Object.keys(v);
+          const children: Walked[] = [];
+          for (const key of keys) {
+            const child: Walked = { value: undefined, key, parent: w, depth, converted: false, into };
+            try {
+              child.value = (v as Record<string, unknown>)[key];
+            } catch (err) {
+              problems.push({ path: pathOf(child), message: `could not be read: its getter threw: ${thrownText(err)}` });
+              if (problems.length >= maxProblems) break walk;
+              continue;
+            }
+            if (returned && child.value === undefined) continue;
+            const content = textContentProblem(key);
+            if (content) problems.push({ path: pathOf(child), message: `key ${content}` });
+            bytes += Buffer.byteLength(key) + 4;
+            if (bytes > limits.maxBytes) return { problems: [...problems, { path: [], message: `larger than ${limits.maxBytes} bytes as JSON` }] };
+            children.push(child);
+          }
+          for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+        }
+      } else {
+        if (limits.exactIntegers && typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) problems.push({ path: pathOf(w), message: INEXACT_INTEGER });
+        bytes += String(v).length;
+        if (returned) put(w, v, holder);
+      }
+    } catch (err) {
+      // A Proxy trap, a toJSON or a constructor getter that throws.
+      problems.push({ path: pathOf(w), message: `could not be read: it threw: ${thrownText(err)}` });
+      continue;
+    }
+    if (bytes > limits.maxBytes) return { problems: [...problems, { path: [], message: `larger than ${limits.maxBytes} bytes as JSON` }] };
+  }
+  return { problems, json: holder.json };
 }
 
 const DATE_TIME_SHAPE = 'must be an ISO 8601 date-time with a time zone, like 2024-05-01T12:00:00Z';

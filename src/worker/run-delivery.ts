@@ -6,10 +6,10 @@
 import { TAG_LIMITS, tagsProblems } from '../input/tags.ts';
 import type { Logger } from 'pino';
 import { statusOf, type ExecutionSnapshot } from '../../actors/execution.machine.ts';
-import { ActionError, InvalidActionInputError, isRetryable, runAction, toErrorInfo, type ActionRegistry, type AnyActionDefinition } from '../actions/index.ts';
+import { InvalidActionInputError, isA, isRetryable, runAction, toErrorInfo, type ActionRegistry, type AnyActionDefinition } from '../actions/index.ts';
 import { DEFAULT_ACTION_VERSION } from '../input/action-versions.ts';
-import { describeProblem, refuseAny, under } from '../input/errors.ts';
-import { JSON_LIMITS, jsonProblems, nestingProblem, type Json } from '../input/rules.ts';
+import { refuseAny, under } from '../input/errors.ts';
+import type { Json } from '../input/rules.ts';
 import { ActionAbortedError, ActionTimeoutError } from '../actions/registry.ts';
 import { settlesWithin } from '../async/settles-within.ts';
 import { NotFoundError, RejectedCommandError } from '../errors.ts';
@@ -22,6 +22,7 @@ import type { DispatchBatcher } from './dispatch-batcher.ts';
 import type { ErrorInfo, ExecutionEvent } from '../../schemas/events.ts';
 import { newId } from '../ids.ts';
 import { CancelRequested, LimitReached, OutOfTouch } from './run-stops.ts';
+import { RunHistory, storedResult } from './run-history.ts';
 
 type ExecutionStartedData = Extract<ExecutionEvent, { type: 'ExecutionStarted' }>['data'];
 
@@ -81,26 +82,24 @@ export async function cancelHeldExecution(runtime: ExecutionRuntime, workerId: s
   }
 }
 
+type Outcome =
+  | { type: 'ExecutionCompleted'; data: { result: Json } }
+  | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } }
+  | { type: 'ExecutionTimedOut'; data: { limit: 'start-to-close' | 'heartbeat'; deadline: string } }
+  | { type: 'ExecutionCancelled'; data: { reason: string } };
+
 /**
- * Results are stored as JSON: anything else is turned into what JSON.stringify would keep. What
- * cannot be stored at all (a cycle, a NUL, nesting past the limit) fails the run for good:
- * running it again would return the same.
+ * The outcome of a run whose action threw `err` or was stopped. Never throws, whatever was
+ * thrown (a Proxy, throwing getters: isA, toErrorInfo): a throw here would leave the execution
+ * Running with no outcome and the worker's slot held.
  */
-function asJson(value: unknown, what: 'result' | 'details'): Json {
-  const unstorable = (why: string, cause?: unknown) =>
-    new ActionError(`the action's ${what} cannot be stored: ${why}`, { type: 'UnstorableResult', retryable: false, cause });
-  // Depth first: JSON.stringify recurses, and overflows the stack long before it would refuse.
-  const deep = nestingProblem(value);
-  if (deep) throw unstorable(describeProblem(under(what, [deep])[0]!));
-  let json: Json;
-  try {
-    json = value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
-  } catch (err) {
-    throw unstorable((err as Error).message, err);
-  }
-  const problems = jsonProblems(json, JSON_LIMITS, 1);
-  if (problems.length > 0) throw unstorable(describeProblem(under(what, problems)[0]!));
-  return json;
+function failedOutcome(err: unknown, action: AnyActionDefinition | undefined, stop: unknown, deadline: string): Outcome {
+  // However the action reacted to a cancel (AbortError, its own error), it was cancelled.
+  if (stop instanceof CancelRequested) return { type: 'ExecutionCancelled', data: { reason: stop.reason } };
+  const limit = stop instanceof LimitReached ? stop : isA(err, ActionTimeoutError) ? new LimitReached('start-to-close', deadline) : undefined;
+  if (limit) return { type: 'ExecutionTimedOut', data: { limit: limit.limit, deadline: limit.deadline } };
+  const retryable = !isA(err, InvalidActionInputError) && (action ? isRetryable(err, action) : false);
+  return { type: 'ExecutionFailed', data: { error: toErrorInfo(err), retryable } };
 }
 
 const FINISHED = { ExecutionCompleted: 'completed', ExecutionFailed: 'failed', ExecutionTimedOut: 'timed-out', ExecutionCancelled: 'cancelled' } as const;
@@ -250,7 +249,6 @@ export async function runStarted(
   const deadline = ctx.deadline ?? startedData(ctx.attempt, action, deps.startToCloseMs).deadline!;
   deps.running.add(message.executionId);
   deps.onStarted?.(Date.now() - Date.parse(ctx.requestedAt));
-  let known = { snapshot: started.snapshot, revision: started.revision };
 
   const abort = new AbortController();
   deps.cancellers?.set(message.executionId, (attempt, reason) => {
@@ -271,16 +269,20 @@ export async function runStarted(
     heartbeatTimer = setTimeout(() => abort.abort(new LimitReached('heartbeat', new Date(Date.now()).toISOString())), due);
   };
   armHeartbeat();
-  let lastProgress = 0;
-  let progressing: Promise<unknown> = Promise.resolve();
   let tags: Record<string, string> = { ...ctx.tags };
-  const progressEveryMs = deps.progressEveryMs ?? 1_000;
+  const history = new RunHistory(
+    {
+      runtime,
+      executionId: message.executionId,
+      me,
+      log,
+      progressEveryMs: deps.progressEveryMs ?? 1_000,
+      onFenced: (err) => abort.abort(err), // someone else owns it now
+    },
+    { snapshot: started.snapshot, revision: started.revision },
+  );
 
-  let outcome:
-    | { type: 'ExecutionCompleted'; data: { result: Json } }
-    | { type: 'ExecutionFailed'; data: { error: ErrorInfo; retryable: boolean } }
-    | { type: 'ExecutionTimedOut'; data: { limit: 'start-to-close' | 'heartbeat'; deadline: string } }
-    | { type: 'ExecutionCancelled'; data: { reason: string } };
+  let outcome: Outcome;
   /** The action's own run, when we stopped waiting for it (an abort) before it returned. */
   let stillRunning: Promise<unknown> | undefined;
   try {
@@ -291,20 +293,11 @@ export async function runStarted(
       signal: abort.signal,
       log,
       heartbeat(details?: unknown) {
+        // Bad details throw here, naming the field, before anything else happens.
+        if (details !== undefined) history.progress(details);
         armHeartbeat();
+        // Cheap however often it is called: the transport throttles the signal (working-throttle.ts).
         void delivery.working().catch(() => undefined);
-        if (details === undefined || Date.now() - lastProgress < progressEveryMs) return;
-        lastProgress = Date.now();
-        // Progress is history: append it, in order, without blocking the action.
-        progressing = progressing.then(async () => {
-          try {
-            const r = await runtime.dispatch(message.executionId, { type: 'ExecutionProgressed', data: { details: asJson(details, 'details') }, by: me }, { known });
-            known = { snapshot: r.snapshot, revision: r.revision };
-          } catch (err) {
-            if (err instanceof RejectedCommandError) abort.abort(err); // fenced: someone else owns it now
-            else log.warn({ err }, 'could not record progress');
-          }
-        });
       },
       tag(added: Record<string, string>) {
         // Checked here, so the action hears of a bad tag at once rather than the machine refusing it later.
@@ -312,33 +305,13 @@ export async function runStarted(
         const merged = { ...tags, ...added };
         if (Object.keys(merged).length > TAG_LIMITS.maxTags) refuseAny([{ path: 'tags', message: `an execution has at most ${TAG_LIMITS.maxTags} tags (it would have ${Object.keys(merged).length})` }]);
         tags = merged;
-        // History, in order with progress.
-        const recorded = progressing.then(async () => {
-          try {
-            const r = await runtime.dispatch(message.executionId, { type: 'ExecutionTagged', data: { tags: { ...added } }, by: me }, { known });
-            known = { snapshot: r.snapshot, revision: r.revision };
-          } catch (err) {
-            if (err instanceof RejectedCommandError) abort.abort(err);
-            else log.warn({ err }, 'could not record tags');
-          }
-        });
-        progressing = recorded;
-        return recorded;
+        return history.tag(added);
       },
     });
-    outcome = { type: 'ExecutionCompleted', data: { result: asJson(result, 'result') } };
+    outcome = { type: 'ExecutionCompleted', data: { result: storedResult(result) } };
   } catch (err) {
-    if (err instanceof ActionAbortedError) stillRunning = err.running;
-    const limit = abort.signal.reason instanceof LimitReached ? abort.signal.reason : err instanceof ActionTimeoutError ? new LimitReached('start-to-close', deadline) : undefined;
-    if (abort.signal.reason instanceof CancelRequested) {
-      // However the action reacted to the abort (AbortError, its own error), it was cancelled.
-      outcome = { type: 'ExecutionCancelled', data: { reason: abort.signal.reason.reason } };
-    } else if (limit) {
-      outcome = { type: 'ExecutionTimedOut', data: { limit: limit.limit, deadline: limit.deadline } };
-    } else {
-      const retryable = !(err instanceof InvalidActionInputError) && (action ? isRetryable(err, action) : false);
-      outcome = { type: 'ExecutionFailed', data: { error: toErrorInfo(err), retryable } };
-    }
+    outcome = failedOutcome(err, action, abort.signal.reason, deadline);
+    stillRunning = isA(err, ActionAbortedError) ? (err as ActionAbortedError).running : undefined;
   } finally {
     deps.cancellers?.delete(message.executionId);
     deps.fences?.delete(message.executionId);
@@ -346,7 +319,10 @@ export async function runStarted(
     clearTimeout(closeTimer);
     clearTimeout(heartbeatTimer);
   }
-  await progressing;
+  // The last progress reported is recorded before the outcome, unless the run lost the store
+  // (out of touch) or the execution (fenced): it would only be refused, or wait on the database.
+  await history.settle(!(abort.signal.reason instanceof OutOfTouch) && !(abort.signal.reason instanceof RejectedCommandError));
+  const known = history.known;
 
   // One event id for every try: a try whose commit went unanswered is recognised by the next.
   const endEventId = newId();

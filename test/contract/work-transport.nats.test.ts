@@ -55,6 +55,46 @@ describe.skipIf(!natsUrl)('nats', () => {
   workTransportContract('nats', natsHarness);
 
   describe('nats work transport specifics', () => {
+    it('sends working() (+WPI) at most once per tenth of the ack-wait, however often a handler calls it', async () => {
+      const h = await natsHarness();
+      try {
+        const ackWaitMs = 1_000;
+        const transport = await h.open({ ackWaitMs, maxDeliver: 3 });
+        const worker = 'w-flood';
+        let signals = 0;
+        // The acks this connection sends, as the server receives them.
+        const sub = h.nc.subscribe(`$JS.ACK.${h.streamName}.>`, { callback: (_e, m) => void (new TextDecoder().decode(m.data) === '+WPI' && signals++) });
+        await h.nc.flush();
+        await transport.publish([workMessage(worker)]);
+        let deliveries = 0;
+        let flood: { calls: number; ms: number } | undefined;
+        const consumer = await transport.consume(worker, async (d) => {
+          deliveries++;
+          const t0 = performance.now();
+          let calls = 0;
+          while (performance.now() - t0 < ackWaitMs * 1.5) {
+            for (let i = 0; i < 1_000; i++) void d.working();
+            calls += 1_000;
+            await new Promise((r) => setImmediate(r));
+          }
+          flood = { calls, ms: performance.now() - t0 };
+          await d.ack();
+        }, { concurrency: 1 });
+        const deadline = performance.now() + 10_000;
+        while (!flood && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        await consumer.stop();
+        await h.nc.flush();
+        sub.unsubscribe();
+        expect(flood, 'the handler never finished').toBeDefined();
+        expect(flood!.calls).toBeGreaterThan(10_000);
+        expect(signals).toBeLessThanOrEqual(Math.ceil(flood!.ms / (ackWaitMs / 10)) + 2);
+        expect(signals).toBeGreaterThanOrEqual(2); // yet the lease was kept: never redelivered
+        expect(deliveries).toBe(1);
+      } finally {
+        await h.close();
+      }
+    });
+
     it('terminates (and logs) a message that is not a WorkMessage, and delivers the next one', async () => {
       const h = await natsHarness();
       try {

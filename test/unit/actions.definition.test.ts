@@ -142,6 +142,31 @@ describe('failures: ActionError, toErrorInfo, isRetryable', () => {
     expect(toErrorInfo(undefined)).toEqual({ message: 'non-error thrown: undefined', type: 'NonError' });
   });
 
+  it('describes any thrown value without throwing, even one whose getters, toJSON or toString throw', () => {
+    class B extends Error {
+      override get message(): string {
+        throw new Error('getter boom');
+      }
+    }
+    const selfish = Object.create(null) as Record<string, unknown>;
+    selfish.self = selfish;
+    const values = [
+      { toJSON: () => { throw new Error('no'); }, toString: () => { throw new Error('no'); } },
+      selfish,
+      new B(),
+      new (class extends Error { override get name(): string { throw new Error('name boom'); } })('named badly'),
+      new Proxy({}, { get: () => { throw 1; }, getPrototypeOf: () => { throw 1; } }),
+      { toJSON: () => undefined, [Symbol.for('nodejs.util.inspect.custom')]: () => { throw new Error('no inspect'); } },
+    ];
+    for (const v of values) {
+      const info = toErrorInfo(v);
+      expect(ErrorInfo.parse(info)).toEqual(info);
+      expect(info.message.length).toBeGreaterThan(5);
+    }
+    expect(toErrorInfo(new B())).toMatchObject({ type: 'Error', message: 'a thrown value that could not be described (reading its message threw Error: getter boom)' });
+    expect(toErrorInfo(values[5])).toEqual({ type: 'NonError', message: 'a thrown value that could not be described (Error: no inspect)' });
+  });
+
   it('clips a runaway message so the history stays readable', () => {
     const info = toErrorInfo(new Error('x'.repeat(100_000)));
     expect(info.message.length).toBeLessThan(5_000);

@@ -18,6 +18,7 @@ import {
   dateTimeProblem,
   formatPath,
   jsonProblems,
+  returnedJson,
   storableText,
   textProblem,
   sameJson,
@@ -87,6 +88,43 @@ describe('JSON', () => {
     let shared: unknown = 'x'.repeat(1_000);
     for (let i = 0; i < 40; i++) shared = [shared, shared];
     expect(jsonProblems(shared)).toEqual([{ path: [], message: `larger than ${JSON_LIMITS.maxBytes} bytes as JSON` }]);
+  });
+
+  it('names a cycle where it closes, and a getter or Proxy that throws, instead of throwing itself', () => {
+    const o: Record<string, unknown> = { list: [{}] };
+    (o.list as Record<string, unknown>[])[0]!.back = o.list;
+    expect(jsonProblems(o)).toEqual([{ path: ['list', 0, 'back'], message: 'is the value at list again (a cycle), which JSON cannot hold' }]);
+    const getter = {
+      get g() {
+        throw new Error('boom');
+      },
+    };
+    expect(jsonProblems(getter)).toEqual([{ path: ['g'], message: 'could not be read: its getter threw: boom' }]);
+    const proxy = new Proxy({}, { getPrototypeOf: () => { throw 1; } });
+    expect(jsonProblems({ p: proxy })).toEqual([{ path: ['p'], message: 'could not be read: it threw: 1' }]);
+  });
+
+  it('takes what code returned as JSON.stringify would, but refuses what it would change, and refuses a huge array before walking it', () => {
+    const when = new Date('2026-01-02T03:04:05.000Z');
+    const given = { when, gone: undefined, list: [1, 'a', null, { x: true }], ['__proto__']: 'a key' };
+    const r = returnedJson(given);
+    expect(r).toEqual({ json: { when: '2026-01-02T03:04:05.000Z', list: [1, 'a', null, { x: true }], ['__proto__']: 'a key' } });
+    expect(Object.getPrototypeOf(r.json)).toBe(Object.prototype); // the key stayed a key
+    (given.list[3] as { x: boolean }).x = false;
+    expect(r.json).toMatchObject({ list: [1, 'a', null, { x: true }] }); // a copy
+    for (const [value, problem] of [
+      [{ n: Number.NaN }, { path: ['n'], message: 'NaN is not a JSON number' }],
+      [[undefined], { path: [0], message: 'undefined is not JSON' }],
+      [{ d: new Date(Number.NaN) }, { path: ['d'], message: 'an invalid Date is not JSON (its toJSON gives null)' }],
+      [new Map(), { path: [], message: expect.stringMatching(/^a Map is not JSON/) }],
+      [{ t: { toJSON: () => new Set() } }, { path: ['t'], message: expect.stringMatching(/^a Set is not JSON/) }],
+    ] as const) {
+      expect(returnedJson(value)).toEqual({ problem });
+    }
+    const huge = Array.from({ length: 3_000_000 }, () => 0);
+    const t0 = performance.now();
+    expect(returnedJson(huge)).toEqual({ problem: { path: [], message: `larger than ${JSON_LIMITS.maxBytes} bytes as JSON` } });
+    expect(performance.now() - t0).toBeLessThan(100); // was 2.8 s of blocked event loop
   });
 
   it('is what the event catalog and the built-in actions check, so a deep value is an InvalidEventError, not a stack overflow', () => {

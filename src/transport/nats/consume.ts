@@ -16,6 +16,7 @@ import type { ConsumeOptions, Consumer, Delivery, WorkMessage } from '../work-tr
 import { apiErrorCode, decoder, FLUSH_TIMEOUT_MS, flushWithin, JS_CONSUMER_NOT_FOUND, type NatsContext } from './context.ts';
 import { fetchInto } from './fetch.ts';
 import type { Provisioning } from './provision.ts';
+import { throttleWorking, workingEveryMs, type ThrottledWorking } from '../working-throttle.ts';
 
 export function createConsumers(
   ctx: NatsContext,
@@ -26,14 +27,28 @@ export function createConsumers(
   const { nc, js, jsm, settings, log } = ctx;
   const running = new Running();
 
-  const settlement = (m: JsMsg): Settlement => ({
-    // Fire-and-forget, as JetStream acks are: a lost ack means one redelivery, which the
-    // event store's fencing makes harmless. stop() and close() flush the connection.
-    ack: async () => m.ack(),
-    nak: async (delayMs) => (delayMs > 0 ? m.nak(delayMs) : m.nak()),
-    term: async () => m.term(),
-    working: async () => m.working(),
-  });
+  const settlement = (m: JsMsg): Settlement => {
+    // Made on the first working() only; one +WPI per call flooded the connection: throttled (working-throttle.ts).
+    let throttled: ThrottledWorking | undefined;
+    return {
+      // Fire-and-forget, as JetStream acks are: a lost ack means one redelivery, which the
+      // event store's fencing makes harmless. stop() and close() flush the connection.
+      ack: async () => {
+        throttled?.stop();
+        m.ack();
+      },
+      nak: async (delayMs) => {
+        throttled?.stop();
+        if (delayMs > 0) m.nak(delayMs);
+        else m.nak();
+      },
+      term: async () => {
+        throttled?.stop();
+        m.term();
+      },
+      working: () => (throttled ??= throttleWorking(async () => m.working(), workingEveryMs(settings.ackWaitMs))).working(),
+    };
+  };
 
   /** The worker's consumer as the pull loop's source. */
   async function jetStreamSource(workerId: string, clog: typeof log): Promise<PullSource> {

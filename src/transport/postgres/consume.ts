@@ -22,6 +22,7 @@ import { validateConsume, type ConsumePart } from '../internal.ts';
 import { PULL_AGAIN, runPullLoop, type PullSource, type Settlement } from '../pull-loop.ts';
 import type { ConsumeOptions, Consumer, Delivery, WorkMessage } from '../work-transport.ts';
 import type { PostgresContext } from './context.ts';
+import { throttleWorking, workingEveryMs, type ThrottledWorking } from '../working-throttle.ts';
 import { CLAIM_SQL, DELETE_SQL, DEPTH_SQL, NAK_SQL, RELEASE_SQL, WORKING_SQL, type ClaimRow } from './queue-sql.ts';
 
 interface Claimed {
@@ -76,21 +77,38 @@ export function createConsumers(ctx: PostgresContext): ConsumePart {
     const clog = log?.child({ workerId });
     await wakeups.ensureListening();
 
-    const settlement = (id: string, count: number): Settlement => ({
-      ack: () => deletes.delete(id, count),
-      // Dropped, not dead-lettered: a terminated message is deleted like an acked one.
-      term: () => deletes.delete(id, count),
-      nak: async (delayMs: number) => {
-        const r = await pool.query<{ dead_lettered: number }>({ name: 'baton_work_nak', text: NAK_SQL, values: [id, count, maxDeliver, delayMs] });
-        if (r.rows[0]!.dead_lettered > 0) ctx.deadLettered(1, clog);
-        // Consumers here recompute when to wake; other processes hear the NOTIFY.
-        else wakeups.appended();
-      },
-      working: async () => {
-        const r = await pool.query({ name: 'baton_work_working', text: WORKING_SQL, values: [id, count, ackWaitMs] });
-        if (r.rowCount === 0) clog?.debug({ messageId: id, deliveryCount: count }, 'working(): the lease is gone (settled, or expired and claimed again)');
-      },
-    });
+    const settlement = (id: string, count: number): Settlement => {
+      // Made on the first working() only: a run that never heartbeats pays nothing for it.
+      let throttled: ThrottledWorking | undefined;
+      return {
+        ack: () => {
+          throttled?.stop();
+          return deletes.delete(id, count);
+        },
+        // Dropped, not dead-lettered: a terminated message is deleted like an acked one.
+        term: () => {
+          throttled?.stop();
+          return deletes.delete(id, count);
+        },
+        nak: async (delayMs: number) => {
+          throttled?.stop();
+          const r = await pool.query<{ dead_lettered: number }>({ name: 'baton_work_nak', text: NAK_SQL, values: [id, count, maxDeliver, delayMs] });
+          if (r.rows[0]!.dead_lettered > 0) ctx.deadLettered(1, clog);
+          // Consumers here recompute when to wake; other processes hear the NOTIFY.
+          else wakeups.appended();
+        },
+        // One UPDATE per call starved the pool (and the worker's own heartbeat): throttled (working-throttle.ts).
+        working: () =>
+          (throttled ??= throttleWorking(async () => {
+            try {
+              const r = await pool.query({ name: 'baton_work_working', text: WORKING_SQL, values: [id, count, ackWaitMs] });
+              if (r.rowCount === 0) clog?.debug({ messageId: id, deliveryCount: count }, 'working(): the lease is gone (settled, or expired and claimed again)');
+            } catch (err) {
+              clog?.warn({ err, messageId: id }, 'working(): could not extend the lease; the next call tries again');
+            }
+          }, workingEveryMs(ackWaitMs))).working(),
+      };
+    };
 
     async function claim(limit: number): Promise<{ rows: Claimed[]; wakeInMs: number | null }> {
       const r = await pool.query<ClaimRow>({ name: 'baton_work_claim', text: CLAIM_SQL, values: [workerId, limit, maxDeliver, ackWaitMs] });
