@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
 import type { RateLimitPolicy } from '../schemas/worker-events.ts';
+import { defaultDataDir, type DataDirSource } from './config-data-dir.ts';
 import { byteSize, count, duration, flag, hostAllowList, namespaceLimitsSetting, namespaceRateLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
@@ -18,8 +19,13 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** Set when a library caller gave databaseUrl as an option (src/client/options-config.ts): errors name that option, not BATON_DATABASE_URL. */
   readonly databaseUrlOption?: string;
-  /** BATON_DATA_DIR, absolute. Holds the embedded Postgres cluster (`<dataDir>/postgres`). */
+  /**
+   * BATON_DATA_DIR, absolute. Holds the embedded Postgres cluster (`<dataDir>/postgres`). Unset:
+   * the nearest `.baton` from the working directory upward, else `./.baton` (src/config-data-dir.ts).
+   */
   readonly dataDir: string;
+  /** Where dataDir came from: BATON_DATA_DIR, the working directory's `.baton`, or a project's found above it. */
+  readonly dataDirFrom: DataDirSource;
   /** BATON_EMBEDDED_PG_PORT: where the embedded Postgres listens (127.0.0.1 only). */
   readonly embeddedPgPort: number;
   /** Whether BATON_EMBEDDED_PG_PORT was set: then a taken port is refused, where a taken default is replaced by a free one. */
@@ -183,7 +189,7 @@ const EnvSchema = z.object({
     unsetIfEmpty,
     urlWith(['postgres', 'postgresql'], 'postgres://user:password@host:5432/database').optional(),
   ),
-  BATON_DATA_DIR: z.preprocess(unsetIfEmpty, z.string().default(DEFAULT_DATA_DIR)),
+  BATON_DATA_DIR: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_EMBEDDED_PG_PORT: z.preprocess(unsetIfEmpty, port.default(DEFAULT_EMBEDDED_PG_PORT)),
   BATON_NATS_URL: z.preprocess(unsetIfEmpty, urlWith(['nats', 'tls'], 'nats://host:4222').optional()),
   BATON_EVENTSTORE_URL: z.preprocess(
@@ -293,9 +299,12 @@ export interface ConfigDefaults {
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd(), defaults: ConfigDefaults = {}): Config {
   const e = parseEnv(EnvSchema, env, unknownVariables(env));
+  const { dataDir, dataDirFrom } =
+    e.BATON_DATA_DIR === undefined ? defaultDataDir(cwd) : { dataDir: path.resolve(cwd, e.BATON_DATA_DIR), dataDirFrom: 'BATON_DATA_DIR' as const };
   const config = {
     databaseUrl: e.BATON_DATABASE_URL,
-    dataDir: path.resolve(cwd, e.BATON_DATA_DIR),
+    dataDir,
+    dataDirFrom,
     embeddedPgPort: e.BATON_EMBEDDED_PG_PORT,
     embeddedPgPortSet: unsetIfEmpty(env.BATON_EMBEDDED_PG_PORT) !== undefined,
     dbWaitMs: e.BATON_DB_WAIT,
@@ -320,7 +329,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
         ? undefined
         : Object.freeze({
             olderThanMs: e.BATON_RETENTION,
-            archiveDir: path.resolve(cwd, e.BATON_RETENTION_ARCHIVE ?? path.join(e.BATON_DATA_DIR, 'archive')),
+            archiveDir: path.resolve(cwd, e.BATON_RETENTION_ARCHIVE ?? path.join(dataDir, 'archive')),
             intervalMs: e.BATON_RETENTION_INTERVAL,
           }),
     timeouts: Object.freeze({

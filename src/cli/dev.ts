@@ -1,9 +1,10 @@
 // `baton dev`: every role in one process on the embedded default — the GraphQL API, the
 // executor, the projector and a few workers — for trying Baton on one machine.
 //
-// One per data dir: a second `baton dev` in the same directory is refused before it binds a
-// port or touches the database (the first keeps running, unharmed); another directory, with
-// its own data dir, gets its own embedded Postgres and free ports. Its workers are `dev-1`,
+// One per data dir: a second `baton dev` in the same project (the same directory, or a
+// subdirectory, which finds the project's `.baton` above it) is refused before it binds a port or
+// touches the database (the first keeps running, unharmed); another project, with its own data
+// dir, gets its own embedded Postgres and free ports. Its workers are `dev-1`,
 // `dev-2`, …, skipping ids a live process holds on a shared database (BATON_DATABASE_URL).
 import path from 'node:path';
 import { createActionRegistry } from '../actions/index.ts';
@@ -118,10 +119,18 @@ async function startDevWorkers(env: HostEnvironment, into: WorkerHost[], actions
   }
 }
 
+/** What the banner says of where the data dir came from: a project's found above the working directory is named as such. */
+const DATA_DIR_FROM: Record<HostBase['config']['dataDirFrom'], string> = {
+  BATON_DATA_DIR: ' (BATON_DATA_DIR)',
+  cwd: '',
+  above: ' (the project\'s, found above the working directory; BATON_DATA_DIR sets another)',
+};
+
 export function describeDev(env: HostEnvironment, hosts: RunningHosts, o: Pick<DevOptions, 'capacity'>): string {
   return [
     `Baton dev is running (${env.db.embedded ? 'embedded Postgres' : 'Postgres'}, ${env.transportKind === 'nats' ? 'NATS JetStream' : 'Postgres work queue'})`,
     `  database  ${redactUrl(env.db.url)}${env.db.embeddedClusterDir ? ` (data in ${env.db.embeddedClusterDir})` : ''}`,
+    ...(env.db.embedded ? [`  data dir  ${env.config.dataDir}${DATA_DIR_FROM[env.config.dataDirFrom]}`] : []),
     ...(env.storeKind === 'eventstoredb' ? [`  events    ${redactUrl(env.config.eventStoreUrl!)} (EventStoreDB/KurrentDB; the read model stays in Postgres)`] : []),
     `  workers   ${hosts.workers.map((w) => w.workerId).join(', ')} (capacity ${o.capacity} each)`,
     `  GraphQL   ${hosts.api?.url ?? '(off)'}   (GraphiQL: open it in a browser)`,

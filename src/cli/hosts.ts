@@ -92,7 +92,7 @@ export async function openHostEnvironment(o: {
     if (kind === 'nats') {
       // Waited for as the database is (BATON_DB_WAIT): a host started beside its NATS server must not exit before it is up.
       nc = await waitForServer(() => connectNats(config.natsUrl!, log), { ...dbWaitFor(config, 'host'), log, what: `NATS at ${redactUrl(config.natsUrl!)}`, ...(o.signal && { signal: o.signal }) });
-      transport = await createNatsWorkTransport(nc, { log, ...(await natsNamesOf(db.pool)) });
+      transport = await createNatsWorkTransport(nc, { log, ...(await natsNamesOf(db.pool, db.embeddedClusterDir)) });
     } else {
       transport = createPostgresWorkTransport(db.pool, { log });
     }

@@ -47,6 +47,7 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     url = config.databaseUrl;
     source = config.databaseUrlOption ?? 'BATON_DATABASE_URL';
   } else {
+    if (config.dataDirFrom === 'above') log.info({ dataDir: config.dataDir }, `using the project's data dir ${config.dataDir}, found above the working directory`);
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, portIsDefault: !config.embeddedPgPortSet, log });
     url = embedded.url;
     source = `the embedded Postgres in ${embedded.clusterDir} (BATON_DATA_DIR, BATON_EMBEDDED_PG_PORT)`;

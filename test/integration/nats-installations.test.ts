@@ -1,6 +1,7 @@
 // Two installations (two databases) on one NATS server: each has its own stream, subjects and
 // consumers, derived from its database, so a worker id both use never takes the other's work; a
-// copy of a database (CREATE DATABASE … TEMPLATE, as a restored dump) is an installation of its own.
+// copy of a database (CREATE DATABASE … TEMPLATE, as a restored dump) is an installation of its own,
+// and so is a copied embedded data dir (same database name, another cluster directory).
 import { connect, type NatsConnection } from 'nats';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createNatsWorkTransport, deleteNatsWorkStreams } from '../../src/transport/nats/index.ts';
@@ -55,6 +56,25 @@ describe.skipIf(!natsUrl)('installations sharing a NATS server', () => {
       expect((await second).streamName).toBe(`BATON_WORK_${rows[0]!.id.replace(/-/g, '').slice(0, 12)}`);
     } finally {
       first.release();
+      await c.drop();
+    }
+  });
+
+  it('on the embedded default, a copied or moved cluster directory is another installation; a process on the URL keeps the id', async () => {
+    // Every embedded database is named `baton`: a copied data dir (`cp -a devB/.baton devC/`) holds
+    // the original's row under the same database name. Only the cluster's directory tells them apart.
+    const c = await createTestDatabase();
+    try {
+      const devB = await natsNamesOf(c.pool, '/projects/devB/.baton/postgres');
+      expect(await natsNamesOf(c.pool, '/projects/devB/.baton/postgres')).toEqual(devB); // every process of it agrees
+      const devC = await natsNamesOf(c.pool, '/projects/devC/.baton/postgres');
+      expect(devC.streamName).not.toBe(devB.streamName);
+      expect(devC.subjectPrefix).not.toBe(devB.subjectPrefix);
+      expect((await c.pool.query('SELECT data_dir FROM baton_installation')).rows).toEqual([{ data_dir: '/projects/devC/.baton/postgres' }]);
+      // A library process reaching that server by its URL knows no data dir: it must not re-key it.
+      expect(await natsNamesOf(c.pool)).toEqual(devC);
+      expect(await natsNamesOf(c.pool, '/projects/devC/.baton/postgres')).toEqual(devC);
+    } finally {
       await c.drop();
     }
   });

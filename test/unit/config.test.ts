@@ -11,6 +11,7 @@ describe('loadConfig', () => {
     expect(loadConfig({}, '/srv/app')).toEqual({
       databaseUrl: undefined,
       dataDir: '/srv/app/.baton',
+      dataDirFrom: 'cwd',
       embeddedPgPort: 54329,
       embeddedPgPortSet: false,
       dbWaitMs: undefined,

@@ -29,7 +29,7 @@ async function withTransport<T>(kind: TransportKind | undefined, fn: (transport:
   if (use === 'nats') {
     if (!config.natsUrl) throw new ConfigError('--transport nats needs BATON_NATS_URL (e.g. nats://127.0.0.1:4222)');
     const db = await openDatabase(config, log, { max: 1, applicationName: 'baton-dlq' });
-    const names = await natsNamesOf(db.pool).finally(() => db.close());
+    const names = await natsNamesOf(db.pool, db.embeddedClusterDir).finally(() => db.close());
     const nc = await connectNats(config.natsUrl, log);
     try {
       const transport = await createNatsWorkTransport(nc, { log, ...names });

@@ -1,0 +1,11 @@
+-- The embedded Postgres's cluster directory, recorded with the installation's id. Every embedded
+-- database is named `baton`, so `database_name` (0004) could not tell a copied data dir (`cp -a
+-- devB/.baton devC/`) from the original: both `baton dev` used one NATS stream and took each
+-- other's work. A process on the embedded default passes the real path of the cluster it runs or
+-- joined (src/transport/nats/installation-names.ts), and a different one takes a new id: a copy,
+-- and also a moved project, which is harmless (NATS is a doorbell: the executor's monitor
+-- re-publishes every handoff not started yet on the new stream). NULL: recorded by a process on
+-- BATON_DATABASE_URL, which knows no data dir and keeps to the database-name rule (a managed
+-- server's non-superuser can read neither `data_directory` nor pg_control_system()), or by an
+-- earlier version; an embedded process then takes a new id once.
+ALTER TABLE baton_installation ADD COLUMN IF NOT EXISTS data_dir text;
