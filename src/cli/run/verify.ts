@@ -2,8 +2,8 @@
 // invariants over every execution in the event store, and that the read model equals a rebuild.
 import { executionIdOfStream, executionStreamId } from '../../../schemas/events.ts';
 import fs from 'node:fs/promises';
-import { validate as isUuid } from 'uuid';
 import { BatonError } from '../../errors.ts';
+import { executionId } from '../arguments.ts';
 import { checkInvariants, describeReport, type CheckProgress } from '../../verify/invariants.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
@@ -14,10 +14,20 @@ async function readExpectedIds(file: string): Promise<string[]> {
   const text = await fs.readFile(file, 'utf8').catch((err: unknown) => {
     throw new BatonError(`--expect: cannot read ${file}: ${(err as Error).message}`, { cause: err });
   });
-  const ids = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
-  const bad = ids.filter((id) => !isUuid(id));
-  if (bad.length > 0) throw new BatonError(`--expect: ${file} holds ${bad.length} line(s) that are not execution ids, first: "${bad[0]}"`);
-  return ids;
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  // The rule every command's <id> takes (either case, or the `execution-<uuid>` stream id), stored
+  // in lower case: compared as written, `01A2…` was reported lost though its stream is there.
+  const ids: string[] = [];
+  const bad: string[] = [];
+  for (const line of lines) {
+    try {
+      ids.push(executionId(line));
+    } catch {
+      bad.push(line);
+    }
+  }
+  if (bad.length > 0) throw new BatonError(`--expect: ${file} holds ${bad.length} line(s) that are not execution ids, first: "${bad[0]!.slice(0, 80)}"`);
+  return [...new Set(ids)];
 }
 
 export async function verifyCommand(o: { json?: boolean; readModel: boolean; requireTerminal?: boolean; stuckAfter: number; expect?: string }): Promise<void> {
