@@ -99,6 +99,7 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new BatonError('copy: batchSize must be a positive integer');
   if (o.limit !== undefined && (!Number.isInteger(o.limit) || o.limit < 1)) throw new BatonError('copy: limit must be a positive integer');
   if (o.lastCopied) await checkResumePoint(o.target, o.lastCopied);
+  await checkTargetIsFromSource(o.source, o.target);
 
   const totals = { read: 0, appended: 0, alreadyPresent: 0, streamsCreated: 0 };
   let position = o.after ?? START;
@@ -159,6 +160,39 @@ export async function copyEventStore(o: CopyOptions): Promise<CopyResult> {
 /** The same event: id, type, data and metadata (as JSON: a store may give its keys in another order). */
 const sameEvent = (a: StoredEvent, b: StoredEvent) => a.eventId === b.eventId && a.type === b.type && sameJson(a.data, b.data) && sameJson(a.metadata, b.metadata);
 
+const ADVICE = 'copy into an empty event store, or into the one an earlier copy from this source wrote';
+
+/** What the target holds where the source's event `ours` belongs. */
+function conflictDetail(theirs: StoredEvent, ours: StoredEvent): string {
+  return theirs.eventId === ours.eventId
+    ? `the target already holds event ${theirs.eventId} there with other contents (${theirs.type} against the source's ${ours.type}${theirs.type === ours.type ? ', other data or metadata' : ''}): the same id made by another store (a keyed execution's or a workflow's first event)`
+    : `the target already holds event ${theirs.eventId} (${theirs.type}) there, the source has ${ours.eventId} (${ours.type})`;
+}
+
+/** The target holds events that are not the source's: refused before anything is written. */
+export class ForeignTargetError extends BatonError {}
+
+/**
+ * Before writing anything: a target that holds events must have them from this source (an earlier
+ * or interrupted copy, which a resumed one finds). Checked on its first event, as every copy
+ * writes the source's events in the source's order: a target of another installation (its own
+ * `worker-…` streams) used to take thousands of events, then stop part-way on a collision. One
+ * read on each side; a target that took this source's events first and others later still stops
+ * at the first collision, naming it (alreadyCopied).
+ */
+async function checkTargetIsFromSource(source: EventStore, target: EventStore): Promise<void> {
+  await target.settled?.();
+  const [held] = await target.readAll({ after: START, limit: 1 });
+  if (!held) return;
+  const [ours] = await source.readStream(held.streamId, { fromRevision: held.revision, limit: 1 });
+  if (ours && ours.revision === held.revision && sameEvent(ours, held)) return;
+  if (ours && ours.revision === held.revision) throw new CopyConflictError(held.streamId, held.revision, `${conflictDetail(held, ours)}; ${ADVICE}`);
+  throw new ForeignTargetError(
+    `the target already holds events that are not from this source: its first, ${held.eventId} (${held.type}), is stream ${held.streamId} at revision ${held.revision}, ` +
+      `which the source does not have; ${ADVICE}`,
+  );
+}
+
 /**
  * After the target refused a run (`refusal`), or took it as a replay of event ids it knew (none):
  * how many of its leading events the target already holds, the same events at the same revisions.
@@ -173,12 +207,7 @@ async function alreadyCopied(target: EventStore, run: StoredEvent[], refusal?: E
   while (same < existing.length && sameEvent(existing[same]!, run[same]!)) same++;
   if (same < existing.length) {
     const theirs = existing[same]!;
-    const ours = run[same]!;
-    const what =
-      theirs.eventId === ours.eventId
-        ? `the target already holds event ${theirs.eventId} there with other contents (${theirs.type} against the source's ${ours.type}${theirs.type === ours.type ? ', other data or metadata' : ''}): the same id made by another store (a keyed execution's or a workflow's first event)`
-        : `the target already holds event ${theirs.eventId} (${theirs.type}) there, the source has ${ours.eventId} (${ours.type})`;
-    throw new CopyConflictError(first.streamId, theirs.revision, `${what}; copy into an empty event store, or into the one an earlier copy from this source wrote`);
+    throw new CopyConflictError(first.streamId, theirs.revision, `${conflictDetail(theirs, run[same]!)}; ${ADVICE}`);
   }
   if (!refusal && same < run.length) {
     throw new CopyConflictError(first.streamId, first.revision + BigInt(same), `the target knew these event ids, but holds only ${same} of these ${run.length} events at their revisions`);

@@ -117,7 +117,7 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
     expect(path.dirname(again.checkpoint)).toBe(scratch);
     // … and without it (another machine, a deleted file) everything is recognised by id.
     const reread = json(await copy(targets[targets.length - 1]!, ['--json', '--checkpoint', path.join(scratch, 'none-yet.json')]));
-    expect(reread).toMatchObject({ read: expected.length, appended: 0, alreadyPresent: expected.length, streamsCreated: 0, complete: true, resumed: false });
+    expect(reread).toMatchObject({ read: expected.length, appended: 0, alreadyPresent: expected.length, streamsCreated: 0, complete: true, resumed: false, targetHeld: expected.length });
     expect((await readEverything(store)).map(essence)).toEqual(expected.map(essence));
   });
 
@@ -137,8 +137,9 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
     await fs.writeFile(checkpoint, stale);
 
     // Resumed with another batch size, so runs split differently from the ones appended.
+    // The target's own earlier events are this copy's: taken, and said in the summary.
     const rest = json(await copy(db, ['--json', '--checkpoint', checkpoint, '--batch-size', '7']));
-    expect(rest).toMatchObject({ read: expected.length - 120, alreadyPresent: 75, appended: expected.length - 195, complete: true, resumed: true });
+    expect(rest).toMatchObject({ read: expected.length - 120, alreadyPresent: 75, appended: expected.length - 195, complete: true, resumed: true, targetHeld: 195 });
     const copied = await readEverything(store);
     expect(new Set(copied.map((e) => e.eventId)).size).toBe(copied.length);
     expect(copied.map(essence)).toEqual(expected.map(essence));
@@ -166,6 +167,7 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
     const conflict = await copy(c.db, ['--checkpoint', path.join(scratch, 'conflict.json')]);
     expect(conflict.code).toBe(1);
     expect(conflict.stderr).toContain(`cannot copy ${firstEvent!.streamId} at revision 0: the target already holds event`);
+    expect(await readEverything(c.store)).toHaveLength(1); // refused before writing anything
 
     // The same event id with other contents (two stores that made a keyed execution's first event
     // from the same key): refused, never counted as copied with the source's later events after it.
@@ -175,5 +177,44 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
     expect(spliced.code).toBe(1);
     expect(spliced.stderr).toContain(`cannot copy ${firstEvent!.streamId} at revision 0: the target already holds event ${firstEvent!.eventId} there with other contents (${firstEvent!.type} against the source's ${firstEvent!.type}, other data or metadata)`);
     expect((await d.store.readStream(firstEvent!.streamId)).map((e) => e.data)).toEqual([{ other: true }]);
+  });
+
+  it('refuses, before writing anything, a target holding streams of its own, naming one; the text summary says what a target held', async () => {
+    // Another installation's store: its own worker stream. The copy appended thousands of events
+    // into it, then stopped part-way on a collision (or merged the two without a word).
+    const own = await newTarget();
+    const theirs = [{ eventId: randomUUID(), type: 'WorkerStarted', data: {}, metadata: {} }, { eventId: randomUUID(), type: 'WorkerBeat', data: {}, metadata: {} }];
+    await own.store.append('worker-w1', theirs, { expectedRevision: 'no_stream' });
+    const refused = await copy(own.db, ['--checkpoint', path.join(scratch, 'own.json')]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `baton: the target already holds events that are not from this source: its first, ${theirs[0]!.eventId} (WorkerStarted), is stream worker-w1 at revision 0, which the source does not have; ` +
+        'copy into an empty event store, or into the one an earlier copy from this source wrote\n',
+    );
+    expect((await readEverything(own.store)).map((e) => e.eventId)).toEqual(theirs.map((e) => e.eventId));
+
+    const resumed = await newTarget();
+    expect((await copy(resumed.db, ['--checkpoint', path.join(scratch, 'held.json'), '--limit', '40'])).code).toBe(0);
+    const again = await copy(resumed.db, ['--checkpoint', path.join(scratch, 'held.json')]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/^the target already held 40 events, from an earlier copy from this source$/m);
+  });
+
+  it('refuses one store under two spellings (a parameter added, localhost for 127.0.0.1), asking the server; another schema of it is another store', async () => {
+    const url = new URL(source().url);
+    const spellings = [`${source().url}?application_name=elsewhere`, Object.assign(new URL(url), { hostname: 'localhost' }).toString()];
+    const before = (await readEverything(sourceStore)).length;
+    for (const to of spellings) {
+      const r = await runBaton(['eventstore', 'copy', '--from', source().url, '--to', to], { databaseUrl: null, env: { BATON_DATA_DIR: scratch } });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(
+        `baton: --from (${source().url}) and --to (${to}) reach the same event store: the same baton_events table in database ${url.pathname.slice(1)}; ` +
+          'copy into another database, or another schema (?options=-c%20search_path%3D<schema>)\n',
+      );
+    }
+    expect(await readEverything(sourceStore)).toHaveLength(before);
+    // The same database, another schema: another installation, copied into.
+    const other = await runBaton(['eventstore', 'copy', '--from', source().url, '--to', `${source().url}?options=-c%20search_path%3Dcopytest`, '--limit', '5', '--json'], { databaseUrl: null, env: { BATON_DATA_DIR: scratch } });
+    expect(json(other)).toMatchObject({ read: 5, appended: 5 });
   });
 });

@@ -21,6 +21,7 @@ import { makeDirectory } from '../../fs/make-directory.ts';
 import { copyEventStore, type CopiedEventRef, type CopyProgress } from '../../eventstore/copy.ts';
 import { openEventStoreByUrl, eventStoreKindOf, postgresUrlSchema, type OpenedEventStore } from '../../eventstore/open.ts';
 import { redactUrl } from '../../db/connect.ts';
+import { samePostgresStore } from '../../eventstore/same-store.ts';
 import { cliConfig, cliLogger } from '../context.ts';
 import { toJson } from '../format.ts';
 import { progressLine } from '../progress.ts';
@@ -127,11 +128,25 @@ async function checkWritable(file: string): Promise<void> {
   }
 }
 
+/**
+ * Two URLs that differ in text can reach one store (`localhost` for `127.0.0.1`, a parameter
+ * added): the servers are asked (src/eventstore/same-store.ts), before anything is opened or migrated.
+ */
+async function refuseSameStore(from: string, to: string): Promise<void> {
+  if (eventStoreKindOf(from) !== 'postgres' || eventStoreKindOf(to) !== 'postgres') return;
+  const { same, database } = await samePostgresStore(from, to);
+  if (same) {
+    throw new BatonError(
+      `--from (${redactUrl(from)}) and --to (${redactUrl(to)}) reach the same event store: the same baton_events table in database ${database}; copy into another database, or another schema (?options=-c%20search_path%3D<schema>)`,
+    );
+  }
+}
+
 export async function eventStoreCopyCommand(o: { from: string; to: string; checkpoint?: string; batchSize: number; limit?: number; json?: boolean }): Promise<void> {
   for (const [url, what] of [[o.from, '--from'], [o.to, '--to']] as const) {
     if (eventStoreKindOf(url, what) === 'postgres') postgresUrlSchema(url, what);
   }
-  if (redactUrl(o.from) === redactUrl(o.to)) throw new BatonError('--from and --to name the same event store');
+  if (redactUrl(o.from) === redactUrl(o.to)) throw new BatonError(`--from and --to name the same event store (${redactUrl(o.from)})`);
   const config = cliConfig();
   if (config.dbSchema !== undefined) {
     throw new BatonError(
@@ -143,12 +158,15 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
   const checkpointFile = path.resolve(o.checkpoint ?? defaultCheckpointPath(config.dataDir, o.from, o.to));
   const checkpoint = await readCheckpoint(checkpointFile, o.from, o.to);
   await checkWritable(checkpointFile);
+  await refuseSameStore(o.from, o.to);
 
   let source: OpenedEventStore | undefined;
   let target: OpenedEventStore | undefined;
   try {
     source = await openEventStoreByUrl(o.from, { log, applicationName: 'baton-copy-source' });
     target = await openEventStoreByUrl(o.to, { log, migrate: true, applicationName: 'baton-copy-target' });
+    // Said in the summary: what the target held before (an earlier copy from this source, resumed).
+    const targetHeld = target.countEvents ? await target.countEvents() : undefined;
     const total = source.countEvents ? Math.max(0, (await source.countEvents()) - (checkpoint?.read ?? 0)) : undefined;
     const progress = progressLine(`copying ${source.label} → ${target.label}`, total);
     const previouslyRead = checkpoint?.read ?? 0;
@@ -176,6 +194,7 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
       read: result.read,
       appended: result.appended,
       alreadyPresent: result.alreadyPresent,
+      ...(targetHeld !== undefined && { targetHeld }),
       streamsCreated: result.streamsCreated,
       position: result.position,
       complete: result.complete,
@@ -194,6 +213,7 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
           `${result.appended.toLocaleString('en')} appended (${result.streamsCreated.toLocaleString('en')} new streams), ` +
           `${result.alreadyPresent.toLocaleString('en')} already in the target, in ${seconds} s`,
     ];
+    if (targetHeld) lines.push(`the target already held ${targetHeld.toLocaleString('en')} events, from an earlier copy from this source`);
     if (checkpoint && result.read > 0) lines.push(`resumed after position ${checkpoint.position}`);
     lines.push(
       result.complete
