@@ -1,7 +1,8 @@
 // A history: one execution's stored events in a portable form. It is what `baton export`
 // writes and `baton replay --file` reads, so a history can travel from production into a bug
 // report or a regression test and be replayed with no database.
-import { readFile, stat } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { MACHINE_VERSION } from '../../actors/execution.machine.ts';
 import { ExecutionEvent } from '../../schemas/events.ts';
@@ -9,6 +10,7 @@ import { BatonError, InvalidEventError, parseOrThrow } from '../errors.ts';
 import type { StoredEvent } from '../eventstore/event-store.ts';
 import { UUID } from '../ids.ts';
 import { droppedFields } from '../input/dropped-fields.ts';
+import { repeatedJsonKey } from '../input/duplicate-keys.ts';
 
 export interface HistoryEvent {
   eventId: string;
@@ -134,20 +136,35 @@ function workflowHistoryRefusal(value: unknown, source: string): BatonError | un
 
 export async function readHistoryFile(path: string): Promise<HistoryDocument> {
   let text: string;
+  let handle: FileHandle | undefined;
   try {
-    const { size } = await stat(path);
+    // Non-blocking: opening a FIFO would otherwise wait for a writer that never comes.
+    handle = await open(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+    const st = await handle.stat();
+    // A device or a pipe has no size to check (stat says 0): /dev/zero was read to ~640 MB, then
+    // failed with "Invalid string length". A history is a file `baton export` or retention wrote.
+    // (A directory fails the read below with EISDIR, kept as the cause: archived-history.ts reports it so.)
+    if (!st.isFile() && !st.isDirectory()) throw new BatonError(`history file ${path} is not a regular file (a device, pipe or socket); give the path of a history file`);
     // Past this, reading it whole fails with V8's "Invalid string length", which tells nobody why.
-    if (size > MAX_HISTORY_FILE_BYTES) throw new BatonError(`history file ${path} is ${formatMiB(size)}: larger than Baton reads (at most ${formatMiB(MAX_HISTORY_FILE_BYTES)})`);
-    text = await readFile(path, 'utf8');
+    if (st.size > MAX_HISTORY_FILE_BYTES) throw new BatonError(`history file ${path} is ${formatMiB(st.size)}: larger than Baton reads (at most ${formatMiB(MAX_HISTORY_FILE_BYTES)})`);
+    text = await handle.readFile('utf8');
   } catch (err) {
     if (err instanceof BatonError) throw err;
     throw new BatonError(`history file ${path} cannot be read: ${(err as Error).message}`, { cause: err });
+  } finally {
+    await handle?.close();
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
     throw new BatonError(`history file ${path} is not JSON: ${(err as Error).message}`, { cause: err });
+  }
+  // JSON.parse keeps the last of a repeated key (`"format"` twice): refused, as every CLI JSON input is.
+  const repeated = repeatedJsonKey(text);
+  if (repeated) {
+    const where = [...repeated.path, repeated.key].join('.');
+    throw new InvalidEventError(`history file ${path}`, [{ path: where, message: 'appears twice in one object (JSON would keep only the last): give it once' }]);
   }
   const workflow = workflowHistoryRefusal(value, `history file ${path}`);
   if (workflow) throw workflow;

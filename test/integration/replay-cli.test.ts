@@ -2,6 +2,7 @@
 // database. The compatibility gate flags exactly the in-flight executions a candidate machine
 // would strand; a history exported here replays in a process with no database; a what-if fork
 // leaves every table byte-for-byte unchanged.
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -175,6 +176,37 @@ describe('baton export and replay --file', () => {
         expect(r.code, r.stdout).toBe(1);
         expect(r.stderr.trim()).toMatch(/^baton: invalid history file /);
         expect(r.stderr.trim()).toMatch(message);
+      }
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a repeated key, a device and a pipe, for replay --file and inspect --file alike', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-history-'));
+    try {
+      const id = completed[0]!;
+      const exported = (await baton(['export', id])).stdout;
+      expect(exported).toMatch(/^\{\s*"format": "baton\.execution-history",/);
+      // `"format"` twice, the real one last: JSON.parse kept the last and it replayed.
+      const twice = path.join(dir, 'twice.json');
+      await fs.writeFile(twice, exported.replace(/^\{/, '{"format":"zzz",'));
+      // A key repeated inside an event is named by its place.
+      const inner = path.join(dir, 'inner.json');
+      await fs.writeFile(inner, exported.replace(/"eventId":/, '"type":"X","eventId":'));
+      const fifo = path.join(dir, 'pipe');
+      execFileSync('mkfifo', [fifo]);
+      for (const read of [(file: string) => ['replay', '--file', file], (file: string) => ['inspect', id, '--file', file]]) {
+        const [a, b, zero, pipe] = await Promise.all([baton(read(twice), { env: null, cwd: dir }), baton(read(inner), { env: null, cwd: dir }), baton(read('/dev/zero'), { env: null, cwd: dir }), baton(read(fifo), { env: null, cwd: dir })]);
+        expect(a.code).toBe(1);
+        expect(a.stderr).toBe(`baton: invalid history file ${twice}: format: appears twice in one object (JSON would keep only the last): give it once\n`);
+        expect(b.code).toBe(1);
+        expect(b.stderr).toMatch(/^baton: invalid history file .*: events\.0\.type: appears twice in one object/);
+        // /dev/zero was read to ~640 MB, then "cannot be read: Invalid string length"; a pipe waited for a writer.
+        expect(zero.code).toBe(1);
+        expect(zero.stderr).toBe('baton: history file /dev/zero is not a regular file (a device, pipe or socket); give the path of a history file\n');
+        expect(pipe.code).toBe(1);
+        expect(pipe.stderr).toBe(`baton: history file ${fifo} is not a regular file (a device, pipe or socket); give the path of a history file\n`);
       }
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
