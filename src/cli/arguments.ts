@@ -12,6 +12,7 @@ import { repeatedJsonKeyProblems } from '../input/duplicate-keys.ts';
 import { InvalidInputError, under } from '../input/errors.ts';
 import { bigintTextProblem, dateTimeProblem, jsonProblems, textProblem, type Json } from '../input/rules.ts';
 import { parseTagText, TAG_LIMITS } from '../input/tags.ts';
+import { repeatable } from './repeated-options.ts';
 
 /** `execution-<uuid>`: an execution's stream id, as baton_events and exports show it. */
 const STREAM_ID = /^execution-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
@@ -120,9 +121,8 @@ export const integerOption =
  * `--tag customer=c-42`, repeatable: the tags so far with this one added (a key given twice
  * keeps the last). Checked by the tag rules (src/input/tags.ts) every door uses.
  */
-export const tagOption =
-  (option: string) =>
-  (text: string, previous: Record<string, string> | undefined): Record<string, string> => {
+export const tagOption = (option: string) =>
+  repeatable((text: string, previous: Record<string, string> | undefined): Record<string, string> => {
     const tag = parseTagText(text);
     if ('problem' in tag) throw refuse(option, tag.problem);
     // A key holds one value: a second one would silently replace the first.
@@ -130,4 +130,4 @@ export const tagOption =
     const tags = { ...previous, [tag.key]: tag.value };
     if (Object.keys(tags).length > TAG_LIMITS.maxTags) throw refuse(option, `at most ${TAG_LIMITS.maxTags} tags`);
     return tags;
-  };
+  });

@@ -24,6 +24,7 @@ import { registerRetentionCommands } from './retention-command.ts';
 import { registerScheduleCommands } from './schedule-commands.ts';
 import { registerRateLimitCommands } from './ratelimit-command.ts';
 import { setCliCommand } from './command-name.ts';
+import { refuseRepeatedOptions } from './repeated-options.ts';
 
 /** package.json's version: the nearest package.json above this file (src/cli/ or dist/src/cli/). */
 function packageVersion(): string {
@@ -283,6 +284,8 @@ registerEventStoreCommands(program);
 registerRetentionCommands(program);
 registerScheduleCommands(program);
 registerRateLimitCommands(program);
+// Every command is defined: a single-valued option given twice is refused, not silently the last.
+refuseRepeatedOptions(program);
 
 try {
   await program.parseAsync(process.argv);

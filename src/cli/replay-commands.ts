@@ -5,6 +5,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ForkEventInput, InspectPoint } from '../replay/inspect.ts';
 import { dateTimeOption, executionIdOrPointer, jsonOption } from './arguments.ts';
 import { InvalidInputError } from '../input/errors.ts';
+import { repeatable } from './repeated-options.ts';
 
 // A workflow's id is pointed to `baton workflow status`, as `baton status` does.
 const executionId = executionIdOrPointer('workflow status');
@@ -23,13 +24,13 @@ const atTime = dateTimeOption('--at');
 // A number (digits, a sign, a point) means a revision, refused unless whole; anything else, a time.
 const inspectPoint = (value: string): InspectPoint => (/^[-+]?[\d.]+$/.test(value) ? { revision: atRevision(value) } : { at: atTime(value) });
 const eventJson = jsonOption('--event');
-const forkEvent = (value: string, previous: ForkEventInput[] = []): ForkEventInput[] => {
+const forkEvent = repeatable((value: string, previous: ForkEventInput[] = []): ForkEventInput[] => {
   const parsed: unknown = eventJson(value).json;
   if (typeof parsed !== 'object' || parsed === null || typeof (parsed as ForkEventInput).type !== 'string') {
     throw new InvalidArgumentError('must be a JSON object with a "type" (and "data", optionally "by"), e.g. \'{"type":"ExecutionFailed","data":{"error":{"message":"boom"},"retryable":false}}\'');
   }
   return [...previous, parsed as ForkEventInput];
-};
+});
 
 export function registerReplayCommands(program: Command): void {
   program
