@@ -4,23 +4,16 @@
 // completes; progress details are copied at the call, the last report of a throttle window is
 // recorded when the window ends, and bad details throw at once, naming the field.
 import pg from 'pg';
-import pino from 'pino';
 import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
 import type { StoredEvent } from '../../src/eventstore/event-store.ts';
-import { startExecutor, type Executor } from '../../src/executor/executor.ts';
-import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
-import type { WorkTransport } from '../../src/transport/work-transport.ts';
-import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
 import { executionStreamId } from '../../schemas/events.ts';
-import { useTestStore } from '../support/test-store.ts';
+import { useOneWorker } from '../support/one-worker.ts';
 import { until } from '../support/until.ts';
 
-const log = pino({ level: 'silent' });
 const ACK_WAIT_MS = 1_000; // so working() may be sent every 100 ms (a tenth of it)
 
 const floods = new Map<string, { calls: number; ms: number }>();
@@ -110,48 +103,29 @@ describe('ctx.heartbeat', () => {
   /** working() UPDATEs the transport sent, counted on its own (real) pool. */
   let workingUpdates = 0;
   let transportPool: pg.Pool | undefined;
-  const t = useTestStore({
+  const hosts = useOneWorker({
+    workerId: 'beater',
+    actions,
     max: 10,
-    beforeClose: async () => {
-      await worker?.stop();
-      await executor?.stop();
-      await transport?.close();
-      await transportPool?.end();
+    transport: (t) => {
+      transportPool = new pg.Pool({ connectionString: t.db.url, max: 4 });
+      const query = transportPool.query.bind(transportPool) as (...a: unknown[]) => unknown;
+      (transportPool as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
+        if ((a[0] as { name?: string } | undefined)?.name === 'baton_work_working') workingUpdates++;
+        return query(...a);
+      };
+      return createPostgresWorkTransport(transportPool, { ackWaitMs: ACK_WAIT_MS });
     },
+    afterStop: async () => void (await transportPool?.end()),
   });
-  let runtime: ExecutionRuntime;
-  let transport: WorkTransport;
-  let executor: Executor;
-  let worker: WorkerHost;
-
-  beforeAll(async () => {
-    runtime = createExecutionRuntime(t.store);
-    readStream = (id) => t.store.readStream(executionStreamId(id));
-    const liveness = createLivenessStore(t.db.pool);
-    transportPool = new pg.Pool({ connectionString: t.db.url, max: 4 });
-    const query = transportPool.query.bind(transportPool) as (...a: unknown[]) => unknown;
-    (transportPool as unknown as { query: (...a: unknown[]) => unknown }).query = (...a: unknown[]) => {
-      if ((a[0] as { name?: string } | undefined)?.name === 'baton_work_working') workingUpdates++;
-      return query(...a);
-    };
-    transport = createPostgresWorkTransport(transportPool, { ackWaitMs: ACK_WAIT_MS });
-    executor = startExecutor({ store: t.store, transport, workers: liveness, log, monitorEveryMs: 50 });
-    await executor.ready;
-    worker = await startWorkerHost({ workerId: 'beater', store: t.store, runtime, transport, liveness, actions, capacity: 2, log, heartbeatIntervalMs: 200 });
+  beforeAll(() => {
+    readStream = (id) => hosts.t.store.readStream(executionStreamId(id));
   });
-
-  async function finished(id: string): Promise<StoredEvent[]> {
-    let events: StoredEvent[] = [];
-    await until(`${id} to end`, async () => ['ExecutionCompleted', 'ExecutionFailed'].includes((events = await readStream(id)).at(-1)?.type ?? ''), 20_000, {
-      detail: () => events.map((e) => e.type).join(' → '),
-    });
-    return events;
-  }
 
   it('a flood of heartbeats extends the lease a bounded number of times, and the run completes normally', { timeout: 30_000 }, async () => {
     workingUpdates = 0;
-    const { executionId } = await runtime.submit({ action: 'hb.flood', input: { ms: ACK_WAIT_MS * 1.5 } });
-    const events = await finished(executionId);
+    const { executionId } = await hosts.runtime.submit({ action: 'hb.flood', input: { ms: ACK_WAIT_MS * 1.5 } });
+    const events = await hosts.finished(executionId);
     expect(events.map((e) => e.type)).toEqual(['ExecutionRequested', 'ExecutionHandedOff', 'ExecutionStarted', 'ExecutionCompleted']);
     const { calls, ms } = floods.get(executionId)!;
     console.log(`[heartbeat flood] ${calls} ctx.heartbeat() calls in ${ms.toFixed(0)} ms made ${workingUpdates} working() UPDATEs (ack-wait ${ACK_WAIT_MS} ms)`);
@@ -160,12 +134,12 @@ describe('ctx.heartbeat', () => {
     // yet enough that the lease never ran out (it was never redelivered: one start above).
     expect(workingUpdates).toBeLessThanOrEqual(Math.ceil(ms / (ACK_WAIT_MS / 10)) + 2);
     expect(workingUpdates).toBeGreaterThanOrEqual(2);
-    await until('the worker to free the slot', () => worker.inFlight() === 0);
+    await until('the worker to free the slot', () => hosts.worker.inFlight() === 0);
   });
 
   it('records the details as they were at the call, the last of a window when it ends, and the last report before the outcome', { timeout: 15_000 }, async () => {
-    const { executionId } = await runtime.submit({ action: 'hb.progress', input: null });
-    const events = await finished(executionId);
+    const { executionId } = await hosts.runtime.submit({ action: 'hb.progress', input: null });
+    const events = await hosts.finished(executionId);
     expect(events.map((e) => e.type)).toEqual([
       'ExecutionRequested',
       'ExecutionHandedOff',
@@ -180,13 +154,13 @@ describe('ctx.heartbeat', () => {
   });
 
   it('records the details as they were when reported, not as changed afterwards', async () => {
-    const { executionId } = await runtime.submit({ action: 'hb.snapshot', input: null });
-    expect(progressOf(await finished(executionId))).toEqual([{ pct: 10 }]);
+    const { executionId } = await hosts.runtime.submit({ action: 'hb.snapshot', input: null });
+    expect(progressOf(await hosts.finished(executionId))).toEqual([{ pct: 10 }]);
   });
 
   it('refuses bad details at once, naming the field, as ctx.tag does', async () => {
-    const { executionId } = await runtime.submit({ action: 'hb.bad-details', input: null });
-    const events = await finished(executionId);
+    const { executionId } = await hosts.runtime.submit({ action: 'hb.bad-details', input: null });
+    const events = await hosts.finished(executionId);
     expect(events.at(-1)!.type).toBe('ExecutionCompleted');
     expect(progressOf(events)).toEqual([]);
     expect(refusals.get(executionId)).toEqual({

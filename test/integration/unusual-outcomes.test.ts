@@ -3,22 +3,12 @@
 // getters, toString, a Proxy) still fails the execution with a clear error and frees the slot;
 // a result JSON cannot hold exactly is refused as UnstorableResult naming the place, never
 // changed; and ctx.tag rejects when its tags were not recorded.
-import pino from 'pino';
 import { z } from 'zod';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createActionRegistry, defineAction } from '../../src/actions/index.ts';
-import type { StoredEvent } from '../../src/eventstore/event-store.ts';
-import { startExecutor, type Executor } from '../../src/executor/executor.ts';
-import { createLivenessStore } from '../../src/liveness/liveness-store.ts';
-import { createExecutionRuntime, type ExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
-import { createPostgresWorkTransport } from '../../src/transport/postgres/index.ts';
-import type { WorkTransport } from '../../src/transport/work-transport.ts';
-import { startWorkerHost, type WorkerHost } from '../../src/worker/worker-host.ts';
-import { executionStreamId } from '../../schemas/events.ts';
-import { useTestStore } from '../support/test-store.ts';
+import { useOneWorker } from '../support/one-worker.ts';
 import { until } from '../support/until.ts';
 
-const log = pino({ level: 'silent' });
 
 /** Values an action may throw whose description itself throws. */
 const hostile: Record<string, () => unknown> = {
@@ -129,40 +119,11 @@ const actions = createActionRegistry([
 ]);
 
 describe('unusual outcomes of an action', () => {
-  const t = useTestStore({
-    max: 12,
-    beforeClose: async () => {
-      await worker?.stop();
-      await executor?.stop();
-      await transport?.close();
-    },
-  });
-  let runtime: ExecutionRuntime;
-  let transport: WorkTransport;
-  let executor: Executor;
-  let worker: WorkerHost;
-
-  beforeAll(async () => {
-    runtime = createExecutionRuntime(t.store);
-    const liveness = createLivenessStore(t.db.pool);
-    transport = createPostgresWorkTransport(t.db.pool);
-    executor = startExecutor({ store: t.store, transport, workers: liveness, log, monitorEveryMs: 50 });
-    await executor.ready;
-    worker = await startWorkerHost({ workerId: 'odd', store: t.store, runtime, transport, liveness, actions, capacity: 2, log, heartbeatIntervalMs: 200 });
-  });
-
-  async function finished(id: string): Promise<StoredEvent[]> {
-    let events: StoredEvent[] = [];
-    const ended = ['ExecutionCompleted', 'ExecutionFailed', 'ExecutionAbandoned'];
-    await until(`${id} to end`, async () => ended.includes((events = await t.store.readStream(executionStreamId(id))).at(-1)?.type ?? ''), 10_000, {
-      detail: () => events.map((e) => e.type).join(' → '),
-    });
-    return events;
-  }
+  const hosts = useOneWorker({ workerId: 'odd', actions });
 
   it.each(Object.keys(hostile))('fails the execution with a clear error, and frees the slot, when the action throws %s', async (kind) => {
-    const { executionId } = await runtime.submit({ action: 'odd.throw', input: { kind } });
-    const events = await finished(executionId);
+    const { executionId } = await hosts.runtime.submit({ action: 'odd.throw', input: { kind } });
+    const events = await hosts.finished(executionId, ['ExecutionCompleted', 'ExecutionFailed', 'ExecutionAbandoned']);
     const failed = events.find((e) => e.type === 'ExecutionFailed');
     expect(failed, events.map((e) => e.type).join(' → ')).toBeDefined();
     const error = (failed!.data as { error: { type: string; message: string } }).error;
@@ -173,12 +134,12 @@ describe('unusual outcomes of an action', () => {
     if (kind === 'a null-prototype object holding itself') expect(error.message).toMatch(/\[Object: null prototype\] \{ self: \[Circular \*1\] \}/);
     if (kind === 'a Proxy whose every trap throws') expect(error.message).toMatch(/^non-error thrown: Proxy \[/);
     if (kind === 'an Error whose name getter throws') expect(error).toMatchObject({ type: 'Error', message: 'named badly' });
-    await until('the worker to free the slot', () => worker.inFlight() === 0);
+    await until('the worker to free the slot', () => hosts.worker.inFlight() === 0);
   });
 
   it.each(Object.keys(unstorable))('refuses a result holding a %s as UnstorableResult, for good, naming the place', async (kind) => {
-    const { executionId } = await runtime.submit({ action: 'odd.result', input: { kind } });
-    const events = await finished(executionId);
+    const { executionId } = await hosts.runtime.submit({ action: 'odd.result', input: { kind } });
+    const events = await hosts.finished(executionId, ['ExecutionCompleted', 'ExecutionFailed', 'ExecutionAbandoned']);
     expect(events.filter((e) => e.type === 'ExecutionStarted')).toHaveLength(1); // not retried: it would return the same
     expect(events.at(-1)).toMatchObject({
       type: 'ExecutionFailed',
@@ -187,29 +148,29 @@ describe('unusual outcomes of an action', () => {
   });
 
   it('stores a result with a Date as its ISO text (its toJSON), leaving out properties that hold undefined', async () => {
-    const { executionId } = await runtime.submit({ action: 'odd.dated', input: null });
-    const events = await finished(executionId);
+    const { executionId } = await hosts.runtime.submit({ action: 'odd.dated', input: null });
+    const events = await hosts.finished(executionId, ['ExecutionCompleted', 'ExecutionFailed', 'ExecutionAbandoned']);
     expect(events.at(-1)).toMatchObject({ type: 'ExecutionCompleted' });
     expect(events.at(-1)!.data).toEqual({ result: { at: '2026-01-02T03:04:05.678Z', list: [1, 'two', null, { deep: true }] } });
   });
 
   it('rejects ctx.tag when the tags could not be recorded (a database error), and resolves when they were', async () => {
     // A real refusal by the database, for this one tag only.
-    await t.db.pool.query(`
+    await hosts.t.db.pool.query(`
       CREATE FUNCTION qa_refuse_tag() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'tag refused by the test'; END $$;
       CREATE TRIGGER qa_refuse_tag BEFORE INSERT ON baton_events FOR EACH ROW
         WHEN (NEW.type = 'ExecutionTagged' AND NEW.data->'tags'->>'refuse' = 'yes') EXECUTE FUNCTION qa_refuse_tag();`);
     try {
-      const refused = await runtime.submit({ action: 'odd.tag', input: { refuse: 'yes' } });
-      const accepted = await runtime.submit({ action: 'odd.tag', input: { refuse: 'no' } });
-      const refusedEvents = await finished(refused.executionId);
-      const acceptedEvents = await finished(accepted.executionId);
+      const refused = await hosts.runtime.submit({ action: 'odd.tag', input: { refuse: 'yes' } });
+      const accepted = await hosts.runtime.submit({ action: 'odd.tag', input: { refuse: 'no' } });
+      const refusedEvents = await hosts.finished(refused.executionId, ['ExecutionCompleted', 'ExecutionFailed', 'ExecutionAbandoned']);
+      const acceptedEvents = await hosts.finished(accepted.executionId, ['ExecutionCompleted', 'ExecutionFailed', 'ExecutionAbandoned']);
       expect(tagOutcomes.get(refused.executionId)).toMatch(/^rejected: .*tag refused by the test/);
       expect(refusedEvents.map((e) => e.type)).not.toContain('ExecutionTagged');
       expect(tagOutcomes.get(accepted.executionId)).toBe('resolved');
       expect(acceptedEvents.map((e) => e.type)).toContain('ExecutionTagged');
     } finally {
-      await t.db.pool.query('DROP TRIGGER qa_refuse_tag ON baton_events; DROP FUNCTION qa_refuse_tag()');
+      await hosts.t.db.pool.query('DROP TRIGGER qa_refuse_tag ON baton_events; DROP FUNCTION qa_refuse_tag()');
     }
   });
 });
