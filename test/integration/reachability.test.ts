@@ -16,6 +16,19 @@ describe('reachability', () => {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   });
 
+  /** A private nats-server, a connection to it (its options), a test database, and reachability watching both (its options). */
+  async function watchingPrivateNats(connect: Parameters<typeof connectNats>[2] = {}, watch: { intervalMs: number; timeoutMs?: number }) {
+    const nats = await PrivateNats.start();
+    cleanups.push(() => nats.destroy());
+    const nc = await connectNats(nats.url, undefined, connect);
+    cleanups.push(() => nc.close());
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const r = watchReachability({ pool: db.pool, nc, ...watch });
+    cleanups.push(async () => r.stop());
+    return { nats, nc, r };
+  }
+
   it('names a database that does not answer; one that answers has nothing to say', async () => {
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
@@ -32,14 +45,7 @@ describe('reachability', () => {
   });
 
   it('names a NATS connection that is down while it reconnects, and clears once it is back', { timeout: 60_000 }, async () => {
-    const nats = await PrivateNats.start();
-    cleanups.push(() => nats.destroy());
-    const nc = await connectNats(nats.url);
-    cleanups.push(() => nc.close());
-    const db = await createTestDatabase();
-    cleanups.push(() => db.drop());
-    const r = watchReachability({ pool: db.pool, nc, intervalMs: 50 });
-    cleanups.push(async () => r.stop());
+    const { nats, r } = await watchingPrivateNats({}, { intervalMs: 50 });
     expect(r.problems()).toEqual([]);
     await nats.stop();
     await until('the disconnect to show', () => r.problems().length > 0, 20_000);
@@ -49,14 +55,7 @@ describe('reachability', () => {
   });
 
   it('names a NATS server that stops answering while its connection stays open, and clears once it answers', { timeout: 60_000 }, async () => {
-    const nats = await PrivateNats.start();
-    cleanups.push(() => nats.destroy());
-    const nc = await connectNats(nats.url);
-    cleanups.push(() => nc.close());
-    const db = await createTestDatabase();
-    cleanups.push(() => db.drop());
-    const r = watchReachability({ pool: db.pool, nc, intervalMs: 50, timeoutMs: 300 });
-    cleanups.push(async () => r.stop());
+    const { nats, r } = await watchingPrivateNats({}, { intervalMs: 50, timeoutMs: 300 });
     await new Promise((resolve) => setTimeout(resolve, 300)); // several answered probes
     expect(r.problems()).toEqual([]);
     nats.freeze();
@@ -67,14 +66,7 @@ describe('reachability', () => {
   });
 
   it('drops and reconnects a connection whose server stops answering, once its pings run out', { timeout: 60_000 }, async () => {
-    const nats = await PrivateNats.start();
-    cleanups.push(() => nats.destroy());
-    const nc = await connectNats(nats.url, undefined, { pingIntervalMs: 300 });
-    cleanups.push(() => nc.close());
-    const db = await createTestDatabase();
-    cleanups.push(() => db.drop());
-    const r = watchReachability({ pool: db.pool, nc, intervalMs: 60_000 }); // the status events alone
-    cleanups.push(async () => r.stop());
+    const { nats, nc, r } = await watchingPrivateNats({ pingIntervalMs: 300 }, { intervalMs: 60_000 }); // the status events alone
     nats.freeze();
     await until('the stale connection to be dropped', () => r.problems().length > 0, 20_000);
     expect(r.problems()).toEqual([expect.stringMatching(/^NATS is disconnected since .*\(reconnecting\)$/)]);
