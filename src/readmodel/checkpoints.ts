@@ -32,22 +32,39 @@ export async function readCheckpoints(db: pg.Pool | pg.ClientBase): Promise<Chec
 }
 
 /**
- * Move a checkpoint from `expected` to `next`, only if it is still at `expected`. The row lock
- * taken here is held until the caller's transaction ends, so a concurrent mover waits and then
- * finds the position changed. False: someone else moved it; roll back. A null lastRecordedAt
- * (a group batch with none of this projection's events) keeps the one stored.
+ * Move a checkpoint from `expected` to `next`, only if it is still at `expected` and still at the
+ * projection's version. The row lock taken here is held until the caller's transaction ends, so a
+ * concurrent mover waits and then finds the position changed. False: someone else moved it, or
+ * swapped in another version (a newer projector's rebuild): roll back. Checking the version here
+ * costs the batch nothing (the same UPDATE), and a running follower so notices a swap at once.
+ * A null lastRecordedAt (a group batch with none of this projection's events) keeps the one stored.
  */
 export async function advanceCheckpoint(
   client: pg.ClientBase,
-  projection: string,
+  projection: { name: string; version: number },
   expected: bigint,
   next: { position: bigint; events: number; lastRecordedAt: Date | null },
 ): Promise<boolean> {
   const r = await client.query(
     `UPDATE baton_projection_checkpoints
         SET position = $3, events_applied = events_applied + $4, last_recorded_at = COALESCE($5, last_recorded_at), updated_at = now()
-      WHERE projection = $1 AND position = $2`,
-    [projection, expected.toString(), next.position.toString(), next.events, next.lastRecordedAt],
+      WHERE projection = $1 AND position = $2 AND version = $6`,
+    [projection.name, expected.toString(), next.position.toString(), next.events, next.lastRecordedAt, projection.version],
   );
   return r.rowCount === 1;
 }
+
+/** A read model built by a newer Baton than this one: this build must leave it alone (never rebuild it down). */
+export class NewerVersionError extends BatonError {
+  constructor(
+    readonly projection: string,
+    readonly storedVersion: number,
+    readonly codeVersion: number,
+  ) {
+    super(newerVersionMessage(projection, storedVersion, codeVersion));
+    this.name = 'NewerVersionError';
+  }
+}
+
+export const newerVersionMessage = (projection: string, stored: number, code: number, who = 'this build'): string =>
+  `projection ${projection} is at version ${stored}, built by a newer Baton; ${who} (version ${code}) leaves it alone: upgrade it`;

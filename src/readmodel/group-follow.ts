@@ -16,7 +16,8 @@ import { eventsOf, type BatchMemory, type BatchResult, type EventSource, type Pr
 import { channelOf, readModelSchemaOf } from '../db/db-schema.ts';
 import type { EventStore, StoredEvent } from '../eventstore/event-store.ts';
 import { availableBatches } from './batches.ts';
-import { advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
+import { BatonError } from '../errors.ts';
+import { NewerVersionError, advanceCheckpoint, readCheckpoint, type Checkpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
 import { CATCH_UP_BATCH_SIZE, MIN_READ_INTERVAL_MS, SETTLE_MS, logRefused, notifyChanged, readBatches, type FollowHooks } from './projector.ts';
 import { EXECUTIONS_CHANGED_CHANNEL } from './notifications.ts';
@@ -109,7 +110,7 @@ export async function applyGroupBatch(
       const mine = s.events[s.events.length - 1];
       const next = { position: last.globalPosition, events: s.events.length, lastRecordedAt: mine?.recordedAt ?? null };
       // Thrown to roll back the members already moved.
-      if (!(await advanceCheckpoint(client, s.projection.name, expected, next))) throw moved;
+      if (!(await advanceCheckpoint(client, s.projection, expected, next))) throw moved;
     }
     const schema = readModelSchemaOf(pool);
     for (const s of shares) {
@@ -212,7 +213,10 @@ async function catchUpGroup(o: { pool: pg.Pool; store: EventStore; projections: 
 export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; projection: Projection; log?: Logger; batchSize?: number }): Promise<number> {
   let applied = 0;
   for (let restarts = 0; restarts < 100; restarts++) {
-    const { position } = await readCheckpoint(o.pool, o.projection.name);
+    const { position, version } = await readCheckpoint(o.pool, o.projection.name);
+    // Another version's tables (the checkpoint's compare-and-swap would refuse every batch).
+    if (version > o.projection.version) throw new NewerVersionError(o.projection.name, version, o.projection.version);
+    if (version !== o.projection.version) throw new BatonError(`projection ${o.projection.name}: its tables were built by version ${version}, this code is version ${o.projection.version}: run \`baton projections rebuild ${o.projection.name}\``);
     const r = await catchUpGroup({ ...o, projections: [o.projection], from: position });
     applied += r.applied;
     if (!r.moved) return applied; // else someone else moved it: start again from where they left it
@@ -227,7 +231,10 @@ export async function catchUpProjection(o: { pool: pg.Pool; store: EventStore; p
 export async function catchUpReadModel(o: { pool: pg.Pool; store: EventStore; log?: Logger; projections?: readonly Projection[]; batchSize?: number }): Promise<void> {
   const list = o.projections ?? allProjections;
   // In the form the projector keeps them (a timeline of events in this database is a view of them).
-  for (const p of await alignStoreViews(o.pool, list, eventSourceOf(o.store, o.pool), o.log)) await rebuildProjection({ ...o, projection: p });
+  // And at this code's version, as the projector does (rebuildProjection refuses to go down a version).
+  const toTable = await alignStoreViews(o.pool, list, eventSourceOf(o.store, o.pool), o.log);
+  const versions = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
+  for (const p of list.filter((p, i) => toTable.has(p) || versions[i]!.version !== p.version)) await rebuildProjection({ ...o, projection: p });
   for (let restarts = 0; restarts < 100; restarts++) {
     const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
     let moved = false;

@@ -81,7 +81,7 @@ async function stepOver(o: { pool: pg.Pool; store: EventStore; members: readonly
   if (afterTarget) return 'apart';
   const moved = await inTransaction(o.pool, async (client) => {
     for (const p of byName(o.members)) {
-      if (!(await advanceCheckpoint(client, p.name, o.from, { position: o.target, events: 0, lastRecordedAt: null }))) throw MOVED;
+      if (!(await advanceCheckpoint(client, p, o.from, { position: o.target, events: 0, lastRecordedAt: null }))) throw MOVED;
     }
   }).then(
     () => false,

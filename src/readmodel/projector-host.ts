@@ -13,7 +13,7 @@ import { readModelSchemaOf } from '../db/db-schema.ts';
 import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
 import type { BatchResult } from '../../projections/projection.ts';
-import { readCheckpoint } from './checkpoints.ts';
+import { NewerVersionError, newerVersionMessage, readCheckpoint } from './checkpoints.ts';
 import { ProjectionApplyError, followGroup, groupByPosition } from './group-follow.ts';
 import { joinGroupAt } from './group-join.ts';
 import { RecentlyChanged, sampleExecutionDrift } from './drift.ts';
@@ -34,11 +34,13 @@ export interface ProjectorOptions {
   driftSampleSize?: number;
   /** While projections follow apart, how often to try joining them to the main group (ms). Default 60 s. */
   regroupIntervalMs?: number;
+  /** While a projection stands by (built by a newer Baton), how often to look at its version again (ms). Default 60 s. */
+  standByRecheckMs?: number;
 }
 
 export interface Projector {
   stop(): Promise<void>;
-  /** Problems for /healthz: projections whose follower is failing right now. */
+  /** Problems for /healthz: projections whose follower is failing right now, or left alone because a newer Baton built them. */
   problems(): string[];
   /** Run a drift check now (also what the timer runs). */
   checkDrift(): Promise<void>;
@@ -202,6 +204,25 @@ export function startProjector(o: ProjectorOptions): Projector {
   let round: AbortController | undefined;
   let rebuilding: Promise<void> | undefined;
 
+  /** Projections left alone because a newer Baton built them: the stored version each was last seen at. */
+  const standingBy = new Map<string, { stored: number; message: string }>();
+  /** Say so once per stored version (each round looks again), and once when it is ours to follow again. */
+  function standBy(newer: readonly Projection[], stored: readonly { version: number }[]): void {
+    for (const [name, { stored: was }] of standingBy) {
+      if (newer.some((p) => p.name === name)) continue;
+      standingBy.delete(name);
+      log.info({ projection: name, was }, 'projection no longer at a newer version: this projector takes it up again');
+    }
+    newer.forEach((p, i) => {
+      const version = stored[i]!.version;
+      failing.delete(p.name); // not failing: not ours to apply
+      if (standingBy.get(p.name)?.stored === version) return;
+      const message = newerVersionMessage(p.name, version, p.version, 'this projector');
+      standingBy.set(p.name, { stored: version, message });
+      log.warn({ projection: p.name, storedVersion: version, codeVersion: p.version }, message);
+    });
+  }
+
   /** Rebuild aside, one after another, projections whose version (or form) changed; the others follow meanwhile. */
   async function rebuildChanged(changed: { projection: Projection; from: number; toTable: boolean }[]): Promise<void> {
     for (const { projection: p, from, toTable } of changed) {
@@ -213,6 +234,8 @@ export function startProjector(o: ProjectorOptions): Projector {
         failing.delete(p.name);
       } catch (err) {
         if (stopping.signal.aborted) return;
+        // A newer projector swapped its version in meanwhile: the next round stands this one by.
+        if (err instanceof NewerVersionError) return;
         fail(p.name, (err as Error).message);
         const backoff = backoffs.get(p.name)!;
         log.error({ err, projection: p.name, retryInMs: backoff.nextMs }, 'rebuilding a projection failed; retrying');
@@ -243,8 +266,11 @@ export function startProjector(o: ProjectorOptions): Projector {
         // projection whose version changed (store-views.ts); a table becomes its view at once.
         const toTable = await alignStoreViews(o.pool, list, source, log);
         const checkpoints = await Promise.all(list.map((p) => readCheckpoint(o.pool, p.name)));
+        // A version above ours was built by a newer Baton: never rebuilt down, nor followed.
+        const newer = list.filter((p, i) => checkpoints[i]!.version > p.version);
+        standBy(newer, checkpoints.filter((c, i) => c.version > list[i]!.version));
         const isCurrent = (p: Projection, i: number) => checkpoints[i]!.version === p.version && !toTable.has(p);
-        const changed = list.flatMap((p, i) => (isCurrent(p, i) ? [] : [{ projection: p, from: checkpoints[i]!.version, toTable: toTable.has(p) }]));
+        const changed = list.flatMap((p, i) => (isCurrent(p, i) || newer.includes(p) ? [] : [{ projection: p, from: checkpoints[i]!.version, toTable: toTable.has(p) }]));
         const current = list.filter(isCurrent);
         let groups = groupByPosition(current, checkpoints.filter((_, i) => isCurrent(list[i]!, i)));
         if (groups.length > 1) {
@@ -261,8 +287,10 @@ export function startProjector(o: ProjectorOptions): Projector {
         stopping.signal.addEventListener('abort', stop, { once: true });
         // A finished rebuild ends the round, so that the rebuilt projection follows (and joins).
         rebuilding ??= changed.length > 0 ? rebuildChanged(changed).finally(() => ((rebuilding = undefined), round?.abort())) : undefined;
-        // Projections still apart: end the round now and then to try joining them again.
+        // Projections still apart: end the round now and then to try joining them again; one
+        // standing by for a newer version: to look again (it may have been rolled back).
         const regroup = groups.length > 1 ? setTimeout(stop, o.regroupIntervalMs ?? 60_000) : undefined;
+        const recheck = newer.length > 0 ? setTimeout(stop, o.standByRecheckMs ?? 60_000) : undefined;
         let retry: NodeJS.Timeout | undefined;
         const units: Promise<void>[] = [];
         // A member split off its group (runUnit) follows alone from the group's position, and the
@@ -283,6 +311,7 @@ export function startProjector(o: ProjectorOptions): Projector {
         } finally {
           clearTimeout(retry);
           clearTimeout(regroup);
+          clearTimeout(recheck);
           stopping.signal.removeEventListener('abort', stop);
         }
       } catch (err) {
@@ -321,7 +350,7 @@ export function startProjector(o: ProjectorOptions): Projector {
       if (driftTimer) clearInterval(driftTimer);
       await running;
     },
-    problems: () => [...failing].map(([name, { message }]) => `projection ${name}: ${message}`),
+    problems: () => [...[...failing].map(([name, { message }]) => `projection ${name}: ${message}`), ...[...standingBy.values()].map((s) => s.message)],
     checkDrift,
   };
 }
