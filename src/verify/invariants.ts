@@ -17,7 +17,7 @@ import type pg from 'pg';
 import { EXECUTION_STREAM_PREFIX, executionStreamId } from '../../schemas/events.ts';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
-import { verifyReadModel, type VerifyReport } from '../readmodel/verify.ts';
+import { describeBehind, repairCommands, verifyReadModel, type VerifyReport } from '../readmodel/verify.ts';
 import { checkExecution, type InvariantViolation } from './execution-check.ts';
 import { DEFAULT_STUCK_AFTER_MS } from './defaults.ts';
 
@@ -160,11 +160,15 @@ export async function checkInvariants(store: EventStore, options: CheckInvariant
     if (!report.readModel.ok) {
       const problems = [
         ...report.readModel.projections.filter((p) => p.problem).map((p) => `${p.projection}: ${p.problem}`),
-        ...report.readModel.differences.map(
-          (d) => `${d.projection}.${d.table}: ${d.differing.length} differing, ${d.missing.length} missing, ${d.extra.length} extra row(s)`,
-        ),
+        ...report.readModel.differences.map((d) => {
+          const first = (keys: string[]) => keys.slice(0, 3).map((k) => (d.columns[k] ? `${k} (${d.columns[k]!.join(', ')})` : k)).join(', ') + (keys.length > 3 ? ', …' : '');
+          const part = (n: number, what: string, keys: string[]) => `${n} ${what}${keys.length > 0 ? `: ${first(keys)}` : ''}`;
+          return `${d.projection}.${d.table}: ${part(d.differing.length, 'differing', d.differing)}; ${part(d.missing.length, 'missing', d.missing)}; ${part(d.extra.length, 'extra', d.extra)}`;
+        }),
       ];
-      report.violations.push({ invariant: 5, executionId: null, message: `the read model differs from a rebuild from the events: ${problems.join('; ')}` });
+      const repair = repairCommands(report.readModel);
+      const what = report.readModel.differences.length > 0 ? 'the read model differs from a rebuild from the events' : 'the read model is not verified, or not current';
+      report.violations.push({ invariant: 5, executionId: null, message: `${what}: ${problems.join('; ')}${repair.length > 0 ? `; repair: ${repair.join(' && ')}` : ''}` });
     }
   }
 
@@ -184,11 +188,18 @@ export function describeReport(r: InvariantReport, o: { maxItems?: number } = {}
     `${r.executions.toLocaleString('en')} executions: ${r.terminal.toLocaleString('en')} terminal, ${r.inFlight.toLocaleString('en')} in flight, ${r.stuck.length} stuck, ${r.lost.length} lost, ${r.duplicatedRuns} duplicated run(s)`,
     `states: ${Object.entries(r.statuses).sort(([a], [b]) => a.localeCompare(b)).map(([s, n]) => `${s} ${n}`).join(', ') || '(none)'}`,
   ];
-  if (r.readModel) lines.push(`read model: ${r.readModel.ok ? 'equals a rebuild from the events' : 'DIFFERS from a rebuild'}`);
+  if (r.readModel) {
+    const behind = r.readModel.projections.filter((p) => p.behind).map((p) => `${p.projection} ${describeBehind(p.behind!)}`);
+    const unverified = r.readModel.projections.some((p) => p.problem && !p.behind);
+    // Equal up to its checkpoint: a read model behind is not wrong, but not current either.
+    const state = r.readModel.differences.length > 0 ? 'DIFFERS from a rebuild' : unverified ? 'NOT VERIFIED' : behind.length > 0 ? `equals a rebuild from the events up to its checkpoint, but is BEHIND the store: ${behind.join('; ')}` : 'equals a rebuild from the events';
+    lines.push(`read model: ${state}`);
+  }
   if (r.lost.length > 0) lines.push(`lost (submitted, no stream): ${list(r.lost)}`);
   if (r.stuck.length > 0) lines.push(`stuck (not terminal): ${list(r.stuck)}`);
   for (const v of r.violations.slice(0, max)) lines.push(`invariant ${v.invariant}${v.executionId ? ` ${v.executionId}` : ''}: ${v.message}`);
   if (r.violations.length > max) lines.push(`… and ${r.violations.length - max} more violation(s)`);
-  lines.push(r.ok ? 'OK: every invariant holds' : 'FAILED');
+  const behind = r.ok && r.readModel?.projections.some((p) => p.behind);
+  lines.push(r.ok ? `OK: every invariant holds${behind ? ' (the read model is behind the store, not wrong: is `baton projector` running?)' : ''}` : 'FAILED');
   return lines.join('\n');
 }
