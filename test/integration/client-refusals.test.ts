@@ -43,7 +43,7 @@ const NOT_JSON: [string, unknown, string][] = [
   ['an undefined value', { n: undefined }, 'input.n: undefined is not JSON'],
   ['a function', { f: () => 1 }, 'input.f: a function is not JSON'],
   ['a BigInt', { b: 10n }, 'input.b: a bigint is not JSON'],
-  ['a cycle', cycle, 'nested deeper than 100 levels of arrays and objects'],
+  ['a cycle', cycle, 'input.self: is the whole value again (a cycle), which JSON cannot hold'],
   ['5,000 nested arrays', nested, 'nested deeper than 100 levels of arrays and objects'],
   ['5 MB', { text: 'x'.repeat(5_000_000) }, `input: larger than ${4 * 1024 * 1024} bytes as JSON`],
 ];
