@@ -176,6 +176,14 @@ export interface EventStore {
    */
   readAll(options: ReadAllOptions): Promise<StoredEvent[]>;
   /**
+   * When the first event after `after` (in readAll's order, of these stream prefixes) was
+   * recorded, whether or not readAll delivers it yet; undefined when there is none. A Postgres
+   * store holds back what committed behind an older transaction still open anywhere on the
+   * server, so a lag measured from readAll alone read 0 while a projection fell behind.
+   * Absent where readAll never holds events back (EventStoreDB): readAll tells the same there.
+   */
+  oldestCommittedAfter?(after: bigint, streamPrefixes?: readonly string[]): Promise<Date | undefined>;
+  /**
    * Resolves once readAll returns everything committed before the call (Postgres: once every
    * transaction running on the server then has ended). One-shot readers of the whole store (copy,
    * verify, replay) call it first, so an unrelated open transaction cannot end their read early.

@@ -164,6 +164,19 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
     return { xid: r.rows[0]!.transaction_id, position };
   }
 
+  /** EventStore.oldestCommittedAfter: readAll's scan without its horizon (what is committed and visible now). */
+  async function oldestCommittedAfter(after: bigint, prefixes?: readonly string[]): Promise<Date | undefined> {
+    const cursor = await cursorAfter(after);
+    const r = await pool.query<{ recorded_at: Date }>({
+      name: 'baton_oldest_committed_after',
+      text: `SELECT recorded_at FROM baton_events
+              WHERE (transaction_id, global_position) > ($1::xid8, $2::bigint) AND stream_id LIKE ANY($3::text[])
+              ORDER BY transaction_id, global_position LIMIT 1`,
+      values: [cursor.xid, cursor.position.toString(), prefixPatterns(prefixes) ?? ['%']],
+    });
+    return r.rows[0]?.recorded_at;
+  }
+
   /**
    * A `global` subscription's read: scan the next `limit` deliverable events of every stream and
    * return those matching the prefixes (all when none are given), where the scan ended, and
@@ -323,6 +336,7 @@ export function createPgFollow(pool: pg.Pool, wakeups: Waiter & Pick<PgWakeups, 
 
   return {
     readAll,
+    oldestCommittedAfter,
     /** Run the `stream` scan once on `client` (warmUp in postgres.ts): from past any transaction, so it reads nothing. */
     warmScan: async (client: pg.ClientBase) => void (await streamScan({ xid: MAX_XID8, position: 0n, pending: [] }, 1, null, [], client)),
     subscribe: (o: SubscribeOptions): AsyncGenerator<StoredEvent> => (o.order === 'stream' ? subscribeStreamOrder(o) : subscribeGlobal(o)),

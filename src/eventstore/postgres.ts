@@ -312,6 +312,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     snapshots: createPostgresSnapshotStore(pool, { events: true }),
     readStream,
     readAll: follow.readAll,
+    oldestCommittedAfter: follow.oldestCommittedAfter,
     subscribe: follow.subscribe,
     async warmUp(connections = WARM_CONNECTIONS) {
       // Every connection it got goes back, also when another could not be had (a role's or the

@@ -12,6 +12,7 @@ import { projections as allProjections, type Projection } from '../../projection
 import { readModelSchemaOf } from '../db/db-schema.ts';
 import { STALLED_SQL } from '../../projections/executions.ts';
 import type { EventStore } from '../eventstore/event-store.ts';
+import { oldestUnapplied } from './lag.ts';
 import type { BatchResult } from '../../projections/projection.ts';
 import { NewerVersionError, newerVersionMessage, readCheckpoint } from './checkpoints.ts';
 import { ProjectionApplyError, followGroup, groupByPosition } from './group-follow.ts';
@@ -75,8 +76,8 @@ function projectorMetrics(o: ProjectorOptions, list: readonly Projection[]) {
         await Promise.all(
           list.map(async (p) => {
             const { position } = await readCheckpoint(o.pool, p.name);
-            const [next] = await o.store.readAll({ after: position, limit: 1, streamPrefixes: [...p.streamPrefixes] });
-            this.set({ projection: p.name }, next ? Math.max(0, (now - next.recordedAt.getTime()) / 1000) : 0);
+            const next = await oldestUnapplied(o.store, position, p.streamPrefixes);
+            this.set({ projection: p.name }, next ? Math.max(0, (now - next.getTime()) / 1000) : 0);
           }),
         );
       },

@@ -12,6 +12,7 @@ import { createPostgresEventStore, type PostgresEventStore } from '../../src/eve
 import { silentLogger } from '../../src/log.ts';
 import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
 import { followActors } from '../../src/runtime/follow-actors.ts';
+import { oldestUnapplied } from '../../src/readmodel/lag.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 import { until as untilWithin } from '../support/until.ts';
 
@@ -76,6 +77,27 @@ describe('followers while a write transaction is open in another database', () =
       ac.abort();
       await projectorStyle;
       await follower.stop();
+    }
+  });
+
+  it('a projection\'s lag counts what the horizon holds back: readAll delivers nothing, oldestUnapplied names the first event held', { timeout: 30_000 }, async () => {
+    const [before] = (await followerStore.readAll({ after: 0n, limit: 1_000_000 })).slice(-1);
+    const at = before?.globalPosition ?? 0n;
+    const holder = await other.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_current_xact_id()');
+      const { executionId } = await createExecutionRuntime(submitterStore).submit({ action: 'core.noop', input: null });
+      expect(await followerStore.readAll({ after: at, limit: 10, streamPrefixes: [EXECUTION_STREAM_PREFIX] })).toEqual([]);
+      const held = await oldestUnapplied(followerStore, at, [EXECUTION_STREAM_PREFIX]);
+      const [stored] = await followerStore.readStream(executionStreamId(executionId));
+      expect(held).toEqual(stored!.recordedAt);
+      expect(await oldestUnapplied(followerStore, stored!.globalPosition, [EXECUTION_STREAM_PREFIX])).toBeUndefined();
+      // A prefix none of the held events has: nothing to wait for there.
+      expect(await oldestUnapplied(followerStore, at, ['schedule-'])).toBeUndefined();
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
     }
   });
 });

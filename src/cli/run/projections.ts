@@ -3,6 +3,7 @@ import { projections, type Projection } from '../../../projections/index.ts';
 import { BatonError } from '../../errors.ts';
 import { countEvents } from '../../eventstore/postgres.ts';
 import { readCheckpoints } from '../../readmodel/checkpoints.ts';
+import { oldestUnapplied } from '../../readmodel/lag.ts';
 import { rebuildProjection } from '../../readmodel/rebuild.ts';
 import { interruptCleanup, leftoverScratchSchemas } from '../../readmodel/scratch.ts';
 import { BEHIND_FAILS_AFTER_S, describeBehind, repairCommands, verifyReadModel } from '../../readmodel/verify.ts';
@@ -44,8 +45,8 @@ export async function projectionsStatusCommand(o: { json?: boolean }): Promise<v
     const rows = await Promise.all(
       (await readCheckpoints(pool)).map(async (c) => {
         const p = projections.find((x) => x.name === c.projection);
-        const [next] = p ? await store.readAll({ after: c.position, limit: 1, streamPrefixes: [...p.streamPrefixes] }) : [];
-        return { ...c, lagSeconds: next ? (Date.now() - next.recordedAt.getTime()) / 1000 : 0, codeVersion: p?.version };
+        const next = p ? await oldestUnapplied(store, c.position, p.streamPrefixes) : undefined;
+        return { ...c, lagSeconds: next ? Math.max(0, (Date.now() - next.getTime()) / 1000) : 0, codeVersion: p?.version };
       }),
     );
     if (o.json) return console.log(toJson(rows));
