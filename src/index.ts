@@ -52,6 +52,8 @@ export {
 export { InvalidInputError, type InputProblem } from './input/errors.ts';
 // What reading a history a newer Baton wrote throws (client.history() over the database, expectHistoryReplays reports it).
 export { UnknownMachineVersionError } from '../actors/execution-machine-versions.ts';
+// What the database-mode client throws for an execution retention archived whose file it cannot read.
+export { ArchivedError } from './retention/archived-history.ts';
 // What starting an embedded worker (`@baton-run/baton/worker`, which exports them too) or opening a client can throw.
 export { DuplicateActionError } from './actions/registry.ts';
 export { DatabaseUnavailableError } from './db/database-unavailable.ts';

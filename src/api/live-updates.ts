@@ -174,6 +174,9 @@ export function createExecutionUpdates(o: {
       };
       const unknown = setTimeout(() => void endIfUnknown(), unknownGraceMs);
       try {
+        // One that arrives while the server shuts down ends at once (its client follows again
+        // once the server is back), not only at close()'s grace cut.
+        if (closed) stop();
         refresh([executionId]); // the current row, read after registering so no change slips between
         await stop;
       } finally {

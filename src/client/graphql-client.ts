@@ -1,8 +1,7 @@
 // The client over Baton's GraphQL API: queries and mutations are JSON POSTs (fetch), updates
 // are the `executionUpdated` subscription over Server-Sent Events (graphql-yoga serves them;
-// graphql-sse's client speaks its "distinct connections" protocol). Every GraphQL error comes
+// sse-updates.ts follows them across restarts). Every GraphQL error comes
 // back as the typed error the server's resolver threw (errors.ts).
-import { createClient as createSseClient, NetworkError } from 'graphql-sse';
 import { InvalidActionInputError, type AnyActionDefinition } from '../actions/action.ts';
 import { builtinActions } from '../actions/builtin.ts';
 import { BatonError } from '../errors.ts';
@@ -10,6 +9,7 @@ import { InvalidInputError } from '../input/errors.ts';
 import type { Transport } from './database-client.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
 import { actionsFor, checkItems, checkOne, knownActions } from './checks.ts';
+import { followExecution, retrying } from './sse-updates.ts';
 import { submittedOrThrow, withResults, type SubmitManyResult } from './submit-many.ts';
 import { endReasonOf, FINAL_STATUSES, SUBMIT_BATCH, type CancelOutcome, type ExecutionStatus, type ExecutionView, type GraphQLClientOptions, type SubmitItem, type SubmitOptions, type Submitted } from './types.ts';
 
@@ -64,6 +64,9 @@ function viewOfRow(r: ExecutionRowJson): ExecutionView {
   };
 }
 
+/** How long a query or mutation may take before it is BatonApiError NETWORK (a stalled network, a hung server). */
+export const REQUEST_TIMEOUT_MS = 30_000;
+
 const OUTCOMES: Record<string, CancelOutcome['outcome']> = { CANCELLED: 'cancelled', CANCEL_REQUESTED: 'cancel-requested', ALREADY_REQUESTED: 'already-requested', TOO_LATE: 'too-late' };
 
 export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
@@ -78,17 +81,23 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
   // What the client checks before sending: the built-ins, the caller's `actions` and any
   // definition passed; an action only the server knows is checked there (checks.ts).
   const registryFor = actionsFor(knownActions(builtinActions, o.actions), 'server');
-  const sse = createSseClient({ url: url.href, headers, retryAttempts: 3 });
   const inFlight = new Set<AbortController>();
   // Items per submitExecutions request: SUBMIT_BATCH until the server says it takes fewer.
   let batchSize = SUBMIT_BATCH;
 
-  /** `answer`: turns a GraphQL error that is an answer (a cancel too late) into data; undefined throws it. */
-  async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}, answer?: (e: GraphQLErrorBody) => D | undefined): Promise<D> {
+  /**
+   * `answer`: turns a GraphQL error that is an answer (a cancel too late) into data; undefined throws it.
+   * `signal`: the caller's, to stop waiting; every request gives up after REQUEST_TIMEOUT_MS anyway.
+   */
+  async function request<D>(query: string, variables: Record<string, unknown>, context: Parameters<typeof fromGraphQLError>[1] = {}, answer?: (e: GraphQLErrorBody) => D | undefined, signal?: AbortSignal): Promise<D> {
     // Not in the try below: a value JSON cannot carry is a bug of ours (the calls check first), not an unreachable server.
     const body = JSON.stringify({ query, variables });
     const ac = new AbortController();
     inFlight.add(ac);
+    let timedOut = false;
+    const timer = setTimeout(() => ((timedOut = true), ac.abort()), REQUEST_TIMEOUT_MS);
+    const stop = () => ac.abort();
+    signal?.addEventListener('abort', stop, { once: true });
     let res: Response;
     let text: string;
     try {
@@ -100,8 +109,11 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       });
       text = await res.text();
     } catch (err) {
+      if (timedOut) throw new BatonApiError('NETWORK', `the Baton API at ${url.href} did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`, { cause: err });
       throw new BatonApiError('NETWORK', `cannot reach the Baton API at ${url.href}: ${(err as Error).message}`, { cause: err });
     } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', stop);
       inFlight.delete(ac);
     }
     let reply: { data?: D | null; errors?: GraphQLErrorBody[] };
@@ -233,37 +245,36 @@ export function openGraphQLTransport(o: GraphQLClientOptions): Transport {
       return d.execution.history.map((h) => ({ ...h, stateBefore: h.stateBefore ?? undefined }));
     },
     async *updates(id, signal) {
-      // The subscription waits 10 s for an id the read model has not shown yet before it says
-      // NOT_FOUND; `events` asks the event store (and the archive) at once, as the database client does.
-      await request(`query Exists($id: ID!) { events(executionId: $id, limit: 1) { revision } }`, { id }, { executionId: id });
-      const it = sse.iterate<{ executionUpdated: ExecutionRowJson }>({ query: `subscription Updates($id: ID!) { executionUpdated(id: $id) { ${VIEW_FIELDS} } }`, variables: { id } });
-      const stop = () => void it.return?.();
+      const ac = new AbortController(); // the caller's signal, or this client's close()
+      const stop = () => ac.abort();
       signal?.addEventListener('abort', stop, { once: true });
+      inFlight.add(ac);
       try {
-        for (;;) {
-          let next: IteratorResult<{ data?: { executionUpdated: ExecutionRowJson } | null; errors?: readonly GraphQLErrorBody[] }>;
-          try {
-            next = await it.next();
-          } catch (err) {
-            throw sseError(err, id);
-          }
-          if (next.done || signal?.aborted) return;
-          const first = next.value.errors?.[0];
-          if (first) throw fromGraphQLError(first, { executionId: id });
-          const row = next.value.data?.executionUpdated;
-          if (!row) continue;
-          const view = viewOfRow(row);
-          yield view;
-          if (view.final) return;
-        }
+        // The subscription waits 10 s for an id the read model has not shown yet before it says
+        // NOT_FOUND; `events` asks the event store (and the archive) at once, as the database client does.
+        // Asked again while the API is out of reach (a restart), for as long as the caller waits.
+        const exists = () => request(`query Exists($id: ID!) { events(executionId: $id, limit: 1) { revision } }`, { id }, { executionId: id }, undefined, ac.signal);
+        if ((await retrying(exists, ac.signal)) === undefined) return;
+        yield* followExecution({
+          url,
+          headers,
+          query: `subscription Updates($id: ID!) { executionUpdated(id: $id) { ${VIEW_FIELDS} } }`,
+          executionId: id,
+          signal: ac.signal,
+          toView: (data) => {
+            const row = (data as { executionUpdated?: ExecutionRowJson } | null | undefined)?.executionUpdated;
+            return row ? viewOfRow(row) : undefined;
+          },
+          connectTimeoutMs: REQUEST_TIMEOUT_MS,
+        });
       } finally {
         signal?.removeEventListener('abort', stop);
-        await it.return?.();
+        inFlight.delete(ac);
+        ac.abort();
       }
     },
     async close() {
       for (const ac of inFlight) ac.abort();
-      sse.dispose();
     },
   };
 }
@@ -336,15 +347,4 @@ function itemError(err: unknown, batch: readonly SubmitItem[], start: number, no
   }
   err.message = err.message.replace(/\binputs\.(\d+)\b/g, (_, n: string) => `items[${start + Number(n)}]`) + note;
   return err;
-}
-
-/** What graphql-sse throws (a NetworkError, an array of GraphQL errors, a CloseEvent-like) as Baton's typed error. */
-function sseError(err: unknown, executionId: string): BatonError {
-  if (Array.isArray(err) && err[0] && typeof err[0].message === 'string') return fromGraphQLError(err[0] as GraphQLErrorBody, { executionId });
-  if (err instanceof NetworkError) {
-    const status = err.response?.status;
-    return new BatonApiError(status ? `HTTP_${status}` : 'NETWORK', `the Baton API's update stream failed: ${err.message}`, { cause: err });
-  }
-  if (err instanceof BatonError) return err;
-  return new BatonApiError('NETWORK', `the Baton API's update stream failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }

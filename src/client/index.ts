@@ -15,6 +15,7 @@ import { InvalidInputError, refuseAny, type InputProblem } from '../input/errors
 import { unknownNameMessage } from '../input/nearest.ts';
 import { openDatabaseTransport, type Transport } from './database-client.ts';
 import { BatonApiError, ExecutionFailedError, ResultTimeoutError } from './errors.ts';
+import { DatabaseUnavailableError } from '../db/database-unavailable.ts';
 import { openGraphQLTransport } from './graphql-client.ts';
 import type { BatonClient, ClientOptions, DatabaseClientOptions, ExecutionStatus, ExecutionView, GraphQLClientOptions, SubmitItem, SubmitOptions } from './types.ts';
 import { UUID } from '../ids.ts';
@@ -106,6 +107,7 @@ function checkClientOptions(o: Record<string, unknown>, byDatabase: boolean): vo
 }
 
 const CLOSED = Symbol('closed');
+const ABORTED = Symbol('aborted');
 /** What any call on a closed client throws, in both modes. */
 const closedError = () => new BatonApiError('CLOSED', 'the client is closed (close() was called): create another with createClient');
 /** What `result` and `updates` still waiting when the client closed reject with. */
@@ -140,14 +142,24 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
   const open = () => {
     if (closing) throw closedError();
   };
-  /** `p`, or CLOSED once the client closes first (then `p`'s own failure is of no interest). */
-  function unlessClosed<T>(p: Promise<T>): Promise<T | typeof CLOSED> {
+  /**
+   * `p`, or CLOSED once the client closes first, or ABORTED once `signal` aborts first (a timeout,
+   * the caller's abort: a transport's call stalled on the network must not outlast them); then
+   * `p`'s own failure is of no interest.
+   */
+  function unlessClosed<T>(p: Promise<T>, signal?: AbortSignal): Promise<T | typeof CLOSED | typeof ABORTED> {
     p.catch(() => undefined);
     if (closing) return Promise.resolve(CLOSED);
+    if (signal?.aborted) return Promise.resolve(ABORTED);
     return new Promise((resolve, reject) => {
       const closed = () => resolve(CLOSED);
+      const aborted = () => resolve(ABORTED);
       onClose.add(closed);
-      void p.then(resolve, reject).finally(() => onClose.delete(closed));
+      signal?.addEventListener('abort', aborted, { once: true });
+      void p.then(resolve, reject).finally(() => {
+        onClose.delete(closed);
+        signal?.removeEventListener('abort', aborted);
+      });
     });
   }
 
@@ -161,14 +173,22 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     const it = transport.updates(id, ac.signal)[Symbol.asyncIterator]();
     let last: ExecutionView | undefined;
     let ended = false;
+    let abandoned = false;
     try {
       for (;;) {
-        const step = await unlessClosed(it.next());
+        const step = await unlessClosed(it.next(), ac.signal);
         if (step === CLOSED) break;
+        if (step === ABORTED) {
+          abandoned = true; // its next() may be stuck: its cleanup is not awaited
+          if (closing && !signal?.aborted) break;
+          return;
+        }
         if (step.done) {
           ended = true;
           if (closing && !signal?.aborted) break; // ended by the close, not by the caller
-          return;
+          if (signal?.aborted) return;
+          // Never ended as if done while the execution goes on: the transport could not follow it.
+          throw new BatonApiError('NETWORK', `the updates of execution ${id} ended before it finished${last ? ` (it is ${last.status})` : ''}`);
         }
         last = step.value;
         seen(last);
@@ -183,7 +203,7 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
       ac.abort();
       // The transport's own cleanup; not awaited once closed (its call in flight may be slow to fail).
       const cleanup = ended ? undefined : it.return?.();
-      if (closing) cleanup?.catch(() => undefined);
+      if (closing || abandoned) cleanup?.catch(() => undefined);
       else await cleanup;
     }
     if (!signal?.aborted) throw closedWhileWaiting(id, last?.status);
@@ -204,11 +224,15 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     try {
       // One that has ended is answered at once, also when it is only in the archive (the API's
       // execution query reads archives; its updates do not, and would wait for nothing).
-      const now = await unlessClosed(transport.get(checked)).catch((err: unknown): typeof CLOSED => {
+      const now = await unlessClosed(transport.get(checked), ac.signal).catch((err: unknown): typeof CLOSED | undefined => {
         if (closing) return CLOSED;
+        // An API (or database) out of reach for now (a restart, an outage): following tries it
+        // again within the timeout, and yields the current state first.
+        if ((err instanceof BatonApiError && err.code === 'NETWORK') || err instanceof DatabaseUnavailableError) return undefined;
         throw err;
       });
       if (now === CLOSED) throw closedWhileWaiting(id, undefined);
+      if (now === ABORTED) throw new ResultTimeoutError(id, timeout!, undefined);
       if (now?.final) return outcome(now);
       for await (const view of follow(checked, ac.signal, (v) => (status = v.status))) {
         if (view.final) return outcome(view);

@@ -1,7 +1,8 @@
 // executionUpdated over SSE: the current row, then each change the projector commits, until a
 // final status; every subscriber shares one LISTEN connection per server.
 import { describe, expect, it } from 'vitest';
-import { EXECUTIONS_CHANGED_CHANNEL } from '../../src/api/live-updates.ts';
+import { EXECUTIONS_CHANGED_CHANNEL, createExecutionUpdates } from '../../src/api/live-updates.ts';
+import { createSubscriptionSlots } from '../../src/api/subscription-slots.ts';
 import { startApiServer } from '../../src/api/server.ts';
 import { actions, catchUpFully, handOff, log, openSse, useApi } from './api-harness.ts';
 
@@ -147,4 +148,14 @@ describe('executionUpdated', () => {
       await sub.close();
     }
   });
+});
+
+it('a subscription that arrives once close() has begun (a client following again during a deploy) ends at once, not at the grace cut', async () => {
+  const slots = createSubscriptionSlots({ maxSubscriptions: 10, maxSubscriptionsPerClient: 10 });
+  const updates = createExecutionUpdates({ pool: api().db.pool, readRows: async () => [], namespaceOf: async () => undefined, slots, log });
+  await updates.close();
+  const late = updates.follow('00000000-0000-4000-8000-000000000000', '127.0.0.1');
+  const ended = await Promise.race([late.next(), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000).unref())]);
+  expect(ended).toEqual({ done: true, value: undefined });
+  expect(slots.open).toBe(0);
 });

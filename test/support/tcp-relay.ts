@@ -13,18 +13,32 @@ export interface TcpRelay {
   /** Listen again on the same port. */
   reopen(): Promise<void>;
   close(): Promise<void>;
+  /** Stop passing bytes either way, connections left open (new ones are accepted and held too): a network stall. */
+  stall(): void;
+  /** Pass bytes again, what was held included. */
+  resume(): void;
+  /** How many connections it has accepted so far. */
+  accepted(): number;
 }
 
 export async function startRelay(target: URL, defaultPort: number): Promise<TcpRelay> {
   const sockets = new Set<net.Socket>();
+  const pairs = new Set<[net.Socket, net.Socket]>();
+  let stalled = false;
+  let accepted = 0;
+  const flow = ([inbound, outbound]: [net.Socket, net.Socket]) => inbound.pipe(outbound).pipe(inbound);
   const server = net.createServer((inbound) => {
     const outbound = net.connect(Number(target.port || defaultPort), target.hostname);
-    for (const s of [inbound, outbound]) {
+    const pair: [net.Socket, net.Socket] = [inbound, outbound];
+    accepted++;
+    pairs.add(pair);
+    for (const s of pair) {
       sockets.add(s);
-      s.on('close', () => sockets.delete(s));
+      s.on('close', () => (sockets.delete(s), pairs.delete(pair)));
       s.on('error', () => undefined);
     }
-    inbound.pipe(outbound).pipe(inbound);
+    if (stalled) pair.forEach((s) => s.pause());
+    else flow(pair);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
@@ -38,5 +52,19 @@ export async function startRelay(target: URL, defaultPort: number): Promise<TcpR
     down,
     reopen: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
     close: () => (server.listening ? down() : (cut(), Promise.resolve())),
+    stall: () => {
+      stalled = true;
+      for (const [inbound, outbound] of pairs) {
+        inbound.unpipe(outbound);
+        outbound.unpipe(inbound);
+        inbound.pause();
+        outbound.pause();
+      }
+    },
+    accepted: () => accepted,
+    resume: () => {
+      stalled = false;
+      pairs.forEach(flow);
+    },
   };
 }
