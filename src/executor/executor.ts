@@ -26,7 +26,7 @@ import { namespaceRoom } from './namespace-limits.ts';
 import { plan } from './placement.ts';
 import { createRateLimits, type Admitted } from './rate-limits.ts';
 import type { RateLimitPolicy } from '../../schemas/worker-events.ts';
-import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommand, type RetryBackoffDefaults } from './retry-policy.ts';
+import { DEFAULT_RETRY_BACKOFF, attemptLimit, retryCommands, type RetryBackoffDefaults } from './retry-policy.ts';
 import { SchedulingView } from './scheduling-view.ts';
 import { EndingRuns, dispatchHandoffs } from './ending-runs.ts';
 import { handoffVersion } from './version-choice.ts';
@@ -334,16 +334,7 @@ export function startExecutor(o: ExecutorOptions): Executor {
 
   /** Decide every execution whose baton came back (retry or abandon), in one appendMany. */
   async function decideRetries(): Promise<void> {
-    const pending = view.retryPending().flatMap((d) => {
-      // One execution's failing decision (a bug, a malformed stored policy) must not stop the
-      // others' decisions, nor the scheduling pass after them: it waits for the next pass.
-      try {
-        return [{ d, commands: retryCommand(d, view.policyOf(d.action), now(), backoff) }];
-      } catch (err) {
-        log.error({ err, executionId: d.executionId, action: d.action }, `could not decide the retry of execution ${d.executionId}; will try again`);
-        return [];
-      }
-    });
+    const pending = retryCommands(view.retryPending(), (action) => view.policyOf(action), now(), backoff, log);
     if (pending.length === 0) return;
     const outcomes = await runtime.actors.dispatchMany(pending.map(({ d, commands }) => ({ id: d.executionId, commands })));
     for (const [i, outcome] of outcomes.entries()) {

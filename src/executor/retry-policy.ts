@@ -6,6 +6,7 @@ import { DEFAULT_BACKOFF } from '../actions/action.ts';
 import { backoffDelayMs, type ActionPolicy } from '../../schemas/worker-events.ts';
 import type { ExecutionCommand } from '../runtime/execution-runtime.ts';
 import type { RetryDecision } from './scheduling-entries.ts';
+import type { Logger } from 'pino';
 
 export interface RetryBackoffDefaults {
   initialMs: number;
@@ -49,4 +50,26 @@ export function retryCommand(d: RetryDecision, policy: ActionPolicy | undefined,
     };
   }
   return { type: 'ExecutionAbandoned', data: { reason: `gave up after ${d.attempt} of ${maxAttempts} attempts; last: ${d.reason}` }, by: 'executor' };
+}
+
+/**
+ * The command for each retry decision. One execution's failing decision (a bug, a malformed
+ * stored policy) must not stop the others' decisions, nor the scheduling pass after them: it is
+ * logged and left for the next pass.
+ */
+export function retryCommands(
+  pending: readonly RetryDecision[],
+  policyOf: (action: string) => ActionPolicy | undefined,
+  now: number,
+  defaults: RetryBackoffDefaults,
+  log: Pick<Logger, 'error'>,
+): { d: RetryDecision; commands: ExecutionCommand }[] {
+  return pending.flatMap((d) => {
+    try {
+      return [{ d, commands: retryCommand(d, policyOf(d.action), now, defaults) }];
+    } catch (err) {
+      log.error({ err, executionId: d.executionId, action: d.action }, `could not decide the retry of execution ${d.executionId}; will try again`);
+      return [];
+    }
+  });
 }
