@@ -22,7 +22,7 @@ const eventsFor = async (ctx: { pool: import('pg').Pool; config: { eventStoreUrl
  * Ctrl-C while a scratch schema is in use: drop it (scratch.ts) and say so, rather than leave a
  * copy of the read model behind without a word. Returns the remover of the handler.
  */
-function cleanUpOnInterrupt(databaseUrl: string | undefined): () => void {
+export function cleanUpOnInterrupt(databaseUrl: string | undefined): () => void {
   const onSigint = () => {
     process.stderr.write('\ninterrupted: cleaning up…\n');
     // The sessions interruptCleanup ends are this process's own: their errors are expected now.

@@ -2,10 +2,13 @@
 // invariants over every execution in the event store, and that the read model equals a rebuild.
 import { executionIdOfStream, executionStreamId } from '../../../schemas/events.ts';
 import fs from 'node:fs/promises';
+import type pg from 'pg';
+import type { EventStore } from '../../eventstore/event-store.ts';
 import { BatonError } from '../../errors.ts';
 import { executionId } from '../arguments.ts';
 import { checkInvariants, describeReport, type CheckProgress } from '../../verify/invariants.ts';
 import { withContext } from '../context.ts';
+import { cleanUpOnInterrupt } from './projections.ts';
 import { toJson } from '../format.ts';
 import { progressLine, type Progress } from '../progress.ts';
 
@@ -32,34 +35,44 @@ async function readExpectedIds(file: string): Promise<string[]> {
 
 export async function verifyCommand(o: { json?: boolean; readModel: boolean; requireTerminal?: boolean; stuckAfter: number; expect?: string }): Promise<void> {
   const expected = o.expect ? await readExpectedIds(o.expect) : undefined;
-  await withContext(async ({ pool, store }) => {
-    // Expected ids that retention archived are not lost: their histories are in the archive.
-    const archived = expected ? await archivedExecutionIds(pool, expected) : new Set<string>();
-    if (archived.size > 0) process.stderr.write(`verify: ${archived.size} expected execution(s) were archived by retention (not lost)\n`);
-    let scanned = 0;
-    let line: { phase: CheckProgress['phase']; progress: Progress } | undefined;
-    const lineFor = (phase: CheckProgress['phase']) => {
-      if (line?.phase !== phase) {
-        const labels = { scan: 'scanning the event log', streams: 'checking executions', 'read-model': 'rebuilding the read model to compare' };
-        line = { phase, progress: progressLine(labels[phase], phase === 'streams' ? scanned : undefined) };
-      }
-      return line.progress;
-    };
-    const report = await checkInvariants(store, {
-      ...(expected && { expectedExecutionIds: [...expected].filter((id) => !archived.has(id)) }),
-      requireTerminal: o.requireTerminal ?? false,
-      stuckAfterMs: o.stuckAfter,
-      ...(o.readModel && { pool }),
-      onProgress: (p) => {
-        if (p.phase === 'scan') scanned = p.done;
-        lineFor(p.phase).update(p.phase === 'streams' ? (p.events ?? 0) : p.done);
-      },
-    });
-    line?.progress.finish('done');
-    process.stderr.write(`verify: ${report.ok ? 'every invariant holds' : 'PROBLEMS FOUND'}\n`);
-    console.log(o.json ? toJson(report) : describeReport(report));
-    if (!report.ok) process.exitCode = 1;
+  await withContext(async ({ pool, store, databaseUrl }) => {
+    // Ctrl-C while the read model is rebuilt aside drops that scratch schema and says so.
+    const uninstall = o.readModel ? cleanUpOnInterrupt(databaseUrl) : () => undefined;
+    try {
+      await verifyWith(pool, store, o, expected);
+    } finally {
+      uninstall();
+    }
   });
+}
+
+async function verifyWith(pool: pg.Pool, store: EventStore, o: Parameters<typeof verifyCommand>[0], expected: string[] | undefined): Promise<void> {
+  // Expected ids that retention archived are not lost: their histories are in the archive.
+  const archived = expected ? await archivedExecutionIds(pool, expected) : new Set<string>();
+  if (archived.size > 0) process.stderr.write(`verify: ${archived.size} expected execution(s) were archived by retention (not lost)\n`);
+  let scanned = 0;
+  let line: { phase: CheckProgress['phase']; progress: Progress } | undefined;
+  const lineFor = (phase: CheckProgress['phase']) => {
+    if (line?.phase !== phase) {
+      const labels = { scan: 'scanning the event log', streams: 'checking executions', 'read-model': 'rebuilding the read model to compare' };
+      line = { phase, progress: progressLine(labels[phase], phase === 'streams' ? scanned : undefined) };
+    }
+    return line.progress;
+  };
+  const report = await checkInvariants(store, {
+    ...(expected && { expectedExecutionIds: [...expected].filter((id) => !archived.has(id)) }),
+    requireTerminal: o.requireTerminal ?? false,
+    stuckAfterMs: o.stuckAfter,
+    ...(o.readModel && { pool }),
+    onProgress: (p) => {
+      if (p.phase === 'scan') scanned = p.done;
+      lineFor(p.phase).update(p.phase === 'streams' ? (p.events ?? 0) : p.done);
+    },
+  });
+  line?.progress.finish('done');
+  process.stderr.write(`verify: ${report.ok ? 'every invariant holds' : 'PROBLEMS FOUND'}\n`);
+  console.log(o.json ? toJson(report) : describeReport(report));
+  if (!report.ok) process.exitCode = 1;
 }
 
 async function archivedExecutionIds(pool: import('pg').Pool, ids: Iterable<string>): Promise<Set<string>> {
