@@ -12,6 +12,7 @@ import { buildInto, type BuildProgress } from './build.ts';
 import { NewerVersionError, readCheckpoint } from './checkpoints.ts';
 import { eventSourceOf } from './event-source.ts';
 import { createProjectionTables, dropProjectionTables, inTransaction } from './tables.ts';
+import { holdSession } from '../db/held-session.ts';
 
 export interface RebuildResult {
   projection: string;
@@ -28,7 +29,7 @@ export interface RebuildResult {
  * whether another holder made us wait.
  */
 async function withNamedLock<T>(pool: pg.Pool, name: string, onWait: (() => void) | undefined, fn: (waited: boolean) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+  const client = await holdSession(pool);
   try {
     const r = await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got', [name]);
     if (!r.rows[0]!.got) {

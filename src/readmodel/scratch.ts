@@ -6,6 +6,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { projections as allProjections } from '../../projections/index.ts';
 import { dbSchemaOf } from '../db/db-schema.ts';
+import { holdSession } from '../db/held-session.ts';
 
 const lockKey = 'hashtextextended($1, 0)';
 
@@ -36,7 +37,7 @@ export interface HeldScratch {
 
 /** Create schema `name` and hold its lock (a dedicated session) until release(). */
 export async function holdScratchSchema(pool: pg.Pool, name: string): Promise<HeldScratch> {
-  const client = await pool.connect();
+  const client = await holdSession(pool);
   try {
     await client.query(`SELECT pg_advisory_lock(${lockKey})`, [name]);
     await client.query(`CREATE SCHEMA ${pg.escapeIdentifier(name)}`);
@@ -65,7 +66,7 @@ export async function holdScratchSchema(pool: pg.Pool, name: string): Promise<He
 export async function leftoverScratchSchemas(pool: pg.Pool, o: { drop: boolean; log?: Logger }): Promise<string[]> {
   const names = await scratchSchemas(pool);
   if (names.length === 0) return [];
-  const client = await pool.connect();
+  const client = await holdSession(pool);
   const left: string[] = [];
   try {
     for (const name of names) {
@@ -96,6 +97,7 @@ export async function interruptCleanup(connectionString: string | undefined): Pr
   const dropped: string[] = [];
   if (names.length === 0) return { dropped, left: [] };
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 3_000 });
+  client.on('error', () => undefined); // a lost connection: the query in flight says so
   try {
     await client.connect();
     await client.query(`SET lock_timeout = '3s'`);

@@ -28,6 +28,7 @@ import { executionKind } from '../runtime/execution-kind.ts';
 import { workflowKind } from '../runtime/workflow-kind.ts';
 import { archivePathFor, archiveUnwritable, executionArchivePath, executionHistoryDocument, workflowArchivePath, workflowHistoryDocument, writeDurably } from './archive-file.ts';
 import { removeFromReadModel } from './read-model.ts';
+import { holdSession } from '../db/held-session.ts';
 import {
   countCandidates,
   deleteDone,
@@ -106,7 +107,7 @@ const LOCK = "hashtextextended('baton_retention', 0)";
  */
 export async function runRetention(o: RetentionOptions): Promise<RetentionSummary> {
   if (o.dryRun) return retentionRun(o);
-  const client = await o.pool.connect();
+  const client = await holdSession(o.pool);
   try {
     const r = await client.query<{ locked: boolean }>(`SELECT pg_try_advisory_lock(${LOCK}) AS locked`);
     if (!r.rows[0]!.locked) throw new RetentionBusyError();
