@@ -22,12 +22,24 @@ const slow = defineAction({
   },
 });
 
+/** Runs until the test opens its gate: a run that cannot end before the test has seen it running. */
+let openGate: () => void = () => undefined;
+const gate = new Promise<void>((resolve) => (openGate = resolve));
+const gated = defineAction({
+  name: 'test.gated',
+  input: z.null(),
+  async run(_input, ctx) {
+    await gate;
+    return { aborted: ctx.signal.aborted };
+  },
+});
+
 let db: TestDatabase;
 let client: BatonClient;
 
 beforeAll(async () => {
   db = await createTestDatabase({ max: 1 });
-  client = await createClient({ databaseUrl: db.url, actions: [slow] });
+  client = await createClient({ databaseUrl: db.url, actions: [slow, gated] });
 });
 
 afterAll(async () => {
@@ -37,16 +49,20 @@ afterAll(async () => {
 
 it('its signal aborting drains it: the running action finishes, then it reports stopped', async () => {
   const ac = new AbortController();
-  const worker = await startWorker({ databaseUrl: db.url, actions: [slow], executor: true, signal: ac.signal, shutdownTimeoutMs: 10_000, logger: silentLogger() });
+  const worker = await startWorker({ databaseUrl: db.url, actions: [slow, gated], executor: true, signal: ac.signal, shutdownTimeoutMs: 10_000, logger: silentLogger() });
   expect(worker.health()).toEqual({ healthy: true, problems: [] });
-  const { executionId } = await client.submit('test.slow', { ms: 800 });
+  const { executionId } = await client.submit('test.gated', null);
   for await (const u of client.updates(executionId)) if (u.status === 'Running') break;
+  // The run waits on the gate, so it is still running however slow the machine (an 800 ms sleep
+  // had ended before a loaded machine delivered the Running update).
   expect(worker.inFlight()).toBe(1);
   ac.abort('deploy');
   expect(worker.health()).toEqual({ healthy: false, problems: ['draining'] });
-  await worker.stop(); // the drain the signal started
+  const stopped = worker.stop(); // the drain the signal started
+  openGate();
+  await stopped;
   expect(worker.health()).toEqual({ healthy: false, problems: ['stopped'] });
-  expect(await client.get(executionId)).toMatchObject({ status: 'Completed', result: { waited: 800, aborted: false } });
+  expect(await client.get(executionId)).toMatchObject({ status: 'Completed', result: { aborted: false } });
 }, 30_000);
 
 it('refuses options it does not understand, naming them, before connecting', async () => {
