@@ -6,6 +6,8 @@
 // the caller's signal allows; a refusal (401, 403, 429, any 4xx) is not retried and keeps the
 // API's own code and message. The server sends the current row to every new stream, so rows
 // at or below the last revision yielded are skipped.
+import { Backoff } from '../async/backoff.ts';
+import { sleep } from '../async/sleep.ts';
 import { BatonError } from '../errors.ts';
 import { BatonApiError, fromGraphQLError, type GraphQLErrorBody } from './errors.ts';
 import type { ExecutionView } from './types.ts';
@@ -14,7 +16,7 @@ import type { ExecutionView } from './types.ts';
 const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 5_000;
 /** The server pings every 12 s (graphql-yoga): this long with no byte is a stalled stream. */
-export const STREAM_IDLE_MS = 30_000;
+const STREAM_IDLE_MS = 30_000;
 /** Without a stream for this long, a follow gives up (BatonApiError NETWORK) unless the caller stopped first. */
 export const RECONNECT_WINDOW_MS = 5 * 60_000;
 
@@ -43,7 +45,7 @@ export interface FollowOptions {
 export async function* followExecution(o: FollowOptions): AsyncGenerator<ExecutionView> {
   const { signal, executionId } = o;
   let last = -1;
-  let delay = RETRY_FIRST_MS;
+  const backoff = new Backoff(RETRY_FIRST_MS, RETRY_MAX_MS);
   let failingSince: number | undefined;
   for (;;) {
     if (signal.aborted) return;
@@ -56,7 +58,7 @@ export async function* followExecution(o: FollowOptions): AsyncGenerator<Executi
         const view = o.toView(payload.data);
         if (!view || view.revision <= last) continue;
         last = view.revision;
-        delay = RETRY_FIRST_MS;
+        backoff.reset();
         yield view;
         if (view.final) return;
       }
@@ -71,8 +73,7 @@ export async function* followExecution(o: FollowOptions): AsyncGenerator<Executi
     if (now - failingSince >= RECONNECT_WINDOW_MS) {
       throw new BatonApiError('NETWORK', `lost the updates of execution ${executionId} and could not follow them again within ${RECONNECT_WINDOW_MS / 1000} s: ${why}`);
     }
-    await pause(delay / 2 + Math.random() * (delay / 2), signal);
-    delay = Math.min(delay * 2, RETRY_MAX_MS);
+    await sleep(jittered(backoff.take()), signal);
   }
 }
 
@@ -85,30 +86,21 @@ export const transient = (err: unknown) => err instanceof BatonApiError && (err.
  */
 export async function retrying<T>(call: () => Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   const began = Date.now();
-  for (let delay = RETRY_FIRST_MS; ; delay = Math.min(delay * 2, RETRY_MAX_MS)) {
+  const backoff = new Backoff(RETRY_FIRST_MS, RETRY_MAX_MS);
+  for (;;) {
     try {
       return await call();
     } catch (err) {
       if (signal.aborted) return undefined;
       if (!transient(err) || Date.now() - began >= RECONNECT_WINDOW_MS) throw err;
     }
-    await pause(delay / 2 + Math.random() * (delay / 2), signal);
+    await sleep(jittered(backoff.take()), signal);
     if (signal.aborted) return undefined;
   }
 }
 
-/** Waits `ms`, or less when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
+/** Between half and all of `ms`: many clients of one restarting API do not come back in step. */
+const jittered = (ms: number) => ms / 2 + Math.random() * (ms / 2);
 
 /** One stream's payloads; returns when the server ends it, throws Lost for what is worth a retry. */
 async function* stream(o: FollowOptions): AsyncGenerator<Payload> {
