@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { INT32 } from '../src/input/rules.ts';
 import { MAX_ACTION_VERSION } from '../src/input/action-versions.ts';
-import { dateTime, jsonValue, text } from '../src/input/schemas.ts';
+import { dateTime, jsonValue, text, withoutProtoKey } from '../src/input/schemas.ts';
 import { NAMESPACE_MAX_LENGTH, NAMESPACE_PATTERN, NAMESPACE_RULE } from '../src/input/namespace.ts';
 import { tagKeyProblem, tagsProblems } from '../src/input/tags.ts';
 
@@ -65,15 +65,12 @@ export type ErrorInfo = z.infer<typeof ErrorInfo>;
 /** A namespace's name (src/input/namespace.ts has the rule). */
 export const Namespace = z.string().min(1).max(NAMESPACE_MAX_LENGTH).regex(NAMESPACE_PATTERN, NAMESPACE_RULE);
 /** String key-values to find an execution by (src/input/tags.ts has the rules: key shape, lengths, at most 32). */
-export const Tags = z.preprocess(
-  (tags, ctx) => {
-    // Before the record: it skips an own `__proto__` key, so a check of its output never sees one.
-    if (typeof tags === 'object' && tags !== null && Object.hasOwn(tags, '__proto__')) ctx.addIssue({ code: 'custom', path: ['__proto__'], message: tagKeyProblem('__proto__')! });
-    return tags;
-  },
+export const Tags = withoutProtoKey(
   z.record(z.string(), z.string()).superRefine((tags, ctx) => {
     for (const p of tagsProblems(tags)) ctx.addIssue({ code: 'custom', path: p.path, message: p.message });
   }),
+  // Checked before the record: it skips an own `__proto__` key, so a check of its output never sees one.
+  tagKeyProblem('__proto__')!,
 );
 export type Tags = z.infer<typeof Tags>;
 

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { WORKFLOW_ID_MAX_LENGTH, WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE } from './workflow-id.ts';
 import { INT32 } from '../src/input/rules.ts';
-import { jsonValue, recordWithoutProto, text, zodProblems } from '../src/input/schemas.ts';
+import { jsonValue, protoKeyRefusal, text, withoutProtoKey, zodProblems } from '../src/input/schemas.ts';
 
 /** A workflow's id: a UUID by default, or one the submitter chose (which makes submitting idempotent). */
 export const WorkflowId = z.string().min(1).max(WORKFLOW_ID_MAX_LENGTH).regex(WORKFLOW_ID_PATTERN, WORKFLOW_ID_RULE);
@@ -29,7 +29,7 @@ export const WorkflowStep = z.strictObject({
   /** Steps that must complete before this one starts. */
   dependsOn: z.array(StepId).max(1000).default([]),
   /** Input keys filled from parents' results: `{ "image": "resize.result.url" }`. */
-  inputFrom: recordWithoutProto(text().min(1), ResultRef, 'an input key filled from a parent').optional(),
+  inputFrom: withoutProtoKey(z.record(text().min(1), ResultRef), protoKeyRefusal('an input key filled from a parent')).optional(),
   maxAttempts: z.number().int().min(1).max(1000).optional(),
   priority: z.number().int().min(INT32.min).max(INT32.max).optional(),
 });

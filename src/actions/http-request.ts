@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { ActionError, defineAction, type ActionContext } from './action.ts';
 import { runSignal } from './abort.ts';
 import type { Json } from '../input/rules.ts';
-import { jsonValue, recordWithoutProto } from '../input/schemas.ts';
+import { jsonValue, protoKeyRefusal, withoutProtoKey } from '../input/schemas.ts';
 import { createAddressPolicy, type AddressPolicy, type AddressPolicyOptions } from './outbound-address.ts';
 
 /** The longest request: one day, like core.sleep. */
@@ -30,7 +30,7 @@ const HttpRequestInput = z
       .transform((m) => m.toUpperCase())
       .pipe(z.enum(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']))
       .default('GET'),
-    headers: recordWithoutProto(z.string(), z.string(), 'a header name').optional(),
+    headers: withoutProtoKey(z.record(z.string(), z.string()), protoKeyRefusal('a header name')).optional(),
     /** A string is sent as is; anything else as JSON (content-type application/json unless headers set one). */
     body: jsonValue().optional(),
     /** Whole request, body included. */

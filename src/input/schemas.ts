@@ -21,16 +21,17 @@ export const jsonValue = (limits: JsonLimits = JSON_LIMITS): z.ZodType<Json> =>
 
 /** An ISO 8601 date-time with a zone, years 0001 to 9999. */
 /**
- * z.record, refusing an own `__proto__` key (JSON.parse makes one) where zod's record would
- * silently drop it: assigning it sets the built object's prototype. `why` says what the key is.
+ * `record` (a z.record), refusing an own `__proto__` key (JSON.parse makes one) with `message`
+ * where zod's record would silently drop it: assigning it sets the built object's prototype.
  */
-export const recordWithoutProto = <V extends z.ZodType>(key: z.ZodType<string>, value: V, why: string) =>
-  z.preprocess((record, ctx) => {
-    if (typeof record === 'object' && record !== null && Object.hasOwn(record, '__proto__')) {
-      ctx.addIssue({ code: 'custom', path: ['__proto__'], message: `"__proto__" cannot be ${why}: JavaScript reads it as an object's prototype, not as a key` });
-    }
-    return record;
-  }, z.record(key, value));
+export const withoutProtoKey = <T extends z.ZodType>(record: T, message: string) =>
+  z.preprocess((value, ctx) => {
+    if (typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__')) ctx.addIssue({ code: 'custom', path: ['__proto__'], message });
+    return value;
+  }, record);
+
+/** withoutProtoKey's message for a record whose keys are `what`. */
+export const protoKeyRefusal = (what: string) => `"__proto__" cannot be ${what}: JavaScript reads it as an object's prototype, not as a key`;
 
 export const dateTime = () =>
   z.string().superRefine((s, ctx) => {
