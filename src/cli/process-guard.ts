@@ -5,6 +5,7 @@
 // runs the process held waited three heartbeat intervals to be reclaimed. Only the CLI's hosts
 // install this: a library must not take over its user's process (startWorker documents it).
 import type { Logger } from 'pino';
+import { toErrorInfo } from '../actions/action-errors.ts';
 import type { LivenessStore } from '../liveness/liveness-store.ts';
 import type { WorkerHost } from '../worker/worker-host.ts';
 
@@ -33,7 +34,8 @@ export function guardProcess(o: { log: Logger; workers: () => readonly WorkerHos
       { err, origin, workers },
       `${origin === 'unhandledRejection' ? 'a promise rejected with no handler' : 'an uncaught exception'} (thrown by an action's timer or callback?): exiting with code 1; this process's runs are reclaimed at once`,
     );
-    process.stderr.write(`baton: fatal: ${describe(err)} (${origin}); exiting\n`);
+    const { type, message } = toErrorInfo(err); // never throws, whatever was thrown
+    process.stderr.write(`baton: fatal: ${type}: ${message} (${origin}); exiting\n`);
     const expired = Promise.allSettled(workers.map((w) => o.liveness.expire(w.workerId)));
     const timeout = new Promise((resolve) => setTimeout(resolve, EXPIRE_WITHIN_MS).unref());
     void Promise.race([expired, timeout]).finally(() => process.exit(1));
@@ -54,12 +56,4 @@ export function guardProcess(o: { log: Logger; workers: () => readonly WorkerHos
       process.off('exit', onExit);
     },
   };
-}
-
-function describe(err: unknown): string {
-  try {
-    return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  } catch {
-    return 'a thrown value that could not be described';
-  }
 }
