@@ -6,6 +6,7 @@ import { isFinal, statusOf } from '../../actors/execution.machine.ts';
 import { BatonError, NotFoundError } from '../errors.ts';
 import type { DeadLetter, WorkTransport } from '../transport/work-transport.ts';
 import type { ExecutionRuntime } from './execution-runtime.ts';
+import { loadIfStored } from './dead-letter-standing.ts';
 
 /** The dead letter's execution is final, or gone: publishing its message again would run nothing. */
 export class DeadLetterNotRetriableError extends BatonError {
@@ -18,10 +19,7 @@ export async function retryDeadLetter(transport: WorkTransport, runtime: Pick<Ex
   const dead = await transport.getDeadLetter(messageId);
   if (!dead) throw new NotFoundError('dead letter', messageId);
   const executionId = dead.message.executionId;
-  const loaded = await runtime.load(executionId).catch((err: unknown) => {
-    if (err instanceof NotFoundError) return undefined;
-    throw err;
-  });
+  const loaded = await loadIfStored(runtime, executionId);
   if (!loaded) throw new DeadLetterNotRetriableError(messageId, executionId, 'is not in the event store (archived or never stored)');
   if (isFinal(loaded.snapshot)) throw new DeadLetterNotRetriableError(messageId, executionId, `has ended (${statusOf(loaded.snapshot)})`);
   return transport.retryDeadLetter(messageId);

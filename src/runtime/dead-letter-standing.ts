@@ -54,7 +54,8 @@ export async function standingsOf(runtime: Pick<ExecutionRuntime, 'load'>, deadL
   return mapLimit(deadLetters, LOADS_IN_FLIGHT, async (d) => standingOf(d, await loadIfStored(runtime, d.message.executionId)));
 }
 
-async function loadIfStored(runtime: Pick<ExecutionRuntime, 'load'>, executionId: string): Promise<LoadedExecution | undefined> {
+/** The execution as loaded now, or undefined when the event store does not have it (archived or never stored). */
+export async function loadIfStored(runtime: Pick<ExecutionRuntime, 'load'>, executionId: string): Promise<LoadedExecution | undefined> {
   try {
     return await runtime.load(executionId);
   } catch (err) {
