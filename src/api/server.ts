@@ -66,6 +66,7 @@ query Overview {
 
 // After this long, close() cuts connections that did not finish (a client that never reads).
 const CLOSE_GRACE_MS = 5_000;
+const IDLE_SWEEP_MS = 25;
 
 export interface ApiServerOptions {
   pool: pg.Pool;
@@ -222,9 +223,13 @@ export async function startApiServer(o: ApiServerOptions): Promise<ApiServer> {
       (closing ??= (async () => {
         await updates.close(); // ends every subscription, so their responses finish
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        // close() ends only the connections idle now: one whose response was in flight would be
+        // kept open for its keep-alive timeout once that response finished. Close those as they go idle.
         server.closeIdleConnections();
+        const idle = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
         const cut = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
         await closed;
+        clearInterval(idle);
         clearTimeout(cut);
         await yoga.dispose();
       })()),

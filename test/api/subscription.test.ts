@@ -1,5 +1,6 @@
 // executionUpdated over SSE: the current row, then each change the projector commits, until a
 // final status; every subscriber shares one LISTEN connection per server.
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { EXECUTIONS_CHANGED_CHANNEL, createExecutionUpdates } from '../../src/api/live-updates.ts';
 import { createSubscriptionSlots } from '../../src/api/subscription-slots.ts';
@@ -158,4 +159,38 @@ it('a subscription that arrives once close() has begun (a client following again
   const ended = await Promise.race([late.next(), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000).unref())]);
   expect(ended).toEqual({ done: true, value: undefined });
   expect(slots.open).toBe(0);
+});
+
+it('close() does not wait out the keep-alive timeout of a connection whose request was in flight when it began', async () => {
+  const { runtime, db } = api();
+  const server = await startApiServer({ pool: db.pool, runtime, actions, log, port: 0 });
+  const { port } = new URL(server.url);
+  const body = JSON.stringify({ query: '{ __typename }' });
+  const socket = net.connect(Number(port), '127.0.0.1');
+  try {
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    const answered = new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString();
+        if (text.includes('\r\n\r\n')) resolve(text);
+      });
+    });
+    const socketClosed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // Headers and half the body now, so the request is in flight (not idle) when close() begins.
+    socket.write(`POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = performance.now();
+    const closing = server.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.write(body.slice(5));
+    expect(await answered).toMatch(/^HTTP\/1.1 200/);
+    await closing;
+    // The old server held this keep-alive connection, and so close(), for its 5 s keep-alive timeout.
+    expect(performance.now() - started).toBeLessThan(2_000);
+    await socketClosed;
+  } finally {
+    socket.destroy();
+    await server.close();
+  }
 });
