@@ -9,6 +9,7 @@ import { createSchemaPool } from './db-schema.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { transientReason, waitForServer } from './wait.ts';
 import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
+import { onLostConnections } from './lost-connections.ts';
 
 import { DatabaseUnavailableError } from './database-unavailable.ts';
 export { DatabaseUnavailableError };
@@ -64,16 +65,14 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     },
     config.dbSchema,
   );
-  // An idle client whose server went away emits 'error' on the pool; unhandled, that would
-  // crash the process. The next query fails and reports it instead.
+  // A lost connection is logged; the query on it fails and reports it (lost-connections.ts).
   // Once close() began, such errors are expected: pool.end() resolves before its connections'
   // goodbyes reach the server, and an embedded server stopped right after cuts them.
-  const lost = (what: string) => (err: Error) => (closing ? log.debug({ err: lostConnection(err) }, what) : log.warn({ err: lostConnection(err) }, what));
-  pool.on('error', lost('idle Postgres connection lost'));
-  // A checked-out client has no pool listener (pg-pool removes it), so a connection that dies
-  // between two queries of a transaction would emit 'error' with no one listening and crash
-  // the process. Its pending or next query fails instead, and the caller retries.
-  pool.on('connect', (client) => client.on('error', lost('Postgres connection lost')));
+  onLostConnections(pool, (err, where) => {
+    const what = where === 'idle' ? 'idle Postgres connection lost' : 'Postgres connection lost';
+    if (closing) log.debug({ err: lostConnection(err) }, what);
+    else log.warn({ err: lostConnection(err) }, what);
+  });
 
   let closing: Promise<void> | undefined;
   const close = () =>

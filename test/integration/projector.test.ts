@@ -10,6 +10,7 @@ import { executionsProjection } from '../../projections/executions.projection.ts
 import { workersProjection } from '../../projections/workers.ts';
 import { EXECUTION_STREAM_PREFIX } from '../../schemas/events.ts';
 import { workerStreamId } from '../../schemas/worker-events.ts';
+import { onLostConnections } from '../../src/db/lost-connections.ts';
 import { createLogger } from '../../src/log.ts';
 import { loadConfig } from '../../src/config.ts';
 import { readCheckpoint } from '../../src/readmodel/checkpoints.ts';
@@ -255,7 +256,7 @@ describe('projector health across a database outage', () => {
     // The projector reaches the database through a relay this test takes down and brings back.
     const relay = await startRelay(new URL(t.db.url), 5432);
     const pool = new pg.Pool({ connectionString: relay.url, max: 4, connectionTimeoutMillis: 1_000 });
-    pool.on('error', () => undefined);
+    onLostConnections(pool, () => undefined); // as openDatabase's pool does: idle or checked out
     const store = createPostgresEventStore(pool);
     const projector = startProjector({ pool, store, log, driftIntervalMs: 0 });
     try {
@@ -278,7 +279,7 @@ describe('projector health across a database outage', () => {
 
   it('is healthy again after its database refused connections for a while (ALLOW_CONNECTIONS false: SQLSTATE 55000)', { timeout: 60_000 }, async () => {
     const pool = new pg.Pool({ connectionString: t.db.url, max: 4, connectionTimeoutMillis: 1_000 });
-    pool.on('error', () => undefined);
+    onLostConnections(pool, () => undefined); // as openDatabase's pool does: idle or checked out
     const store = createPostgresEventStore(pool);
     const projector = startProjector({ pool, store, log, driftIntervalMs: 0 });
     const name = new URL(t.db.url).pathname.slice(1);
