@@ -60,6 +60,8 @@ export interface Config {
   readonly apiIntrospection: boolean;
   /** BATON_EAGER_DISPATCH (on by default): an executor starts a handoff to a worker of its own process in the same append, without the transport (src/worker/eager-dispatch.ts). */
   readonly eagerDispatch: boolean;
+  /** BATON_MIGRATE (on by default): every process brings the database up to date as it opens it; off: it refuses one that is not (`baton migrate` does it). */
+  readonly migrate: boolean;
   /** BATON_HTTP_ALLOW: hosts, addresses and CIDR ranges http.request may reach although they are not public. */
   readonly httpAllow: readonly string[];
   /** BATON_NAMESPACE: the namespace CLI commands use when they are given no --namespace. Default `default`. */
@@ -220,6 +222,7 @@ const EnvSchema = z.object({
   BATON_API_MAX_SUBMIT_BATCH: count(DEFAULT_API_LIMITS.maxSubmitBatch, 'number of submissions', 100_000),
   BATON_API_INTROSPECTION: onOff,
   BATON_EAGER_DISPATCH: onOff,
+  BATON_MIGRATE: onOff,
   BATON_HTTP_ALLOW: hostAllowList,
   BATON_NAMESPACE: namespaceSetting,
   // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`; short
@@ -318,6 +321,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd: string = p
     apiLimits: apiLimitsOf(e),
     apiIntrospection: e.BATON_API_INTROSPECTION,
     eagerDispatch: e.BATON_EAGER_DISPATCH,
+    migrate: e.BATON_MIGRATE,
     partitions: e.BATON_PARTITIONS,
     httpAllow: Object.freeze(e.BATON_HTTP_ALLOW),
     namespace: e.BATON_NAMESPACE,

@@ -57,5 +57,6 @@ export { ArchivedError } from './retention/archived-history.ts';
 // What starting an embedded worker (`@baton-run/baton/worker`, which exports them too) or opening a client can throw.
 export { DuplicateActionError } from './actions/registry.ts';
 export { DatabaseUnavailableError } from './db/database-unavailable.ts';
+export { DatabaseNotMigratedError } from './db/database-not-migrated.ts';
 export { PortUnavailableError } from './observability/listen.ts';
 export { WorkerIdInUseError } from './worker/worker-id-in-use.ts';

@@ -191,6 +191,13 @@ program
     (await import('./host-commands.ts')).runApi({ ...o, metricsPortSetting: givenOption(cmd, 'metricsPort', '--metrics-port') }),
   );
 
+program
+  .command('migrate')
+  .description('bring the database up to date for this build (every process does as it opens it, unless BATON_MIGRATE=off)')
+  .option('--check', 'only list what is pending; exit 1 when anything is')
+  .option('--json', 'print JSON')
+  .action(async (o: { check?: boolean; json?: boolean }) => (await import('./run/migrate.ts')).migrateCommand(o));
+
 const projectionsCommand = program.command('projections').description('inspect, rebuild and verify the read model');
 projectionsCommand
   .command('status')

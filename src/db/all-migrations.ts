@@ -2,8 +2,8 @@
 // projections' read model, say) is appended here and nowhere else.
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { ensureReadModel, readModelReady } from '../readmodel/tables.ts';
-import { applyMigrations, migrationsApplied, type MigrationSet } from './migrate.ts';
+import { ensureReadModel, projectionsWithoutTables, readModelReady } from '../readmodel/tables.ts';
+import { applyMigrations, migrationsApplied, pendingMigrations, type MigrationSet } from './migrate.ts';
 import { ensureDbSchema } from './db-schema.ts';
 
 export const migrationSets: readonly MigrationSet[] = [
@@ -26,4 +26,14 @@ export async function migrateAll(pool: pg.Pool, options: { log?: Logger } = {}):
   const created = await ensureReadModel(pool);
   if (created.length > 0) options.log?.info({ projections: created }, 'read model tables created');
   return [...applied, ...created.map((name) => `read-model/${name}`)];
+}
+
+/**
+ * What migrateAll would do, without doing it: the migration files not yet applied, then the
+ * read model's tables not yet created (`read-model/<projection>`). [] when the database is current.
+ */
+export async function pendingForThisBuild(pool: pg.Pool): Promise<string[]> {
+  const files = await pendingMigrations(pool, [...migrationSets]);
+  const tables = await projectionsWithoutTables(pool);
+  return [...files, ...tables.map((name) => `read-model/${name}`)];
 }

@@ -4,7 +4,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { dbWaitFor, type Config } from '../config.ts';
 import { BatonError } from '../errors.ts';
-import { migrateAll } from './all-migrations.ts';
+import { migrateAll, pendingForThisBuild } from './all-migrations.ts';
 import { createSchemaPool } from './db-schema.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { transientReason, waitForServer } from './wait.ts';
@@ -12,7 +12,8 @@ import { KEEP_IDLE_CONNECTIONS } from './pool-settings.ts';
 import { onLostConnections } from './lost-connections.ts';
 
 import { DatabaseUnavailableError } from './database-unavailable.ts';
-export { DatabaseUnavailableError };
+import { DatabaseNotMigratedError } from './database-not-migrated.ts';
+export { DatabaseNotMigratedError, DatabaseUnavailableError };
 
 export interface Database {
   /** Connection URL (contains the password: do not log it; use redactUrl()). */
@@ -38,6 +39,12 @@ export interface OpenDatabaseOptions {
   waitAs?: 'host' | 'cli';
   /** Stops waiting for the database (a stop signal while starting). */
   signal?: AbortSignal;
+  /**
+   * `apply`: bring the database up to date; `require`: refuse one that is not
+   * (DatabaseNotMigratedError); `none`: neither (`baton migrate --check`). Default BATON_MIGRATE's:
+   * on applies, off requires.
+   */
+  migrations?: 'apply' | 'require' | 'none';
 }
 
 export async function openDatabase(config: Config, log: Logger, options: OpenDatabaseOptions = {}): Promise<Database> {
@@ -85,13 +92,19 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     })());
 
   const wait = dbWaitFor(config, options.waitAs ?? 'cli');
+  const migrations = options.migrations ?? (config.migrate ? 'apply' : 'require');
   try {
     // Connecting and migrating are retried together: a server out of connection slots or
     // still starting up can refuse either (pg opens more connections for the migrations).
     const applied = await waitForServer(
       async () => {
         await pool.query('SELECT 1');
-        return migrateAll(pool, { log });
+        if (migrations === 'apply') return migrateAll(pool, { log });
+        if (migrations === 'require') {
+          const pending = await pendingForThisBuild(pool);
+          if (pending.length > 0) throw new DatabaseNotMigratedError(redactUrl(url), pending);
+        }
+        return [];
       },
       { ...wait, log, what: `Postgres at ${redactUrl(url)}`, signal: options.signal },
     );

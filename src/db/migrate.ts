@@ -94,16 +94,31 @@ export async function applyMigrations(
  * (applyMigrations then applies it, or names the changed file), or the table does not exist yet.
  */
 export async function migrationsApplied(pool: pg.Pool, sets: MigrationSet[]): Promise<boolean> {
+  return (await pendingMigrations(pool, sets)).length === 0;
+}
+
+/**
+ * The files of `sets` not yet applied (`<set>/<file without .sql>`), in the order they would
+ * apply; one whose applied contents differ is listed as `… (changed since it was applied)`.
+ * One query, no lock: what `baton migrate --check` and BATON_MIGRATE=off report.
+ */
+export async function pendingMigrations(pool: pg.Pool, sets: MigrationSet[]): Promise<string[]> {
   const files = await Promise.all(sets.map(async (set) => ({ set, files: await readSet(set) })));
   let rows: { set_name: string; id: string; checksum: string }[];
   try {
     rows = (await pool.query<{ set_name: string; id: string; checksum: string }>(`SELECT set_name, id, checksum FROM ${MIGRATIONS_TABLE}`)).rows;
   } catch (err) {
-    if ((err as { code?: string }).code === '42P01') return false; // undefined_table: a fresh database
-    throw err;
+    if ((err as { code?: string }).code !== '42P01') throw err;
+    rows = []; // undefined_table: a fresh database, every file pending
   }
   const recorded = new Map(rows.map((r) => [`${r.set_name}/${r.id}`, r.checksum]));
-  return files.every(({ set, files }) => files.every((m) => recorded.get(`${set.name}/${m.id}`) === m.checksum));
+  return files.flatMap(({ set, files }) =>
+    files.flatMap((m) => {
+      const id = `${set.name}/${m.id}`;
+      const checksum = recorded.get(id);
+      return checksum === m.checksum ? [] : [checksum === undefined ? id : `${id} (changed since it was applied)`];
+    }),
+  );
 }
 
 async function applyOne(client: pg.PoolClient, set: MigrationSet, m: MigrationFile): Promise<void> {

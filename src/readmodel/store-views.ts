@@ -38,3 +38,16 @@ export async function alignStoreViews(pool: pg.Pool, list: readonly Projection[]
   }
   return toRebuild;
 }
+
+/**
+ * The projections whose live relation is to become their view and is not one yet: a table
+ * alignStoreViews turns, or none yet (ensureReadModel creates a table, which is then turned).
+ */
+export async function relationsToTurnIntoViews(pool: pg.Pool, list: readonly Projection[], source: EventSource | undefined): Promise<Projection[]> {
+  const schema = readModelSchemaOf(pool);
+  const turning: Projection[] = [];
+  for (const p of list) {
+    if (p.storeView && formOf(p, source) === 'view' && (await liveFormOf(pool, schema, p)) !== 'view') turning.push(p);
+  }
+  return turning;
+}

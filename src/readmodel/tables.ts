@@ -86,14 +86,20 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
 
 /** Whether every projection has its live tables (a checkpoint row): one query, no lock or transaction. */
 export async function readModelReady(pool: pg.Pool): Promise<boolean> {
+  return (await projectionsWithoutTables(pool)).length === 0;
+}
+
+/** The projections that have no live tables yet (no checkpoint row), by name: one query, no lock. */
+export async function projectionsWithoutTables(pool: pg.Pool): Promise<string[]> {
+  let known: Set<string>;
   try {
     const r = await pool.query<{ projection: string }>('SELECT projection FROM baton_projection_checkpoints');
-    const known = new Set(r.rows.map((row) => row.projection));
-    return projections.every((p) => known.has(p.name));
+    known = new Set(r.rows.map((row) => row.projection));
   } catch (err) {
-    if ((err as { code?: string }).code === '42P01') return false; // undefined_table: not migrated yet
-    throw err;
+    if ((err as { code?: string }).code !== '42P01') throw err;
+    known = new Set(); // undefined_table: not migrated yet
   }
+  return projections.filter((p) => !known.has(p.name)).map((p) => p.name);
 }
 
 // Serialises table creation between processes starting at once (dev, projector, api).

@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       apiLimits: DEFAULT_API_LIMITS,
       apiIntrospection: true,
       eagerDispatch: true,
+      migrate: true,
       httpAllow: [],
       namespace: 'default',
       dbSchema: undefined,
