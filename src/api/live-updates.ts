@@ -137,6 +137,8 @@ export function createExecutionUpdates(o: {
       }
     })().finally(() => {
       reading = undefined;
+      // Ids noted after the loop's last look and before this ran were left for it: read them now.
+      if (pending.size > 0 && !closed) refresh([]);
     });
   }
 

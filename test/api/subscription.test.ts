@@ -1,10 +1,12 @@
 // executionUpdated over SSE: the current row, then each change the projector commits, until a
 // final status; every subscriber shares one LISTEN connection per server.
+import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { EXECUTIONS_CHANGED_CHANNEL, createExecutionUpdates } from '../../src/api/live-updates.ts';
 import { createSubscriptionSlots } from '../../src/api/subscription-slots.ts';
 import { startApiServer } from '../../src/api/server.ts';
+import type { ExecutionRow } from '../../projections/executions.ts';
 import { actions, catchUpFully, handOff, log, openSse, useApi } from './api-harness.ts';
 
 const api = useApi();
@@ -192,5 +194,27 @@ it('close() does not wait out the keep-alive timeout of a connection whose reque
   } finally {
     socket.destroy();
     await server.close();
+  }
+});
+
+it('two followers of one id subscribing a few microtasks apart both get its row (one asked for while the read before it was ending was never read)', async () => {
+  const slots = createSubscriptionSlots({ maxSubscriptions: 10, maxSubscriptionsPerClient: 10 });
+  const finalRow = (id: string) => ({ executionId: id, revision: 3, status: 'Completed', namespace: 'default' }) as unknown as ExecutionRow;
+  const updates = createExecutionUpdates({ pool: api().db.pool, readRows: async (ids) => ids.map(finalRow), namespaceOf: async () => 'default', slots, log });
+  const ticks = async (n: number) => {
+    for (let i = 0; i < n; i++) await null;
+  };
+  try {
+    // The gap was a few microtasks wide: every offset across it, each on an id of its own.
+    for (let offset = 0; offset < 30; offset++) {
+      const id = randomUUID();
+      const first = updates.follow(id, '127.0.0.1').next();
+      await ticks(offset);
+      const second = updates.follow(id, '127.0.0.1').next();
+      const both = await Promise.race([Promise.all([first, second]), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 1_000).unref())]);
+      expect(both, `the second ${offset} microtasks after the first`).not.toBe('waiting');
+    }
+  } finally {
+    await updates.close();
   }
 });
