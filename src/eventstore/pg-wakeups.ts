@@ -192,6 +192,10 @@ export class PgWakeups implements Waiter {
   /** Called after a write commits (an append, a publish): wake local waiters now (see wake), other processes via NOTIFY. */
   appended(origin?: AppendOrigin): void {
     this.wake(origin);
+    this.#notify();
+  }
+
+  #notify(): void {
     if (this.#closed) return;
     if (this.#notifyInFlight) {
       this.#notifyAgain = true;
@@ -199,6 +203,8 @@ export class PgWakeups implements Waiter {
     }
     this.#notifyInFlight = this.#sendNotifies().finally(() => {
       this.#notifyInFlight = undefined;
+      // One asked for after the loop's last look and before this ran was left to it: send it now.
+      if (this.#notifyAgain) this.#notify();
     });
   }
 
@@ -212,6 +218,7 @@ export class PgWakeups implements Waiter {
       } catch (err) {
         // Waiters elsewhere will still catch up on their fallback poll.
         this.log?.warn({ err, channel: this.channel }, 'NOTIFY failed');
+        this.#notifyAgain = false;
         return;
       }
     } while (this.#notifyAgain && !this.#closed);

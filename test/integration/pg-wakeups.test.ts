@@ -94,6 +94,36 @@ describe('PgWakeups', () => {
     expect(mine.seq).toBe(mineBefore + 2);
   });
 
+  it('an append that commits while the NOTIFY before it is ending still sends its own (it was left for a loop that had already ended)', { timeout: 30_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: db().url, max: 4 });
+    cleanup.push(() => endPool(pool));
+    const mine = new PgWakeups(pool, undefined, 'again_test');
+    const theirs = new PgWakeups(db().pool, undefined, 'again_test');
+    cleanup.push(() => theirs.close());
+    cleanup.push(() => mine.close());
+    await theirs.ensureListening();
+    // The next NOTIFY's result runs `then` a few microtasks after it arrives: the second append
+    // lands at every offset across the end of the first's send.
+    let then: (() => void) | undefined;
+    const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+    (pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args) => {
+      const sent = query(...args);
+      const after = then;
+      then = undefined;
+      if (after) void sent.then(() => after());
+      return sent;
+    };
+    for (let offset = 0; offset < 12; offset++) {
+      const before = theirs.seq;
+      then = () => void (async () => {
+        for (let i = 0; i < offset; i++) await null;
+        mine.appended();
+      })();
+      mine.appended();
+      await until(`both NOTIFYs, the second ${offset} microtasks after the first's answer`, () => theirs.seq >= before + 2, 3_000);
+    }
+  });
+
   it('a NOTIFY that carries events reaches its payload listeners, and what they start in microtasks, before it wakes the followers; one without wakes them as well', { timeout: 15_000 }, async () => {
     const pool = new pg.Pool({ connectionString: db().url, max: 4 });
     cleanup.push(() => endPool(pool));
