@@ -183,6 +183,8 @@ export class InvalidActionDefinitionError extends BatonError {
 const positiveMs = z.number().int().positive().max(MAX_TIMER_MS);
 
 // Strict, so a misspelt option (`timeout`, `retries`) is refused rather than silently ignored.
+const ATTEMPTS = 'the attempts in total, the first included, a whole number from 1 to 1000 (retry: { maxAttempts: 5 })';
+
 const SpecShape = z.strictObject({
   name: z
     .string({ error: 'must be a string like "core.noop"' })
@@ -212,7 +214,12 @@ const SpecShape = z.strictObject({
   scheduleToStartTimeoutMs: positiveMs.optional(),
   retry: z
     .strictObject({
-      maxAttempts: RetryBackoff.shape.maxAttempts,
+      // Required: a retry says how many attempts it gives (the executor's default is for actions without one).
+      maxAttempts: z
+        .number({ error: (issue) => (issue.input === undefined ? `required with retry: ${ATTEMPTS}; an action without retry gets BATON_MAX_ATTEMPTS (default 3)` : `must be ${ATTEMPTS}`) })
+        .int(`must be ${ATTEMPTS}`)
+        .min(1, `must be ${ATTEMPTS}`)
+        .max(1000, `must be ${ATTEMPTS}`),
       initialIntervalMs: RetryBackoff.shape.initialIntervalMs.default(DEFAULT_BACKOFF.initialIntervalMs),
       multiplier: RetryBackoff.shape.multiplier.default(DEFAULT_BACKOFF.multiplier),
       maxIntervalMs: RetryBackoff.shape.maxIntervalMs.optional(),

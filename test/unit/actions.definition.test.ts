@@ -88,12 +88,13 @@ describe('defineAction', () => {
     expect(attempt({ input: { parse: () => 1 } })).toThrow(/input: must be a zod schema/);
     expect(attempt({ run: 'go' })).toThrow(/run: must be a function/);
     expect(attempt({ retry: { maxAttempts: 0, initialIntervalMs: 1, multiplier: 2, maxIntervalMs: 10 } })).toThrow(
-      /retry.maxAttempts: Too small/,
+      /retry.maxAttempts: must be the attempts in total, the first included, a whole number from 1 to 1000/,
     );
     expect(attempt({ retry: { maxAttempts: 3, initialIntervalMs: 100, multiplier: 2, maxIntervalMs: 10 } })).toThrow(
       /retry.maxIntervalMs: maxIntervalMs must be at least initialIntervalMs/,
     );
-    expect(attempt({ retry: { initialIntervalMs: 100 } })).toThrow(/retry.maxAttempts: /);
+    // Required with retry, and the message says so rather than zod's "expected number, received undefined".
+    expect(attempt({ retry: { initialIntervalMs: 100 } })).toThrow(/retry.maxAttempts: required with retry: .*; an action without retry gets BATON_MAX_ATTEMPTS \(default 3\)$/);
     expect(attempt({ retry: { maxAttempts: 2, backoff: 3 } })).toThrow(/retry.backoff: unknown field; known: maxAttempts, initialIntervalMs, multiplier, maxIntervalMs, nonRetryable/);
   });
 
