@@ -32,7 +32,7 @@ function definitionOptions(cmd: Command): Command {
     .option('--catch-up <n>', 'after downtime, run the newest n missed ticks (0, the default, skips them all)', integerOption('--catch-up'))
     .option('--start <time>', 'no tick before this ISO time')
     .option('--end <time>', 'no tick at or after this ISO time')
-    .option('--namespace <name>', "the namespace its ticks' executions live in (default: default)", namespaceName)
+    .option('--namespace <name>', "the namespace its ticks' executions live in (create's default: $BATON_NAMESPACE, or default; update keeps it unless given)", namespaceName)
     .option('--actions <module>', 'a module exporting more actions, so a schedule may run theirs (the built-ins are always known)')
     .option('--json', 'print JSON');
 }

@@ -50,4 +50,16 @@ describe('baton schedule', () => {
     const missing = await baton('show', 'nope');
     expect(missing.stderr).toMatch(/^baton: schedule nope not found\n$/);
   }, 60_000);
+
+  it('create takes BATON_NAMESPACE when given no --namespace, as submit does; --namespace wins; update keeps it', async () => {
+    const inTeam = (...args: string[]) => runBaton(['schedule', ...args, '--json'], { databaseUrl: t.db.url, env: { BATON_NAMESPACE: 'team-z' } });
+    const created = await inTeam('create', '--id', 'ns-env', '--every', '1h', '--action', 'core.noop');
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ schedule: { spec: { namespace: 'team-z' } } });
+    const given = await inTeam('create', '--id', 'ns-option', '--every', '1h', '--action', 'core.noop', '--namespace', 'team-y');
+    expect(JSON.parse(given.stdout)).toMatchObject({ schedule: { spec: { namespace: 'team-y' } } });
+    const updated = await runBaton(['schedule', 'update', 'ns-env', '--every', '2h', '--json'], { databaseUrl: t.db.url });
+    expect(updated.code, updated.stderr).toBe(0);
+    expect(JSON.parse(updated.stdout)).toMatchObject({ spec: { namespace: 'team-z' } });
+  }, 60_000);
 });

@@ -98,7 +98,8 @@ export async function scheduleCreateCommand(o: DefinitionOptions): Promise<void>
   const request = await requestOf(o);
   await withActions(o, async (ctx, actions) => {
     try {
-      const r = await createSchedule({ ...ctx, executions: ctx.runtime, actions }, request, CLI_SCHEDULE_NAMES);
+      // As `baton submit` does: BATON_NAMESPACE when --namespace is not given.
+      const r = await createSchedule({ ...ctx, executions: ctx.runtime, actions }, { ...request, namespace: request.namespace ?? ctx.config.namespace }, CLI_SCHEDULE_NAMES);
       if (o.json) console.log(toJson(r));
       else console.log(`${r.created ? 'created schedule' : 'already created (same id and definition):'} ${r.schedule.scheduleId} (${describeTrigger(r.schedule)}, ${describeTarget(r.schedule)}; next ${r.schedule.nextFireTimes[0] ?? '-'})`);
     } catch (err) {
