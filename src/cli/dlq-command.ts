@@ -17,7 +17,7 @@ const transportOption = () =>
 export function registerDlqCommand(program: Command): void {
   const dlq = program
     .command('dlq')
-    .description('dead letters: work messages no worker acknowledged within max-deliver deliveries (their executions are failed)');
+    .description('dead letters: work messages no worker acknowledged within max-deliver deliveries (the executor abandons an execution still waiting on one), each with its standing');
 
   dlq
     .command('list')
