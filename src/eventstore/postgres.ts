@@ -302,7 +302,7 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
       for (let waitMs = 1; ; waitMs = Math.min(waitMs * 2, 50)) {
         const r = await pool.query<{ done: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8 AS done', [target]);
         if (r.rows[0]!.done) return;
-        if (Date.now() > deadline) throw new BatonError(`the transactions running since ${target} did not all end within ${o.timeoutMs ?? 30_000} ms`);
+        if (Date.now() > deadline) throw new BatonError(`the transactions running since ${target} did not all end within ${o.timeoutMs ?? 30_000} ms${await oldestOpenTransactions(pool)}`);
         await new Promise((resolve) => setTimeout(resolve, waitMs));
       }
     },
@@ -327,4 +327,23 @@ export function createPostgresEventStore(pool: pg.Pool, options: PostgresEventSt
     },
     close: () => wakeups.close(),
   };
+}
+
+/**
+ * The global order of events waits for every transaction that writes on the server, in any
+ * database: for a message that says which ones held it back, the oldest still open (what
+ * pg_stat_activity shows this role: another role's query is hidden, its database and age are not).
+ */
+async function oldestOpenTransactions(pool: pg.Pool): Promise<string> {
+  try {
+    const r = await pool.query<{ pid: number; datname: string | null; application_name: string; seconds: number; state: string | null }>(
+      `SELECT pid, datname, application_name, extract(epoch FROM now() - xact_start)::int AS seconds, state
+         FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() ORDER BY xact_start LIMIT 3`,
+    );
+    if (r.rows.length === 0) return '';
+    const open = r.rows.map((t) => `pid ${t.pid} in database ${JSON.stringify(t.datname ?? '?')}${t.application_name ? ` (${t.application_name})` : ''}, open ${t.seconds} s${t.state ? `, ${t.state}` : ''}`);
+    return `: every transaction that writes on this Postgres server, in any database, holds back the order of events until it ends; the oldest open: ${open.join('; ')}. End it (pg_terminate_backend) or wait for it, then try again`;
+  } catch {
+    return '';
+  }
 }

@@ -208,7 +208,7 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
       const r = await runBaton(['eventstore', 'copy', '--from', source().url, '--to', to], { databaseUrl: null, env: { BATON_DATA_DIR: scratch } });
       expect(r.code).toBe(1);
       expect(r.stderr).toBe(
-        `baton: --from (${source().url}) and --to (${to}) reach the same event store: the same baton_events table in database ${url.pathname.slice(1)}; ` +
+        `baton: --from (${redactUrl(source().url)}) and --to (${redactUrl(to)}) reach the same event store: the same baton_events table in database ${url.pathname.slice(1)}; ` +
           'copy into another database, or another schema (?options=-c%20search_path%3D<schema>)\n',
       );
     }
@@ -217,4 +217,24 @@ describe('baton eventstore copy (Postgres → Postgres)', () => {
     const other = await runBaton(['eventstore', 'copy', '--from', source().url, '--to', `${source().url}?options=-c%20search_path%3Dcopytest`, '--limit', '5', '--json'], { databaseUrl: null, env: { BATON_DATA_DIR: scratch } });
     expect(json(other)).toMatchObject({ read: 5, appended: 5 });
   });
+});
+
+it("settled() that gives up on a transaction held open says which one (its pid, database and age), not only the xid it waited for", async () => {
+  const other = await createTestDatabase({ max: 1 });
+  const holder = await other.pool.connect();
+  const store = createPostgresEventStore(source().pool);
+  try {
+    // A write transaction in another database on the same server: it holds back the order of events.
+    await holder.query('BEGIN');
+    const pid = (await holder.query<{ pid: number; xid: string }>('SELECT pg_backend_pid() AS pid, txid_current()::text AS xid')).rows[0]!.pid;
+    await source().pool.query('SELECT txid_current()'); // a later one that ended: settled() waits for those before it
+    const err = await store.settled!({ timeoutMs: 300 }).then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/did not all end within 300 ms: every transaction that writes on this Postgres server, in any database, holds back the order of events until it ends; the oldest open: .*pid \d+ in database /);
+    expect(err?.message).toContain(`pid ${pid} in database "${other.name}"`);
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    holder.release();
+    await store.close();
+    await other.drop();
+  }
 });
