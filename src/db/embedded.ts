@@ -141,18 +141,14 @@ async function startOwned(o: {
     else log.debug({ postgres: line }, 'postgres');
   };
 
-  await prepareClusterDir({ log, clusterDir, runAs: o.runAs, ephemeral: o.ephemeral });
-  // initdb may just have created the `postgres` user: the server runs as it.
-  const runAs = o.runAs && o.runAs.uid === undefined ? await postgresRunAs() : o.runAs;
-
   let port = o.port;
   /** When another program holds `port`: refuse an asked-for port, move off a default one (true). */
   const moveOffTakenPort = async () => {
     if (!(await isPortTaken(port))) return false;
     if (!o.portIsDefault) {
       throw new EmbeddedPostgresError(
-        `cannot start the embedded Postgres: 127.0.0.1:${port} is already in use by another program. ` +
-          'Set BATON_EMBEDDED_PG_PORT to a free port, or set BATON_DATABASE_URL to use an existing server.',
+        `cannot start the embedded Postgres on BATON_EMBEDDED_PG_PORT=${port}: 127.0.0.1:${port} is already in use by another program. ` +
+          'Set BATON_EMBEDDED_PG_PORT to a free port (or unset it: a taken default is swapped for a free one), or set BATON_DATABASE_URL to use an existing server.',
       );
     }
     const taken = port;
@@ -160,7 +156,11 @@ async function startOwned(o: {
     log.warn({ port: taken, chosen: port }, `127.0.0.1:${taken} (the embedded Postgres's default port) is in use by another program; using ${port} instead`);
     return true;
   };
+  // Before initdb: a port refused leaves no cluster behind.
   await moveOffTakenPort();
+  await prepareClusterDir({ log, clusterDir, runAs: o.runAs, ephemeral: o.ephemeral });
+  // initdb may just have created the `postgres` user: the server runs as it.
+  const runAs = o.runAs && o.runAs.uid === undefined ? await postgresRunAs() : o.runAs;
 
   const t0 = performance.now();
   log.info({ clusterDir, port }, 'starting the embedded Postgres');

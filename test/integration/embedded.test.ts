@@ -122,7 +122,15 @@ describe('embedded Postgres', () => {
       const port = (squatter.address() as net.AddressInfo).port;
       const err = await start(port).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(EmbeddedPostgresError);
-      expect((err as Error).message).toMatch(new RegExp(`127\\.0\\.0\\.1:${port} is already in use.*BATON_EMBEDDED_PG_PORT`));
+      expect((err as Error).message).toMatch(new RegExp(`on BATON_EMBEDDED_PG_PORT=${port}: 127\\.0\\.0\\.1:${port} is already in use.*or unset it`));
+      // Refused before initdb: a new data dir gets no cluster it would then have to clean up.
+      const fresh = await fs.mkdtemp(path.join(os.tmpdir(), 'baton-test-pg-refused-'));
+      try {
+        await expect(startEmbeddedPostgres({ dataDir: fresh, port, log: silentLogger(), ephemeral: true })).rejects.toBeInstanceOf(EmbeddedPostgresError);
+        expect(await fs.readdir(fresh)).toEqual([]);
+      } finally {
+        await fs.rm(fresh, { recursive: true, force: true });
+      }
     } finally {
       squatter.close();
     }
