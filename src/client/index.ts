@@ -8,6 +8,7 @@
 //   const { chargedCents } = await baton.result(executionId, { timeout: 30_000 });
 import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
 import { builtinActions } from '../actions/builtin.ts';
+import { setTimeout as delay } from 'node:timers/promises';
 import { MAX_TIMER_MS } from '../async/sleep.ts';
 import { createActionRegistry } from '../actions/registry.ts';
 import { token as tokenRule } from '../config-values.ts';
@@ -106,6 +107,9 @@ function checkClientOptions(o: Record<string, unknown>, byDatabase: boolean): vo
   }
 }
 
+/** result() beyond the API's subscriptions for one client asks this often: 250 ms, doubling up to 2 s. */
+const ASK_FIRST_MS = 250;
+const ASK_MAX_MS = 2_000;
 const CLOSED = Symbol('closed');
 const ABORTED = Symbol('aborted');
 /** What any call on a closed client throws, in both modes. */
@@ -209,6 +213,26 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
     if (!signal?.aborted) throw closedWhileWaiting(id, last?.status);
   }
 
+  /**
+   * The execution asked for every ASK_FIRST_MS, doubling up to ASK_MAX_MS, until it is final;
+   * undefined once `signal` aborts or the client closes. An API or database out of reach is
+   * asked again, as following would.
+   */
+  async function askUntilFinal(id: string, signal: AbortSignal, seen: (view: ExecutionView) => void): Promise<ExecutionView | undefined> {
+    for (let waitMs = ASK_FIRST_MS; ; waitMs = Math.min(waitMs * 2, ASK_MAX_MS)) {
+      // A timer that keeps the process alive: the caller awaits this result.
+      await delay(waitMs, undefined, { signal }).catch(() => undefined);
+      if (signal.aborted || closing) return undefined;
+      const now = await unlessClosed(transport.get(id), signal).catch((err: unknown) => {
+        if ((err instanceof BatonApiError && err.code === 'NETWORK') || err instanceof DatabaseUnavailableError) return undefined;
+        throw err;
+      });
+      if (now === CLOSED || now === ABORTED) return undefined;
+      if (now) seen(now);
+      if (now?.final) return now;
+    }
+  }
+
   async function result(id: string, o?: { timeout?: number }): Promise<unknown> {
     open();
     const { timeout } = checkResultOptions(o);
@@ -234,8 +258,16 @@ export async function createClient(options: ClientOptions): Promise<BatonClient>
       if (now === CLOSED) throw closedWhileWaiting(id, undefined);
       if (now === ABORTED) throw new ResultTimeoutError(id, timeout!, undefined);
       if (now?.final) return outcome(now);
-      for await (const view of follow(checked, ac.signal, (v) => (status = v.status))) {
-        if (view.final) return outcome(view);
+      try {
+        for await (const view of follow(checked, ac.signal, (v) => (status = v.status))) {
+          if (view.final) return outcome(view);
+        }
+      } catch (err) {
+        // The API has no subscription left for this client (BATON_API_MAX_SUBSCRIPTIONS_PER_CLIENT,
+        // 50): a service awaiting more results than that at once asks for each instead.
+        if (!(err instanceof BatonApiError && err.code === 'LIMIT_EXCEEDED')) throw err;
+        const view = await askUntilFinal(checked, ac.signal, (v) => (status = v.status));
+        if (view) return outcome(view);
       }
     } finally {
       clearTimeout(timer);

@@ -197,3 +197,21 @@ it('a token no longer taken after a restart is UNAUTHENTICATED from the subscrip
     await stop(tokened);
   }
 });
+
+it('result() beyond the subscriptions the API allows one client asks for each instead, and still gets every outcome', async () => {
+  const limited = await start(PORT + 2, { limits: { maxSubscriptionsPerClient: 2 } });
+  try {
+    const c = await client(limited.url);
+    const ids = await Promise.all(Array.from({ length: 5 }, () => sleeping()));
+    const results = ids.map((id) => c.result(id, { timeout: 20_000 }).catch((e: unknown) => e));
+    // Two follow, three ask; give them time to have subscribed or been refused before the cancels.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const id of ids) await admin.cancel(id, 'many at once');
+    for (const r of await within(Promise.all(results), 15_000, 'the results')) {
+      expect(r).toBeInstanceOf(ExecutionFailedError);
+      expect(r).toMatchObject({ status: 'Cancelled' });
+    }
+  } finally {
+    await stop(limited);
+  }
+});
