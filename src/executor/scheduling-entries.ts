@@ -102,6 +102,8 @@ export function reclaimReason(reason: string, workerId: string, attempt: number)
       return `reclaimed: worker ${workerId} stopped sending heartbeats during attempt ${attempt}`;
     case 'worker-restarted':
       return `reclaimed: worker ${workerId} restarted while it held attempt ${attempt} (its previous process ended without handing it back)`;
+    case 'drain':
+      return `reclaimed: worker ${workerId} had stopped (drained) when attempt ${attempt} was handed to it, and did not come back`;
     default:
       return `reclaimed from worker ${workerId} (${reason}) during attempt ${attempt}`;
   }

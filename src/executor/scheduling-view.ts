@@ -359,6 +359,16 @@ export class SchedulingView {
     return [...this.#held()].filter(([, e]) => e.heldBy === workerId).map(([id, e]) => ({ executionId: id, attempt: e.snapshot.context.attempt }));
   }
 
+  /** What workers whose stream says Stopped still hold, by worker id (a handoff that landed as one drained). */
+  heldByStopped(): Map<string, { executionId: string; attempt: number }[]> {
+    const held = new Map<string, { executionId: string; attempt: number }[]>();
+    for (const [id, e] of this.#held()) {
+      if (e.heldBy === undefined || this.workerStatus(e.heldBy) !== 'stopped') continue;
+      held.set(e.heldBy, [...(held.get(e.heldBy) ?? []), { executionId: id, attempt: e.snapshot.context.attempt }]);
+    }
+    return held;
+  }
+
   /** Every execution a worker holds: handed off to it, or running on it. */
   *#held(): Generator<[string, Entry]> {
     for (const phase of ['handed-off', 'running'] as const) for (const id of this.#inPhase[phase]) yield [id, this.#entries.get(id)!];

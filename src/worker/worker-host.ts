@@ -24,6 +24,7 @@ import type { OutOfTouch } from './run-stops.ts';
 import { watchOutOfTouch } from './out-of-touch.ts';
 import { eagerIntake, type LocalWorkers } from './eager-dispatch.ts';
 import { batcherFor } from './dispatch-batcher.ts';
+import { untilDeliveriesQuiet, type DrainSettle } from './drain-settle.ts';
 import { traceRun } from '../observability/tracing.ts';
 import { componentLogger } from '../log.ts';
 
@@ -46,6 +47,8 @@ export interface WorkerHostOptions {
   startToCloseMs?: number;
   /** How long a drain waits for runs to finish before aborting them. */
   shutdownTimeoutMs?: number;
+  /** How long a draining worker keeps taking handoffs addressed to it (drain-settle.ts). */
+  drainSettle?: DrainSettle;
   /** The namespaces whose executions it runs (announced in WorkerStarted); undefined: every namespace. */
   namespaces?: readonly string[];
   /** This process's worker hosts, for an executor here to dispatch to eagerly (eager-dispatch.ts); undefined: work comes through the transport only. */
@@ -170,7 +173,15 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
       if (outcome === 'lost') void lifecycle.comeBackIfLost('a run lost its baton');
     },
   };
-  const consumer: Consumer = await o.transport.consume(workerId, (delivery) => traceRun(delivery, () => runDelivery(delivery, deps)), { concurrency: capacity });
+  let lastDeliveryAt = -Infinity;
+  const consumer: Consumer = await o.transport.consume(
+    workerId,
+    (delivery) => {
+      lastDeliveryAt = performance.now();
+      return traceRun(delivery, () => runDelivery(delivery, deps));
+    },
+    { concurrency: capacity },
+  );
   /** Runs an executor of this process started with their handoffs (eager-dispatch.ts). */
   const eagerRuns = new Set<Promise<void>>();
   let eagerClosed = false;
@@ -205,6 +216,7 @@ export async function startWorkerHost(o: WorkerHostOptions): Promise<WorkerHost>
         }, timeoutMs);
         grace.unref();
         unregister?.();
+        await untilDeliveriesQuiet(() => lastDeliveryAt, shutdown.signal, o.drainSettle);
         await consumer.stop();
         while (eagerRuns.size > 0) await Promise.all(eagerRuns);
         eagerClosed = true; // a start the executor stores from now on is handed back (eager-dispatch.ts)

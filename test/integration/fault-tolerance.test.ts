@@ -175,6 +175,22 @@ describe('fault tolerance (executor monitor and worker limits)', () => {
     await liveness.remove('ghost-r');
   });
 
+  it('reclaims at once a handoff that landed on a worker after it stopped cleanly (reason drain), not at its schedule-to-start deadline', async () => {
+    await ghost('ghost-s', ['ft.stopped'], { 'ft.stopped': { scheduleToStartTimeoutMs: 20_000 } });
+    const { executionId } = await runtime.submit({ action: 'ft.stopped', input: null, maxAttempts: 2 });
+    await until('the handoff', executionId, (e) => e.some((x) => x.type === 'ExecutionHandedOff'));
+    // The worker drains and stops as a SIGTERM'd one does, the handoff never delivered to it.
+    const streams = createWorkerRuntime(t.store);
+    await recordWorkerEvent(streams, 'ghost-s', 'WorkerDraining', { reason: 'SIGTERM' });
+    await liveness.remove('ghost-s');
+    await recordWorkerEvent(streams, 'ghost-s', 'WorkerStopped', { reason: 'SIGTERM' });
+    // Within 5 s: its schedule-to-start deadline is 20 s away.
+    const events = await until('the reclaim', executionId, (e) => e.some((x) => x.type === 'OwnershipReclaimed'), 5_000);
+    expect(events.find((e) => e.type === 'OwnershipReclaimed')!.data).toEqual({ reason: 'drain', workerId: 'ghost-s', attempt: 1 });
+    const retried = await until('the retry', executionId, (e) => e.some((x) => x.type === 'ExecutionRetryScheduled'));
+    expect((retried.find((e) => e.type === 'ExecutionRetryScheduled')!.data as { reason: string }).reason).toBe('reclaimed: worker ghost-s had stopped (drained) when attempt 1 was handed to it, and did not come back');
+  });
+
   it('gives no work to a worker whose stream says lost, even while it beats again, until it announces itself again', async () => {
     await ghost('ghost-l', ['ft.lost']);
     await recordWorkerEvent(createWorkerRuntime(t.store), 'ghost-l', 'WorkerLost', { lastHeartbeatAt: new Date().toISOString(), reason: 'declared lost by a test' }, { by: 'executor' });

@@ -45,6 +45,7 @@ export function createMonitor(o: MonitorOptions) {
     if (live && connectedSince !== undefined) {
       const [listed, since] = [live, connectedSince];
       await run('detecting lost workers', () => workers.reclaimFromLost(listed, since));
+      await run('reclaiming from stopped workers', () => workers.reclaimFromStopped(listed));
       await run('abandoning executions no worker offers', () => workers.abandonUnoffered(listed));
     }
     await run('timing out overdue runs', runs.timeOutOverdue);

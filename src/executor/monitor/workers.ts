@@ -62,6 +62,23 @@ export function workerDuties(c: MonitorContext) {
     },
 
     /**
+     * A worker that stopped cleanly (WorkerStopped, its liveness row removed) can still be handed
+     * an execution by a pass that had not yet seen it drain (QA: one 75 ms after WorkerStopped).
+     * Nobody starts it there unless that id comes back, so it is reclaimed now (reason `drain`)
+     * rather than at its schedule-to-start deadline. A worker with a liveness row (back under its
+     * id, or one whose runs ignored their abort and left the row to go stale) is left to the other duties.
+     */
+    async reclaimFromStopped(workers: readonly LiveWorker[]): Promise<void> {
+      const listed = new Set(workers.map((w) => w.workerId));
+      for (const [workerId, held] of c.view.heldByStopped()) {
+        if (listed.has(workerId)) continue;
+        await mapLimit(held, c.parallelism, (x) =>
+          c.enforce('stopped-worker reclaim', x.executionId, { type: 'OwnershipReclaimed', data: { reason: 'drain', workerId, attempt: x.attempt }, by: 'executor' }),
+        );
+      }
+    },
+
+    /**
      * Reclaim at once what a previous process of a worker id held when a new process announced
      * itself under that id: that process is gone (kill -9, OOM, a crash), so waiting for its
      * heartbeat to go stale or its message's ack-wait would only delay the retry. A start that
