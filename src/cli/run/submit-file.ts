@@ -278,7 +278,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
           `Submit the file again to go on: ${KEYED_LINES_FOUND_AGAIN} (lines without one are submitted again)\n`,
       );
       if (o.json) console.log(toJson({ ...s, executions: all, interrupted: { signal: interrupted, afterLine: upTo } }));
-      else console.log(`submitted ${s.submitted.toLocaleString('en')} lines before ${interrupted}: ${outcomeCounts(s)}`);
+      else console.log(`submitted ${linesOf(s.submitted)} before ${interrupted}: ${outcomeCounts(s)}`);
       process.exitCode = interrupted === 'SIGINT' ? 130 : 143;
       return;
     }
@@ -288,7 +288,7 @@ export async function submitFileCommand(path: string, o: SubmitFileOptions): Pro
     if (o.json) console.log(toJson({ ...s, executions: all }));
     else {
       console.log(
-        `submitted ${s.submitted.toLocaleString('en')} lines in ${s.seconds} s (${s.perSecond.toLocaleString('en')}/s): ${outcomeCounts(s)}`,
+        `submitted ${linesOf(s.submitted)} in ${s.seconds} s (${s.perSecond.toLocaleString('en')}/s): ${outcomeCounts(s)}`,
       );
       for (const c of s.conflicts.slice(0, 10)) console.log(`  line ${c.line}: ${c.error}`);
       if (s.conflicts.length > 10) console.log(`  … and ${s.conflicts.length - 10} more (--json lists them all)`);
@@ -319,3 +319,5 @@ function summary(results: ItemResult[], started: number) {
     perSecond: seconds > 0 ? Math.round(results.length / seconds) : 0,
   };
 }
+
+const linesOf = (n: number) => `${n.toLocaleString('en')} line${n === 1 ? '' : 's'}`;
