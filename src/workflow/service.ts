@@ -19,7 +19,7 @@ import { WorkflowId, checkWorkflow, type WorkflowDefinition, type WorkflowProble
 import type { ErrorInfo } from '../../schemas/events.ts';
 import { schemaThrew, type ActionRegistry } from '../actions/registry.ts';
 import { BatonError, NotFoundError, WrongExpectedRevisionError } from '../errors.ts';
-import { jsonProblems } from '../input/rules.ts';
+import { JSON_LIMITS, formatPath, jsonProblems } from '../input/rules.ts';
 import { zodProblems } from '../input/schemas.ts';
 import { START, type EventStore } from '../eventstore/event-store.ts';
 import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
@@ -75,9 +75,13 @@ export function workflowProblems(value: unknown, actions: Pick<ActionRegistry, '
   const steps = isRecord(value) && Array.isArray(value.steps) ? value.steps : [];
   steps.forEach((step: unknown, i: number) => {
     if (!isRecord(step) || typeof step.action !== 'string') return;
+    // Whole numbers JSON cannot hold exactly are refused as a submission's input is (submission.ts):
+    // stored, the step would run on a rounded number.
+    const inexact = jsonProblems(step.input ?? null, { ...JSON_LIMITS, exactIntegers: true }).filter((p) => p.message.startsWith('is a whole number past'));
+    problems.push(...inexact.map((p) => ({ path: [`steps.${i}.input`, ...(p.path.length > 0 ? [formatPath(p.path)] : [])].join('.'), message: p.message })));
     const action = actions.get(step.action);
     // An input that is not storable JSON was refused by checkWorkflow already.
-    if (!action || jsonProblems(step.input ?? null).length > 0) return;
+    if (!action || inexact.length > 0 || jsonProblems(step.input ?? null).length > 0) return;
     problems.push(...stepInputProblems(action.input, step.input, isRecord(step.inputFrom) ? Object.keys(step.inputFrom) : [], `steps.${i}.input`));
   });
   return checked.ok && problems.length === 0 ? checked : { ok: false, problems };

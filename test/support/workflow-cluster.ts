@@ -136,4 +136,11 @@ export const badWorkflows: { name: string; definition: unknown; expect: RegExp }
   { name: 'a missing dependency', definition: { steps: [{ id: 'a', action: 'core.noop', dependsOn: ['ghost'] }] }, expect: /steps\.0\.dependsOn\.0: no step "ghost" in this workflow/ },
   { name: 'a self-reference', definition: { steps: [{ id: 'a', action: 'core.noop', dependsOn: ['a'] }] }, expect: /steps\.0\.dependsOn\.0: step "a" depends on itself/ },
   { name: 'duplicate ids', definition: { steps: [{ id: 'a', action: 'core.noop' }, { id: 'a', action: 'core.echo' }] }, expect: /steps\.1\.id: "a" is already the id of steps\.0/ },
+  {
+    // QA: stored rounded (…567000) where a submission's input is refused.
+    name: 'a whole number JSON cannot hold exactly in a step input',
+    // eslint-disable-next-line no-loss-of-precision
+    definition: { steps: [{ id: 'a', action: 'core.echo', input: { n: 12345678901234567891 } }] },
+    expect: /steps\.0\.input\.n: is a whole number past ±9007199254740991, which JSON numbers cannot hold exactly/,
+  },
 ];
