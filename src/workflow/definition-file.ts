@@ -2,7 +2,7 @@
 // too). A syntax error names the file, line and column; what the definition means is checked
 // afterwards by checkWorkflow, which names field paths.
 import fs from 'node:fs/promises';
-import { YAMLParseError, parse as parseYaml } from 'yaml';
+import { parseDocument, type YAMLError } from 'yaml';
 import { BatonError } from '../errors.ts';
 
 /** The file could not be read or parsed; the message names where. */
@@ -32,15 +32,24 @@ export function parseDefinitionText(text: string, file: string): unknown {
       throw new DefinitionFileError(file, at?.line, at?.column, `invalid JSON: ${reason}`, { cause: err });
     }
   }
+  // Warnings too (an unknown tag such as !!js/function, read as plain text otherwise): a
+  // definition is refused for what it does not mean, not printed a warning about and run.
+  const doc = parseDocument(text, { prettyErrors: true });
+  const [problem] = [...doc.errors, ...doc.warnings];
+  if (problem) throw yamlError(file, problem);
   try {
-    return parseYaml(text, { prettyErrors: true });
+    return doc.toJS();
   } catch (err) {
-    if (!(err instanceof YAMLParseError)) throw err;
-    const [start] = err.linePos ?? [];
-    // The message ends with the position and an excerpt; keep the first line's reason.
-    const reason = err.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
-    throw new DefinitionFileError(file, start?.line, start?.col, `invalid YAML: ${reason}`, { cause: err });
+    // An alias bomb (aliases of aliases, each expanding the last): the yaml package stops it.
+    throw new DefinitionFileError(file, undefined, undefined, `invalid YAML: ${(err as Error).message}`, { cause: err });
   }
+}
+
+function yamlError(file: string, err: YAMLError): DefinitionFileError {
+  const [start] = err.linePos ?? [];
+  // The message ends with the position and an excerpt; keep the first line's reason.
+  const reason = err.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+  return new DefinitionFileError(file, start?.line, start?.col, `invalid YAML: ${reason}`, { cause: err });
 }
 
 export async function readDefinitionFile(file: string): Promise<unknown> {
