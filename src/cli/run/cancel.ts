@@ -29,9 +29,12 @@ export async function cancelCommand(id: string, o: { reason: string; wait?: bool
   await withContext(async ({ runtime, store }) => {
     const r = await cancelEither({ runtime, store }, id, o.reason);
     if (r.outcome === 'too-late') {
+      // Already Cancelled is what was asked for (a second caller, a retried script): exit 0.
+      const cancelled = r.status === 'Cancelled';
       if (o.json) console.log(toJson(r));
+      else if (cancelled) console.log(r.message);
       else process.stderr.write(`baton: ${r.message}\n`);
-      process.exitCode = 1;
+      if (!cancelled) process.exitCode = 1;
       return;
     }
     if (!o.wait) {
