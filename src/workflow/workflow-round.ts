@@ -5,11 +5,15 @@
 //   cancel                  cancelExecution on each step execution still running (fail-fast
 //                           after a failure, or a cancel request), and on executions of steps
 //                           that will never be recorded.
-//   schedule a ready step   submit its execution with idempotency key `workflow:<id>:<step>`
-//                           (so its id is derived from the key), THEN record
-//                           WorkflowStepScheduled. A crash in between leaves an execution in
-//                           Requested; the successor plans the same step, its submit finds that
-//                           execution (same key, same request), and records it: never a second one.
+//   schedule a ready step   record WorkflowStepScheduled naming the execution id its idempotency
+//                           key `workflow:<id>:<step>` derives, THEN submit that execution. So a
+//                           step's execution exists only once the workflow says so: submitted
+//                           first, one whose record then lost to a cancel request was handed off
+//                           and ran, an execution the workflow never mentioned (QA). A crash in
+//                           between leaves a scheduled step with no execution yet: the next round
+//                           submits it (same key, same request: never a second one). An execution
+//                           submitted before its record (by builds before 2026-12-01) is found the
+//                           same way when its step is recorded.
 //   end                     WorkflowCompleted / WorkflowFailed / WorkflowCancelled.
 //
 // Every append is decided through the workflow machine at the revision the plan was made on,
@@ -24,10 +28,10 @@ import type { ErrorInfo } from '../../schemas/events.ts';
 import type { StepOutcome, WorkflowEvent } from '../../schemas/workflow-events.ts';
 import { stepInput, type MissingResultPath, type WorkflowStep } from '../../schemas/workflow.ts';
 import { mapLimit } from '../async/map-limit.ts';
-import { DuplicateEventIdError, IdempotencyKeyConflictError } from '../errors.ts';
+import { DuplicateEventIdError, IdempotencyKeyConflictError, NotFoundError } from '../errors.ts';
 import type { Command } from '../runtime/actor-kind.ts';
 import { cancelExecution } from '../runtime/cancel.ts';
-import type { ExecutionRuntime } from '../runtime/execution-runtime.ts';
+import { executionIdForKey, type ExecutionRuntime, type SubmitRequest } from '../runtime/execution-runtime.ts';
 import { WorkflowTransitionError, workflowEventId, type WorkflowRuntime } from './workflow-stream.ts';
 
 /** The idempotency key of a step's execution: its id is derived from it. */
@@ -106,7 +110,7 @@ export async function advance(d: RoundDeps, w: FollowedWorkflow): Promise<boolea
   for (const step of c.definition.steps) {
     const s = c.steps[step.id]!;
     if (s.status !== 'scheduled') continue;
-    const end = d.outcomeKnown(s.executionId!) ?? outcomeOf((await d.executions.load(s.executionId!)).snapshot);
+    const end = d.outcomeKnown(s.executionId!) ?? outcomeOf(await loadOrSubmit(d, w, snapshot, step, s.executionId!));
     if (!end) continue;
     const data = { stepId: step.id, executionId: s.executionId!, outcome: end.outcome, ...(end.result !== undefined && { result: end.result as never }), ...(end.error && { error: end.error }) };
     finished.push(command(w, 'WorkflowStepFinished', data, `${step.id}/finished`));
@@ -123,32 +127,50 @@ export async function advance(d: RoundDeps, w: FollowedWorkflow): Promise<boolea
   }
   await cancel(d, w, orphans(w, snapshot, new Set(plan.skipped)), `workflow ${w.id} will not run this step`);
 
-  if (plan.schedule.length > 0) return record(d, w, base, await mapLimit(plan.schedule, d.parallelism, (step) => submitStep(d, w, snapshot, step)));
+  if (plan.schedule.length > 0) {
+    const steps = plan.schedule.map((step) => stepSubmission(w, snapshot, step));
+    if (await record(d, w, base, steps.map((x) => x.command))) await mapLimit(steps, d.parallelism, (x) => submit(d, w, x));
+    return true;
+  }
   if (plan.end) return record(d, w, base, [endCommand(w, snapshot, plan.end)]);
   return false;
 }
 
-/** Append at the revision the plan was made on. A lost race (a refusal, or another executor's copy of the event) means: plan again. */
+/**
+ * Append at the revision the plan was made on; true when this call appended. A lost race (a
+ * refusal, or another executor's copy of the event) means: plan again. advance() returns true
+ * either way (something moved, or must be planned again).
+ */
 async function record(d: RoundDeps, w: FollowedWorkflow, base: { snapshot: WorkflowSnapshot; revision: bigint | undefined }, commands: WorkflowCommand[]): Promise<boolean> {
   try {
     const r = await d.workflows.dispatch(w.id, commands, { known: base });
     if (r.appended) d.onRecorded(w, r.snapshot, commands);
     else d.onConflict(); // stored by another executor: the next round reads what it wrote
+    return r.appended;
   } catch (err) {
     if (!(err instanceof WorkflowTransitionError || err instanceof DuplicateEventIdError)) throw err;
     d.onConflict();
     d.log.debug({ workflowId: w.id, err: err.message }, 'another executor moved the workflow on; re-planning');
+    return false;
   }
-  return true;
 }
 
-async function submitStep(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowSnapshot, step: WorkflowStep): Promise<WorkflowCommand> {
+/** A ready step's execution request, and the WorkflowStepScheduled that names its (key-derived) id. */
+interface StepSubmission {
+  stepId: string;
+  executionId: string;
+  request: SubmitRequest;
+  missing: MissingResultPath[];
+  command: WorkflowCommand;
+}
+
+function stepSubmission(w: FollowedWorkflow, snapshot: WorkflowSnapshot, step: WorkflowStep): StepSubmission {
   const c = snapshot.context;
   const results = new Map(Object.entries(c.steps).flatMap(([id, s]) => (s.status === 'completed' ? [[id, s.result] as const] : [])));
   const parent = step.dependsOn[0];
   const parentId = parent === undefined ? undefined : c.steps[parent]?.executionId;
   const { input, missing } = stepInput(step, results);
-  const request = {
+  const request: SubmitRequest = {
     action: step.action,
     input,
     idempotencyKey: stepExecutionKey(w.id, step.id),
@@ -159,21 +181,36 @@ async function submitStep(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowS
     ...(parentId !== undefined && { parentId }),
     ...(c.namespace !== undefined && { namespace: c.namespace }),
   };
-  let executionId: string;
+  const executionId = executionIdForKey(request.idempotencyKey!, request.namespace);
+  return { stepId: step.id, executionId, request, missing, command: command(w, 'WorkflowStepScheduled', { stepId: step.id, executionId }, `${step.id}/scheduled`) };
+}
+
+/** Submit a recorded step's execution (again: its key finds one already stored). */
+async function submit(d: RoundDeps, w: FollowedWorkflow, x: StepSubmission): Promise<ExecutionSnapshot> {
+  w.executions.set(x.executionId, x.stepId);
   try {
     // A path the parent's result lacks is most likely a misspelt ref or a changed action: the step's
     // execution is recorded, ended at once saying which, so the workflow fails naming it rather
     // than running the step on an input with a hole in it.
-    executionId = (missing.length === 0 ? await d.executions.submit(request) : await d.executions.submitAbandoned(request, missingPathsReason(missing))).executionId;
+    return (x.missing.length === 0 ? await d.executions.submit(x.request) : await d.executions.submitAbandoned(x.request, missingPathsReason(x.missing))).snapshot;
   } catch (err) {
     // Only the default maxAttempts can differ (an executor with another BATON_MAX_ATTEMPTS
     // submitted it first): the key names this workflow's step, so it is this step's execution.
     if (!(err instanceof IdempotencyKeyConflictError)) throw err;
-    d.log.warn({ workflowId: w.id, stepId: step.id, executionId: err.executionId, err: err.message }, 'step execution exists with a different request; using it');
-    executionId = err.executionId;
+    d.log.warn({ workflowId: w.id, stepId: x.stepId, executionId: err.executionId, err: err.message }, 'step execution exists with a different request; using it');
+    return (await d.executions.load(err.executionId)).snapshot;
   }
-  w.executions.set(executionId, step.id);
-  return command(w, 'WorkflowStepScheduled', { stepId: step.id, executionId }, `${step.id}/scheduled`);
+}
+
+/** A scheduled step's execution; submitted now when a round stopped between recording and submitting it. */
+async function loadOrSubmit(d: RoundDeps, w: FollowedWorkflow, snapshot: WorkflowSnapshot, step: WorkflowStep, executionId: string): Promise<ExecutionSnapshot> {
+  try {
+    return (await d.executions.load(executionId)).snapshot;
+  } catch (err) {
+    if (!(err instanceof NotFoundError)) throw err;
+    d.log.info({ workflowId: w.id, stepId: step.id, executionId }, 'step recorded as scheduled without its execution (a round stopped in between): submitting it');
+    return submit(d, w, stepSubmission(w, snapshot, step));
+  }
 }
 
 /** Why a step's execution was abandoned before it ran: each inputFrom path its parent's result does not hold. */

@@ -9,11 +9,12 @@ import { EXECUTION_STREAM_PREFIX, executionIdOfStream, executionStreamId } from 
 import { WORKFLOW_STREAM_PREFIX, workflowStreamId } from '../../schemas/workflow-events.ts';
 import { NotFoundError } from '../../src/errors.ts';
 import { createPostgresEventStore } from '../../src/eventstore/postgres.ts';
-import { createExecutionRuntime } from '../../src/runtime/execution-runtime.ts';
+import { createExecutionRuntime, executionIdForKey } from '../../src/runtime/execution-runtime.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startOrchestrator, stepExecutionKey } from '../../src/workflow/orchestrator.ts';
 import { InvalidWorkflowError, WorkflowIdConflictError, cancelWorkflow, submitWorkflow, workflowStatus } from '../../src/workflow/service.ts';
-import { loadWorkflow } from '../../src/workflow/workflow-stream.ts';
+import { createWorkflowRuntime, loadWorkflow } from '../../src/workflow/workflow-stream.ts';
+import { advance, type RoundDeps } from '../../src/workflow/workflow-round.ts';
 import { useTestDatabase } from '../support/test-db.ts';
 import { allEvents, badWorkflows, eventually, startWorkflowCluster, workflowActions, workflowEnded, type WorkflowCluster } from '../support/workflow-cluster.ts';
 
@@ -303,6 +304,58 @@ describe('a crash between submitting a step and recording it', () => {
       expect((await allEvents(store, [WORKFLOW_STREAM_PREFIX])).map((e) => e.type)).toEqual(['WorkflowStarted', 'WorkflowStepScheduled', 'WorkflowCancelRequested', 'WorkflowStepFinished', 'WorkflowCancelled']);
     } finally {
       await orchestrator.stop();
+      await store.close();
+    }
+  });
+});
+
+describe('scheduling a step records it before its execution exists', () => {
+  const db = useTestDatabase();
+  const setup = async () => {
+    const store = createPostgresEventStore(db().pool);
+    const runtime = createExecutionRuntime(store);
+    const deps = { store, runtime, actions: workflowActions };
+    const { workflowId } = await submitWorkflow(deps, { steps: [{ id: 'only', action: 'test.unserved', input: { n: 1 } }] });
+    const workflows = createWorkflowRuntime(store);
+    const round = (o: Partial<RoundDeps> = {}): RoundDeps => ({ workflows, executions: runtime, log: silentLogger(), parallelism: 4, outcomeKnown: () => undefined, onRecorded: () => undefined, onConflict: () => undefined, ...o });
+    const followed = { id: workflowId, executions: new Map<string, string>(), errors: new Map<string, string>(), cancelAsked: new Set<string>() };
+    const stepExecution = executionIdForKey(stepExecutionKey(workflowId, 'only'));
+    const workflowEvents = async () => (await store.readStream(workflowStreamId(workflowId))).map((e) => e.type);
+    return { store, runtime, deps, workflowId, workflows, round, followed, stepExecution, workflowEvents };
+  };
+
+  it('a cancel that lands between the plan and its record leaves no execution of the step (QA: it was submitted first, handed off and ran)', async () => {
+    const { store, runtime, deps, workflowId, workflows, round, followed, stepExecution, workflowEvents } = await setup();
+    try {
+      const cancelFirst = { ...workflows, dispatch: (async (...args: Parameters<typeof workflows.dispatch>) => {
+        await cancelWorkflow(deps, workflowId, 'meanwhile');
+        return workflows.dispatch(...args);
+      }) as typeof workflows.dispatch };
+      expect(await advance(round({ workflows: cancelFirst }), followed)).toBe(true);
+      await expect(runtime.load(stepExecution)).rejects.toBeInstanceOf(NotFoundError);
+      expect(await workflowEvents()).toEqual(['WorkflowStarted', 'WorkflowCancelRequested']);
+      // The next round ends it Cancelled, the step never scheduled.
+      while ((await advance(round(), followed)) !== 'ended');
+      expect(await workflowEvents()).toEqual(['WorkflowStarted', 'WorkflowCancelRequested', 'WorkflowCancelled']);
+      await expect(runtime.load(stepExecution)).rejects.toBeInstanceOf(NotFoundError);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a step recorded whose submit did not happen (the round stopped in between) gets its execution from the next round, once', async () => {
+    const { store, runtime, round, followed, stepExecution, workflowEvents } = await setup();
+    try {
+      const crashing = { ...runtime, submit: async () => Promise.reject(new Error('the process died here')) } as typeof runtime;
+      await expect(advance(round({ executions: crashing }), followed)).rejects.toThrow('the process died here');
+      expect(await workflowEvents()).toEqual(['WorkflowStarted', 'WorkflowStepScheduled']);
+      await expect(runtime.load(stepExecution)).rejects.toBeInstanceOf(NotFoundError);
+      await advance(round(), followed);
+      expect(statusOf((await runtime.load(stepExecution)).snapshot)).toBe('Requested');
+      await advance(round(), followed);
+      const requested = (await allEvents(store, [EXECUTION_STREAM_PREFIX])).filter((e) => e.type === 'ExecutionRequested');
+      expect(requested).toHaveLength(1);
+    } finally {
       await store.close();
     }
   });
