@@ -8,7 +8,11 @@ import { stepperOf } from './stepper.ts';
 import type { WorkflowEvent, WorkflowEventOf, StepOutcome } from '../schemas/workflow-events.ts';
 import type { WorkflowDefinition, WorkflowStep } from '../schemas/workflow.ts';
 
-export const WORKFLOW_MACHINE_VERSION = '1';
+export const WORKFLOW_MACHINE_VERSION = '2';
+// 2: a workflow whose every step completed ends Completed also after a cancel request (the last
+//    step finished before the cancel reached it), as an execution that finishes first stays
+//    finished. Every version-1 history folds the same (it never holds that transition).
+//    A version-1 build cannot fold a version-2 history that holds it: upgrades are not rolling.
 
 export type StepStatus = 'pending' | 'scheduled' | 'completed' | 'failed';
 
@@ -112,10 +116,12 @@ export const workflowMachine = setup({
         WorkflowFailed: { guard: 'failedAndSettled', target: 'Failed', actions: 'end' },
       },
     },
-    // No new steps; the running ones are being cancelled. Ends once none is left in flight.
+    // No new steps; the running ones are being cancelled. Ends once none is left in flight:
+    // Cancelled, or Completed when every step completed anyway (version 2).
     Cancelling: {
       on: {
         WorkflowStepFinished: { guard: 'stepScheduled', actions: 'finish' },
+        WorkflowCompleted: { guard: 'allCompleted', target: 'Completed', actions: 'end' },
         WorkflowCancelled: { guard: 'settled', target: 'Cancelled', actions: 'end' },
       },
     },
@@ -186,7 +192,7 @@ export function workflowPlan(snapshot: WorkflowSnapshot): WorkflowPlan {
   const skipped = pending.filter((s) => !starting || isBlocked(c, s)).map((s) => s.id);
   const cancel = cancelling || !starting ? running : [];
   let end: WorkflowPlan['end'];
-  if (cancelling) end = running.length === 0 ? 'WorkflowCancelled' : undefined;
+  if (cancelling) end = Object.values(c.steps).every((s) => s.status === 'completed') ? 'WorkflowCompleted' : running.length === 0 ? 'WorkflowCancelled' : undefined;
   else if (Object.values(c.steps).every((s) => s.status === 'completed')) end = 'WorkflowCompleted';
   else if (anyFailed(c) && running.length === 0 && schedule.length === 0) end = 'WorkflowFailed';
   return { schedule, cancel, skipped, ...(end && { end }) };

@@ -191,6 +191,32 @@ describe('the workflow machine and its plan', () => {
     expect(events.slice(cancelAt).filter((e) => e.type === 'WorkflowStepFinished').every((e) => e.type === 'WorkflowStepFinished' && e.data.outcome === 'Cancelled')).toBe(true);
   });
 
+  it('cancel after every step completed (the last finished before the cancel reached it): the workflow ends Completed, not Cancelled (QA)', () => {
+    const d = def([{ id: 'a' }, { id: 'b', dependsOn: ['a'] }]);
+    const step = (s: WorkflowSnapshot, e: WorkflowEvent) => {
+      const r = decideWorkflow(s, e);
+      if (!r.ok) throw new Error(r.reason);
+      return r.snapshot;
+    };
+    let s = startWorkflow(ev('WorkflowStarted', { definition: d }));
+    s = step(s, ev('WorkflowStepScheduled', { stepId: 'a', executionId: 'x' }));
+    s = step(s, ev('WorkflowStepFinished', { stepId: 'a', executionId: 'x', outcome: 'Completed' }));
+    s = step(s, ev('WorkflowStepScheduled', { stepId: 'b', executionId: 'y' }));
+    s = step(s, ev('WorkflowCancelRequested', { reason: 'user asked' }));
+    expect(workflowPlan(s)).toMatchObject({ cancel: [{ stepId: 'b', executionId: 'y' }] });
+    expect(workflowPlan(s).end).toBeUndefined();
+    s = step(s, ev('WorkflowStepFinished', { stepId: 'b', executionId: 'y', outcome: 'Completed' }));
+    expect(workflowPlan(s).end).toBe('WorkflowCompleted');
+    expect(step(s, ev('WorkflowCompleted', {})).value).toBe('Completed');
+    // A step that did not complete (cancelled, or never started) still ends it Cancelled.
+    let t = startWorkflow(ev('WorkflowStarted', { definition: d }));
+    t = step(t, ev('WorkflowStepScheduled', { stepId: 'a', executionId: 'x' }));
+    t = step(t, ev('WorkflowCancelRequested', { reason: 'user asked' }));
+    t = step(t, ev('WorkflowStepFinished', { stepId: 'a', executionId: 'x', outcome: 'Completed' }));
+    expect(workflowPlan(t).end).toBe('WorkflowCancelled');
+    expect(decideWorkflow(t, ev('WorkflowCompleted', {})).ok).toBe(false);
+  });
+
   it('refuses out-of-order orchestration: a step before its parent, twice, or finished without being scheduled', () => {
     const d = def([{ id: 'a' }, { id: 'b', dependsOn: ['a'] }]);
     let s = startWorkflow(ev('WorkflowStarted', { definition: d }));
