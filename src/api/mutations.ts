@@ -6,7 +6,8 @@ import { BatonError, IdempotencyKeyConflictError } from '../errors.ts';
 import { apiItemNames, itemFailure, submitExecution as submit, submitExecutions as submitMany, type Submission } from '../runtime/submission.ts';
 import { withTraceParent } from '../observability/tracing.ts';
 import { textArg, uuidArg } from './arguments.ts';
-import type { ApiContext } from './context.ts';
+import { eventStoreOf, type ApiContext } from './context.ts';
+import { workflowStreamId } from '../../schemas/workflow-events.ts';
 import { ApiError, badInput, knownFor } from './errors.ts';
 import { inScope } from './namespace-tokens.ts';
 import { DEFAULT_NAMESPACE } from '../input/namespace.ts';
@@ -97,7 +98,13 @@ async function cancelExecution(_: unknown, a: { id: string; reason?: string | nu
     const loaded = await ctx.runtime.load(id); // NotFoundError → NOT_FOUND
     if (!inScope(ctx.namespaces, loaded.snapshot.context.namespace)) throw new NotFoundError('execution', id);
   }
-  const r = await cancel(ctx.runtime, id, reason); // NotFoundError → NOT_FOUND
+  const r = await cancel(ctx.runtime, id, reason).catch(async (err: unknown) => {
+    // NotFoundError → NOT_FOUND; for a workflow's id (`baton cancel` takes either), saying what to use instead.
+    if (err instanceof NotFoundError && ctx.namespaces === undefined && (await eventStoreOf(ctx).readStream(workflowStreamId(id), { limit: 1 })).length > 0) {
+      throw new ApiError('NOT_FOUND', `no execution ${id}: that is a workflow's id; cancel it with cancelWorkflow(id: "${id}")`);
+    }
+    throw err;
+  });
   if (r.outcome === 'too-late') throw new ApiError('CONFLICT', r.message, undefined, { outcome: 'TOO_LATE', status: r.status });
   ctx.log.info({ executionId: id, outcome: r.outcome }, r.message);
   return { executionId: id, status: r.status, outcome: r.outcome.toUpperCase().replace('-', '_'), message: r.message };

@@ -2,7 +2,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { executionStreamId } from '../../schemas/events.ts';
-import { gql, handOff, useApi } from './api-harness.ts';
+import { submitWorkflow } from '../../src/workflow/service.ts';
+import { actions, gql, handOff, useApi } from './api-harness.ts';
 
 const api = useApi();
 const SUBMIT = `mutation($action: String!, $input: JSON, $key: String, $maxAttempts: Int, $priority: Int) {
@@ -104,5 +105,10 @@ describe('cancelExecution', () => {
     expect(nf.errors![0]!.message).toBe(`execution ${unknown} not found`);
     expect(nf.errors![0]!.extensions!.code).toBe('NOT_FOUND');
     expect((await gql(api().url, CANCEL, { id: 'nope' })).errors![0]!.message).toMatch(/^id: must be an execution id/);
+    // A workflow's id (baton cancel takes either): NOT_FOUND, saying what to use instead.
+    const workflowId = randomUUID();
+    await submitWorkflow({ store: api().store, runtime: api().runtime, actions }, { steps: [{ id: 'a', action: 'core.noop' }] }, { id: workflowId });
+    const wf = await gql(api().url, CANCEL, { id: workflowId });
+    expect(wf.errors![0]).toMatchObject({ message: `no execution ${workflowId}: that is a workflow's id; cancel it with cancelWorkflow(id: "${workflowId}")`, extensions: { code: 'NOT_FOUND' } });
   });
 });
