@@ -7,6 +7,7 @@
 import { loadConfig, type Config, type ConfigDefaults } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import { InvalidInputError, type InputProblem } from '../input/errors.ts';
+import { textProblem } from '../input/rules.ts';
 
 /** An option standing for an environment variable; `value` undefined: not given (the variable, if set, applies). */
 export interface SettingOption {
@@ -20,6 +21,10 @@ export interface SettingOption {
 function settingProblem(variable: string, value: string): string | undefined {
   // The environment reads blank as unset: the embedded Postgres instead of the database asked for.
   if (value.trim() === '') return 'must not be empty';
+  // NUL and lone surrogates would reach the driver as part of a name (Postgres ends one at a NUL:
+  // another database). The environment cannot hold a NUL, so loadConfig never sees one.
+  const text = textProblem(value);
+  if (text) return text;
   try {
     loadConfig({ [variable]: value });
     return undefined;

@@ -24,6 +24,7 @@ import { WorkerId } from '../../schemas/events.ts';
 // twice, a metricsPort that is taken, a database that cannot be reached, an id a live worker holds.
 export { DuplicateActionError } from '../actions/registry.ts';
 export { DatabaseUnavailableError } from '../db/database-unavailable.ts';
+export { DatabaseNotMigratedError } from '../db/database-not-migrated.ts';
 export { PortUnavailableError } from '../observability/listen.ts';
 export { WorkerIdInUseError } from '../worker/worker-id-in-use.ts';
 

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import * as root from '@baton-run/baton';
 import { createClient, defineAction, InvalidInputError, type BatonClient } from '@baton-run/baton';
-import { DatabaseUnavailableError, DuplicateActionError, PortUnavailableError, startWorker, WorkerIdInUseError } from '@baton-run/baton/worker';
+import { DatabaseNotMigratedError, DatabaseUnavailableError, DuplicateActionError, PortUnavailableError, startWorker, WorkerIdInUseError } from '@baton-run/baton/worker';
 import { silentLogger } from '../../src/log.ts';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.ts';
 
@@ -130,6 +130,9 @@ it('refuses a bad id, a URL that is not one and a shutdown timeout a timer canno
     // Blank would read as unset: the embedded Postgres instead of the database asked for.
     [{ databaseUrl: ' ' }, 'options.databaseUrl', /^must not be empty$/],
     [{ natsUrl: 'http://127.0.0.1:4222' }, 'options.natsUrl', /^Invalid url: expected nats:\/\//],
+    // QA: Postgres ends a name at a NUL, so this reached another database.
+    [{ databaseUrl: 'postgres://postgres@127.0.0.1:5432/qa\u0000' }, 'options.databaseUrl', /^must not contain a NUL character/],
+    [{ natsUrl: 'nats://127.0.0.1:4222\u0000' }, 'options.natsUrl', /^must not contain a NUL character/],
   ];
   for (const [given, path, message] of cases) {
     const err = await startWorker({ databaseUrl: nowhere, actions: [slow], logger: silentLogger(), signal: AbortSignal.timeout(3_000), ...given } as never).catch((e: unknown) => e);
@@ -139,7 +142,7 @@ it('refuses a bad id, a URL that is not one and a shutdown timeout a timer canno
 }, 40_000);
 
 it('the errors starting it can throw are exported, from the root and /worker alike, and are the classes it throws', async () => {
-  for (const [name, error] of Object.entries({ DatabaseUnavailableError, DuplicateActionError, PortUnavailableError, WorkerIdInUseError })) {
+  for (const [name, error] of Object.entries({ DatabaseNotMigratedError, DatabaseUnavailableError, DuplicateActionError, PortUnavailableError, WorkerIdInUseError })) {
     expect(typeof error, name).toBe('function');
     expect(root[name as keyof typeof root], name).toBe(error);
   }
