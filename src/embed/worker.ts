@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { isActionDefinition, type AnyActionDefinition } from '../actions/action.ts';
+import { unknownNameMessage } from '../input/nearest.ts';
 import { configuredBuiltinActions } from '../actions/builtin.ts';
 import { createActionRegistry } from '../actions/registry.ts';
 import { defaultWorkerId, openHostEnvironment, startExecutorHost, startWorker as startWorkerHost, type HostEnvironment, type RunningHosts } from '../cli/hosts.ts';
@@ -96,7 +97,7 @@ const KNOWN = ['databaseUrl', 'actions', 'builtins', 'id', 'capacity', 'natsUrl'
 export async function startWorker(o: EmbeddedWorkerOptions): Promise<EmbeddedWorker> {
   if (typeof o !== 'object' || o === null) throw new InvalidInputError([{ path: 'options', message: 'required: { databaseUrl, actions, … }' }]);
   const unknown = Object.keys(o).filter((k) => !KNOWN.includes(k));
-  if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: `unknown option; known: ${KNOWN.join(', ')}` })));
+  if (unknown.length > 0) throw new InvalidInputError(unknown.map((k) => ({ path: `options.${k}`, message: unknownNameMessage('option', k, KNOWN) })));
   const wrong = optionTypeProblems(o);
   if (wrong.length > 0) throw new InvalidInputError(wrong);
   if (typeof o.databaseUrl !== 'string') throw new InvalidInputError([{ path: 'options.databaseUrl', message: 'required: postgres://user:password@host:5432/database' }]);

@@ -66,7 +66,7 @@ it('its signal aborting drains it: the running action finishes, then it reports 
 }, 30_000);
 
 it('refuses options it does not understand, naming them, before connecting', async () => {
-  await expect(startWorker({ databaseUrl: db.url, actions: [slow], capacty: 3 } as never)).rejects.toThrow(/^options\.capacty: unknown option/);
+  await expect(startWorker({ databaseUrl: db.url, actions: [slow], capacty: 3 } as never)).rejects.toThrow(/^options\.capacty: unknown option; did you mean "capacity"\?/);
   await expect(startWorker({ databaseUrl: db.url, actions: [slow], capacity: 0 })).rejects.toBeInstanceOf(InvalidInputError);
   await expect(startWorker({ databaseUrl: db.url, actions: [{ name: 'x.y' }] as never })).rejects.toThrow(/options\.actions\[0\]: not an action/);
 });
