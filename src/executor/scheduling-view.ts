@@ -361,12 +361,8 @@ export class SchedulingView {
 
   /** What workers whose stream says Stopped still hold, by worker id (a handoff that landed as one drained). */
   heldByStopped(): Map<string, { executionId: string; attempt: number }[]> {
-    const held = new Map<string, { executionId: string; attempt: number }[]>();
-    for (const [id, e] of this.#held()) {
-      if (e.heldBy === undefined || this.workerStatus(e.heldBy) !== 'stopped') continue;
-      held.set(e.heldBy, [...(held.get(e.heldBy) ?? []), { executionId: id, attempt: e.snapshot.context.attempt }]);
-    }
-    return held;
+    const stopped = new Set([...this.#held()].flatMap(([, e]) => (e.heldBy !== undefined && this.workerStatus(e.heldBy) === 'stopped' ? [e.heldBy] : [])));
+    return new Map([...stopped].map((workerId) => [workerId, this.heldBy(workerId)]));
   }
 
   /** Every execution a worker holds: handed off to it, or running on it. */
