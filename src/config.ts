@@ -7,7 +7,7 @@ import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
 import type { RateLimitPolicy } from '../schemas/worker-events.ts';
 import { defaultDataDir, type DataDirSource } from './config-data-dir.ts';
-import { byteSize, count, duration, flag, hostAllowList, namespaceLimitsSetting, namespaceRateLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
+import { byteSize, count, duration, hostAllowList, namespaceLimitsSetting, namespaceRateLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
 
@@ -255,7 +255,7 @@ const EnvSchema = z.object({
 /**
  * BATON_* variables that are not Baton's configuration, so an unknown one is not refused:
  * Docker Compose's (the env file to read, the ports to publish; see .env.example), the test
- * harness's (TestEnvSchema below, and the browser test's screenshot switch) and bin/baton.js's.
+ * harness's (config-test-harness.ts, and the browser test's screenshot switch) and bin/baton.js's.
  */
 export const NON_CONFIG_VARIABLES: readonly string[] = [
   'BATON_ENV_FILE',
@@ -282,7 +282,8 @@ function unknownVariables(env: NodeJS.ProcessEnv): string[] {
     .map((k) => `${k}: ${unknownNameMessage('variable', k, known).replace(/; known: .*$/, '')}`);
 }
 
-function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, extra: string[] = []): z.infer<S> {
+/** The variables `schema` reads, or ConfigError naming each problem (and `extra` ones). */
+export function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, extra: string[] = []): z.infer<S> {
   const result = schema.safeParse(env);
   const problems = [...(result.success ? [] : result.error.issues.map((i) => `${i.path.map(String).join('.') || '(environment)'}: ${i.message}`)), ...extra];
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
@@ -378,26 +379,4 @@ function apiLimitsOf(e: z.infer<typeof EnvSchema>): ApiLimits {
     maxBodyBytes: e.BATON_API_MAX_BODY_BYTES,
     maxSubmitBatch: e.BATON_API_MAX_SUBMIT_BATCH,
   });
-}
-
-/** What the test harness (test/support) reads besides Config. */
-export interface TestHarnessConfig {
-  /** BATON_REQUIRE_NATS=1: fail the whole test run when NATS is unreachable instead of skipping NATS tests. */
-  readonly requireNats: boolean;
-  /** BATON_NATS_URL, or nats://127.0.0.1:4222. */
-  readonly natsUrl: string;
-  /** CI is set (to anything but "" / "0" / "false"). */
-  readonly ci: boolean;
-}
-
-const TestEnvSchema = z.object({
-  BATON_REQUIRE_NATS: flag('BATON_REQUIRE_NATS'),
-  BATON_NATS_URL: z.preprocess(unsetIfEmpty, urlWith(['nats', 'tls'], 'nats://host:4222').default(DEFAULT_NATS_URL)),
-  // CI systems set CI to all sorts of values ("true", "1", "woodpecker"); only "", "0" and "false" mean no.
-  CI: z.preprocess(unsetIfEmpty, z.string().optional()).transform((v) => v !== undefined && !['0', 'false'].includes(v.toLowerCase())),
-});
-
-export function loadTestHarnessConfig(env: NodeJS.ProcessEnv = process.env): TestHarnessConfig {
-  const e = parseEnv(TestEnvSchema, env);
-  return Object.freeze({ requireNats: e.BATON_REQUIRE_NATS, natsUrl: e.BATON_NATS_URL, ci: e.CI });
 }

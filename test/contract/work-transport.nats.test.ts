@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { AckPolicy, connect, nanos, type NatsConnection } from 'nats';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { loadTestHarnessConfig } from '../../src/config.ts';
+import { loadTestHarnessConfig } from '../../src/config-test-harness.ts';
 import { createNatsWorkTransport, deleteNatsWorkStreams, subjectToken, type NatsWorkTransportOptions } from '../../src/transport/nats/index.ts';
 import type { DeadLetter, WorkTransport } from '../../src/transport/work-transport.ts';
 import { workMessage, workTransportContract, type WorkTransportHarness } from './work-transport.contract.ts';

@@ -3,7 +3,8 @@ import path from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.ts';
-import { dbWaitFor, loadConfig, loadTestHarnessConfig, DEFAULT_API_LIMITS, DEFAULT_CLI_DB_WAIT_MS, DEFAULT_TIMEOUTS, parseByteSize, parseDuration } from '../../src/config.ts';
+import { loadTestHarnessConfig } from '../../src/config-test-harness.ts';
+import { dbWaitFor, loadConfig, DEFAULT_API_LIMITS, DEFAULT_CLI_DB_WAIT_MS, DEFAULT_TIMEOUTS, parseByteSize, parseDuration } from '../../src/config.ts';
 import { createLogger, loggerOptions } from '../../src/log.ts';
 
 describe('loadConfig', () => {
