@@ -4,7 +4,7 @@
 // machine reached. Which executions wait, which must be retried or abandoned, which are handed
 // off or running and where, which hold a concurrency slot, and when a run is over: all of it is
 // the snapshot's status and context, so a new rule in the machine needs no second copy here.
-// The events themselves are read (one exhaustive switch) only for what a snapshot does not keep:
+// The events themselves are read (one exhaustive switch, tracked-execution.ts) only for what a snapshot does not keep:
 // the handoff's event id and revision (a re-published message names them), the workers an
 // attempt expired on, why the baton came back, and which holds a restarted worker's previous
 // process left behind.
@@ -20,38 +20,14 @@ import type { ActionPolicy } from '../../schemas/worker-events.ts';
 import type { Change } from '../runtime/actor-runtime.ts';
 import { AdvertisedWorkers, type WorkerChange } from './advertised-workers.ts';
 import { SlotCounts, concurrencyKeyOf, slotBucket } from './concurrency-slots.ts';
-import { HOLDS_SLOT, phaseOf, reclaimReason, type ActionGauges, type Phase, type CancelRequest, type HandedOffExecution, type Orphan, type RetryDecision, type RunningExecution, type WorkerStatus } from './scheduling-entries.ts';
+import { HOLDS_SLOT, phaseOf, type ActionGauges, type Phase, type CancelRequest, type HandedOffExecution, type Orphan, type RetryDecision, type RunningExecution, type WorkerStatus } from './scheduling-entries.ts';
+import { noteEvent, type TrackedExecution } from './tracked-execution.ts';
 import { WaitingQueue } from './waiting-queue.ts';
 
 export type ExecutionChange = Change<ExecutionSnapshot, ExecutionEvent>;
 
-interface Entry {
-  action: string;
-  /** Its namespace (the slots held per namespace count it). */
-  namespace: string;
-  priority: number;
-  /** Order of arrival, kept across retries: a retried execution keeps its place in line. */
-  seq: number;
-  bucket: string;
-  /** The input, kept only while no worker has advertised the action: its key needs the policy. */
-  input?: unknown;
-  avoid: Set<string>;
-  /** Whether the attempt limit was recorded: by a SchedulingStarted (machine versions 4–6) or a handoff (7). */
-  limitRecorded: boolean;
-  /** Why the baton last came back, for the retry's or the abandonment's reason. */
-  returned: string;
-  handoff?: { eventId: string; revision: bigint; at: number };
-  /** When it became due (its request, or its retry's time): how long it has waited. */
-  since: number;
-  phase?: Phase;
-  holdsSlot: boolean;
-  /** The worker whose load counts it (while handed off or running). */
-  heldBy?: string;
-  snapshot: ExecutionSnapshot;
-}
-
 export class SchedulingView {
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries = new Map<string, TrackedExecution>();
   readonly #waiting = new WaitingQueue();
   readonly #advertised = new AdvertisedWorkers();
   readonly #slots = new SlotCounts();
@@ -74,7 +50,7 @@ export class SchedulingView {
       if (isFinal(after)) return { unblocks: false, terminal: null };
       e = this.#track(id, after, change.events[0]?.recordedAt?.getTime() ?? Date.parse(after.context.requestedAt));
     }
-    for (const c of change.events) this.#note(id, e, c.event, c);
+    for (const c of change.events) if (noteEvent(e, c.event, c) === 'started') this.#orphans.delete(id); // started after the new process announced itself: its own
     e.snapshot = after;
     this.#retryDecided.delete(id);
     const before = e.phase;
@@ -101,13 +77,13 @@ export class SchedulingView {
     return true;
   }
 
-  #track(id: string, after: ExecutionSnapshot, at: number): Entry {
+  #track(id: string, after: ExecutionSnapshot, at: number): TrackedExecution {
     const c = after.context;
     // The key is computed once, from the policy known when the execution is first seen (or when
     // the action's first policy arrives), so every executor derives the same one; keeping every
     // waiting input until it is scheduled would cost memory in proportion to the backlog.
     const known = this.#advertised.knows(c.action);
-    const e: Entry = {
+    const e: TrackedExecution = {
       action: c.action,
       namespace: c.namespace,
       priority: c.priority ?? 0,
@@ -130,49 +106,7 @@ export class SchedulingView {
     return e;
   }
 
-  /** What an event says that the snapshot does not keep. */
-  #note(id: string, e: Entry, event: ExecutionEvent, at: { eventId: string; revision: bigint; recordedAt?: Date }): void {
-    switch (event.type) {
-      case 'SchedulingStarted':
-        if (event.data.maxAttempts !== undefined) e.limitRecorded = true;
-        return;
-      case 'ExecutionHandedOff':
-        if (event.data.maxAttempts !== undefined) e.limitRecorded = true;
-        e.handoff = { eventId: at.eventId, revision: at.revision, at: at.recordedAt?.getTime() ?? Date.parse(event.metadata.occurredAt) };
-        return;
-      case 'ExecutionStarted':
-        this.#orphans.delete(id); // started after the new process announced itself: its own
-        return;
-      case 'OwnershipReclaimed':
-        if (event.data.reason === 'schedule-to-start') e.avoid.add(event.data.workerId);
-        e.returned = reclaimReason(event.data.reason, event.data.workerId, event.data.attempt);
-        return;
-      case 'OwnershipReleased':
-        e.returned = `released: ${event.data.reason}`;
-        return;
-      case 'ExecutionFailed':
-        e.returned = `attempt ${e.snapshot.context.attempt} failed: ${event.data.error.message}`;
-        return;
-      case 'ExecutionRetryScheduled':
-        e.since = Date.parse(event.data.retryAt);
-        return;
-      case 'ExecutionRequested':
-      case 'ExecutionProgressed':
-      case 'ExecutionTagged':
-      case 'ExecutionCompleted':
-      case 'ExecutionCancelRequested':
-      case 'ExecutionCancelled':
-      case 'ExecutionTimedOut':
-      case 'ExecutionAbandoned':
-        return;
-      default: {
-        const unknown: never = event;
-        throw new Error(`the scheduling view does not know event ${(unknown as ExecutionEvent).type}`);
-      }
-    }
-  }
-
-  #enter(id: string, e: Entry, phase: Phase, change: ExecutionChange): void {
+  #enter(id: string, e: TrackedExecution, phase: Phase, change: ExecutionChange): void {
     e.phase = phase;
     this.#inPhase[phase].add(id);
     const c = e.snapshot.context;
@@ -188,7 +122,7 @@ export class SchedulingView {
     if (phase === 'handed-off' && !e.handoff) throw new Error(`execution ${id} is Scheduled but no ExecutionHandedOff was seen (${change.source})`);
   }
 
-  #leave(id: string, e: Entry): void {
+  #leave(id: string, e: TrackedExecution): void {
     if (e.phase === undefined) return;
     this.#inPhase[e.phase].delete(id);
     this.#waiting.remove(id);
@@ -203,7 +137,7 @@ export class SchedulingView {
   }
 
   /** It reached a final state: nothing about it is needed any more. */
-  #forget(id: string, e: Entry): void {
+  #forget(id: string, e: TrackedExecution): void {
     this.#entries.delete(id);
     this.#orphans.delete(id);
     this.#retryDecided.delete(id);
@@ -244,12 +178,12 @@ export class SchedulingView {
     return this.#advertised.policyOf(action)?.concurrency?.limit;
   }
 
-  /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
   /** Slots held by the namespace's executions (scheduled, handed off or running), for its concurrency limit. */
   heldInNamespace(namespace: string): number {
     return this.#slots.heldInNamespace(namespace);
   }
 
+  /** Slots the bucket has free now (Infinity when the action has no limit); never negative. */
   freeSlots(action: string, bucket: string): number {
     const limit = this.concurrencyLimitOf(action);
     return limit === undefined ? Infinity : Math.max(0, limit - this.#slots.heldIn(bucket));
@@ -317,7 +251,7 @@ export class SchedulingView {
     return [...this.#inPhase['handed-off']].map((id) => this.#handedOffOf(id, this.#entries.get(id)!));
   }
 
-  #handedOffOf(id: string, e: Entry): HandedOffExecution {
+  #handedOffOf(id: string, e: TrackedExecution): HandedOffExecution {
     const c = e.snapshot.context;
     return {
       executionId: id,
@@ -366,7 +300,7 @@ export class SchedulingView {
   }
 
   /** Every execution a worker holds: handed off to it, or running on it. */
-  *#held(): Generator<[string, Entry]> {
+  *#held(): Generator<[string, TrackedExecution]> {
     for (const phase of ['handed-off', 'running'] as const) for (const id of this.#inPhase[phase]) yield [id, this.#entries.get(id)!];
   }
 
