@@ -34,10 +34,15 @@ const namedType = (t: GraphQLInputType): GraphQLInputType => (isNonNullType(t) |
 const MAX_PROBLEMS = 10;
 
 /**
- * Fields whose resolver checks `namespace` among every other problem of the request (the schedule
- * and workflow requests): refused here alone, it hid the rest (`cron`, `action`, the definition).
+ * Arguments the field's resolver checks among every other problem of the request, by the same
+ * rules: refused here alone, one hid the rest (a `namespace` hid `cron` or `action`; a NUL in the
+ * definition hid an unknown field of it). The workflow service checks the whole definition.
  */
-const NAMESPACE_CHECKED_WITH_THE_REST = new Set(['Mutation.createSchedule', 'Mutation.updateSchedule', 'Mutation.submitWorkflow']);
+const CHECKED_WITH_THE_REST = new Map([
+  ['Mutation.createSchedule', new Set(['namespace'])],
+  ['Mutation.updateSchedule', new Set(['namespace'])],
+  ['Mutation.submitWorkflow', new Set(['namespace', 'definition', 'id'])],
+]);
 
 /** A problem and the argument (or input field) whose value has it: `input` for `input.a.b`. */
 type ArgumentProblem = InputProblem & { argument: string };
@@ -100,7 +105,7 @@ export function applyArgumentRules(schema: GraphQLSchema): GraphQLSchema {
   for (const type of Object.values(schema.getTypeMap())) {
     if (!isObjectType(type) || type.name.startsWith('__')) continue;
     for (const field of Object.values(type.getFields()) as GraphQLField<unknown, unknown>[]) {
-      const args = field.args.filter((a) => holdsChecked(a.type) && !(a.name === 'namespace' && NAMESPACE_CHECKED_WITH_THE_REST.has(`${type.name}.${field.name}`)));
+      const args = field.args.filter((a) => holdsChecked(a.type) && !CHECKED_WITH_THE_REST.get(`${type.name}.${field.name}`)?.has(a.name));
       if (args.length === 0) continue;
       const resolve = field.resolve ?? defaultFieldResolver;
       field.resolve = (source, values, ctx, info) => {
