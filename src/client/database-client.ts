@@ -69,7 +69,7 @@ export async function openDatabaseTransport(o: DatabaseClientOptions): Promise<T
   const config = configWithOptions([{ path: 'databaseUrl', variable: 'BATON_DATABASE_URL', value: o.databaseUrl }], { logLevel: 'warn' });
   // Before anything is opened: nothing to close if it throws.
   const registry = knownActions(configuredBuiltinActions(config), o.actions);
-  const env: Environment = await openEnvironment({ config, log: createLogger(config, { destination: 'stderr' }), as: 'cli', poolSize: 4, applicationName: 'baton-client' });
+  const env: Environment = await openEnvironment({ config, log: o.logger ?? createLogger(config, { destination: 'stderr' }), as: 'cli', poolSize: 4, applicationName: 'baton-client' });
   const { runtime, store } = env;
   /** The database as messages name it (no password). */
   const where = redactUrl(o.databaseUrl);

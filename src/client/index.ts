@@ -85,8 +85,12 @@ function checkUpdatesOptions(o: unknown): { signal?: AbortSignal } {
 
 /** createClient's options, each of the wrong type named, before anything is opened. */
 function checkClientOptions(o: Record<string, unknown>, byDatabase: boolean): void {
-  const allowed = byDatabase ? ['databaseUrl', 'actions'] : ['graphqlUrl', 'token', 'actions'];
+  const allowed = byDatabase ? ['databaseUrl', 'actions', 'logger'] : ['graphqlUrl', 'token', 'actions'];
   refuseAny(unknownKeys(o, allowed, 'options'));
+  const logger = o['logger'];
+  if (logger !== undefined && (typeof logger !== 'object' || logger === null || typeof (logger as { child?: unknown }).child !== 'function')) {
+    refuseAny([{ path: 'options.logger', message: 'must be a pino logger' }]);
+  }
   const actions = o['actions'];
   if (actions !== undefined && !Array.isArray(actions)) refuseAny([{ path: 'options.actions', message: 'must be an array of actions built with defineAction' }]);
   refuseAny(((actions ?? []) as unknown[]).flatMap((a, i) => (isActionDefinition(a) ? [] : [{ path: `options.actions[${i}]`, message: 'not an action: build it with defineAction({ name, input, run })' }])));

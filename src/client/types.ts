@@ -2,6 +2,7 @@
 // same whether the client talks to the database or to the GraphQL API. Breaking changes to
 // anything here are listed in CHANGELOG.md.
 import type { z } from 'zod';
+import type { Logger } from 'pino';
 import type { AnyActionDefinition } from '../actions/action.ts';
 
 /** Where an execution is in its lifecycle (the execution machine's states). */
@@ -153,6 +154,11 @@ export interface DatabaseClientOptions {
    * array of `defineAction` results (InvalidInputError naming `options.actions` otherwise).
    */
   actions?: readonly AnyActionDefinition[];
+  /** Where it logs (a lost database connection, a retried follow). Default: JSON on stderr at BATON_LOG_LEVEL, else warn. */
+  logger?: Logger;
+  /** Not with `databaseUrl`: one client talks one way. */
+  graphqlUrl?: never;
+  token?: never;
 }
 
 /** Talk to Baton through its GraphQL API (`baton api` or `baton dev`). */
@@ -167,6 +173,8 @@ export interface GraphQLClientOptions {
    * Other names are checked by the server alone (see `submitMany`).
    */
   actions?: readonly AnyActionDefinition[];
+  /** Not with `graphqlUrl`: one client talks one way. */
+  databaseUrl?: never;
 }
 
 export type ClientOptions = DatabaseClientOptions | GraphQLClientOptions;

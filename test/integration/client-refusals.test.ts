@@ -3,6 +3,7 @@
 // bad reason are InvalidInputError naming the field, before anything is sent or stored, never
 // changed on the way (JSON.stringify turns NaN into null and drops undefined) nor an internal error.
 import { randomUUID } from 'node:crypto';
+import pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { InvalidInputError, NotFoundError, ResultTimeoutError, createClient, type BatonClient } from '@baton-run/baton';
 import { builtinActions } from '../../src/actions/builtin.ts';
@@ -155,6 +156,19 @@ it('createClient refuses a databaseUrl that is not one, naming the option, befor
   expect((blank as InvalidInputError).problems).toEqual([{ path: 'databaseUrl', message: 'must not be empty' }]);
   // A NUL, refused everywhere else, is not passed on to the driver as part of the database's name.
   await expect(createClient({ databaseUrl: `${t.db.url}\u0000` })).rejects.toThrow(/^databaseUrl: must not contain a NUL character/);
+});
+
+it('createClient logs through the pino logger given (databaseUrl), and refuses one that is none and a logger over GraphQL, which logs nothing', async () => {
+  const lines: string[] = [];
+  const logger = pino({ level: 'trace' }, { write: (line: string) => void lines.push(line) });
+  const client = await createClient({ databaseUrl: t.db.url, logger });
+  await client.close();
+  expect(lines.length).toBeGreaterThan(0);
+  await expect(createClient({ databaseUrl: t.db.url, logger: console as never })).rejects.toThrow(/^options\.logger: must be a pino logger/);
+  await expect(createClient({ graphqlUrl: 'http://127.0.0.1:1/graphql', logger } as never)).rejects.toThrow(/^options\.logger: /);
+  // One way to talk: both URLs are a type error as well as refused.
+  // @ts-expect-error databaseUrl and graphqlUrl together
+  await expect(createClient({ databaseUrl: t.db.url, graphqlUrl: 'http://127.0.0.1:1/graphql' })).rejects.toThrow(/not both/);
 });
 
 it('an unknown item field is refused naming it with the nearest known one, `action` and `input` among them, alike in both modes', async () => {
