@@ -89,10 +89,19 @@ export interface ActorRuntimeOptions {
 /** A stored event the machine refuses: the stream was written by other rules (or corrupted). Its cache entry is dropped. */
 export class UnfoldableEventError extends BatonError {}
 
+export interface LoadOptions {
+  /** Read the stream (or its snapshot) even when the cache holds the actor. */
+  fresh?: boolean;
+  /** Read the whole stream, not from a snapshot. */
+  whole?: boolean;
+  /** Read at once, but take what was read into the cache, and tell the listeners, only once this settles: loads in flight together still reach the listeners in order. */
+  turn?: Promise<unknown>;
+}
+
 export interface ActorRuntime<S extends AnyMachineSnapshot, E extends DomainEvent> {
   readonly kind: ActorKind<S, E>;
   /** The actor's current snapshot: folded from its stream, or from the cache where the process follows the store (and `fresh` is not set). NotFoundError when it has no events and no empty state. */
-  load(id: string, o?: { fresh?: boolean; whole?: boolean }): Promise<Loaded<S>>;
+  load(id: string, o?: LoadOptions): Promise<Loaded<S>>;
   /**
    * Decide `commands` in order and append them at once at the revision they were decided on (see
    * above). Commands that depend on the state are given as a function of the snapshot (undefined:
@@ -160,7 +169,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return events;
   }
 
-  async function loadFresh(id: string, o: { whole?: boolean } = {}): Promise<Loaded<S>> {
+  async function loadFresh(id: string, o: Omit<LoadOptions, 'fresh'> = {}): Promise<Loaded<S>> {
     const viaSnapshots = snapshots && !o.whole ? await snapshots.load(id) : undefined;
     const fromSnapshot = viaSnapshots && 'from' in viaSnapshots ? viaSnapshots : undefined;
     let events: StoredEvent[];
@@ -177,6 +186,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       snapshot = kind.fold(id, events.map((e) => kind.read(e)));
       snapshots?.folded(id, events.length, events[events.length - 1]!.revision, events[events.length - 1]!.eventId, snapshot);
     }
+    await o.turn;
     const revision = events[events.length - 1]!.revision;
     // Whatever this read shows that the cache had not seen is a change like any other: a listener
     // told only by observe would never hear of events a load took into the cache first.
@@ -202,7 +212,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
     return held && { id, snapshot: held.snapshot, revision: held.revision };
   }
 
-  async function load(id: string, o: { fresh?: boolean; whole?: boolean } = {}): Promise<Loaded<S>> {
+  async function load(id: string, o: LoadOptions = {}): Promise<Loaded<S>> {
     return (followsStore && !o.fresh && !o.whole ? fromCache(id) : undefined) ?? loadFresh(id, o);
   }
 

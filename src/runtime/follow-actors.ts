@@ -65,13 +65,13 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
     }
   }
 
-  /** Load each live actor (its snapshot + tail): the runtime tells the listeners what it brought. */
-  async function load(streamId: string): Promise<void> {
+  /** Load each live actor (its snapshot + tail): the runtime tells the listeners what it brought, once `turn` settles. */
+  async function load(streamId: string, turn?: Promise<unknown>): Promise<void> {
     for (const runtime of runtimes) {
       const id = runtime.kind.idOf(streamId);
       if (id === undefined) continue;
       try {
-        await runtime.load(id, { fresh: true });
+        await runtime.load(id, { fresh: true, ...(turn && { turn }) });
       } catch (err) {
         // Removed since (retention), or a stream the machine cannot fold: as observe would.
         if (err instanceof NotFoundError) return;
@@ -92,7 +92,15 @@ export function followActors(o: FollowActorsOptions): ActorFollower {
         o.log.info(`${o.who}: no checkpoint yet (the projector has not run); following the store from the start`);
         return START;
       }
-      await mapLimit(point.live, LOADS_IN_FLIGHT, load);
+      // Read LOADS_IN_FLIGHT at a time, but told in the start point's order (the order the
+      // executions were requested): the executor's queue numbers equal priorities as it hears them.
+      let previous: Promise<unknown> = Promise.resolve();
+      await mapLimit(point.live, LOADS_IN_FLIGHT, (streamId) => {
+        const turn = previous;
+        const loaded = load(streamId, turn);
+        previous = loaded.catch(() => undefined);
+        return loaded;
+      });
       o.log.info({ after: String(point.after), live: point.live.length, ms: Date.now() - began }, `${o.who}: starting from a checkpoint`);
       return point.after;
     } catch (err) {

@@ -78,7 +78,15 @@ export async function readStartPoint(pool: pg.Pool, prefixes: readonly string[])
       }
     }
     if (prefixes.includes(EXECUTION_STREAM_PREFIX)) {
-      const executions = await client.query<{ execution_id: string }>(`SELECT execution_id FROM ${READ_MODEL_SCHEMA}.executions WHERE status = ANY($1::text[])`, [statesOf(executionMachine).live]);
+      // In the order their requests were committed, as a follower hears them: the executor serves
+      // equal priorities first come, first served, after a restart too.
+      const executions = await client.query<{ execution_id: string }>(
+        `SELECT x.execution_id FROM ${READ_MODEL_SCHEMA}.executions x
+           LEFT JOIN baton_events e ON e.stream_id = '${EXECUTION_STREAM_PREFIX}' || x.execution_id AND e.revision = 0
+          WHERE x.status = ANY($1::text[])
+          ORDER BY e.transaction_id, e.global_position`,
+        [statesOf(executionMachine).live],
+      );
       for (const r of executions.rows) live.push(`${EXECUTION_STREAM_PREFIX}${r.execution_id}`);
     }
     return { after, live };

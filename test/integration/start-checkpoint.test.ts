@@ -96,6 +96,20 @@ describe('starting from a checkpoint', () => {
     for (const id of finished) expect(fromZero.touched.has(id)).toBe(true);
   });
 
+  it('tells the live executions in the order they were requested, though it loads many at once (the queue serves equal priorities first come, first served)', { timeout: 60_000 }, async () => {
+    const inOrder: string[] = [];
+    for (let i = 0; i < 60; i++) inOrder.push((await writer.submit({ action: 'core.noop', input: null })).executionId);
+    await catchUpFully(t.db.pool, t.store);
+    const host = await startHost({ checkpoint: true });
+    try {
+      const told = host.heard.map((c) => c.id).filter((id) => inOrder.includes(id));
+      expect(told).toEqual(inOrder);
+    } finally {
+      await host.follower.stop();
+      await finish(inOrder);
+    }
+  });
+
   it('a lagging projector costs a longer catch-up, never a skipped execution', { timeout: 60_000 }, async () => {
     const liveBefore = await submit(4);
     await catchUpFully(t.db.pool, t.store);
