@@ -258,6 +258,8 @@ const useNoIntrospection = (): Plugin => ({
     })),
 });
 
+const isClientGone = (err: unknown) => err instanceof Error && err.message === 'aborted' && (err as { code?: unknown }).code === 'ECONNRESET';
+
 /** yoga's logger on pino. Client mistakes are debug, outages warn; only the unexpected is an error. */
 function yogaLogger(log: Logger): YogaLogger {
   const original = (e: unknown) => (e as { originalError?: unknown })?.originalError ?? e;
@@ -268,6 +270,8 @@ function yogaLogger(log: Logger): YogaLogger {
     error: (...args) => {
       const err = original(args[0]);
       if (describeApiError(err)) log.debug({ err }, 'request refused');
+      // Node's request stream ends with this when the client hangs up mid-body: the client's doing, not an outage.
+      else if (isClientGone(err)) log.debug({ err }, 'the client hung up before its request was read');
       else if (isDatabaseUnavailable(err)) log.warn({ err }, 'database unavailable');
       else log.error({ err }, 'request failed');
     },

@@ -74,7 +74,7 @@ export interface ApiFixture {
  * With `harness.transport`, the server also gets a Postgres work transport over that database.
  */
 export function useApi(
-  options: Partial<Omit<ApiServerOptions, 'pool' | 'runtime' | 'actions' | 'log' | 'transport'>> = {},
+  options: Partial<Omit<ApiServerOptions, 'pool' | 'runtime' | 'actions' | 'transport'>> = {},
   harness: { transport?: PostgresWorkTransportOptions } = {},
 ): () => ApiFixture {
   let fixture: ApiFixture | undefined;

@@ -4,6 +4,7 @@
 // short answers to malformed bodies.
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
+import pino from 'pino';
 import { Agent } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gql, openSse, useApi } from './api-harness.ts';
@@ -27,6 +28,20 @@ async function connect(url: string) {
 
 const within = <T>(p: Promise<T>, ms: number, what: string) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
+
+describe('a client that hangs up mid-request', () => {
+  const lines: { level: number; msg: string }[] = [];
+  const api = useApi({ log: pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) });
+
+  it('is logged at debug as the client hanging up, not as the database being unavailable', async () => {
+    const conn = await connect(api().url);
+    conn.socket.write('POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"query":');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    conn.socket.destroy();
+    await expect.poll(() => lines.some((l) => l.msg === 'the client hung up before its request was read'), { timeout: 5_000 }).toBe(true);
+    expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+  });
+});
 
 describe('slow clients', () => {
   const api = useApi({ limits: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, keepAliveTimeoutMs: 300 } });
