@@ -36,12 +36,15 @@ const MAX_PROBLEMS = 10;
 /**
  * Arguments the field's resolver checks among every other problem of the request, by the same
  * rules: refused here alone, one hid the rest (a `namespace` hid `cron` or `action`; a NUL in the
- * definition hid an unknown field of it). The workflow service checks the whole definition.
+ * definition hid an unknown field of it; one item's bad namespace hid every other item's problems).
  */
 const CHECKED_WITH_THE_REST = new Map([
   ['Mutation.createSchedule', new Set(['namespace'])],
   ['Mutation.updateSchedule', new Set(['namespace'])],
   ['Mutation.submitWorkflow', new Set(['namespace', 'definition', 'id'])],
+  // The submission check (src/runtime/submission.ts) checks every field of every item by these rules, and each item's namespace.
+  ['Mutation.submitExecution', new Set(['action', 'input', 'idempotencyKey', 'tags', 'namespace'])],
+  ['Mutation.submitExecutions', new Set(['inputs'])],
 ]);
 
 /** A problem and the argument (or input field) whose value has it: `input` for `input.a.b`. */

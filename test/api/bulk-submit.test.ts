@@ -116,8 +116,10 @@ describe('submitExecutions', () => {
       [[{ action: 'core.noop', tags: { customer: '' } }], /^inputs\.0\.tags\.customer: a tag value must not be empty/, 'inputs'],
       [[{ action: 'core.noop', tags: ['x'] }], /^inputs\.0\.tags: must be an object of tags/, 'inputs'],
       [[{ action: 'core.noop', idempotencyKey: 'same' }, { action: 'core.echo', idempotencyKey: 'same' }], /^inputs\.1\.idempotencyKey: the same key as inputs\.0 with a different request/, 'inputs'],
-      [[{ action: 'core.echo', input: { a: 'x\u0000' } }], /^inputs\.0\.input\.a: must not contain a NUL/, 'inputs.0.input'],
-      [[{ action: 'core.noop' }, { action: 'core.noop', namespace: 'Not A Name' }], /^inputs\.1\.namespace: must be 1 to 63/, 'inputs.1.namespace'],
+      [[{ action: 'core.echo', input: { a: 'x\u0000' } }], /^inputs\.0\.input\.a: must not contain a NUL/, 'inputs'],
+      [[{ action: 'core.noop' }, { action: 'core.noop', namespace: 'Not A Name' }], /^inputs\.1\.namespace: must be 1 to 63/, 'inputs'],
+      // One item's bad namespace does not hide the other items' problems.
+      [[{ action: 'core.sleep', input: { ms: 'x' } }, { action: 'nope.x' }, { action: 'core.noop', namespace: 'Bad_NS' }], /^inputs\.0\.input\.ms: .*; inputs\.1\.action: unknown action "nope\.x".*; inputs\.2\.namespace: must be 1 to 63/, 'inputs'],
       // Every input's problems at once, not only the first bad input's.
       [[{ action: 'core.noop', namespace: 'Not A Name' }, { action: 'core.echo', input: { a: 'x\u0000' } }], /^inputs\.0\.namespace: .*; inputs\.1\.input\.a: must not contain a NUL/, 'inputs'],
       // graphql-js's own refusals of a variable's value, named as every other refusal.

@@ -86,7 +86,7 @@ describe('tags', () => {
       [{ customer: 42 }, /^tags\.customer: a tag value must be a string/],
       [Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, 'v'])), /^tags: at most 32 tags \(got 33\)/],
       ['customer=c-42', /^tags: must be an object of tags/],
-      [{ customer: 'x\u0000' }, /^tags\.customer: must not contain a NUL/],
+      [{ customer: 'x\u0000' }, /^tags\.customer: a tag value must not contain a NUL/],
       // An own `__proto__` key (JSON has them) was dropped by every object built from the tags.
       [JSON.parse('{"__proto__": "x", "a": "b"}'), /^tags\.__proto__: tag key "__proto__" is reserved: JavaScript reads it as an object's prototype/],
     ];
