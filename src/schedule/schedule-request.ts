@@ -65,6 +65,9 @@ export function durationMs(value: string | number): { ms: number } | { problem: 
 /** A duration as a schedule's options write it: `2d`, `1h`, `90s`, `500ms`. */
 export const human = (ms: number): string => (ms === 0 ? '0s' : ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : formatDuration(ms));
 
+/** Whether the names are the CLI's options (`--action`), whose values the message shows as placeholders. */
+const cliNames = (names: ScheduleFieldNames) => names.action.startsWith('--');
+
 /** The schedule id a request names, or the problem with it. */
 export function scheduleIdProblem(id: unknown): string | undefined {
   const r = ScheduleId.safeParse(id);
@@ -125,7 +128,7 @@ export function checkScheduleRequest(
       problem('timezone', tz);
       if (!tz) trigger = { ...current.trigger, timezone: r.timezone };
     }
-  } else if (!current) problem('cron', `a schedule needs ${names.cron} '<expression>' or ${names.every} <duration>`);
+  } else if (!current) problem('cron', cliNames(names) ? `a schedule needs ${names.cron} '<expression>' or ${names.every} <duration>` : `a schedule needs ${names.cron} (an expression) or ${names.every} (a duration)`);
 
   // --- target
   let target: ScheduleTarget | undefined = current?.target;
@@ -160,7 +163,7 @@ export function checkScheduleRequest(
     }
   } else if (r.input !== undefined || r.maxAttempts !== undefined || r.priority !== undefined) {
     problem('input', `applies to ${names.action} only`);
-  } else if (!current) problem('action', `a schedule needs ${names.action} <name> or ${names.workflow} <file>`);
+  } else if (!current) problem('action', cliNames(names) ? `a schedule needs ${names.action} <name> or ${names.workflow} <file>` : `a schedule needs ${names.action} (an action's name) or ${names.workflow} (a workflow definition)`);
 
   // --- policies and dates
   let jitterMs = current?.jitterMs ?? 0;
