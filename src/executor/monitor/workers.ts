@@ -55,9 +55,15 @@ export function workerDuties(c: MonitorContext) {
           }
         }
         declaredLost.add(w.workerId);
-        await mapLimit(held, c.parallelism, (x) =>
-          c.enforce('worker-lost reclaim', x.executionId, { type: 'OwnershipReclaimed', data: { reason: 'worker-lost', workerId: w.workerId, attempt: x.attempt }, by: 'executor' }),
-        );
+        // A run already past its start-to-close deadline has timed out, whoever notices first: its
+        // timeout (due after a grace for the worker to say so) must not become a retry (QA).
+        const overdue = new Map(c.view.overdueRuns(c.now(), 0).filter((r) => r.workerId === w.workerId).map((r) => [r.executionId, r]));
+        await mapLimit(held, c.parallelism, (x) => {
+          const run = overdue.get(x.executionId);
+          return run
+            ? c.enforce('start-to-close timeout', x.executionId, { type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline: run.deadline! }, by: 'executor' })
+            : c.enforce('worker-lost reclaim', x.executionId, { type: 'OwnershipReclaimed', data: { reason: 'worker-lost', workerId: w.workerId, attempt: x.attempt }, by: 'executor' });
+        });
       }
     },
 
