@@ -212,3 +212,31 @@ export const retentionSetting = z.preprocess(
     })
     .optional(),
 );
+
+/**
+ * Why a BATON_DB_SCHEMA name would take another's tables, or undefined. An installation in schema
+ * X keeps its read model in X_read, and scratch schemas (verify's baton_verify_<hex>, rebuilds'
+ * <prefix>_rebuild_<projection>) are dropped by any installation's verify or rebuild that finds
+ * them unheld (QA: one installation's `projections verify` dropped another's whole schema).
+ */
+export function dbSchemaClash(name: string): string | undefined {
+  if (name === 'public') return 'is where the default installation keeps its tables: leave BATON_DB_SCHEMA unset for it';
+  if (name === 'baton') return "would keep its read model in baton_read, the default installation's: choose another name";
+  if (name.endsWith('_read')) return `ends in _read, the suffix of read-model schemas: it would share "${name}" with installation ${name.slice(0, -'_read'.length) || '(none)'}'s read model`;
+  if (/^baton_verify_[0-9a-f]{8}$/.test(name) || name.includes('_rebuild_')) return 'is the form of a scratch schema that `baton projections verify` and `rebuild` drop when they find it unused: choose another name';
+  if (name.startsWith('pg_') || name === 'information_schema') return 'is reserved by Postgres for its own schemas';
+  return undefined;
+}
+
+/** BATON_DB_SCHEMA: a schema name of its own (dbSchemaClash), or unset for the default installation. */
+export const dbSchemaSetting = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit')
+    .superRefine((name, ctx) => {
+      const clash = dbSchemaClash(name);
+      if (clash) ctx.addIssue({ code: 'custom', message: clash });
+    })
+    .optional(),
+);

@@ -7,7 +7,7 @@ import { ConfigError } from './errors.ts';
 import { unknownNameMessage } from './input/nearest.ts';
 import type { RateLimitPolicy } from '../schemas/worker-events.ts';
 import { defaultDataDir, type DataDirSource } from './config-data-dir.ts';
-import { byteSize, count, duration, hostAllowList, namespaceLimitsSetting, namespaceRateLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
+import { byteSize, count, dbSchemaSetting, duration, hostAllowList, namespaceLimitsSetting, namespaceRateLimitsSetting, namespaceSetting, onOff, port, retentionSetting, token, unsetIfEmpty, urlWith, waitDuration } from './config-values.ts';
 
 export { formatDuration, parseByteSize, parseDuration } from './config-values.ts';
 
@@ -227,7 +227,7 @@ const EnvSchema = z.object({
   BATON_NAMESPACE: namespaceSetting,
   // A schema name Baton can interpolate (identifiers cannot be bound) and suffix with `_read`; short
   // enough that the LISTEN/NOTIFY channels it suffixes stay within 63 characters.
-  BATON_DB_SCHEMA: z.preprocess(unsetIfEmpty, z.string().regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit').optional()),
+  BATON_DB_SCHEMA: dbSchemaSetting,
   BATON_API_NAMESPACE_TOKENS: z.preprocess(unsetIfEmpty, z.string().optional()),
   BATON_NAMESPACE_CONCURRENCY: namespaceLimitsSetting,
   BATON_NAMESPACE_RATE_LIMIT: namespaceRateLimitsSetting,

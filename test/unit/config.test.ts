@@ -272,6 +272,22 @@ describe('createLogger', () => {
     expect(createLogger({ level: 'debug' }).isLevelEnabled('debug')).toBe(true);
   });
 
+  it('refuses a BATON_DB_SCHEMA whose tables another installation, a scratch schema or Postgres would share', () => {
+    for (const [name, message] of [
+      ['public', /is where the default installation keeps its tables/],
+      ['baton', /baton_read, the default installation's/],
+      ['t1_read', /ends in _read.*installation t1's read model/],
+      ['baton_verify_deadbeef', /scratch schema/],
+      ['baton_rebuild_executions', /scratch schema/],
+      ['t1_rebuild_workers', /scratch schema/],
+      ['pg_catalog', /reserved by Postgres/],
+      ['information_schema', /reserved by Postgres/],
+    ] as const) {
+      expect(() => loadConfig({ BATON_DB_SCHEMA: name }), name).toThrow(new RegExp(`BATON_DB_SCHEMA: .*${message.source}`));
+    }
+    expect(loadConfig({ BATON_DB_SCHEMA: 'baton_tenant' }).dbSchema).toBe('baton_tenant');
+  });
+
   it('reads the namespace settings, naming a bad one', () => {
     const c = loadConfig({ BATON_NAMESPACE: 'team-a', BATON_DB_SCHEMA: 'tenant1', BATON_NAMESPACE_CONCURRENCY: 'team-a=5, team-b=20' }, '/srv/app');
     expect([c.namespace, c.dbSchema, c.namespaceConcurrency]).toEqual(['team-a', 'tenant1', { 'team-a': 5, 'team-b': 20 }]);
