@@ -61,6 +61,11 @@ function subtractStats(live: ActionStatsRow, gone: ActionStatsRow): ActionStatsR
  */
 export async function removeFromReadModel(client: pg.ClientBase, histories: ReadonlyMap<string, readonly StoredEvent[]>, schema = READ_MODEL_SCHEMA): Promise<void> {
   if (histories.size === 0) return;
+  // The projector's batches read the aggregates and write them back whole, having first moved
+  // their checkpoints (group-follow.ts): holding the checkpoints, this waits for a batch in
+  // flight and holds the next one back until it commits, so neither overwrites the other's
+  // counts (QA: retention under load left action_stats and the workers' counters off, and deadlocked).
+  await client.query('SELECT projection FROM baton_projection_checkpoints ORDER BY projection FOR UPDATE');
   const ids = [...histories.keys()];
   await client.query(`DELETE FROM ${qualified(schema, 'executions')} WHERE execution_id = ANY($1::uuid[])`, [ids]);
   // A view of the events where they share this database (tables.ts): the delete does nothing there,
