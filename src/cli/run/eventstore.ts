@@ -24,6 +24,7 @@ import { redactUrl } from '../../db/connect.ts';
 import { samePostgresStore } from '../../eventstore/same-store.ts';
 import { cliConfig, cliLogger } from '../context.ts';
 import { toJson } from '../format.ts';
+import { stopGracefullyOnSignal } from '../interrupt.ts';
 import { progressLine } from '../progress.ts';
 
 /** What the checkpoint file holds. Positions are strings: they are bigints. */
@@ -170,7 +171,10 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
     const total = source.countEvents ? Math.max(0, (await source.countEvents()) - (checkpoint?.read ?? 0)) : undefined;
     const progress = progressLine(`copying ${source.label} → ${target.label}`, total);
     const previouslyRead = checkpoint?.read ?? 0;
+    // Each batch is appended, then checkpointed: a signal lets the one in progress finish both.
+    const stop = stopGracefullyOnSignal('batch of events');
     const result = await copyEventStore({
+      signal: stop.signal,
       source: source.store,
       target: target.store,
       after: checkpoint?.position,
@@ -181,12 +185,14 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
         await writeCheckpoint(checkpointFile, o.from, o.to, { position: p.position, lastEvent: p.lastEvent, read: previouslyRead + p.read });
         progress.update(p.read);
       },
-    });
+    }).finally(() => stop.dispose());
+    const interrupted = stop.received();
+    const stoppedBy = interrupted ? `stopped by ${interrupted}` : `stopped at --limit ${o.limit}`;
     const seconds = (result.ms / 1000).toFixed(1);
     progress.finish(
       result.read === 0
         ? 'nothing new to copy'
-        : `${result.read.toLocaleString('en')} events in ${seconds} s${result.complete ? '' : ` (stopped at --limit ${o.limit})`}`,
+        : `${result.read.toLocaleString('en')} events in ${seconds} s${result.complete ? '' : ` (${stoppedBy})`}`,
     );
     const summary = {
       from: source.label,
@@ -201,6 +207,7 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
       checkpoint: checkpointFile,
       resumed: checkpoint !== undefined,
       seconds: Number(seconds),
+      ...(interrupted && { interrupted }),
     };
     if (o.json) {
       console.log(toJson(summary));
@@ -213,12 +220,12 @@ export async function eventStoreCopyCommand(o: { from: string; to: string; check
           `${result.appended.toLocaleString('en')} appended (${result.streamsCreated.toLocaleString('en')} new streams), ` +
           `${result.alreadyPresent.toLocaleString('en')} already in the target, in ${seconds} s`,
     ];
-    if (targetHeld) lines.push(`the target already held ${targetHeld.toLocaleString('en')} events, from an earlier copy from this source`);
+    if (targetHeld) lines.push(`the target already held ${targetHeld.toLocaleString('en')} events before this run`);
     if (checkpoint && result.read > 0) lines.push(`resumed after position ${checkpoint.position}`);
     lines.push(
       result.complete
         ? `done: the target holds every event the source had (checkpoint ${checkpointFile}, position ${result.position})`
-        : `stopped after --limit ${o.limit}: run the same command again to go on (checkpoint ${checkpointFile}, position ${result.position})`,
+        : `${interrupted ? `stopped by ${interrupted}` : `stopped after --limit ${o.limit}`}: run the same command again to go on (checkpoint ${checkpointFile}, position ${result.position})`,
     );
     console.log(lines.join('\n'));
   } finally {

@@ -9,6 +9,7 @@ import { interruptCleanup, leftoverScratchSchemas } from '../../readmodel/scratc
 import { BEHIND_FAILS_AFTER_S, describeBehind, repairCommands, verifyReadModel } from '../../readmodel/verify.ts';
 import { withContext } from '../context.ts';
 import { table, toJson } from '../format.ts';
+import { INTERRUPT_SIGNALS, SIGNAL_EXIT_CODES, type InterruptSignal } from '../interrupt.ts';
 import { progressLine, type Progress } from '../progress.ts';
 
 /**
@@ -19,24 +20,29 @@ const eventsFor = async (ctx: { pool: import('pg').Pool; config: { eventStoreUrl
   ctx.config.eventStoreUrl ? undefined : countEvents(ctx.pool, p.streamPrefixes);
 
 /**
- * Ctrl-C while a scratch schema is in use: drop it (scratch.ts) and say so, rather than leave a
- * copy of the read model behind without a word. Returns the remover of the handler.
+ * Ctrl-C (or SIGTERM, as a deploy tool stops it, or SIGHUP) while a scratch schema is in use:
+ * drop it (scratch.ts) and say so, rather than leave a copy of the read model behind without a
+ * word. Exits 128 + the signal's number. Returns the remover of the handlers.
  */
 export function cleanUpOnInterrupt(databaseUrl: string | undefined): () => void {
-  const onSigint = () => {
-    process.stderr.write('\ninterrupted: cleaning up…\n');
+  const onSignal = (signal: InterruptSignal) => {
+    for (const s of INTERRUPT_SIGNALS) process.off(s, onSignal);
+    process.stderr.write(`\ninterrupted (${signal === 'SIGINT' ? 'Ctrl-C' : signal}): cleaning up…\n`);
     // The sessions interruptCleanup ends are this process's own: their errors are expected now.
     process.on('uncaughtException', () => undefined);
     void interruptCleanup(databaseUrl).then(({ dropped, left }) => {
       if (dropped.length > 0) process.stderr.write(`dropped scratch schema(s) ${dropped.join(', ')}\n`);
       if (left.length > 0) process.stderr.write(`could not drop ${left.join(', ')} now: the next \`baton projections verify\` removes it\n`);
       if (dropped.length + left.length === 0) process.stderr.write('nothing to clean up\n');
-      process.exit(130);
+      process.exit(SIGNAL_EXIT_CODES[signal]);
     });
   };
-  process.once('SIGINT', onSigint);
-  return () => process.off('SIGINT', onSigint);
+  for (const s of INTERRUPT_SIGNALS) process.once(s, onSignal);
+  return () => {
+    for (const s of INTERRUPT_SIGNALS) process.off(s, onSignal);
+  };
 }
+
 
 export async function projectionsStatusCommand(o: { json?: boolean }): Promise<void> {
   await withContext(async ({ pool, store }) => {

@@ -4,6 +4,7 @@ import { formatAge, parseAge, SUGGESTED_RETENTION } from '../../retention/age.ts
 import { runRetention } from '../../retention/retention.ts';
 import { withContext } from '../context.ts';
 import { toJson } from '../format.ts';
+import { stopGracefullyOnSignal } from '../interrupt.ts';
 import { progressLine } from '../progress.ts';
 
 /** `1 execution`, `2 executions`, `1,200 workflows`. */
@@ -17,22 +18,32 @@ export async function retentionRunCommand(o: { olderThan?: number; archive?: str
     // Made at the first report, which knows the total (the candidates the read model proposes).
     let bar: ReturnType<typeof progressLine> | undefined;
     const progress = () => (bar ??= progressLine(label, undefined, process.stderr, 'executions and workflows'));
-    const s = await runRetention({
-      pool,
-      store,
-      olderThanMs,
-      archiveDir,
-      dryRun: o.dryRun === true,
-      log,
-      onProgress: (done, total) => (bar ??= progressLine(label, total, process.stderr, 'executions and workflows')).update(done),
-    });
+    // Each batch commits whole (archive files, then the store and the read model in one transaction): a signal lets the one in progress finish.
+    const stop = stopGracefullyOnSignal('batch');
+    let s: Awaited<ReturnType<typeof runRetention>>;
+    try {
+      s = await runRetention({
+        pool,
+        store,
+        olderThanMs,
+        archiveDir,
+        dryRun: o.dryRun === true,
+        log,
+        signal: stop.signal,
+        onProgress: (done, total) => (bar ??= progressLine(label, total, process.stderr, 'executions and workflows')).update(done),
+      });
+    } finally {
+      stop.dispose();
+    }
+    const interrupted = stop.received();
     const verb = s.dryRun ? 'would archive' : 'archived';
-    progress().finish(`${verb} ${count(s.executions, 'execution')} (${count(s.workflows, 'workflow')}), ${count(s.events, 'event')}, in ${(s.ms / 1000).toFixed(1)} s`);
-    if (o.json) return console.log(toJson(s));
+    progress().finish(`${verb} ${count(s.executions, 'execution')} (${count(s.workflows, 'workflow')}), ${count(s.events, 'event')}, in ${(s.ms / 1000).toFixed(1)} s${interrupted ? ` (stopped by ${interrupted})` : ''}`);
+    if (o.json) return console.log(toJson({ ...s, ...(interrupted && { interrupted }) }));
     const lines = [
       `${verb} ${count(s.executions, 'execution')} and ${count(s.workflows, 'workflow')} finished before ${s.cutoff} ` +
         `(${count(s.events, 'event')})${s.dryRun ? '' : ` to ${s.archiveDir}`}`,
     ];
+    if (interrupted) lines.push(`stopped by ${interrupted} before the end: run the same command again to go on (what is archived stays archived)`);
     if (s.skipped.length > 0) {
       lines.push(`skipped ${s.skipped.length}:`);
       for (const k of s.skipped.slice(0, 20)) lines.push(`  ${k.id}: ${k.reason}`);
