@@ -6,6 +6,7 @@
 // alone ~0.4 s, the EventStoreDB client ~0.16 s); defined this way it takes 0.16 s of CPU, bare
 // `node -e 0` 0.1 s, and `baton status <id>` 0.43 s.
 import { readFileSync } from 'node:fs';
+import { printable } from './format.ts';
 import { Command, Option } from 'commander';
 import type { ExecutionStatus } from '../../actors/execution.machine.ts';
 import { dateTimeOption, executionIdOrPointer, integerOption, jsonOption, tagOption } from './arguments.ts';
@@ -47,6 +48,8 @@ const program = new Command('baton')
   // A hint, not the whole help: a mistyped option or a value out of range stays on the screen
   // as the error and one line, not above forty lines of usage (`--batch-size 0` printed them all).
   .showHelpAfterError('(add --help for usage)')
+  // commander's errors quote the argument: a control character in it (ESC) would reach the terminal as one.
+  .configureOutput({ outputError: (text, write) => write(printable(text)) })
   // The command's log lines carry its name as their component (command-name.ts).
   .hook('preAction', (_program, action) => {
     const names: string[] = [];

@@ -41,3 +41,12 @@ describe('a single-valued option given twice', () => {
     expect(flags.code, flags.stderr).toBe(0);
   });
 });
+
+describe("commander's own refusals", () => {
+  it('show a control character in the argument they quote as an escape, never raw (an ESC would recolour the terminal)', async () => {
+    const r = await baton(['inspect', 'abc\u0001def\u001b[31mRED']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("'abc\\u0001def\\u001b[31mRED'");
+    expect(r.stderr).not.toMatch(/[\u0001\u001b]/);
+  });
+});
