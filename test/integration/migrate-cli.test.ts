@@ -25,7 +25,8 @@ describe('baton migrate', () => {
     const env = { BATON_DB_SCHEMA: freshSchema() };
     const check = await runBaton(['migrate', '--check', '--json'], { databaseUrl: db().url, env });
     expect(check.code, check.stderr).toBe(1);
-    const { pending } = JSON.parse(check.stdout) as { pending: string[] };
+    const { pending, schema } = JSON.parse(check.stdout) as { pending: string[]; schema: string };
+    expect(schema).toBe(env.BATON_DB_SCHEMA); // a mistyped schema is another installation: said
     expect(pending).toContain('eventstore/0001_events');
     expect(pending).toContain('read-model/executions');
 
@@ -40,7 +41,7 @@ describe('baton migrate', () => {
 
     const applied = await runBaton(['migrate'], { databaseUrl: db().url, env });
     expect(applied.code, applied.stderr).toBe(0);
-    expect(applied.stdout).toContain(`applied ${pending.length} migrations:\n  eventstore/0001_events\n`);
+    expect(applied.stdout).toContain(`, schema ${env.BATON_DB_SCHEMA} (BATON_DB_SCHEMA): applied ${pending.length} migrations:\n  eventstore/0001_events\n`);
     const again = await runBaton(['migrate', '--check'], { databaseUrl: db().url, env });
     expect(again).toMatchObject({ code: 0, stdout: expect.stringMatching(/is up to date: nothing to apply\n$/) });
     expect((await runBaton(['migrate'], { databaseUrl: db().url, env })).stdout).toMatch(/is up to date: nothing to apply\n$/);

@@ -19,7 +19,9 @@ export async function migrateCommand(o: { check?: boolean; json?: boolean }): Pr
   const log = cliLogger(config);
   const db = await openDatabase(config, log, { max: 2, applicationName: 'baton-migrate', migrations: 'none' });
   try {
-    const where = db.embedded ? `the embedded Postgres in ${db.embeddedClusterDir}` : redactUrl(db.url);
+    const database = db.embedded ? `the embedded Postgres in ${db.embeddedClusterDir}` : redactUrl(db.url);
+    // An installation in a schema of its own (BATON_DB_SCHEMA) is named with it: a mistyped schema is another installation.
+    const where = config.dbSchema === undefined ? database : `${database}, schema ${config.dbSchema} (BATON_DB_SCHEMA)`;
     const source = await eventSourceFor(config, db.pool);
     // A projection read straight from the events (store-views.ts) becomes a view of them, which
     // the projector would otherwise do as it starts, needing a role that may drop its table.
@@ -28,7 +30,7 @@ export async function migrateCommand(o: { check?: boolean; json?: boolean }): Pr
     if (o.check) {
       const all = withViews(pending, views);
       if (all.length > 0) process.exitCode = 1;
-      if (o.json) return console.log(toJson({ database: where, pending: all }));
+      if (o.json) return console.log(toJson({ database, ...(config.dbSchema !== undefined && { schema: config.dbSchema }), pending: all }));
       if (all.length === 0) return console.log(`${where} is up to date: nothing to apply`);
       return console.log(`${where}: ${count(all.length)} pending (\`baton migrate\` applies them):\n${indent(all)}`);
     }
@@ -36,7 +38,7 @@ export async function migrateCommand(o: { check?: boolean; json?: boolean }): Pr
     const applied = pending.length === 0 ? [] : await migrateAll(db.pool, { log });
     if (views.length > 0) await alignStoreViews(db.pool, projections.filter((p) => views.includes(p.name)), source, log);
     const all = withViews(applied, views);
-    if (o.json) return console.log(toJson({ database: where, applied: all }));
+    if (o.json) return console.log(toJson({ database, ...(config.dbSchema !== undefined && { schema: config.dbSchema }), applied: all }));
     if (all.length === 0) return console.log(`${where} is up to date: nothing to apply`);
     console.log(`${where}: applied ${count(all.length)}:\n${indent(all)}`);
   } finally {
