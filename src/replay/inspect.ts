@@ -6,6 +6,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { AnyMachineSnapshot } from 'xstate';
 import {
   EXECUTOR,
+  type Owner,
   allowedEventTypes,
   decideExecution,
   executionMachine,
@@ -98,11 +99,14 @@ function changedKeys(before: ExecutionContext | undefined, after: ExecutionConte
   return [...keys].filter((k) => after[k] !== undefined || before?.[k] !== undefined).filter((k) => !before || !isDeepStrictEqual(before[k], after[k]));
 }
 
+/** Who sends `type` by default: the executor for the two it sends whoever holds the baton, else the owner. */
+const senderOf = (type: string, owner: Owner) => (type === 'OwnershipReclaimed' || type === 'ExecutionCancelRequested' ? EXECUTOR : owner);
+
 /** Event types the machine could take next, each with who may send it. */
 export function nextEvents(snapshot: ExecutionSnapshot): NextEvent[] {
   const { owner, deadline } = snapshot.context;
   return allowedEventTypes(snapshot).flatMap((type): NextEvent[] => {
-    if (type === 'OwnershipReclaimed' || type === 'ExecutionCancelRequested') return [{ type, by: EXECUTOR }];
+    if (senderOf(type, owner) === EXECUTOR && owner !== EXECUTOR) return [{ type, by: EXECUTOR }];
     // The executor may end a run past its recorded start-to-close deadline (machine v2).
     if (type === 'ExecutionTimedOut' && owner !== EXECUTOR && deadline !== null) return [{ type, by: owner }, { type, by: EXECUTOR }];
     return [{ type, by: owner }];
@@ -190,7 +194,7 @@ export function forkExecution(steps: readonly TimelineStep[], forkAt: number, in
   const result: ForkStep[] = [];
   for (const [i, input] of inputs.entries()) {
     const unknown = Object.keys(input).filter((k) => !FORK_EVENT_FIELDS.has(k));
-    const parsed = ExecutionEvent.safeParse({ type: input.type, data: input.data ?? {}, metadata: { by: input.by ?? snapshot.context.owner, occurredAt: input.occurredAt ?? now().toISOString() } });
+    const parsed = ExecutionEvent.safeParse({ type: input.type, data: input.data ?? {}, metadata: { by: input.by ?? senderOf(String(input.type), snapshot.context.owner), occurredAt: input.occurredAt ?? now().toISOString() } });
     if (!parsed.success) throw new InvalidForkEventError(i, input.type, zodIssues(parsed.error));
     const event = parsed.data;
     // The catalog's schemas drop fields they do not know; a what-if must not answer for an event

@@ -287,6 +287,14 @@ describe('what-if forks', () => {
     expect(refused).toMatchObject({ ok: false, finalState: 'Scheduling', steps: [{ after: null, refused: expect.stringMatching(/not allowed in state Scheduling/) }] });
   });
 
+  it('sends a cancel request or a reclaim from the executor by default, whoever holds the baton (the owner would be refused)', () => {
+    const steps = timeline('x', completed());
+    const asked = forkExecution(steps, 4, [{ type: 'ExecutionCancelRequested', data: { reason: 'stop' } }]);
+    expect(asked).toMatchObject({ ok: true, steps: [{ type: 'ExecutionCancelRequested', by: 'executor', before: 'Running', after: 'Running' }] });
+    const reclaimed = forkExecution(steps, 4, [{ type: 'OwnershipReclaimed', data: { reason: 'manual', workerId: 'a', attempt: 1 } }]);
+    expect(reclaimed).toMatchObject({ ok: true, steps: [{ by: 'executor', after: 'Requested' }] });
+  });
+
   it('names the field of a malformed fork event', () => {
     const steps = timeline('x', completed());
     expect(() => forkExecution(steps, 4, [{ type: 'ExecutionFailed', data: { retryable: false } }])).toThrow(/error/);
