@@ -1,6 +1,11 @@
 // What `baton status | events` do (their options are defined in main.ts): one execution's state
 // and history, from its stream.
-import { statusOf } from '../../../actors/execution.machine.ts';
+import type pg from 'pg';
+import { executionMachine, isFinal, statusOf, type ExecutionSnapshot } from '../../../actors/execution.machine.ts';
+import { NotFoundError } from '../../errors.ts';
+import type { EventStore } from '../../eventstore/event-store.ts';
+import { timeline, type TimelineStep } from '../../replay/inspect.ts';
+import { readStoredOrArchivedHistory } from '../../retention/archived-history.ts';
 import { loadConfig, workerStaleAfterMs } from '../../config.ts';
 import { createLivenessStore } from '../../liveness/liveness-store.ts';
 import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
@@ -9,18 +14,30 @@ import { namespaceOr } from '../../input/namespace.ts';
 import { RateBuckets } from '../../runtime/rate-buckets.ts';
 import { withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
-import { executionTimeline } from '../../replay/execution-history.ts';
 import { eventSummary } from '../../replay/event-summary.ts';
 import { versionShown } from '../../input/action-versions.ts';
 import { notAnExecution } from './archived-notice.ts';
 
 
+/** The execution's history from the store or, archived, from its archive file (said on stderr), as the state after every event. */
+async function stepsOf(store: EventStore, pool: pg.Pool, id: string): Promise<TimelineStep[]> {
+  const { events, archived } = await readStoredOrArchivedHistory(store, pool, id).catch((err: unknown) => notAnExecution(store, pool, err, id));
+  if (archived) process.stderr.write(`(archived at ${archived.archivedAt.toISOString()}: read from ${archived.archive})\n`);
+  return timeline(id, events);
+}
+
 export async function statusCommand(id: string, o: { json?: boolean }): Promise<void> {
   await withContext(async ({ runtime, store, pool, config }) => {
-    const { snapshot, revision } = await runtime.load(id).catch((err: unknown) => notAnExecution(store, pool, err, id));
+    // An execution retention archived is final: its last state, from its archive file.
+    const loaded = await runtime.load(id).catch(async (err: unknown) => {
+      if (!(err instanceof NotFoundError)) throw err;
+      const last = (await stepsOf(store, pool, id)).at(-1)!;
+      return { snapshot: executionMachine.resolveState({ value: last.state, context: last.context }) as ExecutionSnapshot, revision: BigInt(last.revision) };
+    });
+    const { snapshot, revision } = loaded;
     const c = snapshot.context;
     const waiting =
-      (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, namespace: c.namespace, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
+      isFinal(snapshot) ? null : (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, namespace: c.namespace, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
       (statusOf(snapshot) === 'Requested'
         ? ((await namespaceRateLimitReason(new RateBuckets(store), namespaceOr(c.namespace), config.namespaceRateLimits, Date.now())) ??
           (await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now())))
@@ -60,8 +77,8 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
 }
 
 export async function eventsCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ runtime, store, pool }) => {
-    const steps = await executionTimeline(runtime.store, id).catch((err: unknown) => notAnExecution(store, pool, err, id));
+  await withContext(async ({ store, pool }) => {
+    const steps = await stepsOf(store, pool, id);
     if (o.json) {
       console.log(toJson(steps.map(({ context: _context, next: _next, ...s }) => s)));
       return;
