@@ -42,6 +42,7 @@ export const SCOPED_ROOT_FIELDS: ReadonlySet<string> = new Set([
   'executions',
   'events',
   'executionMachine',
+  'access',
   'submitExecution',
   'submitExecutions',
   'cancelExecution',

@@ -162,6 +162,9 @@ export const resolvers = {
 
     actionStats: (_: unknown, a: { action?: string | null }, ctx: ApiContext) => listActionStats(ctx.pool, filterText(a.action, 'action')),
 
+    // What this request's token may do, for a client (the console) to offer only what will be answered.
+    access: (_: unknown, _a: unknown, ctx: ApiContext) => ({ mayChange: ctx.role === 'admin', namespaces: ctx.namespaces ?? null }),
+
     ...deadLetterResolvers.Query,
     ...historyResolvers.Query,
     ...workflowResolvers.Query,

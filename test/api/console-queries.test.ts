@@ -13,6 +13,11 @@ describe('console queries', () => {
   const api = useApi({ adminToken: ADMIN, readToken: READ }, { transport: { maxDeliver: 1 } });
   const q = (query: string, variables: Record<string, unknown> = {}, token = READ) => gql(api().url, query, variables, { token });
 
+  it('access: the read token may not change anything, the admin token may; both see every namespace', async () => {
+    expect((await q('{ access { mayChange namespaces } }')).data).toEqual({ access: { mayChange: false, namespaces: null } });
+    expect((await q('{ access { mayChange namespaces } }', {}, ADMIN)).data).toEqual({ access: { mayChange: true, namespaces: null } });
+  });
+
   it('lists workflows newest first, a page at a time, with their step counts', async () => {
     const { runtime } = api();
     for (const [i, wf] of ['wf-a', 'wf-b', 'wf-c'].entries()) {

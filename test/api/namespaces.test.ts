@@ -54,6 +54,13 @@ describe('namespaces', () => {
     expect(f.errors![0]!.message).toMatch(/^filter\.namespace: /);
   });
 
+  it('access says what each token may do: every namespace for the admin token, its own for a scoped one', async () => {
+    const ACCESS = '{ access { mayChange namespaces } }';
+    expect((await gql(api().url, ACCESS, {}, { token: ADMIN })).data).toEqual({ access: { mayChange: true, namespaces: null } });
+    expect((await gql(api().url, ACCESS, {}, { token: TOKEN_A })).data).toEqual({ access: { mayChange: true, namespaces: ['team-a'] } });
+    expect((await gql(api().url, ACCESS, {}, { token: TOKEN_BC })).data).toEqual({ access: { mayChange: true, namespaces: ['team-b', 'team-c'] } });
+  });
+
   it('a token for team-a never sees or touches team-b', async () => {
     const a = (await submit('team-a', TOKEN_A)).data!.submitExecution.executionId as string;
     const b = (await submit('team-b', TOKEN_BC)).data!.submitExecution.executionId as string;

@@ -33,6 +33,8 @@ export const CHROMIUM = '/usr/bin/chromium';
 export const STEP_TIMEOUT_MS = 10_000;
 export const ADMIN_TOKEN = 'console-admin-token-0123';
 export const READ_TOKEN = 'console-read-token-0123';
+/** Limited to namespace team-a (BATON_API_NAMESPACE_TOKENS). */
+export const TEAM_A_TOKEN = 'console-team-a-token-0123';
 /** The real worker's id, and the one whose deliveries all fail. */
 export const WORKER = 'w-console';
 export const DEAD_WORKER = 'w-dead';
@@ -118,7 +120,7 @@ export function useConsole(o: { tokens?: boolean; schedules?: boolean } = {}): (
       actions: createActionRegistry([...builtinActions]),
       log,
       port: 0,
-      ...(o.tokens && { adminToken: ADMIN_TOKEN, readToken: READ_TOKEN }),
+      ...(o.tokens && { adminToken: ADMIN_TOKEN, readToken: READ_TOKEN, namespaceTokens: `team-a=${TEAM_A_TOKEN}` }),
     });
     stops.push(() => api.close());
     // The projector, as `baton dev` runs it: the live views see changes within a moment.

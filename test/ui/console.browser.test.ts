@@ -7,7 +7,7 @@ import type { Page } from 'playwright-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { gql } from '../api/api-harness.ts';
 import { eventually } from '../support/workflow-cluster.ts';
-import { ADMIN_TOKEN, DEAD_ACTION, POLL, READ_TOKEN, WORKER, openPage, screenshot, tabTo, useConsole, type WatchedPage } from './console-harness.ts';
+import { ADMIN_TOKEN, DEAD_ACTION, POLL, READ_TOKEN, TEAM_A_TOKEN, WORKER, openPage, screenshot, tabTo, useConsole, type WatchedPage } from './console-harness.ts';
 import { executionIdForKey } from '../../src/runtime/execution-runtime.ts';
 
 const c = useConsole({ tokens: true });
@@ -372,6 +372,26 @@ describe('dead letters', () => {
     await done(w);
     expect(messageId).toBeTruthy();
     expect(await c().transport.getDeadLetter(messageId!)).toBeDefined();
+  });
+});
+
+describe('a token limited to a namespace', () => {
+  it('lists its namespace\'s executions and opens one, says which views need a token for every namespace, and sends nothing the API would refuse', async () => {
+    const r = await gql(c().api.url, `mutation { submitExecution(action: "core.echo", input: { team: "a" }, namespace: "team-a") { executionId } }`, {}, { token: TEAM_A_TOKEN });
+    const id = r.data!.submitExecution.executionId as string;
+    await c().catchUp();
+    const list = await open('', TEAM_A_TOKEN);
+    await list.page.locator(`[data-testid="execution-row"][data-id="${id}"]`).waitFor();
+    expect(await list.page.locator('[data-testid="execution-row"]').count()).toBe(1); // not the default namespace's
+    await done(list);
+    const one = await open(`?execution=${id}`, TEAM_A_TOKEN);
+    await one.page.getByTestId('execution-id').filter({ hasText: id }).waitFor();
+    await done(one);
+    for (const view of ['workflows', 'schedules', 'workers', 'actions', 'dead-letters']) {
+      const w = await open(`?view=${view}`, TEAM_A_TOKEN);
+      await w.page.getByTestId('not-for-this-token').filter({ hasText: 'limited to namespace team-a' }).waitFor();
+      await done(w); // no 403 in the browser's console
+    }
   });
 });
 

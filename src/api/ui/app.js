@@ -11,12 +11,13 @@ import { TimelinePage } from './execution-view.js';
 import { ExecutionsView } from './executions.js';
 import { SchedulePage } from './schedule-view.js';
 import { SchedulesView } from './schedules.js';
-import { html, Link, navigate, onTokenRequired, readParams, tokenChanged } from './shared.js';
+import { html, Link, navigate, onTokenRequired, readParams, tokenChanged, useAccess } from './shared.js';
 import { WorkersView } from './workers.js';
 import { WorkflowPage, WorkflowsView } from './workflows.js';
 
+// `scoped`: a token limited to namespaces may read it (the API answers the rest FORBIDDEN to one).
 const VIEWS = [
-  { id: 'executions', label: 'Executions', View: ExecutionsView },
+  { id: 'executions', label: 'Executions', View: ExecutionsView, scoped: true },
   { id: 'workflows', label: 'Workflows', View: WorkflowsView },
   { id: 'schedules', label: 'Schedules', View: SchedulesView },
   { id: 'workers', label: 'Workers', View: WorkersView },
@@ -30,13 +31,17 @@ const VIEWS = [
  * schedule by id, else the executions. `id` is the one page shown (it keys the page).
  */
 function routeOf(params) {
-  if (params.get('execution')) return { nav: 'executions', Page: TimelinePage, id: params.get('execution') };
+  if (params.get('execution')) return { nav: 'executions', Page: TimelinePage, id: params.get('execution'), scoped: true };
   const view = VIEWS.find((v) => v.id === params.get('view'));
-  if (view) return { nav: view.id, Page: view.View, id: '' };
-  if (params.get('workflow')) return { nav: 'workflows', Page: WorkflowPage, id: params.get('workflow') };
-  if (params.get('schedule')) return { nav: 'schedules', Page: SchedulePage, id: params.get('schedule') };
-  return { nav: VIEWS[0].id, Page: VIEWS[0].View, id: '' };
+  if (view) return { nav: view.id, Page: view.View, id: '', scoped: view.scoped === true };
+  if (params.get('workflow')) return { nav: 'workflows', Page: WorkflowPage, id: params.get('workflow'), scoped: false };
+  if (params.get('schedule')) return { nav: 'schedules', Page: SchedulePage, id: params.get('schedule'), scoped: false };
+  return { nav: VIEWS[0].id, Page: VIEWS[0].View, id: '', scoped: true };
 }
+
+/** A view a namespace token may not read, said instead of asking the API for it. */
+const NotForThisToken = ({ label, namespaces }) =>
+  html`<p class="error" role="alert" data-testid="not-for-this-token">This token is limited to namespace${namespaces.length === 1 ? '' : 's'} ${namespaces.join(', ')}: ${label} need a token for every namespace (the admin or read-only token).</p>`;
 
 function TokenForm({ reason, onSave }) {
   const [token, setToken] = useState('');
@@ -83,7 +88,9 @@ function App() {
       removeEventListener('baton:navigate', onChange);
     };
   }, []);
-  const { nav, Page, id } = routeOf(params);
+  const { nav, Page, id, scoped } = routeOf(params);
+  const access = useAccess();
+  const namespaces = access.data?.namespaces;
   useEffect(() => {
     document.title = `Baton · ${VIEWS.find((v) => v.id === nav).label}`;
   }, [nav]);
@@ -103,7 +110,13 @@ function App() {
     </header>
     ${tokenReason && html`<${TokenForm} reason=${tokenReason} onSave=${applyToken} />`}
     <main class="page">
-      <${Page} key=${`${nav}:${id}`} params=${params} />
+      ${scoped || access.error
+        ? html`<${Page} key=${`${nav}:${id}`} params=${params} />`
+        : access.loading && !access.data
+          ? null
+          : namespaces
+            ? html`<${NotForThisToken} label=${VIEWS.find((v) => v.id === nav).label} namespaces=${namespaces} />`
+            : html`<${Page} key=${`${nav}:${id}`} params=${params} />`}
     </main>
   `;
 }

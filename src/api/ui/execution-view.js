@@ -4,7 +4,7 @@
 // page asks for its revision every 2 s and reloads the history when it moved.
 import { useEffect, useMemo, useState } from './vendor/hooks.mjs';
 import { TokenRequired } from './graphql.js';
-import { Badge, errorMessage, ErrorLine, graphql, html, Link, navigate, shortId, useQuery } from './shared.js';
+import { askAccess, Badge, errorMessage, ErrorLine, graphql, html, Link, navigate, shortId, useQuery } from './shared.js';
 import { StatePanel } from './state-panel.js';
 import { TagChips } from './tags.js';
 import { pathTaken, Statechart } from './statechart.js';
@@ -56,7 +56,10 @@ function useWholeStep(executionId, step) {
 }
 
 /** The workflow's id when `id` is a workflow's (the search box takes either), else undefined (also when the token may not read workflows). */
-const workflowOf = (id) => graphql(WORKFLOW, { id }).then((data) => data.workflow?.id, () => undefined);
+const workflowOf = async (id) => {
+  const scoped = await askAccess().then((a) => a.namespaces !== null, () => true);
+  return scoped ? undefined : graphql(WORKFLOW, { id }).then((data) => data.workflow?.id, () => undefined);
+};
 
 /** The execution with its whole history (fetched a page at a time), and the machine; with no such execution, `workflowId` when the id is a workflow's. */
 async function loadTimeline(id) {

@@ -2,7 +2,7 @@
 // of 50 at a time by cursor (never the whole table), live while on the newest page, and each
 // execution a link to its timeline, its tags chips that filter by them.
 import { useState } from './vendor/hooks.mjs';
-import { Badge, duration, errorMessage, ErrorLine, graphql, html, Link, navigate, Pager, shortId, shortTime, useQuery, usePaging } from './shared.js';
+import { Badge, duration, errorMessage, ErrorLine, graphql, html, Link, navigate, Pager, shortId, shortTime, useAccess, useQuery, usePaging } from './shared.js';
 import { parseTag, TagChips, tagsFilterOf, withTag } from './tags.js';
 
 export const PAGE_SIZE = 50;
@@ -57,7 +57,9 @@ function Filters({ params }) {
     tag: '',
   }));
   const [tagProblem, setTagProblem] = useState(undefined);
-  const actions = useQuery(() => graphql(ACTIONS), 'actions');
+  // The action names offered come from actionStats, which a namespace token may not read (they span namespaces).
+  const access = useAccess().data;
+  const actions = useQuery(() => graphql(ACTIONS), access && !access.namespaces ? 'actions' : null);
   const set = (key) => (e) => setForm({ ...form, [key]: e.currentTarget.type === 'checkbox' ? e.currentTarget.checked : e.currentTarget.value });
   const go = (tags) => {
     const { tag, ...rest } = form;

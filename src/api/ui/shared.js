@@ -4,7 +4,7 @@
 import { h } from './vendor/preact.mjs';
 import { useEffect, useRef, useState } from './vendor/hooks.mjs';
 import htm from './vendor/htm.mjs';
-import { Forbidden, graphql, savedToken, TokenRequired } from './graphql.js';
+import { graphql, savedToken, TokenRequired } from './graphql.js';
 
 export const html = htm.bind(h);
 export { graphql };
@@ -77,30 +77,36 @@ export function useQuery(run, key, { pollMs } = {}) {
   return { ...result, reload: () => setBump((n) => n + 1) };
 }
 
-// Whether the console may change things (cancel, retry, pause…): asked once per token with a
-// mutation that runs nothing (`__typename` only). The API lets it through with no tokens
-// configured (every request is admin) or with the admin token, and refuses it (403) otherwise.
-const MAY_CHANGE = 'mutation MayChange { __typename }';
-let mayChange = { token: undefined, answer: undefined };
-function askMayChange() {
+// What the token may do (the API's `access`): change things (cancel, retry, pause…; the admin
+// token, a namespace token, or no tokens configured), and in which namespaces (a namespace
+// token's: then workflows, schedules, workers, actions and dead letters are not its to read, and
+// the console does not ask for them, so the browser shows no refused request). Asked once per token.
+const ACCESS = 'query Access { access { mayChange namespaces } }';
+let access = { token: undefined, answer: undefined };
+/** The token's access, asked once per token: `{ mayChange, namespaces }` (namespaces null: every one). */
+export function askAccess() {
   const token = savedToken();
-  if (mayChange.token !== token || !mayChange.answer) {
-    const answer = graphql(MAY_CHANGE).then(
-      () => true,
+  if (access.token !== token || !access.answer) {
+    const answer = graphql(ACCESS).then(
+      (data) => data.access,
       (error) => {
-        if (error instanceof Forbidden) return false;
-        if (mayChange.answer === answer) mayChange = { token: undefined, answer: undefined }; // ask again next time
+        if (access.answer === answer) access = { token: undefined, answer: undefined }; // ask again next time
         throw error;
       },
     );
-    mayChange = { token, answer };
+    access = { token, answer };
   }
-  return mayChange.answer;
+  return access.answer;
+}
+
+/** The useQuery result of askAccess: `data` is `{ mayChange, namespaces }` once known. */
+export function useAccess() {
+  return useQuery(askAccess, 'access');
 }
 
 /** True when this console's mutations go through, false when they need the admin token, undefined until known. */
 export function useMayChange() {
-  return useQuery(askMayChange, 'may-change').data;
+  return useAccess().data?.mayChange;
 }
 
 // ---------------------------------------------------------------------------
