@@ -17,8 +17,14 @@ export function progressLine(label: string, total?: number, stream: NodeJS.Write
     const rate = seconds > 0 ? Math.round(done / seconds) : 0;
     const pct = total ? Math.min(100, Math.floor((done / total) * 100)) : 0;
     // On a terminal, a bar too: 24 cells, each ~4%.
-    const bar = tty && total ? ` [${'█'.repeat(Math.floor(pct / (100 / BAR_CELLS))).padEnd(BAR_CELLS, '░')}]` : '';
-    const share = total ? `${bar} ${pct}% (${done.toLocaleString('en')}/${total.toLocaleString('en')})` : ` ${done.toLocaleString('en')}`;
+    const bar = tty && total && done <= total ? ` [${'█'.repeat(Math.floor(pct / (100 / BAR_CELLS))).padEnd(BAR_CELLS, '░')}]` : '';
+    // Past the total counted at the start (a store written to while it is copied): no percentage to give.
+    const past = total !== undefined && done > total;
+    const share = past
+      ? ` ${done.toLocaleString('en')} (more than the ${total.toLocaleString('en')} counted at the start)`
+      : total
+        ? `${bar} ${pct}% (${done.toLocaleString('en')}/${total.toLocaleString('en')})`
+        : ` ${done.toLocaleString('en')}`;
     return `${label}:${share} ${unit}, ${rate.toLocaleString('en')}/s`;
   };
   return {
