@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { executionStreamId, type ExecutionEvent } from '../../schemas/events.ts';
 import type { AppendOutcome, AppendRequest, AppendResult, EventStore, NewEvent, ReadAllOptions, StoredEvent } from '../../src/eventstore/event-store.ts';
-import { checkExecution, checkInvariants, describeReport } from '../../src/verify/invariants.ts';
+import { checkExecution, checkInvariants, describeReport, type InvariantReport } from '../../src/verify/invariants.ts';
 import { appendEach } from '../../src/eventstore/append-validation.ts';
 import { at, ev, withBy } from '../support/execution-paths.ts';
 
@@ -232,5 +232,17 @@ describe('checkExecution', () => {
     const id = stored(store, retriedHistory());
     const v = checkExecution(id, store.events, o);
     expect(v).toMatchObject({ status: 'Completed', final: true, terminalEvents: 1, duplicatedRuns: 0, violations: [], overdue: false });
+  });
+});
+
+describe('describeReport', () => {
+  const report = (seconds: number): InvariantReport => ({
+    ok: true, executions: 1, terminal: 1, inFlight: 0, stuck: [], lost: [], duplicatedRuns: 0, violations: [], statuses: { Completed: 1 },
+    readModel: { ok: true, differences: [], projections: [{ projection: 'executions', position: '9', events: 9, rows: {}, behind: { events: 3, oldestAt: new Date().toISOString(), seconds } }] },
+  });
+
+  it('asks whether a projector runs only when the read model lags by more than a projector under load would', () => {
+    expect(describeReport(report(1.2))).toMatch(/OK: every invariant holds \(the read model is behind the store, not wrong: writes are still coming in\)$/);
+    expect(describeReport(report(45))).toMatch(/OK: every invariant holds \(the read model is behind the store, not wrong: is `baton projector` running\?\)$/);
   });
 });
