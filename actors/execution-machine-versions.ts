@@ -65,10 +65,17 @@ function mayAppendV1(context: ExecutionContext, event: ExecutionEvent): boolean 
   return event.metadata.by === context.owner;
 }
 
-/** A version before 7: `mayAppend` as that version had it, and no handoff straight from Requested. */
+/**
+ * Version 7 is version 8 with an attempt spent by a baton that came back before its run started
+ * (the `unstartedKeepsAttempt` guard says no): the executor then decided a retry or an
+ * abandonment, as after a failed run.
+ */
+const executionMachineV7 = executionMachine.provide({ guards: { unstartedKeepsAttempt: () => false } });
+
+/** A version before 7: `mayAppend` as that version had it, no handoff straight from Requested, and an attempt spent as version 7 spent it. */
 const before7 = (mayAppendThen: (context: ExecutionContext, event: ExecutionEvent) => boolean) =>
   executionMachine.provide({
-    guards: { mayAppend: ({ context, event }) => mayAppendThen(context, event), handsOffFromRequested: () => false },
+    guards: { mayAppend: ({ context, event }) => mayAppendThen(context, event), handsOffFromRequested: () => false, unstartedKeepsAttempt: () => false },
   });
 const executionMachineV1 = before7(mayAppendV1);
 const executionMachineV2 = before7(mayAppendV2);
@@ -84,6 +91,7 @@ export const executionMachineVersions: ReadonlyMap<string, AnyStateMachine> = ne
   ['4', executionMachineV4],
   ['5', executionMachineV5],
   ['6', executionMachineV6],
+  ['7', executionMachineV7],
   [MACHINE_VERSION, executionMachine],
 ]);
 

@@ -23,7 +23,7 @@ import {
 export { EXECUTOR, mayAppend, type ExecutionContext, type Owner } from './execution.rules.ts';
 
 /** Recorded in every appended event's metadata, so replay can tell which rules wrote it. */
-export const MACHINE_VERSION = '7';
+export const MACHINE_VERSION = '8';
 // 2: the executor may time out a run whose recorded start-to-close deadline passed.
 // 3: ExecutionCancelRequested: a cancel reaches a worker-held execution without moving the baton.
 // 4: SchedulingStarted records the attempt limit (the action's, capped by the submission's own);
@@ -36,6 +36,13 @@ export const MACHINE_VERSION = '7';
 //    (Requested → Scheduling → Scheduled, still folded in older histories). One event fewer per
 //    attempt: in the peers harness's drain (20,000 jobs, concurrency 50) 3,446 / 3,527 → 3,971 /
 //    4,226 jobs/s on the Postgres queue and 3,653 / 3,700 → 3,939 / 4,073 on JetStream.
+// 8: a baton that comes back before its run started because its worker gave it back, was lost,
+//    restarted or stopped (OwnershipReleased, or OwnershipReclaimed worker-lost, worker-restarted,
+//    drain or manual, from Scheduled) costs no attempt: the execution waits for its next handoff
+//    at the same attempt, since the action never ran (with a cancel requested, the executor decides, as after any
+//    return: it ends it Cancelled). Before, a worker lost between the handoff and the start spent
+//    an attempt, and with maxAttempts 1 an execution that never ran was Abandoned. A return an
+//    older version wrote is still folded as that version folded it (`unstartedKeepsAttempt`).
 
 // ---------------------------------------------------------------------------
 
@@ -50,6 +57,21 @@ export const MACHINE_VERSION = '7';
  */
 const ended = { deadline: null, retryPending: false } as const;
 
+/**
+ * A return of an unstarted handoff that says nothing against the execution: its worker gave it back
+ * (draining), was lost or restarted, stopped (drain), or an operator took it back. A handoff whose
+ * schedule-to-start deadline passed on a live worker still spends its attempt, so a worker that
+ * takes handoffs and never starts them cannot keep an execution going round for ever.
+ */
+const notTheHandoffsFault = (event: ExecutionEvent) =>
+  event.type === 'OwnershipReleased' || (event.type === 'OwnershipReclaimed' && ['worker-lost', 'worker-restarted', 'drain', 'manual'].includes(event.data.reason));
+
+/** Whether the event names a machine version (a whole number) older than `version`: an event without one is the current version's. */
+const writtenBefore = (event: ExecutionEvent, version: number) => {
+  const v = event.metadata.machineVersion;
+  return v !== undefined && /^\d+$/.test(v) && Number(v) < version;
+};
+
 const touched = <U extends Partial<ExecutionContext>>(event: ExecutionEvent, update: U) => ({ updatedAt: event.metadata.occurredAt, ...update });
 
 export const executionMachine = setup({
@@ -63,6 +85,13 @@ export const executionMachine = setup({
     fits: ({ context, event }) => dataProblem(context, event) === null,
     /** Version 7 hands off straight from Requested; older versions' machines say no (execution-machine-versions.ts). */
     handsOffFromRequested: () => true,
+    /**
+     * Version 8 hands an unstarted attempt off again. A return an older version wrote spent its
+     * attempt (a retry was then decided and stored after it), and is still folded so: every
+     * history stored before the upgrade folds as it did. Older versions' machines say no
+     * (execution-machine-versions.ts).
+     */
+    unstartedKeepsAttempt: ({ event }) => !writtenBefore(event, 8) && notTheHandoffsFault(event),
     willRetry: ({ context, event }) =>
       event.type === 'ExecutionFailed' && event.data.retryable && context.attempt < context.maxAttempts,
   },
@@ -109,6 +138,8 @@ export const executionMachine = setup({
       return touched(event, { tags: { ...context.tags, ...event.data.tags } });
     }),
     giveBack: assign(({ context, event }) => touched(event, backToExecutor(context))),
+    /** Back before the run started: the same attempt is handed off again, unless a cancel request waits for the executor's decision. */
+    giveBackUnstarted: assign(({ context, event }) => touched(event, { ...backToExecutor(context), retryPending: context.cancelRequested !== undefined })),
     failForRetry: assign(({ context, event }) => {
       assertEvent(event, 'ExecutionFailed');
       return touched(event, { ...backToExecutor(context), error: event.data.error });
@@ -169,8 +200,14 @@ export const executionMachine = setup({
         ExecutionStarted: { guard: and(['mayAppend', 'fits']), target: 'Running', actions: 'start' },
         ExecutionCancelRequested: { guard: and(['mayAppend', 'fits']), actions: 'requestCancel' },
         ExecutionCancelled: { guard: 'mayAppend', target: 'Cancelled', actions: 'cancel' },
-        OwnershipReleased: { guard: 'mayAppend', target: 'Requested', actions: 'giveBack' },
-        OwnershipReclaimed: { guard: and(['mayAppend', 'fits']), target: 'Requested', actions: 'giveBack' },
+        OwnershipReleased: [
+          { guard: and(['mayAppend', 'unstartedKeepsAttempt']), target: 'Requested', actions: 'giveBackUnstarted' },
+          { guard: 'mayAppend', target: 'Requested', actions: 'giveBack' },
+        ],
+        OwnershipReclaimed: [
+          { guard: and(['mayAppend', 'fits', 'unstartedKeepsAttempt']), target: 'Requested', actions: 'giveBackUnstarted' },
+          { guard: and(['mayAppend', 'fits']), target: 'Requested', actions: 'giveBack' },
+        ],
       },
     },
     Running: {

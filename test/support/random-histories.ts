@@ -3,8 +3,9 @@
 // start-to-close timeout and worker-lost reclaims) until a final state or its length. Events
 // that end the execution are picked only one time in ten, so walks go through retries and
 // reclaims instead of mostly stopping at the first cancel.
-import { transition } from 'xstate';
+import { getInitialSnapshot, transition } from 'xstate';
 import { MACHINE_VERSION, executionMachine, startExecution, statusOf } from '../../actors/execution.machine.ts';
+import { executionMachineVersions } from '../../actors/execution-machine-versions.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import type { HistoryEvent } from '../../src/replay/history.ts';
 import { at, ev, PATH_MAX_ATTEMPTS, pathAlphabet, withBy } from './execution-paths.ts';
@@ -34,7 +35,7 @@ export interface RandomHistoryOptions {
   maxLength?: number;
   /** Action versions too (machine version 5): half the requests pin version 2, and handoffs and starts name versions 1 to 3. */
   versions?: boolean;
-  /** As machine versions before 7 wrote them: a SchedulingStarted before every handoff, and no handoff recording the attempt limit. */
+  /** As machine versions before 7 wrote them: a SchedulingStarted before every handoff, no handoff recording the attempt limit, and (as before 8) an attempt spent by an unstarted return. */
   before7?: boolean;
 }
 
@@ -49,7 +50,9 @@ export function randomHistory(random: () => number, o: RandomHistoryOptions): Hi
   const byType = new Map<string, ExecutionEvent[]>();
   for (const e of [...alphabet(), ...(o.versions ? versioned() : [])]) byType.set(e.type, [...(byType.get(e.type) ?? []), e]);
   const first = ev.requested({ maxAttempts: PATH_MAX_ATTEMPTS, ...(o.versions && random() < 0.5 && { actionVersion: 2 }) });
-  let snapshot = startExecution(first);
+  // Before machine version 8 an unstarted handoff that came back spent its attempt: walks as older versions wrote them take version 7's rules.
+  const machine = o.before7 ? executionMachineVersions.get('7')! : executionMachine;
+  let snapshot = (o.before7 ? getInitialSnapshot(machine, first) : startExecution(first)) as ReturnType<typeof startExecution>;
   const picked: { event: ExecutionEvent; state: string }[] = [{ event: first, state: statusOf(snapshot) }];
   const length = 1 + Math.floor(random() * (o.maxLength ?? 30));
   while (picked.length < length && snapshot.status !== 'done') {
@@ -63,7 +66,7 @@ export function randomHistory(random: () => number, o: RandomHistoryOptions): Hi
     const going = options.filter((e) => !ENDING.has(e.type));
     const pool = going.length > 0 && (ending.length === 0 || random() >= 0.1) ? going : ending;
     const event = pool[Math.floor(random() * pool.length)]!;
-    [snapshot] = transition(executionMachine, snapshot, event);
+    [snapshot] = transition(machine, snapshot, event);
     picked.push({ event, state: statusOf(snapshot) });
   }
   return picked.map(({ event, state }, revision) => ({

@@ -47,21 +47,48 @@ describe('paths', () => {
     expect(s.context.lastProgressAt).toBeUndefined();
   });
 
-  it('reclaim: schedule-to-start reclaim, retry on the same worker, worker lost, abandoned', () => {
+  it('reclaim: a handoff not started in time spends its attempt; one whose worker was lost before starting keeps it; a run reclaimed spends it; then abandoned', () => {
     let s = foldExecution(scheduled());
     s = accept(s, ev.reclaimed('a', 1, 'schedule-to-start'));
+    expect(s.context).toMatchObject({ attempt: 1, retryPending: true, owner: 'executor' });
     expectRefused(s, ev.started('a', 1), 'InvalidTransition');
     s = accept(s, ev.retryScheduled(2));
-    s = accept(s, ev.schedulingStarted());
     s = accept(s, ev.handedOff('a', 2));
-    s = accept(s, ev.started('a', 2));
+    // Its worker lost before it started: the action never ran, the same attempt waits for its next handoff.
     s = accept(s, ev.reclaimed('a', 2, 'worker-lost'));
+    expect(s.context).toMatchObject({ attempt: 2, retryPending: false, owner: 'executor' });
+    expectRefused(s, ev.retryScheduled(3), 'InvalidTransition', /needs a pending retry/);
+    s = accept(s, ev.handedOff('b', 2));
+    s = accept(s, ev.started('b', 2));
+    s = accept(s, ev.reclaimed('b', 2, 'worker-lost'));
     expect(s.context).toMatchObject({ attempt: 2, retryPending: true, owner: 'executor' });
     expect(allowedEventTypes(s)).toEqual(['ExecutionCancelled', 'ExecutionAbandoned']);
     expectRefused(s, ev.retryScheduled(3), 'InvalidTransition', /exceeds maxAttempts 2/);
     s = accept(s, ev.abandoned('no attempts left'));
     expect(statusOf(s)).toBe('Abandoned');
-    expect(s.context.owners).toEqual(['executor', 'worker:a', 'executor', 'worker:a', 'executor']);
+    expect(s.context.owners).toEqual(['executor', 'worker:a', 'executor', 'worker:a', 'executor', 'worker:b', 'executor']);
+  });
+
+  it.each(['worker-restarted', 'drain', 'manual'] as const)('reclaim (%s) of an unstarted handoff keeps its attempt', (reason) => {
+    const s = accept(foldExecution(scheduled()), ev.reclaimed('a', 1, reason));
+    expect(s.context).toMatchObject({ attempt: 1, retryPending: false, owner: 'executor' });
+  });
+
+  it('reclaim: an unstarted handoff with a cancel request comes back for the executor to decide (it cancels)', () => {
+    let s = foldExecution(scheduled());
+    s = accept(s, ev.cancelRequested());
+    s = accept(s, ev.reclaimed('a', 1, 'worker-lost'));
+    expect(s.context).toMatchObject({ attempt: 1, retryPending: true });
+    s = accept(s, ev.cancelled('executor'));
+    expect(statusOf(s)).toBe('Cancelled');
+  });
+
+  it('a released handoff (the worker gave it back before starting) keeps its attempt too', () => {
+    let s = foldExecution(scheduled());
+    s = accept(s, ev.released('a'));
+    expect(s.context).toMatchObject({ attempt: 1, retryPending: false, owner: 'executor' });
+    s = accept(s, ev.handedOff('b', 1));
+    expect(s.context).toMatchObject({ attempt: 1, owner: 'worker:b' });
   });
 });
 

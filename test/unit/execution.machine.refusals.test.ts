@@ -56,13 +56,16 @@ describe('refusals', () => {
 
     it('the worker that lost the baton in a reclaim tries to start the new attempt', () => {
       const s = foldExecution([
-        ...scheduled(),
-        ev.reclaimed('a', 1),
+        ...running(),
+        ev.reclaimed('a', 1, 'worker-lost'),
         ev.retryScheduled(2),
         ev.schedulingStarted(),
         ev.handedOff('b', 2),
       ]);
       expectRefused(s, ev.started('a', 2), 'NotOwner');
+      // An unstarted handoff reclaimed: the same attempt, handed to another worker.
+      const again = foldExecution([...scheduled(), ev.reclaimed('a', 1, 'worker-lost'), ev.handedOff('b', 1)]);
+      expectRefused(again, ev.started('a', 1), 'NotOwner');
     });
   });
 
@@ -141,7 +144,7 @@ describe('refusals', () => {
     });
 
     it('ExecutionRetryScheduled beyond maxAttempts', () => {
-      const s = foldExecution([ev.requested({ maxAttempts: 1 }), ...scheduled().slice(1), ev.reclaimed('a', 1)]);
+      const s = foldExecution([ev.requested({ maxAttempts: 1 }), ...running().slice(1), ev.reclaimed('a', 1, 'worker-lost')]);
       expect(s.context.retryPending).toBe(true);
       expectRefused(s, ev.retryScheduled(2), 'InvalidTransition', 'the next attempt (2) exceeds maxAttempts 1');
     });

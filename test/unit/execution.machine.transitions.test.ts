@@ -113,18 +113,23 @@ describe('legal transitions', () => {
 
   it.each([
     ['OwnershipReleased', () => ev.released('a')],
-    ['OwnershipReclaimed', () => ev.reclaimed('a', 1, 'schedule-to-start')],
-  ])('Scheduled → Requested on %s: the executor owns again and must decide', (_, event) => {
+    ['OwnershipReclaimed', () => ev.reclaimed('a', 1, 'worker-lost')],
+  ])('Scheduled → Requested on %s: the executor owns again, and the unstarted attempt waits for its next handoff (machine v8)', (_, event) => {
     const s = accept(foldExecution(scheduled()), event());
     expect(statusOf(s)).toBe('Requested');
     expect(s.context).toMatchObject({
       owner: 'executor',
       workerId: null,
-      retryPending: true,
+      retryPending: false,
       deadline: null,
       attempt: 1,
       owners: ['executor', 'worker:a', 'executor'],
     });
+  });
+
+  it('Scheduled → Requested on a schedule-to-start reclaim: the handoff was not started in time, and the executor must decide (the attempt is spent)', () => {
+    const s = accept(foldExecution(scheduled()), ev.reclaimed('a', 1, 'schedule-to-start'));
+    expect(s.context).toMatchObject({ owner: 'executor', retryPending: true, attempt: 1 });
   });
 
   it('Running → Running on ExecutionProgressed', () => {

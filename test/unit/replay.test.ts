@@ -187,7 +187,7 @@ describe('machine versions', () => {
     const v5 = asHistory([ev.requested({ actionVersion: 2 }), ev.schedulingStarted(), ev.handedOff('a', 1, { actionVersion: 2 }), ev.started('a', 1, { actionVersion: 2 }), ev.completed('a')], '6');
     expect(replayHistory('x', v5, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
     // No v5 history names a version (none could), so the version rules never fire on one.
-    expectWalksReplayAs('5', 5, () => false, [RECORDED_MACHINES, CURRENT_MACHINE]);
+    expectWalksReplayAs('5', 5, () => false, [RECORDED_MACHINES, candidate(executionMachineVersions.get('6'), 'version 6')]);
   });
 
   it('keeps version 6 importable: it refuses a handoff straight from Requested or recording the attempt limit, and reads every v6 history as before', () => {
@@ -202,12 +202,28 @@ describe('machine versions', () => {
     expect(timeline('x', v7).at(-1)!.context).toMatchObject({ maxAttempts: 2, attempt: 2 });
     const upgraded = [...asHistory([ev.requested(), ev.schedulingStarted(), ev.handedOff('a', 1), ev.started('a', 1), ev.failed('a', true)], '6'), ...asHistory([ev.retryScheduled(2), ev.handedOff('b', 2), ev.started('b', 2), ev.completed('b')], '7').map((e, i) => ({ ...e, revision: 5 + i, eventId: `e${5 + i}` }))];
     expect(replayHistory('x', upgraded, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
-    // A v6 history holding everything else v6 could write replays identically under v7.
-    expectWalksReplayAs('6', 6, () => false, [RECORDED_MACHINES, CURRENT_MACHINE]);
+    // A v6 history holding everything else v6 could write replays identically under v7 (v8 hands an unstarted return off again: see below).
+    expectWalksReplayAs('6', 6, () => false, [RECORDED_MACHINES, candidate(executionMachineVersions.get('7'), 'version 7')]);
     // And the walks of the current machine do go the version 7 way (what the 10,000 above replay).
     const random = seededRandom(7);
     const current = Array.from({ length: 100 }, () => randomHistory(random, { recordStateAfter: true }));
     expect(current.filter(v7Only).length).toBeGreaterThan(50);
+  });
+
+  it('keeps version 7 importable: an unstarted handoff that came back spent its attempt there, and v7 histories replay as before; v8 hands it off again', () => {
+    expect(executionMachineVersions.has('7')).toBe(true);
+    const v7 = asHistory([ev.requested({ maxAttempts: 3 }), ev.handedOff('a', 1), ev.reclaimed('a', 1, 'worker-lost'), ev.retryScheduled(2), ev.handedOff('b', 2), ev.started('b', 2), ev.completed('b')], '7');
+    expect(replayHistory('x', v7, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    expect(timeline('x', v7).at(-1)!.context).toMatchObject({ attempt: 2 });
+    // The current machine folds a return version 7 wrote as version 7 did: every stored history still folds.
+    expect(replayHistory('x', v7, CURRENT_MACHINE).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    expect(foldExecution(v7.map(asExecutionEvent)).context).toMatchObject({ attempt: 2 });
+    const v8 = asHistory([ev.requested({ maxAttempts: 3 }), ev.handedOff('a', 1), ev.reclaimed('a', 1, 'worker-lost'), ev.handedOff('b', 1), ev.started('b', 1), ev.completed('b')], MACHINE_VERSION);
+    expect(replayHistory('x', v8, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
+    expect(timeline('x', v8).at(-1)!.context).toMatchObject({ attempt: 1 });
+    // An upgrade mid-attempt: reclaimed under v7 (a retry pending), decided under v8 as v7 left it.
+    const upgraded = [...asHistory([ev.requested({ maxAttempts: 3 }), ev.handedOff('a', 1), ev.reclaimed('a', 1, 'worker-lost')], '7'), ...asHistory([ev.retryScheduled(2), ev.handedOff('b', 2), ev.started('b', 2), ev.completed('b')], MACHINE_VERSION).map((e, i) => ({ ...e, revision: 3 + i, eventId: `e${3 + i}` }))];
+    expect(replayHistory('x', upgraded, RECORDED_MACHINES).verdict).toMatchObject({ recordedState: 'Completed', divergences: [] });
   });
 
   it('names an unknown version: a newer one as written by a newer Baton, any other as one this build does not have', () => {

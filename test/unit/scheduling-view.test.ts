@@ -29,6 +29,7 @@ describe('SchedulingView', () => {
     const raised = await h.requested({ maxAttempts: 5 });
     await h.next(raised, ev.schedulingStarted({ maxAttempts: 5 }));
     await h.next(raised, ev.handedOff('w1', 1));
+    await h.next(raised, ev.started('w1', 1));
     await h.next(raised, ev.reclaimed('w1', 1, 'worker-lost'));
     expect(h.view.retryPending()).toEqual([expect.objectContaining({ executionId: raised, maxAttempts: 5, limitRecorded: true })]);
   });
@@ -75,8 +76,9 @@ describe('SchedulingView', () => {
     const id = await h.requested();
     await h.next(id, ev.schedulingStarted());
     await h.next(id, ev.handedOff('w1', 1));
-    await h.next(id, ev.reclaimed('w1', 1, 'schedule-to-start'));
-    expect(h.view.retryPending()[0]).toMatchObject({ executionId: id, reason: 'reclaimed: worker w1 did not start attempt 1 before its schedule-to-start deadline' });
+    await h.next(id, ev.started('w1', 1));
+    await h.next(id, ev.reclaimed('w1', 1, 'worker-lost'));
+    expect(h.view.retryPending()[0]).toMatchObject({ executionId: id, reason: expect.stringMatching(/^reclaimed: worker w1 /) });
     expect(h.view.loadOf('w1')).toBe(0);
     h.view.decided(id); // our append lost: another executor decided
     expect(h.view.retryPending()).toEqual([]);
@@ -112,6 +114,18 @@ describe('SchedulingView', () => {
     await h.next(id, ev.reclaimed('w1', 1, 'schedule-to-start'));
     await h.next(id, ev.retryScheduled(2, { retryAt: new Date(0).toISOString() }));
     expect(h.ready(1)[0]).toMatchObject({ executionId: id, avoid: ['w1'] });
+  });
+
+  it('waits again at once, at the same attempt, when its worker was lost before it started (machine v8: no retry to decide)', async () => {
+    const h = schedulingHarness();
+    const id = await h.requested();
+    await h.next(id, ev.handedOff('w1', 1));
+    expect((await h.next(id, ev.reclaimed('w1', 1, 'worker-lost'))).unblocks).toBe(true);
+    expect(h.view.retryPending()).toEqual([]);
+    expect(h.view.loadOf('w1')).toBe(0);
+    expect(h.ready(1)[0]).toMatchObject({ executionId: id });
+    await h.next(id, ev.handedOff('w2', 1));
+    expect(h.view.handoffOf(id)).toMatchObject({ workerId: 'w2', attempt: 1 });
   });
 
   it('follows worker streams: lifecycle status and advertised action policies', async () => {
@@ -294,8 +308,7 @@ describe('SchedulingView: concurrency limits and priorities', () => {
     await h.next(a, ev.completed('w1'));
     expect(readyIds(h)).toEqual([c]);
     // A late duplicate, after the view has seen that attempt returned and queued again, changes nothing.
-    await h.next(b, ev.reclaimed('w1', 1, 'worker-lost'));
-    await h.next(b, ev.retryScheduled(2, { retryAt: new Date(0).toISOString() }));
+    await h.next(b, ev.reclaimed('w1', 1, 'worker-lost')); // unstarted: it waits again at once
     await h.again(b, ev.schedulingStarted(), 1);
     expect(held(h, 't.lim')).toBe(0);
     expect(readyIds(h)).toEqual([b, c]);
