@@ -58,6 +58,21 @@ export const MACHINE_VERSION = '8';
 const ended = { deadline: null, retryPending: false } as const;
 
 /**
+ * Unstarted returns an execution may have without spending an attempt: past them each one spends
+ * it, as before version 8, so a handoff that brings its worker down before it can start (a process
+ * that dies on it, and comes back under its id) cannot go round for ever.
+ */
+const MAX_UNSTARTED_RETURNS = 3;
+
+/**
+ * In Scheduled, the returns the execution has had that kept their attempt. The baton alternates
+ * executor ↔ worker, so `owners` there is 2 × the handoffs so far, and every other return began a
+ * new attempt (each retry follows one): kept = handoffs − attempt. Read from what the context
+ * already holds, so the read model's row, which resumes the fold, needs no column for it.
+ */
+const unstartedReturnsOf = (context: ExecutionContext) => context.owners.length / 2 - context.attempt;
+
+/**
  * A return of an unstarted handoff that says nothing against the execution: its worker gave it back
  * (draining), was lost or restarted, stopped (drain), or an operator took it back. A handoff whose
  * schedule-to-start deadline passed on a live worker still spends its attempt, so a worker that
@@ -91,7 +106,7 @@ export const executionMachine = setup({
      * history stored before the upgrade folds as it did. Older versions' machines say no
      * (execution-machine-versions.ts).
      */
-    unstartedKeepsAttempt: ({ event }) => !writtenBefore(event, 8) && notTheHandoffsFault(event),
+    unstartedKeepsAttempt: ({ context, event }) => !writtenBefore(event, 8) && notTheHandoffsFault(event) && unstartedReturnsOf(context) < MAX_UNSTARTED_RETURNS,
     willRetry: ({ context, event }) =>
       event.type === 'ExecutionFailed' && event.data.retryable && context.attempt < context.maxAttempts,
   },

@@ -74,6 +74,21 @@ describe('paths', () => {
     expect(s.context).toMatchObject({ attempt: 1, retryPending: false, owner: 'executor' });
   });
 
+  it('an execution keeps its attempt on at most 3 unstarted returns; the 4th spends it (a worker that dies on a handoff cannot keep it going round)', () => {
+    let s = foldExecution(scheduled());
+    for (const [from, to] of [['a', 'b'], ['b', 'c'], ['c', 'a']]) {
+      s = accept(s, ev.reclaimed(from!, 1, 'worker-restarted'));
+      expect(s.context).toMatchObject({ attempt: 1, retryPending: false });
+      s = accept(s, ev.handedOff(to!, 1));
+    }
+    s = accept(s, ev.released('a'));
+    expect(s.context).toMatchObject({ attempt: 1, retryPending: true });
+    s = accept(s, ev.retryScheduled(2));
+    s = accept(s, ev.handedOff('b', 2));
+    s = accept(s, ev.reclaimed('b', 2, 'drain'));
+    expect(s.context).toMatchObject({ attempt: 2, retryPending: true }); // still past the 3
+  });
+
   it('reclaim: an unstarted handoff with a cancel request comes back for the executor to decide (it cancels)', () => {
     let s = foldExecution(scheduled());
     s = accept(s, ev.cancelRequested());
