@@ -1,6 +1,7 @@
 // Argument checks every EventStore adapter makes before an append, so that a malformed append
 // is refused with the same message whichever store is configured (the contract suite checks
 // the wording).
+import { mapLimit } from '../async/map-limit.ts';
 import { BatonError } from '../errors.ts';
 import { UUID } from '../ids.ts';
 import type { AppendOutcome, AppendRequest, AppendResult, ExpectedRevision, NewEvent } from './event-store.ts';
@@ -28,12 +29,16 @@ export function validateAppend(streamId: string, events: NewEvent[], expected: E
 export async function appendEach(
   append: (streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }) => Promise<AppendResult>,
   requests: readonly AppendRequest[],
+  /** Streams appended to at once: a bulk submit of thousands must not put thousands of appends in flight (each with its own deadline). */
+  parallelism = 64,
 ): Promise<AppendOutcome[]> {
   const outcomes: AppendOutcome[] = new Array(requests.length);
   const byStream = new Map<string, number[]>();
   requests.forEach((r, i) => byStream.set(r.streamId, [...(byStream.get(r.streamId) ?? []), i]));
-  await Promise.all(
-    [...byStream.values()].map(async (indexes) => {
+  await mapLimit(
+    [...byStream.values()],
+    parallelism,
+    async (indexes) => {
       for (const i of indexes) {
         const r = requests[i]!;
         outcomes[i] = await append(r.streamId, r.events, { expectedRevision: r.expectedRevision }).then(
@@ -41,7 +46,7 @@ export async function appendEach(
           (error: unknown): AppendOutcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
         );
       }
-    }),
+    },
   );
   return outcomes;
 }

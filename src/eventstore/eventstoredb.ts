@@ -42,6 +42,11 @@
 //   Baton's streams (EventStoreDB's own system events are few unless stats are written to the
 //   database). subscribe(), which hosts follow once caught up, filters on the server.
 //
+// - deleteStream tombstones the stream (retention): its events stop being readable from the
+//   stream at once, but stay in $all until a scavenge has rewritten the chunks holding them
+//   (readers that scan $all pass over archived streams: deletedStreamsStayInReadAll), and the id
+//   is never taken again (an append to it is refused, said as a BatonError).
+//
 // - Subscriptions are catch-up subscriptions to $all from `after`. When the connection drops or
 //   the server restarts, the subscription is reopened from the last position seen (backoff
 //   doubling from 100 ms to 5 s), until the caller's signal aborts or the store is closed.
@@ -100,6 +105,22 @@ export interface EventStoreDbEventStore extends EventStore {
 
 /** How long a confirmed subscription must have lasted for its drop to restart the backoff. */
 const HEALTHY_AFTER_MS = 10_000;
+
+/**
+ * The server's refusals that are not about revisions, said in Baton's words: an append past its
+ * maximum append size (1 MiB unless raised: Baton's events may hold 4 MiB of JSON each), and an
+ * append to a deleted stream, whose id EventStoreDB never takes again.
+ */
+function appendRefusal(streamId: string, err: unknown): unknown {
+  const e = err as { type?: unknown; maxAppendSize?: unknown } | null;
+  if (e?.type === 'maximum-append-size-exceeded') {
+    return new BatonError(`append to ${streamId}: larger than EventStoreDB's maximum append size${typeof e.maxAppendSize === 'number' && e.maxAppendSize > 0 ? ` (${e.maxAppendSize} bytes)` : ''}: raise it on the server (EVENTSTORE_MAX_APPEND_SIZE; docker-compose.eventstoredb.yml sets 16 MiB)`, { cause: err });
+  }
+  if (e?.type === 'stream-deleted') {
+    return new BatonError(`append to ${streamId}: the stream was deleted (retention archived it), and EventStoreDB never takes events under a deleted stream's id again`, { cause: err });
+  }
+  return err;
+}
 
 /** No such stream, or one that was deleted (a tombstoned stream reads as "deleted"): either way, no events. */
 const isStreamNotFound = (err: unknown) => ['stream-not-found', 'stream-deleted'].includes((err as { type?: unknown } | null)?.type as string);
@@ -182,6 +203,9 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
   async function append(streamId: string, events: NewEvent[], o: { expectedRevision: ExpectedRevision }): Promise<AppendResult> {
     validateAppend(streamId, events, o.expectedRevision);
     if (isSystemStream(streamId)) throw new BatonError(`append to ${streamId}: stream ids starting with '$' are EventStoreDB system streams`);
+    // The server stores them, but reads of $all and of the stream pass over system events: the stream would show a gap.
+    const system = events.find((e) => e.type.startsWith('$'));
+    if (system) throw new BatonError(`append to ${streamId}: event type ${system.type}: types starting with '$' are EventStoreDB system events, which reads leave out`);
     const expected = o.expectedRevision;
     const appendId = randomUUID();
     const data = events.map((e, i) => toEventData(e, i === events.length - 1 ? appendId : undefined));
@@ -190,7 +214,7 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
       reply = await client.appendToStream(streamId, data, { expectedRevision: toEsdbExpectedRevision(expected) });
     } catch (err) {
       if (isWrongExpectedVersion(err)) return explainRefusal(streamId, events, expected, currentRevision(err.actualVersion), err);
-      throw err;
+      throw appendRefusal(streamId, err);
     }
     // A client built with throwOnAppendFailure: false reports a conflict here instead of throwing
     // (and v6's batch append then misreports the stream's revision, so look it up).
@@ -205,7 +229,8 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     const fromRevision = o.fromRevision ?? 0n;
     if (fromRevision < 0n) throw new BatonError(`readStream ${streamId}: fromRevision must be >= 0`);
     if (o.limit !== undefined && o.limit < 1) return [];
-    const raw = await readRaw(streamId, fromRevision, o.limit);
+    // From the leader, as the appends: a follower may not have the append this process just made (a load right after it would decide on a stale revision).
+    const raw = await readRaw(streamId, fromRevision, o.limit, true);
     return raw.map(toStoredEvent).filter((e): e is StoredEvent => e !== null);
   }
 
@@ -246,6 +271,9 @@ export function createEventStoreDbEventStore(clientOrConnectionString: EventStor
     let after = typeof resume?.state === 'bigint' ? resume.state : o.after;
     readPositionAfter(after); // validates
     const stopped = () => o.signal?.aborted === true || closing.signal.aborted;
+    // close() ends the subscriptions open then; a new one on a closed store is refused, not ended
+    // at once as if done: a caller that subscribes again would spin without yielding to timers or I/O.
+    if (closing.signal.aborted && o.signal?.aborted !== true) throw new BatonError('subscribe: the EventStoreDB event store is closed');
     let attempt = 0;
     while (!stopped()) {
       const subscription = client.subscribeToAll({ fromPosition: readPositionAfter(after), filter });

@@ -9,6 +9,7 @@ import { CATCH_UP_BATCH_SIZE, readBatches } from './projector.ts';
 import { eventSourceOf } from './event-source.ts';
 import { inTransaction } from './tables.ts';
 import { prefixPatterns } from '../eventstore/pg-follow.ts';
+import { archivedStreamIds } from '../retention/store-side.ts';
 
 export interface BuildProgress {
   projection: string;
@@ -93,7 +94,3 @@ async function storedUntil(pool: pg.Pool, eventsTable: string, until: bigint, pr
   return removed ? BigInt(stored ?? 0) : until;
 }
 
-async function archivedStreamIds(pool: pg.Pool): Promise<Set<string>> {
-  const r = await pool.query<{ stream_id: string }>('SELECT stream_id FROM baton_archived_streams');
-  return new Set(r.rows.map((row) => row.stream_id));
-}

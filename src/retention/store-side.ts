@@ -105,11 +105,21 @@ export async function archivedStream(pool: pg.Pool, streamId: string): Promise<A
   return row && { streamId: row.stream_id, events: Number(row.events), lastEventAt: row.last_event_at, archivedAt: row.archived_at, archive: row.archive };
 }
 
-export async function pendingDeletes(pool: pg.Pool, limit: number): Promise<string[]> {
-  const r = await pool.query<{ stream_id: string }>('SELECT stream_id FROM baton_archived_streams WHERE pending_delete ORDER BY stream_id LIMIT $1', [limit]);
-  return r.rows.map((row) => row.stream_id);
+/** Streams recorded as archived whose deletion is still to do, with the events each had when archived. */
+export async function pendingDeletes(pool: pg.Pool, limit: number): Promise<{ streamId: string; events: number }[]> {
+  const r = await pool.query<{ stream_id: string; events: string }>('SELECT stream_id, events FROM baton_archived_streams WHERE pending_delete ORDER BY stream_id LIMIT $1', [limit]);
+  return r.rows.map((row) => ({ streamId: row.stream_id, events: Number(row.events) }));
 }
 
 export async function deleteDone(pool: pg.Pool, streamIds: readonly string[]): Promise<void> {
   await pool.query('UPDATE baton_archived_streams SET pending_delete = false WHERE stream_id = ANY($1::text[])', [[...streamIds]]);
+}
+
+/**
+ * Every stream retention archived, by id: for readers of a store whose deleted streams stay in
+ * readAll (EventStoreDB until a scavenge), which must pass over them as Postgres readers never see them.
+ */
+export async function archivedStreamIds(pool: pg.Pool): Promise<Set<string>> {
+  const r = await pool.query<{ stream_id: string }>('SELECT stream_id FROM baton_archived_streams');
+  return new Set(r.rows.map((row) => row.stream_id));
 }

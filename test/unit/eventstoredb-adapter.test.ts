@@ -111,5 +111,23 @@ describe('eventstoredb adapter (in-memory model of the server)', () => {
     await new Promise((r) => setTimeout(r, 20));
     await store.close();
     expect((await running).length).toBe(1);
+    // A new subscription on the closed store is refused, not ended at once (a caller that resubscribes would spin).
+    await expect(iterate()).rejects.toThrow(/the EventStoreDB event store is closed/);
+  });
+
+  it("says in Baton's words why the server refused an append: a deleted stream, the maximum append size, a system event type", async () => {
+    const fake = new FakeEventStoreDb();
+    const store = storeOn(fake);
+    await store.append('gone-1', [newEvent()], { expectedRevision: 'no_stream' });
+    await store.deleteStream('gone-1', { expectedRevision: 0n });
+    await expect(store.append('gone-1', [newEvent()], { expectedRevision: 'no_stream' })).rejects.toThrow(/^append to gone-1: the stream was deleted \(retention archived it\), and EventStoreDB never takes events under a deleted stream's id again$/);
+    const original = fake.appendToStream.bind(fake);
+    fake.appendToStream = async () => {
+      throw Object.assign(new Error('Maximum Append Size of 1048576 Exceeded.'), { type: 'maximum-append-size-exceeded', maxAppendSize: 1_048_576 });
+    };
+    await expect(store.append('big-1', [newEvent()], { expectedRevision: 'no_stream' })).rejects.toThrow(/^append to big-1: larger than EventStoreDB's maximum append size \(1048576 bytes\): raise it on the server \(EVENTSTORE_MAX_APPEND_SIZE/);
+    fake.appendToStream = original;
+    await expect(store.append('sys-1', [{ ...newEvent(), type: '$metadata' }], { expectedRevision: 'no_stream' })).rejects.toThrow(/event type \$metadata: types starting with '\$' are EventStoreDB system events/);
+    expect(await store.readStream('sys-1')).toEqual([]);
   });
 });

@@ -103,6 +103,18 @@ describe('checkInvariants', () => {
     expect(store.readAllCalls).toBe(Math.ceil(35 / 3) + 1); // 35 events, then one empty page
   });
 
+  it('counts an archived execution whose deleted stream readAll still lists (EventStoreDB before a scavenge) as archived, not lost', async () => {
+    const store = new MemoryStore();
+    const done = stored(store, completedHistory());
+    const archived = randomUUID();
+    const lost = randomUUID();
+    const readStream = store.readStream.bind(store);
+    // Both listed by readAll, neither readable: one was archived (deleted), the other never stored.
+    store.readStream = async (streamId) => (streamId === executionStreamId(done) ? readStream(streamId) : []);
+    const r = await checkInvariants(store, { expectedExecutionIds: [done, archived, lost], archivedStreams: new Set([executionStreamId(archived)]) });
+    expect(r).toMatchObject({ executions: 1, lost: [lost] });
+  });
+
   it('reports an expected id without a stream as lost, apart from stuck ones', async () => {
     const store = new MemoryStore();
     const done = stored(store, completedHistory());

@@ -10,6 +10,7 @@ import { checkInvariants, describeReport, type CheckProgress } from '../../verif
 import { withContext } from '../context.ts';
 import { cleanUpOnInterrupt } from './projections.ts';
 import { toJson } from '../format.ts';
+import { archivedStreamIds } from '../../retention/store-side.ts';
 import { progressLine, type Progress } from '../progress.ts';
 
 /** One execution id a line; blank lines and `#` comments are skipped. */
@@ -64,6 +65,8 @@ async function verifyWith(pool: pg.Pool, store: EventStore, o: Parameters<typeof
     requireTerminal: o.requireTerminal ?? false,
     stuckAfterMs: o.stuckAfter,
     ...(o.readModel && { pool }),
+    // EventStoreDB keeps deleted streams in $all until a scavenge: the archived ones are not lost.
+    ...(store.deletedStreamsStayInReadAll && { archivedStreams: await archivedStreamIds(pool) }),
     onProgress: (p) => {
       if (p.phase === 'scan') scanned = p.done;
       lineFor(p.phase).update(p.phase === 'streams' ? (p.events ?? 0) : p.done);
