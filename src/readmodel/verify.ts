@@ -117,6 +117,9 @@ export async function verifyReadModel(o: {
   const scratch = held.name;
   const report: VerifyReport = { ok: true, projections: [], differences: [] };
   const source = eventSourceOf(o.store, o.pool);
+  // Events rebuilt over every projection so far: a progress line counts on from one to the next, not back from 0.
+  let rebuiltBefore = 0;
+  const onProgress = o.onProgress && ((p: BuildProgress) => o.onProgress!({ ...p, events: rebuiltBefore + p.events }));
   try {
     for (const p of o.projections ?? allProjections) {
       // Rebuilt in the live table's form (a view of the events, or a table: tables.ts), so that
@@ -140,11 +143,11 @@ export async function verifyReadModel(o: {
         report.projections.push({ projection: p.name, position: String(live.position), events: 0, rows: {}, problem: `live tables were built by version ${live.version}, this code is version ${p.version}: run \`baton projections rebuild ${p.name}\`` });
         continue;
       }
-      const built = await buildInto({ ...o, projection: p, schema: scratch, from: START, until: live.position });
+      const built = await buildInto({ ...o, onProgress, projection: p, schema: scratch, from: START, until: live.position });
       await inTransaction(o.pool, async (client) => {
         // Hold the live checkpoint (the projector waits) and bring the rebuild level with it.
         const now = await readCheckpoint(client, p.name, { lock: true });
-        const tail = await buildInto({ ...o, projection: p, schema: scratch, from: built.position, until: now.position, client });
+        const tail = await buildInto({ ...o, onProgress: undefined, projection: p, schema: scratch, from: built.position, until: now.position, client });
         const rows: Record<string, number> = {};
         for (const table of p.tables) {
           const { diff, rows: n } = await compareTable(client, p, table, scratch, readModelSchemaOf(o.pool), now.position, liveForm === 'view' && table === p.tables[0]);
@@ -155,6 +158,7 @@ export async function verifyReadModel(o: {
           }
         }
         report.projections.push({ projection: p.name, position: String(now.position), events: built.events + tail.events, rows });
+        rebuiltBefore += built.events + tail.events;
       });
       // Equal up to its checkpoint says nothing of the events after it: say how far behind it is.
       const entry = report.projections[report.projections.length - 1]!;

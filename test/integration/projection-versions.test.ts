@@ -65,6 +65,16 @@ describe('projection versions, verify reports and scratch schemas', () => {
     }
   });
 
+  it('verify reports its rebuild\'s progress counting on across projections, never back from 0', async () => {
+    await startWorker(`w-${randomUUID()}`);
+    await catchUpFully(t.db.pool, t.store);
+    const seen: { projection: string; events: number }[] = [];
+    const report = await verifyReadModel({ pool: t.db.pool, store: t.store, batchSize: 1, onProgress: (p) => seen.push(p) });
+    expect(new Set(seen.map((p) => p.projection)).size).toBeGreaterThan(1);
+    expect(seen.map((p) => p.events)).toEqual([...seen.map((p) => p.events)].sort((a, b) => a - b));
+    expect(seen.at(-1)!.events).toBeLessThanOrEqual(report.projections.reduce((n, p) => n + p.events, 0));
+  });
+
   it('verify says how far behind the store the read model is, and fails when it has been behind for long', async () => {
     await catchUpFully(t.db.pool, t.store);
     const ok = await verifyReadModel({ pool: t.db.pool, store: t.store, projections: [workersProjection] });
