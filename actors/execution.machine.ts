@@ -38,11 +38,12 @@ export const MACHINE_VERSION = '8';
 //    4,226 jobs/s on the Postgres queue and 3,653 / 3,700 → 3,939 / 4,073 on JetStream.
 // 8: a baton that comes back before its run started because its worker gave it back, was lost,
 //    restarted or stopped (OwnershipReleased, or OwnershipReclaimed worker-lost, worker-restarted,
-//    drain or manual, from Scheduled) costs no attempt: the execution waits for its next handoff
-//    at the same attempt, since the action never ran (with a cancel requested, the executor decides, as after any
-//    return: it ends it Cancelled). Before, a worker lost between the handoff and the start spent
-//    an attempt, and with maxAttempts 1 an execution that never ran was Abandoned. A return an
-//    older version wrote is still folded as that version folded it (`unstartedKeepsAttempt`).
+//    drain or manual, from Scheduled) costs no attempt, up to 3 times an execution: it waits for
+//    its next handoff at the same attempt, since the action never ran (with a cancel requested
+//    the executor decides, as after any return: it ends it Cancelled). Before, a worker lost
+//    between the handoff and the start spent an attempt, and with maxAttempts 1 an execution that
+//    never ran was Abandoned. A return an older version wrote is still folded as that version
+//    folded it (`unstartedKeepsAttempt`).
 
 // ---------------------------------------------------------------------------
 
