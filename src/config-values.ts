@@ -220,11 +220,13 @@ export const retentionSetting = z.preprocess(
  * them unheld (QA: one installation's `projections verify` dropped another's whole schema).
  */
 export function dbSchemaClash(name: string): string | undefined {
-  if (name === 'public') return 'is where the default installation keeps its tables: leave BATON_DB_SCHEMA unset for it';
-  if (name === 'baton') return "would keep its read model in baton_read, the default installation's: choose another name";
-  if (name.endsWith('_read')) return `ends in _read, the suffix of read-model schemas: it would share "${name}" with installation ${name.slice(0, -'_read'.length) || '(none)'}'s read model`;
-  if (/^baton_verify_[0-9a-f]{8}$/.test(name) || name.includes('_rebuild_')) return 'is the form of a scratch schema that `baton projections verify` and `rebuild` drop when they find it unused: choose another name';
-  if (name.startsWith('pg_') || name === 'information_schema') return 'is reserved by Postgres for its own schemas';
+  const said = `"${name}"`;
+  if (name === 'public') return `${said} is where the default installation keeps its tables: leave BATON_DB_SCHEMA unset for it`;
+  if (name === 'baton') return `${said} would keep its read model in baton_read, the default installation's: choose another name`;
+  if (name === 'baton_read') return `${said} is the default installation's read model: choose another name`;
+  if (name.endsWith('_read')) return `${said} ends in _read, the suffix of read-model schemas: it is installation ${name.slice(0, -'_read'.length) || '(none)'}'s read model`;
+  if (/^baton_verify_[0-9a-f]{8}$/.test(name) || name.includes('_rebuild_')) return `${said} has the form of a scratch schema that \`baton projections verify\` and \`rebuild\` drop when they find it unused: choose another name`;
+  if (name.startsWith('pg_') || name === 'information_schema') return `${said} is reserved by Postgres for its own schemas`;
   return undefined;
 }
 

@@ -6,6 +6,9 @@ import type { ExecutionSnapshot } from '../../actors/execution.machine.ts';
 import type { ExecutionEvent } from '../../schemas/events.ts';
 import { reclaimReason, type Phase } from './scheduling-entries.ts';
 
+/** Said of a return that spends an attempt though the action never ran (past machine version 8's 3 kept returns). */
+const NEVER_STARTED = ' before it started (the execution had used its 3 returns that keep an attempt)';
+
 export interface TrackedExecution {
   action: string;
   /** Its namespace (the slots held per namespace count it). */
@@ -45,10 +48,10 @@ export function noteEvent(e: TrackedExecution, event: ExecutionEvent, at: { even
       return 'started';
     case 'OwnershipReclaimed':
       if (event.data.reason === 'schedule-to-start') e.avoid.add(event.data.workerId);
-      e.returned = reclaimReason(event.data.reason, event.data.workerId, event.data.attempt);
+      e.returned = reclaimReason(event.data.reason, event.data.workerId, event.data.attempt) + (e.phase === 'handed-off' && event.data.reason !== 'schedule-to-start' ? NEVER_STARTED : '');
       return;
     case 'OwnershipReleased':
-      e.returned = `released: ${event.data.reason}`;
+      e.returned = `released: ${event.data.reason}${e.phase === 'handed-off' ? NEVER_STARTED : ''}`;
       return;
     case 'ExecutionFailed':
       e.returned = `attempt ${e.snapshot.context.attempt} failed: ${event.data.error.message}`;

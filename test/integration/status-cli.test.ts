@@ -36,6 +36,13 @@ describe('baton status', () => {
     const inspect = await runBaton(['inspect', retried, '--at', '4'], { databaseUrl: db().url });
     expect(inspect.stdout).toMatch(/^why +flake 1$/m);
 
+    // A deadline is named by the limit it is: the handoff's start by, the run's finish by.
+    const waiting = (await runtime.submit({ action: 'core.noop' })).executionId;
+    await handOff(runtime, waiting, 'w1');
+    expect((await runBaton(['status', waiting], { databaseUrl: db().url })).stdout).toMatch(/^start by +\S+Z$/m);
+    await runtime.dispatch(waiting, { type: 'ExecutionStarted', data: { attempt: 1, deadline: new Date(Date.now() + 60_000).toISOString() }, by: 'worker:w1' });
+    expect((await runBaton(['status', waiting], { databaseUrl: db().url })).stdout).toMatch(/^finish by +\S+Z$/m);
+
     const failed = (await runtime.submit({ action: 'core.noop', maxAttempts: 1 })).executionId;
     await handOff(runtime, failed, 'w1');
     await runtime.dispatch(failed, { type: 'ExecutionStarted', data: { attempt: 1 }, by: 'worker:w1' });

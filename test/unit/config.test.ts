@@ -274,13 +274,14 @@ describe('createLogger', () => {
 
   it('refuses a BATON_DB_SCHEMA whose tables another installation, a scratch schema or Postgres would share', () => {
     for (const [name, message] of [
-      ['public', /is where the default installation keeps its tables/],
-      ['baton', /baton_read, the default installation's/],
-      ['t1_read', /ends in _read.*installation t1's read model/],
-      ['baton_verify_deadbeef', /scratch schema/],
+      ['public', /"public" is where the default installation keeps its tables/],
+      ['baton', /"baton" would keep its read model in baton_read, the default installation's/],
+      ['baton_read', /"baton_read" is the default installation's read model/],
+      ['t1_read', /"t1_read" ends in _read.*installation t1's read model/],
+      ['baton_verify_deadbeef', /"baton_verify_deadbeef" has the form of a scratch schema/],
       ['baton_rebuild_executions', /scratch schema/],
       ['t1_rebuild_workers', /scratch schema/],
-      ['pg_catalog', /reserved by Postgres/],
+      ['pg_catalog', /"pg_catalog" is reserved by Postgres/],
       ['information_schema', /reserved by Postgres/],
     ] as const) {
       expect(() => loadConfig({ BATON_DB_SCHEMA: name }), name).toThrow(new RegExp(`BATON_DB_SCHEMA: .*${message.source}`));

@@ -106,6 +106,19 @@ describe('SchedulingView', () => {
     expect(h.view.heldBy('w1').map((x) => x.executionId)).toEqual([a]);
   });
 
+  it('a return past the 3 that keep an attempt asks for a decision whose reason says the attempt never started', async () => {
+    const h = schedulingHarness();
+    const id = await h.requested();
+    for (const w of ['w1', 'w2', 'w3']) {
+      await h.next(id, ev.handedOff(w, 1));
+      await h.next(id, ev.reclaimed(w, 1, 'worker-restarted'));
+      expect(h.view.retryPending()).toEqual([]);
+    }
+    await h.next(id, ev.handedOff('w1', 1));
+    await h.next(id, ev.reclaimed('w1', 1, 'worker-restarted'));
+    expect(h.view.retryPending()[0]!.reason).toMatch(/^reclaimed: worker w1 restarted while it held attempt 1 .* before it started \(the execution had used its 3 returns that keep an attempt\)$/);
+  });
+
   it('avoids the worker that let a handoff expire, when the retry waits again', async () => {
     const h = schedulingHarness();
     const id = await h.requested();

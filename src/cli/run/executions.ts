@@ -60,7 +60,8 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
         ['requested', c.requestedAt],
         ['started', c.startedAt],
         ['finished', c.finishedAt],
-        ['deadline', c.deadline],
+        // Which limit the deadline is: the handoff's schedule-to-start, or the run's start-to-close.
+        [statusOf(snapshot) === 'Scheduled' ? 'start by' : statusOf(snapshot) === 'Running' ? 'finish by' : 'deadline', c.deadline],
         ['cancel requested', c.cancelRequested],
         // Why it ended, where the end has a reason of its own (an error is shown below).
         ['cancelled', c.cancelReason],
