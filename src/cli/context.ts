@@ -25,9 +25,10 @@ export const cliConfig = (): Config => loadConfig(process.env, process.cwd(), { 
  */
 export const cliLogger = (config: Config): Logger => componentLogger(createLogger(config, { destination: 'stderr' }), cliComponent());
 
-export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> {
+/** Run `fn` on the installation the environment names; `readsOnly`: refuse one that does not exist rather than create it. */
+export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>, o: { readsOnly?: boolean } = {}): Promise<T> {
   const config = cliConfig();
-  const env = await openEnvironment({ config, log: cliLogger(config), as: 'cli' });
+  const env = await openEnvironment({ config, log: cliLogger(config), as: 'cli', ...(o.readsOnly && { readsOnly: true }) });
   try {
     const { close: _close, db, ...rest } = env;
     return await fn({ ...rest, databaseUrl: db.url, pool: db.pool });
@@ -35,3 +36,6 @@ export async function withContext<T>(fn: (ctx: CliContext) => Promise<T>): Promi
     await env.close();
   }
 }
+
+/** withContext for a command that only reads: an installation BATON_DB_SCHEMA names that does not exist is refused, not created. */
+export const readContext = <T>(fn: (ctx: CliContext) => Promise<T>): Promise<T> => withContext(fn, { readsOnly: true });

@@ -43,6 +43,8 @@ export interface OpenEnvironmentOptions {
   applicationName?: string;
   /** Stops waiting for the database (a stop signal while starting). */
   signal?: AbortSignal;
+  /** The command only reads: an installation that does not exist is refused, not created (connect.ts). */
+  readsOnly?: boolean;
 }
 
 export async function openEnvironment(o: OpenEnvironmentOptions): Promise<Environment> {
@@ -51,6 +53,7 @@ export async function openEnvironment(o: OpenEnvironmentOptions): Promise<Enviro
     ...(o.poolSize !== undefined && { max: o.poolSize }),
     ...(o.applicationName !== undefined && { applicationName: o.applicationName }),
     waitAs: o.as,
+    ...(o.readsOnly && { readsOnly: true }),
     ...(o.signal && { signal: o.signal }),
   });
   // Hosts say which store they use; a command keeps its output for its result.

@@ -6,7 +6,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { ACTION_NAME } from '../actions/action.ts';
 import { rateLimitView } from '../liveness/rate-limit-wait.ts';
 import { textOption } from './arguments.ts';
-import { withContext } from './context.ts';
+import { readContext } from './context.ts';
 import { fields, toJson } from './format.ts';
 
 const actionName = (value: string): string => {
@@ -23,7 +23,7 @@ export function registerRateLimitCommands(program: Command): void {
     .option('--key <value>', "the value of the action's key path, for a limit per key", textOption('--key', 10_000))
     .option('--json', 'print JSON')
     .action(async (action: string, o: { key?: string; json?: boolean }) => {
-      await withContext(async ({ pool, store }) => {
+      await readContext(async ({ pool, store }) => {
         const view = await rateLimitView(pool, store, action, o.key, Date.now());
         if (o.json) {
           console.log(toJson(view ?? { action, rateLimit: null }));

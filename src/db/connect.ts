@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { dbWaitFor, type Config } from '../config.ts';
 import { BatonError } from '../errors.ts';
 import { migrateAll, pendingForThisBuild } from './all-migrations.ts';
+import { refuseMissingInstallation } from './missing-installation.ts';
 import { createSchemaPool } from './db-schema.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.ts';
 import { transientReason, waitForServer } from './wait.ts';
@@ -45,6 +46,12 @@ export interface OpenDatabaseOptions {
    * on applies, off requires.
    */
   migrations?: 'apply' | 'require' | 'none';
+  /**
+   * Only read what an installation holds (`baton status`, `list`…): with BATON_DB_SCHEMA naming a
+   * schema that does not exist, refuse (NoInstallationError) rather than create an empty
+   * installation there, as applying the migrations would (a mistyped name read as "not found").
+   */
+  readsOnly?: boolean;
 }
 
 export async function openDatabase(config: Config, log: Logger, options: OpenDatabaseOptions = {}): Promise<Database> {
@@ -99,6 +106,8 @@ export async function openDatabase(config: Config, log: Logger, options: OpenDat
     const applied = await waitForServer(
       async () => {
         await pool.query('SELECT 1');
+        // Only where migrating would create it: with BATON_MIGRATE=off, the refusal below names `baton migrate`.
+        if (options.readsOnly && migrations === 'apply' && config.dbSchema !== undefined) await refuseMissingInstallation(pool, config.dbSchema, redactUrl(url));
         if (migrations === 'apply') return migrateAll(pool, { log });
         if (migrations === 'require') {
           const pending = await pendingForThisBuild(pool);

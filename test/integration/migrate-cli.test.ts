@@ -89,3 +89,20 @@ describe('baton migrate', () => {
     }
   });
 });
+
+describe('a command that only reads, in an installation that does not exist', () => {
+  it('is refused naming BATON_DB_SCHEMA and the installations there, and creates nothing; a submission creates it', async () => {
+    const env = { BATON_DB_SCHEMA: freshSchema() };
+    const schemaExists = async () => (await db().pool.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [env.BATON_DB_SCHEMA])).rowCount === 1;
+    for (const args of [['status', '01a2a2a2-0000-7000-8000-000000000000'], ['list'], ['events', '01a2a2a2-0000-7000-8000-000000000000']]) {
+      const r = await runBaton(args, { databaseUrl: db().url, env });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^baton: BATON_DB_SCHEMA: no Baton installation in schema "${env.BATON_DB_SCHEMA}" of .*: nothing to read there \\(this command creates none\\); `));
+    }
+    expect(await schemaExists()).toBe(false);
+    const submitted = await runBaton(['submit', 'core.noop', '--json'], { databaseUrl: db().url, env });
+    expect(submitted.code, submitted.stderr).toBe(0);
+    expect(await schemaExists()).toBe(true);
+    expect((await runBaton(['list'], { databaseUrl: db().url, env })).code).toBe(0);
+  });
+});

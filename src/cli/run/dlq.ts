@@ -8,7 +8,7 @@ import { connectNats, createNatsWorkTransport } from '../../transport/nats/index
 import { natsNamesOf } from '../../transport/nats/installation-names.ts';
 import { createPostgresWorkTransport } from '../../transport/postgres/index.ts';
 import type { DeadLetter, WorkTransport } from '../../transport/work-transport.ts';
-import { cliConfig, cliLogger, withContext } from '../context.ts';
+import { cliConfig, cliLogger, readContext, withContext } from '../context.ts';
 import { retryDeadLetter } from '../../runtime/dead-letter-retry.ts';
 import { standingsOf, type DeadLetterStanding } from '../../runtime/dead-letter-standing.ts';
 import { fields, table, toJson } from '../format.ts';
@@ -79,7 +79,7 @@ const executionNow = (st: DeadLetterStanding) => (st.execution ? `${st.execution
 // list and show read each dead letter's execution from the event store (withContext) to say
 // whether it still stands: one whose execution moved on since is settled, not dead work.
 export async function dlqListCommand(o: { limit: number; after?: string; json?: boolean; transport?: TransportKind }): Promise<void> {
-  await withContext(({ runtime }) =>
+  await readContext(({ runtime }) =>
     withTransport(o.transport, async (transport, _log, where) => {
       // One more than asked for, to know whether to say there are more.
       const page = await transport.listDeadLetters({ limit: Math.min(o.limit + 1, 1_000), ...(o.after !== undefined && { after: o.after }) });
@@ -102,7 +102,7 @@ export async function dlqListCommand(o: { limit: number; after?: string; json?: 
 }
 
 export async function dlqShowCommand(messageId: string, o: { json?: boolean; transport?: TransportKind }): Promise<void> {
-  await withContext(({ runtime }) =>
+  await readContext(({ runtime }) =>
     withTransport(o.transport, async (transport, _log, where) => {
       const d = await transport.getDeadLetter(messageId);
       if (!d) {

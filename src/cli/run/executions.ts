@@ -12,7 +12,7 @@ import { waitingReasonNow } from '../../liveness/waiting-reason.ts';
 import { advertisedRateLimits, namespaceRateLimitReason, rateLimitReason } from '../../liveness/rate-limit-wait.ts';
 import { namespaceOr } from '../../input/namespace.ts';
 import { RateBuckets } from '../../runtime/rate-buckets.ts';
-import { withContext } from '../context.ts';
+import { readContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { eventSummary } from '../../replay/event-summary.ts';
 import { versionShown } from '../../input/action-versions.ts';
@@ -27,7 +27,7 @@ async function stepsOf(store: EventStore, pool: pg.Pool, id: string): Promise<Ti
 }
 
 export async function statusCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ runtime, store, pool, config }) => {
+  await readContext(async ({ runtime, store, pool, config }) => {
     // An execution retention archived is final: its last state, from its archive file.
     const loaded = await runtime.load(id).catch(async (err: unknown) => {
       if (!(err instanceof NotFoundError)) throw err;
@@ -78,7 +78,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
 }
 
 export async function eventsCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ store, pool }) => {
+  await readContext(async ({ store, pool }) => {
     const steps = await stepsOf(store, pool, id);
     if (o.json) {
       console.log(toJson(steps.map(({ context: _context, next: _next, ...s }) => s)));

@@ -3,7 +3,7 @@
 import { encodeCursor, parseCursor, type ExecutionCursor } from '../../api/execution-cursor.ts';
 import { listExecutions } from '../../api/read-model-queries.ts';
 import { BatonError } from '../../errors.ts';
-import { withContext } from '../context.ts';
+import { readContext } from '../context.ts';
 import { table, toJson } from '../format.ts';
 
 export interface ListOptions {
@@ -48,7 +48,7 @@ function nextPageCommand(o: ListOptions, cursor: string): string {
 export async function listCommand(o: ListOptions): Promise<void> {
   if (o.since && o.until && o.since >= o.until) throw new BatonError('--since must be before --until');
   const after = o.after === undefined ? undefined : afterCursor(o.after);
-  await withContext(async ({ pool, config }) => {
+  await readContext(async ({ pool, config }) => {
     const filter = { status: o.status, action: o.action, workerId: o.worker, since: o.since?.toISOString(), until: o.until?.toISOString(), tags: o.tag, namespace: o.namespace };
     // Values over the API's per-value limit come as its truncation marker, as they would from `executions`.
     const page = await listExecutions(pool, { filter, first: o.limit, valueCap: config.apiLimits.maxValueBytes, ...(after && { after }) });

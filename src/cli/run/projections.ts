@@ -7,7 +7,7 @@ import { oldestUnapplied } from '../../readmodel/lag.ts';
 import { rebuildProjection } from '../../readmodel/rebuild.ts';
 import { interruptCleanup, leftoverScratchSchemas } from '../../readmodel/scratch.ts';
 import { BEHIND_FAILS_AFTER_S, describeBehind, repairCommands, verifyReadModel } from '../../readmodel/verify.ts';
-import { withContext } from '../context.ts';
+import { readContext, withContext } from '../context.ts';
 import { table, toJson } from '../format.ts';
 import { INTERRUPT_SIGNALS, SIGNAL_EXIT_CODES, type InterruptSignal } from '../interrupt.ts';
 import { progressLine, type Progress } from '../progress.ts';
@@ -45,7 +45,7 @@ export function cleanUpOnInterrupt(databaseUrl: string | undefined): () => void 
 
 
 export async function projectionsStatusCommand(o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ pool, store }) => {
+  await readContext(async ({ pool, store }) => {
     const leftovers = await leftoverScratchSchemas(pool, { drop: false });
     if (leftovers.length > 0) process.stderr.write(`scratch schema(s) left by an interrupted verify or rebuild: ${leftovers.join(', ')} (the next \`baton projections verify\` drops them)\n`);
     const rows = await Promise.all(
@@ -93,7 +93,7 @@ export async function projectionsRebuildCommand(name: string | undefined): Promi
 }
 
 export async function projectionsVerifyCommand(o: { json?: boolean }): Promise<void> {
-  await withContext(async ({ pool, store, config, databaseUrl }) => {
+  await readContext(async ({ pool, store, config, databaseUrl }) => {
     const uninstall = cleanUpOnInterrupt(databaseUrl);
     const counts = await Promise.all(projections.map((p) => eventsFor({ pool, config }, p)));
     const total = counts.includes(undefined) ? undefined : counts.reduce((a: number, b) => a + (b ?? 0), 0);

@@ -11,7 +11,7 @@ import { forkExecution, stepAt, timeline, type ForkEventInput, type ForkResult, 
 import { describeDivergence, describeTarget, replayHistory, type ReplayStep, type ReplayTarget, type StreamVerdict } from '../../replay/replay.ts';
 import { replayStore, type ReplaySummary } from '../../replay/replay-store.ts';
 import { loadReplayTarget } from '../../replay/replay-target.ts';
-import { withContext } from '../context.ts';
+import { readContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { progressLine } from '../progress.ts';
 import { readStoredOrArchivedHistory } from '../../retention/archived-history.ts';
@@ -113,7 +113,7 @@ export async function replayCommand(id: string | undefined, o: ReplayOptions): P
     const doc = await readHistoryFile(o.file);
     return one(doc.executionId, doc.events);
   }
-  await withContext(async ({ store, pool }) => {
+  await readContext(async ({ store, pool }) => {
     if (id !== undefined) return one(id, await executionHistory(store, pool, id));
     const inFlightOnly = o.inFlight === true;
     const progress = progressLine(inFlightOnly ? 'checking in-flight executions' : 'replaying', await countEvents(pool, [EXECUTION_STREAM_PREFIX]));
@@ -138,7 +138,7 @@ export async function inspectCommand(id: string, o: InspectOptions): Promise<voi
   if (o.forkAt !== undefined && !o.event) throw new BatonError('inspect: --fork-at needs at least one --event \'{"type":…,"data":…}\' to try');
   if (o.forkAt !== undefined && o.at) throw new BatonError('inspect: give --at or --fork-at, not both');
   // An archived execution is read from its archive file; --file reads any history with no database.
-  const steps = o.file !== undefined ? await fileTimeline(id, o.file) : await withContext(async ({ store, pool }) => timeline(id, await executionHistory(store, pool, id)));
+  const steps = o.file !== undefined ? await fileTimeline(id, o.file) : await readContext(async ({ store, pool }) => timeline(id, await executionHistory(store, pool, id)));
   if (o.forkAt !== undefined) {
     stepAt(steps, { revision: o.forkAt }, '--fork-at'); // past this history: refused naming the option
     const fork = forkExecution(steps, o.forkAt, o.event!);
@@ -161,7 +161,7 @@ async function fileTimeline(id: string, file: string): Promise<TimelineStep[]> {
 }
 
 export async function exportCommand(id: string): Promise<void> {
-  await withContext(async ({ store, pool }) => {
+  await readContext(async ({ store, pool }) => {
     console.log(toJson(toHistoryDocument(id, await executionHistory(store, pool, id))));
   });
 }

@@ -10,7 +10,7 @@ import { encodeScheduleCursor, listSchedulesAfter, parseScheduleCursor } from '.
 import { asScheduleEvent } from '../../runtime/schedule-kind.ts';
 import { replaySchedule } from '../../schedule/schedule-replay.ts';
 import type { JsonOptionValue } from '../arguments.ts';
-import { withContext, type CliContext } from '../context.ts';
+import { type CliContext, readContext, withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { loadActions } from '../hosts.ts';
 
@@ -122,7 +122,7 @@ export async function scheduleUpdateCommand(id: string, o: DefinitionOptions): P
 }
 
 export async function scheduleShowCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async (ctx) => {
+  await readContext(async (ctx) => {
     const v = await showSchedule({ ...ctx, executions: ctx.runtime }, id);
     if (o.json) console.log(toJson(v));
     else printView(v);
@@ -138,7 +138,7 @@ function afterCursor(value: string): string {
 
 export async function scheduleListCommand(o: { status?: 'Active' | 'Paused' | 'Deleted'; all?: boolean; limit: number; after?: string; json?: boolean }): Promise<void> {
   const after = o.after === undefined ? undefined : afterCursor(o.after);
-  await withContext(async ({ pool }) => {
+  await readContext(async ({ pool }) => {
     const page = await listSchedulesAfter(pool, { first: o.limit, ...(o.status && { status: o.status }), includeDeleted: o.all ?? false, ...(after !== undefined && { after }) }, new Date());
     if (page === 'unknownAfter') throw new BatonError(`--after: the cursor's schedule "${after}" is not in the read model (pass the cursor a full page ends with)`);
     const nextAfter = page.hasNextPage ? encodeScheduleCursor(page.schedules.at(-1)!.scheduleId) : null;
@@ -172,7 +172,7 @@ export async function scheduleTriggerCommand(id: string, o: { json?: boolean }):
 }
 
 export async function scheduleReplayCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async (ctx) => {
+  await readContext(async (ctx) => {
     const stored = await ctx.store.readStream(scheduleStreamId(id));
     if (stored.length === 0) throw new NotFoundError('schedule', id);
     const r = replaySchedule(stored.map(asScheduleEvent));

@@ -7,7 +7,7 @@ import type { EventStore } from '../../eventstore/event-store.ts';
 import { BatonError } from '../../errors.ts';
 import { executionId } from '../arguments.ts';
 import { checkInvariants, describeReport, type CheckProgress } from '../../verify/invariants.ts';
-import { withContext } from '../context.ts';
+import { readContext } from '../context.ts';
 import { cleanUpOnInterrupt } from './projections.ts';
 import { toJson } from '../format.ts';
 import { archivedStreamIds } from '../../retention/store-side.ts';
@@ -36,7 +36,7 @@ async function readExpectedIds(file: string): Promise<string[]> {
 
 export async function verifyCommand(o: { json?: boolean; readModel: boolean; requireTerminal?: boolean; stuckAfter: number; expect?: string }): Promise<void> {
   const expected = o.expect ? await readExpectedIds(o.expect) : undefined;
-  await withContext(async ({ pool, store, databaseUrl }) => {
+  await readContext(async ({ pool, store, databaseUrl }) => {
     // Ctrl-C while the read model is rebuilt aside drops that scratch schema and says so.
     const uninstall = o.readModel ? cleanUpOnInterrupt(databaseUrl) : () => undefined;
     try {

@@ -6,7 +6,7 @@ import { InvalidWorkflowError, cancelWorkflow, submitWorkflow, waitForWorkflowEn
 import type pg from 'pg';
 import { BatonError, NotFoundError } from '../../errors.ts';
 import { archivedNotice } from './archived-notice.ts';
-import { withContext, type CliContext } from '../context.ts';
+import { type CliContext, readContext, withContext } from '../context.ts';
 import { fields, table, toJson } from '../format.ts';
 import { loadActions } from '../hosts.ts';
 
@@ -97,7 +97,7 @@ async function notFoundUnlessArchived(pool: pg.Pool, err: unknown, id: string): 
 }
 
 export async function workflowStatusCommand(id: string, o: { json?: boolean }): Promise<void> {
-  await withContext(async (ctx) => {
+  await readContext(async (ctx) => {
     const status = await workflowStatus(ctx, id).catch((err: unknown) => notFoundUnlessArchived(ctx.pool, err, id));
     if (o.json) console.log(viewJson(status));
     else printStatus(status);
