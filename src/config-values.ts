@@ -1,6 +1,7 @@
 // How the text of one environment variable becomes a value: the parsers src/config.ts builds
 // its schema from. Each refuses with a message naming what was expected, never echoing a value
 // that may be a secret (a URL with a password, a token).
+import { SCHEMA_NAME } from './db/db-schema.ts';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseAge, SUGGESTED_RETENTION } from './retention/age.ts';
@@ -235,7 +236,7 @@ export const dbSchemaSetting = z.preprocess(
   unsetIfEmpty,
   z
     .string()
-    .regex(/^[a-z_][a-z0-9_]{0,29}$/, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit')
+    .regex(SCHEMA_NAME, 'must be 1 to 30 lower-case letters, digits or _, not starting with a digit')
     .superRefine((name, ctx) => {
       const clash = dbSchemaClash(name);
       if (clash) ctx.addIssue({ code: 'custom', message: clash });

@@ -8,8 +8,8 @@
 // EXIT_AFTER_DRAIN_MS later with the drain's exit code.
 import type { Logger } from 'pino';
 import type { HostEnvironment, RunningHosts } from './hosts.ts';
+import { INTERRUPT_SIGNALS } from './interrupt.ts';
 
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 /**
  * Beyond the workers' shutdown timeout, how long the rest of a drain may take: closing the
@@ -47,12 +47,12 @@ export function watchStopSignals(log: Logger): StopSignals {
     controller.abort(signal);
     receive(signal);
   };
-  for (const s of STOP_SIGNALS) process.on(s, onSignal);
+  for (const s of INTERRUPT_SIGNALS) process.on(s, onSignal);
   return {
     signal: controller.signal,
     received,
     dispose: () => {
-      for (const s of STOP_SIGNALS) process.off(s, onSignal);
+      for (const s of INTERRUPT_SIGNALS) process.off(s, onSignal);
     },
   };
 }

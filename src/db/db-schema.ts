@@ -7,7 +7,8 @@
 // hold pools of several installations (tests do).
 import pg from 'pg';
 
-const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,29}$/;
+/** A schema name an installation may have (BATON_DB_SCHEMA; a URL's search_path): the one rule, used everywhere. */
+export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,29}$/;
 const schemas = new WeakMap<pg.Pool, string>();
 
 /** The live read model's schema when no BATON_DB_SCHEMA is set. */

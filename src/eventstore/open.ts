@@ -15,7 +15,7 @@ import type { EventStore } from './event-store.ts';
 import { createEventStoreDbEventStore } from './eventstoredb.ts';
 import { countEvents, createPostgresEventStore } from './postgres.ts';
 import { KEEP_IDLE_CONNECTIONS } from '../db/pool-settings.ts';
-import { registerPoolSchema } from '../db/db-schema.ts';
+import { SCHEMA_NAME, registerPoolSchema } from '../db/db-schema.ts';
 
 export type EventStoreKind = 'postgres' | 'eventstoredb';
 
@@ -38,8 +38,6 @@ export function eventStoreKindOf(url: string, what = 'event store URL'): EventSt
 
 // `-c search_path=<schema>` (spaces around `=` allowed), the form libpq and pg read from `options`.
 const SEARCH_PATH_OPTION = /^\s*-c\s*search_path\s*=\s*(\S*)\s*$/;
-// BATON_DB_SCHEMA's rule (src/config.ts).
-const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,29}$/;
 
 /**
  * The schema a Postgres URL's `options=-c search_path=<schema>` names; undefined when it sets no
