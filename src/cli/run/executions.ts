@@ -1,7 +1,7 @@
 // What `baton status | events` do (their options are defined in main.ts): one execution's state
 // and history, from its stream.
 import type pg from 'pg';
-import { executionMachine, isFinal, statusOf, type ExecutionSnapshot } from '../../../actors/execution.machine.ts';
+import { executionMachine, statusOf, type ExecutionSnapshot } from '../../../actors/execution.machine.ts';
 import { NotFoundError } from '../../errors.ts';
 import type { EventStore } from '../../eventstore/event-store.ts';
 import { timeline, type TimelineStep } from '../../replay/inspect.ts';
@@ -37,7 +37,7 @@ export async function statusCommand(id: string, o: { json?: boolean }): Promise<
     const { snapshot, revision } = loaded;
     const c = snapshot.context;
     const waiting =
-      isFinal(snapshot) ? null : (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, namespace: c.namespace, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
+      (await waitingReasonNow(createLivenessStore(pool), { status: statusOf(snapshot), action: c.action, namespace: c.namespace, pinnedVersion: c.pinnedVersion, retryAt: c.retryAt }, workerStaleAfterMs(config.timeouts))) ??
       (statusOf(snapshot) === 'Requested'
         ? ((await namespaceRateLimitReason(new RateBuckets(store), namespaceOr(c.namespace), config.namespaceRateLimits, Date.now())) ??
           (await rateLimitReason(new RateBuckets(store), { action: c.action, input: () => c.input }, (await advertisedRateLimits(pool, [c.action])).get(c.action), Date.now())))

@@ -6,6 +6,7 @@ import { mapLimit } from '../../async/map-limit.ts';
 import { NotFoundError, RejectedCommandError } from '../../errors.ts';
 import type { DeadLetter } from '../../transport/work-transport.ts';
 import type { MonitorContext } from './context.ts';
+import type { RunningExecution } from '../scheduling-entries.ts';
 
 /**
  * The reason of the ExecutionAbandoned a dead letter causes. It names the message, so whoever
@@ -13,6 +14,10 @@ import type { MonitorContext } from './context.ts';
  */
 export const deadLetterAbandonReason = (d: Pick<DeadLetter, 'workerId' | 'reason' | 'messageId'>): string =>
   `its work message for worker ${d.workerId} was dead-lettered (${d.reason}); see \`baton dlq show ${d.messageId}\``;
+
+/** The executor's ExecutionTimedOut of a run past its recorded start-to-close deadline. */
+export const timeOutRun = (c: MonitorContext, run: RunningExecution): Promise<void> =>
+  c.enforce('start-to-close timeout', run.executionId, { type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline: run.deadline! }, by: 'executor' });
 
 /** How often a worker is rung again about the same cancel request. */
 const RING_EVERY_MS = 1_000;
@@ -41,9 +46,7 @@ export function runDuties(c: MonitorContext) {
 
     /** Runs past their start-to-close deadline (plus a grace for the worker to say so itself). */
     async timeOutOverdue(): Promise<void> {
-      await mapLimit(c.view.overdueRuns(c.now(), c.timeoutGraceMs), c.parallelism, (r) =>
-        c.enforce('start-to-close timeout', r.executionId, { type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline: r.deadline! }, by: 'executor' }),
-      );
+      await mapLimit(c.view.overdueRuns(c.now(), c.timeoutGraceMs), c.parallelism, (r) => timeOutRun(c, r));
     },
 
     /**

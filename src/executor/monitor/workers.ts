@@ -9,6 +9,7 @@ import { DEFAULT_NAMESPACE } from '../../input/namespace.ts';
 import type { WaitingExecution } from '../waiting-queue.ts';
 import { fitForWork, reachableOver, type LiveWorker } from '../worker-directory.ts';
 import type { MonitorContext } from './context.ts';
+import { timeOutRun } from './runs.ts';
 
 /** What unofferedSince is keyed by: an action as one namespace waits for it. */
 const offerKey = (action: string, namespace: string) => `${action}\0${namespace}`;
@@ -61,7 +62,7 @@ export function workerDuties(c: MonitorContext) {
         await mapLimit(held, c.parallelism, (x) => {
           const run = overdue.get(x.executionId);
           return run
-            ? c.enforce('start-to-close timeout', x.executionId, { type: 'ExecutionTimedOut', data: { limit: 'start-to-close', deadline: run.deadline! }, by: 'executor' })
+            ? timeOutRun(c, run)
             : c.enforce('worker-lost reclaim', x.executionId, { type: 'OwnershipReclaimed', data: { reason: 'worker-lost', workerId: w.workerId, attempt: x.attempt }, by: 'executor' });
         });
       }
