@@ -186,7 +186,7 @@ export function createActorRuntime<S extends AnyMachineSnapshot, E extends Domai
       snapshot = kind.fold(id, events.map((e) => kind.read(e)));
       snapshots?.folded(id, events.length, events[events.length - 1]!.revision, events[events.length - 1]!.eventId, snapshot);
     }
-    await o.turn;
+    if (o.turn) await o.turn; // no extra microtask on the loads that wait for nothing
     const revision = events[events.length - 1]!.revision;
     // Whatever this read shows that the cache had not seen is a change like any other: a listener
     // told only by observe would never hear of events a load took into the cache first.
